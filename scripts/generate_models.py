@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Generate the bundled ONNX models of model_repository/ with fixed seeds (no downloads).
+
+- ``detector``: a small anchor-free convolutional detector in the style of one-stage detectors
+  (six 3x3 convolutions, stride 16, a 1x1 head). Input ``images`` FP32 [N,3,256,256] in [0,1];
+  outputs ``boxes`` FP32 [N,256,4] (x1,y1,x2,y2 in input pixels, one box per 16x16 cell) and
+  ``scores`` FP32 [N,256,8] (per-class sigmoid scores; the class bias starts at the usual focal-loss
+  prior so that only a few boxes pass a threshold). No NMS inside: the ROS node or the ensemble's
+  postprocess step does it. About 0.14 GMAC per image. The weights are random (seeded): the model
+  is realistic in shape and cost, not trained.
+- ``simple``: Triton's classic two-input example: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 -
+  INPUT1, INT32 [N,16].
+
+Usage: ``python scripts/generate_models.py [--check]``. ``--check`` regenerates in memory and
+fails if the committed files differ in graph or weights.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[1]
+REPO = ROOT / "model_repository"
+OPSET = 17
+IR_VERSION = 8           # loadable by onnxruntime >= 1.10 (JetPack 5 ships 1.1x)
+
+DETECTOR_SIZE = 256
+DETECTOR_STRIDE = 16
+DETECTOR_CLASSES = ["person", "bicycle", "car", "motorcycle", "bus", "truck", "robot", "pallet"]
+DETECTOR_CHANNELS = [(3, 16, 2), (16, 32, 2), (32, 64, 2), (64, 64, 1),
+                     (64, 128, 2), (128, 128, 1)]
+
+
+def build_detector(seed: int = 20261129) -> onnx.ModelProto:
+    rng = np.random.default_rng(seed)
+    nodes, inits = [], []
+    x = "images"
+    for i, (cin, cout, stride) in enumerate(DETECTOR_CHANNELS):
+        w = (rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9))).astype(np.float32)
+        b = (rng.standard_normal(cout) * 0.01).astype(np.float32)
+        inits += [numpy_helper.from_array(w, f"conv{i}.w"), numpy_helper.from_array(b, f"conv{i}.b")]
+        nodes.append(helper.make_node("Conv", [x, f"conv{i}.w", f"conv{i}.b"], [f"conv{i}"],
+                                      kernel_shape=[3, 3], strides=[stride, stride],
+                                      pads=[1, 1, 1, 1]))
+        nodes.append(helper.make_node("Relu", [f"conv{i}"], [f"act{i}"]))
+        x = f"act{i}"
+
+    n_cls = len(DETECTOR_CLASSES)
+    cin = DETECTOR_CHANNELS[-1][1]
+    head_w = (rng.standard_normal((4 + n_cls, cin, 1, 1)) * np.sqrt(1.0 / cin)).astype(np.float32)
+    prior = -np.log((1 - 0.01) / 0.01)           # focal-loss prior: p = 0.01
+    head_b = np.concatenate([np.zeros(4), np.full(n_cls, prior)]).astype(np.float32)
+    inits += [numpy_helper.from_array(head_w, "head.w"), numpy_helper.from_array(head_b, "head.b")]
+    nodes.append(helper.make_node("Conv", [x, "head.w", "head.b"], ["head"], kernel_shape=[1, 1]))
+
+    grid = DETECTOR_SIZE // DETECTOR_STRIDE
+    cells = grid * grid
+    ys, xs = np.meshgrid(np.arange(grid), np.arange(grid), indexing="ij")
+    offsets = np.stack([xs.reshape(-1), ys.reshape(-1)], axis=-1).astype(np.float32)  # [cells, 2]
+    inits += [
+        numpy_helper.from_array(np.array([0, 4 + n_cls, cells], np.int64), "flat_shape"),
+        numpy_helper.from_array(offsets[None], "grid_xy"),
+        numpy_helper.from_array(np.array(DETECTOR_STRIDE, np.float32), "stride"),
+        numpy_helper.from_array(np.array(4.0 * DETECTOR_STRIDE, np.float32), "anchor"),
+        numpy_helper.from_array(np.array(0.5, np.float32), "half"),
+        numpy_helper.from_array(np.array(-4.0, np.float32), "clip_lo"),
+        numpy_helper.from_array(np.array(4.0, np.float32), "clip_hi"),
+        numpy_helper.from_array(np.array([2, 2, n_cls], np.int64), "split_sizes"),
+    ]
+    nodes += [
+        helper.make_node("Reshape", ["head", "flat_shape"], ["head_flat"]),        # [N, 4+C, cells]
+        helper.make_node("Transpose", ["head_flat"], ["pred"], perm=[0, 2, 1]),    # [N, cells, 4+C]
+        helper.make_node("Split", ["pred", "split_sizes"], ["xy_raw", "wh_raw", "cls_raw"], axis=2),
+        helper.make_node("Sigmoid", ["xy_raw"], ["xy_sig"]),
+        helper.make_node("Add", ["xy_sig", "grid_xy"], ["xy_cell"]),
+        helper.make_node("Mul", ["xy_cell", "stride"], ["center"]),
+        helper.make_node("Clip", ["wh_raw", "clip_lo", "clip_hi"], ["wh_clip"]),
+        helper.make_node("Exp", ["wh_clip"], ["wh_exp"]),
+        helper.make_node("Mul", ["wh_exp", "anchor"], ["wh"]),
+        helper.make_node("Mul", ["wh", "half"], ["half_wh"]),
+        helper.make_node("Sub", ["center", "half_wh"], ["xy1"]),
+        helper.make_node("Add", ["center", "half_wh"], ["xy2"]),
+        helper.make_node("Concat", ["xy1", "xy2"], ["boxes"], axis=2),
+        helper.make_node("Sigmoid", ["cls_raw"], ["scores"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "detector",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                       ["N", 3, DETECTOR_SIZE, DETECTOR_SIZE])],
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["N", cells, 4]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", cells, n_cls])],
+        initializer=inits)
+    return _finish(graph)
+
+
+def build_simple() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+         helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])],
+        "simple",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.INT32, ["N", 16]),
+         helper.make_tensor_value_info("INPUT1", TensorProto.INT32, ["N", 16])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.INT32, ["N", 16]),
+         helper.make_tensor_value_info("OUTPUT1", TensorProto.INT32, ["N", 16])])
+    return _finish(graph)
+
+
+def _finish(graph) -> onnx.ModelProto:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="triton_ros.generate_models")
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
+MODELS = {
+    REPO / "detector" / "1" / "model.onnx": build_detector,
+    REPO / "simple" / "1" / "model.onnx": build_simple,
+}
+
+
+def _same(a: onnx.ModelProto, b: onnx.ModelProto) -> bool:
+    """Equal graphs and weights (byte-exact serialization may differ across onnx versions)."""
+    if [n.op_type for n in a.graph.node] != [n.op_type for n in b.graph.node]:
+        return False
+    wa = {i.name: numpy_helper.to_array(i) for i in a.graph.initializer}
+    wb = {i.name: numpy_helper.to_array(i) for i in b.graph.initializer}
+    return wa.keys() == wb.keys() and all(np.array_equal(wa[k], wb[k]) for k in wa)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="verify the committed models instead of writing them")
+    args = parser.parse_args(argv)
+    status = 0
+    for path, build in MODELS.items():
+        model = build()
+        if args.check:
+            if not path.is_file() or not _same(onnx.load(str(path)), model):
+                print(f"{path.relative_to(ROOT)} differs from what the generator builds")
+                status = 1
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        onnx.save(model, str(path))
+        print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
+    labels = REPO / "detector" / "labels.txt"
+    if not args.check:
+        labels.write_text("\n".join(DETECTOR_CLASSES) + "\n", encoding="utf-8")
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""Shared fixtures: real servers in real processes, real clients over 127.0.0.1."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_REPOSITORY = ROOT / "model_repository"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``triton-ros-server`` in a subprocess; ``stop()`` sends SIGINT and returns the exit code."""
+
+    def __init__(self, *args: str, env: dict | None = None) -> None:
+        self.port = free_port()
+        self.url = f"127.0.0.1:{self.port}"
+        self.log_path = Path(os.environ.get("PYTEST_TMPDIR", "/tmp")) / f"server-{self.port}.log"
+        self._log = open(self.log_path, "w")
+        cmd = [sys.executable, "-m", "triton_ros.server_main", "--grpc-port", str(self.port), *args]
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
+                                     env={**os.environ, **(env or {})}, cwd=str(ROOT))
+
+    def client(self):
+        import tritonclient.grpc as grpcclient
+        return grpcclient.InferenceServerClient(self.url)
+
+    def wait_live(self, timeout: float = 60.0) -> None:
+        """Wait until the gRPC endpoint answers (models loaded: the CLI starts it after loading)."""
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if client.is_server_live():
+                    return
+            except Exception:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"server did not start:\n{self.log()}")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+@pytest.fixture
+def repo_copy(tmp_path) -> Path:
+    """A private copy of the bundled model repository that a test may change."""
+    dest = tmp_path / "models"
+    shutil.copytree(MODEL_REPOSITORY, dest)
+    return dest
+
+
+@pytest.fixture
+def start_server():
+    """Start servers with given CLI args; every one is stopped (and must exit 0) at teardown."""
+    started: list[ServerProcess] = []
+
+    def start(*args: str, wait: bool = True, env: dict | None = None) -> ServerProcess:
+        server = ServerProcess(*args, env=env)
+        started.append(server)
+        if wait:
+            server.wait_live()
+        return server
+
+    yield start
+    for server in started:
+        rc = server.stop()
+        assert rc == 0, f"server exited with {rc}:\n{server.log()}"
+
+
+@pytest.fixture(scope="module")
+def bundled_server():
+    """One server on the bundled repository shared by a test module (read-only use)."""
+    server = ServerProcess("--model-repository", str(MODEL_REPOSITORY))
+    server.wait_live()
+    yield server
+    rc = server.stop()
+    assert rc == 0, f"server exited with {rc}:\n{server.log()}"

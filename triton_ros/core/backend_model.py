@@ -1,0 +1,177 @@
+"""The backend API of the core (Triton's TRITONBACKEND_Model / TRITONBACKEND_ModelInstance).
+
+A backend provides a :class:`BackendModel` (state shared by a model version's instances, created
+once per version) whose :meth:`BackendModel.create_instance` makes one
+:class:`BackendModelInstance` per configured instance. An instance executes a list of requests
+and returns exactly one response or error per request, in order.
+
+:class:`BatchedTensorInstance` does this for backends that run one tensor batch per execution
+(ONNX Runtime, TensorRT): it concatenates the requests' inputs along the batch dimension, runs,
+checks the outputs and gives each request its own rows back.
+
+Backends are found by name in :data:`BACKENDS` and imported only when a model needs them, so that
+a machine without TensorRT or CUDA never imports them.
+"""
+from __future__ import annotations
+
+import abc
+import importlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from .datatypes import from_numpy_dtype
+from .errors import TritonRosError, as_triton_error, internal, unsupported
+from .infer_request import InferRequest, InferResponse, model_facing_inputs
+from .model_config import WILDCARD_DIM, ModelConfig
+
+# backend name -> "module:Class" of its BackendModel
+BACKENDS: dict[str, str] = {
+    "onnxruntime": "triton_ros.core.backends.onnxruntime_backend:OnnxRuntimeModel",
+    "tensorrt": "triton_ros.core.backends.tensorrt_backend:TensorRTModel",
+    "python": "triton_ros.core.backends.python_backend:PythonModel",
+}
+
+
+def backend_class(name: str) -> type["BackendModel"]:
+    target = BACKENDS.get(name)
+    if target is None:
+        raise unsupported(f"unknown backend '{name}' (available: {', '.join(sorted(BACKENDS))})")
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise unsupported(f"backend '{name}' is not available: {exc}") from None
+    return getattr(module, class_name)
+
+
+@dataclass
+class ExecuteResult:
+    """One response or error per request, and how long each phase took."""
+
+    responses: list[InferResponse | TritonRosError]
+    compute_input_ns: int = 0
+    compute_infer_ns: int = 0
+    compute_output_ns: int = 0
+
+
+class BackendModelInstance(abc.ABC):
+    """One execution context (its own session, stream or process)."""
+
+    def __init__(self, model: "BackendModel", *, name: str, kind: str, device_id: int | None) -> None:
+        self.model = model
+        self.name = name
+        self.kind = kind
+        self.device_id = device_id
+
+    @abc.abstractmethod
+    def execute(self, requests: list[InferRequest]) -> ExecuteResult:
+        """Run the requests; never raise for one request's fault (return its error instead)."""
+
+    def close(self) -> None:
+        """Release the instance's resources."""
+
+
+class BackendModel(abc.ABC):
+    """Backend state for one version of a model."""
+
+    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
+                 version_path: Path) -> None:
+        self.config = config
+        self.version = version
+        self.model_path = model_path
+        self.version_path = version_path
+
+    @classmethod
+    def auto_complete_config(cls, proto, model_path: Path) -> list[str]:
+        """Fill a partial ``inference.ModelConfig`` from the model files; return warnings."""
+        return []
+
+    @abc.abstractmethod
+    def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:
+        ...
+
+    def close(self) -> None:
+        """Release model-level resources after every instance is closed."""
+
+
+class BatchedTensorInstance(BackendModelInstance):
+    """Concatenate requests into one batch, :meth:`run` it, split the outputs per request."""
+
+    @abc.abstractmethod
+    def run(self, inputs: Mapping[str, np.ndarray], output_names: list[str]) -> Mapping[str, np.ndarray]:
+        """Execute the model on whole-batch tensors (model-facing shapes)."""
+
+    def execute(self, requests: list[InferRequest]) -> ExecuteResult:
+        config = self.model.config
+        batching = config.max_batch_size > 0
+        t0 = time.monotonic_ns()
+        wanted: list[str] = []
+        for request in requests:
+            for name in request.output_names(config):
+                if name not in wanted:
+                    wanted.append(name)
+        if len(requests) == 1:
+            feed = dict(model_facing_inputs(config, requests[0]))
+        else:
+            per_request = [model_facing_inputs(config, r) for r in requests]
+            feed = {name: np.concatenate([p[name] for p in per_request], axis=0)
+                    for name in per_request[0]}
+        t1 = time.monotonic_ns()
+        try:
+            outputs = self.run(feed, wanted)
+        except TritonRosError as exc:
+            return ExecuteResult([exc] * len(requests), t1 - t0, time.monotonic_ns() - t1, 0)
+        except Exception as exc:  # a backend failure fails this batch, never the server
+            err = internal(f"{type(self).__name__} failed to execute model '{config.name}': "
+                           f"{as_triton_error(exc).message}")
+            return ExecuteResult([err] * len(requests), t1 - t0, time.monotonic_ns() - t1, 0)
+        t2 = time.monotonic_ns()
+
+        total_rows = sum(r.batch_size for r in requests)
+        checked: dict[str, np.ndarray] = {}
+        try:
+            for name in wanted:
+                checked[name] = self._checked_output(config, name, outputs, total_rows, batching)
+        except TritonRosError as exc:
+            return ExecuteResult([exc] * len(requests), t1 - t0, t2 - t1, time.monotonic_ns() - t2)
+        responses: list[InferResponse | TritonRosError] = []
+        offset = 0
+        for request in requests:
+            rows = request.batch_size
+            names = request.output_names(config)
+            if batching:
+                outs = {n: checked[n][offset:offset + rows] for n in names}
+            else:
+                outs = {n: checked[n] for n in names}
+            offset += rows
+            responses.append(InferResponse(config.name, self.model.version, request.id, outs))
+        return ExecuteResult(responses, t1 - t0, t2 - t1, time.monotonic_ns() - t2)
+
+    @staticmethod
+    def _checked_output(config: ModelConfig, name: str, outputs: Mapping[str, np.ndarray],
+                        total_rows: int, batching: bool) -> np.ndarray:
+        array = outputs.get(name)
+        if array is None:
+            raise internal(f"model '{config.name}' did not produce output '{name}'")
+        array = np.asarray(array)
+        tensor = config.output(name)
+        if batching and (array.ndim == 0 or array.shape[0] != total_rows):
+            raise internal(f"output '{name}' of model '{config.name}' has shape {list(array.shape)}; "
+                           f"expected batch dimension {total_rows}")
+        if tensor is not None:
+            if tensor.datatype == "BYTES":
+                if array.dtype != np.object_ or any(isinstance(x, str) for x in array.flat):
+                    array = np.array([x.encode("utf-8") if isinstance(x, str) else bytes(x)
+                                      for x in array.flat], dtype=np.object_).reshape(array.shape)
+            elif from_numpy_dtype(array.dtype) != tensor.datatype:
+                raise internal(f"output '{name}' of model '{config.name}' has data type "
+                               f"{from_numpy_dtype(array.dtype)}; the model configuration "
+                               f"declares {tensor.datatype}")
+        if tensor is not None and tensor.reshape is not None and WILDCARD_DIM not in tensor.dims:
+            # The model produces the reshape shape; clients see the configured dims.
+            array = array.reshape(((array.shape[0],) if batching else ()) + tensor.dims)
+        return array

@@ -1,0 +1,1 @@
+"""Backends: ONNX Runtime, TensorRT and Python, each imported only when a model needs it."""

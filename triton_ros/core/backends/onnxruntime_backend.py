@@ -1,0 +1,339 @@
+"""ONNX Runtime backend (Triton's onnxruntime_backend).
+
+Each instance owns its own ``InferenceSession``. KIND_CPU uses the CPU execution provider;
+KIND_GPU uses the CUDA provider on the instance's GPU, and the TensorRT provider first when the
+configuration lists ``gpu_execution_accelerator { name: "tensorrt" }`` (Triton's parameter names
+are translated to ONNX Runtime's). The ``parameters`` Triton's backend reads are honoured:
+``intra_op_thread_count``, ``inter_op_thread_count``, ``execution_mode``, ``enable_mem_arena``,
+``enable_mem_pattern``, plus ``optimization { graph { level } }``.
+
+Auto-complete fills a missing or partial configuration from the model (AutoCompleteConfig):
+inputs, outputs and max_batch_size (the default 4 when every tensor's first dimension is
+dynamic, which also turns on the dynamic batcher).
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from ..backend_model import BackendModel, BackendModelInstance, BatchedTensorInstance
+from ..errors import TritonRosError, internal, invalid_arg, unavailable
+from ..model_config import (DEFAULT_MAX_BATCH_SIZE, ONNXRUNTIME_FILENAME, WILDCARD_DIM,
+                            ModelConfig, TensorConfig, version_dirs)
+
+_log = logging.getLogger("triton_ros.onnxruntime")
+
+_ORT_TYPES = {
+    "tensor(bool)": "BOOL", "tensor(uint8)": "UINT8", "tensor(uint16)": "UINT16",
+    "tensor(uint32)": "UINT32", "tensor(uint64)": "UINT64", "tensor(int8)": "INT8",
+    "tensor(int16)": "INT16", "tensor(int32)": "INT32", "tensor(int64)": "INT64",
+    "tensor(float16)": "FP16", "tensor(float)": "FP32", "tensor(double)": "FP64",
+    "tensor(string)": "BYTES", "tensor(bfloat16)": "BF16",
+}
+
+# Triton's TensorRT accelerator parameter -> ONNX Runtime TensorRT provider option
+_TRT_PASSTHROUGH = {
+    "trt_max_partition_iterations", "trt_min_subgraph_size", "trt_dla_enable", "trt_dla_core",
+    "trt_engine_cache_enable", "trt_engine_cache_path", "trt_engine_cache_prefix",
+    "trt_dump_subgraphs", "trt_force_sequential_engine_build", "trt_context_memory_sharing_enable",
+    "trt_timing_cache_enable", "trt_timing_cache_path", "trt_force_timing_cache",
+    "trt_detailed_build_log", "trt_build_heuristics_enable", "trt_sparsity_enable",
+    "trt_builder_optimization_level", "trt_auxiliary_streams", "trt_tactic_sources",
+    "trt_extra_plugin_lib_paths", "trt_profile_min_shapes", "trt_profile_max_shapes",
+    "trt_profile_opt_shapes", "trt_cuda_graph_enable", "trt_dump_ep_context_model",
+    "trt_ep_context_file_path", "trt_ep_context_embed_mode", "trt_layer_norm_fp32_fallback",
+}
+
+
+def _ort():
+    try:
+        import onnxruntime
+    except ImportError as exc:  # pragma: no cover - a requirement of the package
+        raise unavailable(f"onnxruntime is not installed: {exc}") from None
+    return onnxruntime
+
+
+def _model_file(version_path: Path, filename: str) -> Path:
+    path = version_path / (filename or ONNXRUNTIME_FILENAME)
+    if path.is_dir():  # a directory holding model.onnx and its external data
+        path = path / ONNXRUNTIME_FILENAME
+    return path
+
+
+def _dims(shape) -> list[int]:
+    return [d if isinstance(d, int) and d >= 0 else WILDCARD_DIM for d in shape]
+
+
+def _io_infos(session) -> tuple[dict[str, tuple[str, list[int]]], dict[str, tuple[str, list[int]]]]:
+    def infos(items):
+        out = {}
+        for item in items:
+            out[item.name] = (_ORT_TYPES.get(item.type, item.type), _dims(item.shape or []))
+        return out
+    return infos(session.get_inputs()), infos(session.get_outputs())
+
+
+def _parse_int(config: ModelConfig, key: str, default: int) -> int:
+    value = config.parameters.get(key)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise invalid_arg(f"model '{config.name}': parameter '{key}' must be an integer, got "
+                          f"'{value}'") from None
+
+
+def _parse_bool(config: ModelConfig, key: str) -> bool | None:
+    value = config.parameters.get(key)
+    if value is None:
+        return None
+    lowered = value.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise invalid_arg(f"model '{config.name}': parameter '{key}' must be a boolean, got '{value}'")
+
+
+class OnnxRuntimeModel(BackendModel):
+    """Model-level state: the model file and checked I/O."""
+
+    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
+                 version_path: Path) -> None:
+        super().__init__(config, version=version, model_path=model_path, version_path=version_path)
+        self.model_file = _model_file(version_path, config.default_model_filename)
+        if not self.model_file.is_file():
+            raise unavailable(f"unable to find '{self.model_file}' for model '{config.name}'")
+
+    @classmethod
+    def auto_complete_config(cls, proto, model_path: Path) -> list[str]:
+        """Triton's ModelState::AutoCompleteConfig for ONNX models."""
+        if len(proto.input) > 0 and len(proto.output) > 0:
+            return []
+        versions = version_dirs(model_path)
+        if not versions:
+            return []
+        model_file = _model_file(model_path / str(versions[0]), proto.default_model_filename)
+        if not model_file.is_file():
+            return []
+        ort = _ort()
+        try:
+            session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
+        except Exception as exc:
+            raise invalid_arg(f"unable to load model '{proto.name}' for auto-complete: {exc}") from None
+        inputs, outputs = _io_infos(session)
+        warnings: list[str] = []
+        can_batch = all(dims and dims[0] == WILDCARD_DIM
+                        for _, dims in list(inputs.values()) + list(outputs.values()))
+        if can_batch:
+            if proto.max_batch_size == 0:
+                proto.max_batch_size = DEFAULT_MAX_BATCH_SIZE
+                warnings.append(
+                    f"autofilled max_batch_size to {DEFAULT_MAX_BATCH_SIZE} for model "
+                    f"'{proto.name}' since batching is supported but no max_batch_size is "
+                    f"specified in model configuration. Must specify max_batch_size to utilize "
+                    f"autofill with a larger max batch size")
+            if proto.max_batch_size > 1 and not proto.HasField("dynamic_batching") \
+                    and not proto.HasField("sequence_batching"):
+                proto.dynamic_batching.SetInParent()
+        elif proto.max_batch_size != 0:
+            raise invalid_arg(f"autofill failed for model '{proto.name}': model does not support "
+                              f"batching while non-zero max_batch_size is specified")
+
+        from tritonclient.grpc import model_config_pb2 as mc
+        from ..datatypes import protocol_to_config
+
+        def fill(field, infos):
+            del field[:]
+            for name, (dtype, dims) in infos.items():
+                io = field.add()
+                io.name = name
+                io.data_type = mc.DataType.Value(protocol_to_config(dtype))
+                shown = dims[1:] if proto.max_batch_size > 0 else dims
+                if not shown:
+                    io.dims.append(1)
+                    if proto.max_batch_size > 0:
+                        io.reshape.SetInParent()
+                else:
+                    io.dims.extend(shown)
+
+        if len(proto.input) == 0:
+            fill(proto.input, inputs)
+        if len(proto.output) == 0:
+            fill(proto.output, outputs)
+        return warnings
+
+    def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:
+        return OnnxRuntimeInstance(self, name=name, kind=kind, device_id=device_id)
+
+
+class OnnxRuntimeInstance(BatchedTensorInstance):
+    """One ONNX Runtime session."""
+
+    def __init__(self, model: OnnxRuntimeModel, *, name: str, kind: str, device_id: int | None) -> None:
+        super().__init__(model, name=name, kind=kind, device_id=device_id)
+        ort = _ort()
+        config = model.config
+        options = ort.SessionOptions()
+        intra = _parse_int(config, "intra_op_thread_count", 0)
+        inter = _parse_int(config, "inter_op_thread_count", 0)
+        if intra > 0:
+            options.intra_op_num_threads = intra
+        if inter > 0:
+            options.inter_op_num_threads = inter
+        mode = _parse_int(config, "execution_mode", 0)
+        if mode not in (0, 1):
+            raise invalid_arg(f"Invalid configuration value provided. Expected values for "
+                              f"execution_mode are 0 or 1 but got {mode} .")
+        options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if mode == 1
+                                  else ort.ExecutionMode.ORT_SEQUENTIAL)
+        level = config.optimization.graph_level
+        options.graph_optimization_level = {
+            -1: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+            1: ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+            2: ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        }.get(level, ort.GraphOptimizationLevel.ORT_ENABLE_ALL)
+        arena = _parse_bool(config, "enable_mem_arena")
+        if arena is not None:
+            options.enable_cpu_mem_arena = arena
+        pattern = _parse_bool(config, "enable_mem_pattern")
+        if pattern is not None:
+            options.enable_mem_pattern = pattern
+
+        providers = self._providers(ort, config, kind, device_id)
+        try:
+            self.session = ort.InferenceSession(str(model.model_file), sess_options=options,
+                                                providers=providers)
+        except Exception as exc:
+            raise internal(f"onnxruntime failed to load model '{config.name}' "
+                           f"({model.model_file}): {exc}") from None
+        self._check_io(config)
+        self._bytes_inputs = {t.name for t in config.inputs if t.datatype == "BYTES"}
+        _log.debug("instance %s of '%s' uses %s", name, config.name, self.session.get_providers())
+
+    @staticmethod
+    def _providers(ort, config: ModelConfig, kind: str, device_id: int | None) -> list:
+        if kind != "KIND_GPU":
+            return ["CPUExecutionProvider"]
+        available = set(ort.get_available_providers())
+        providers: list = []
+        cuda_options: dict[str, str] = {"device_id": str(device_id or 0)}
+        for accel in config.optimization.gpu_execution_accelerators:
+            if accel.name == "tensorrt":
+                if "TensorrtExecutionProvider" not in available:
+                    raise unavailable(
+                        f"model '{config.name}' asks for the TensorRT execution accelerator but "
+                        f"this onnxruntime has no TensorrtExecutionProvider (available: "
+                        f"{sorted(available)}); install onnxruntime-gpu with TensorRT (JetPack's "
+                        f"onnxruntime-gpu on Jetson)")
+                providers.append(("TensorrtExecutionProvider",
+                                  _trt_options(config, accel.parameters, device_id or 0)))
+            elif accel.name == "cuda":
+                cuda_options.update(accel.parameters)
+            else:
+                raise invalid_arg(f"unknown Execution Accelerator '{accel.name}' is requested")
+        if "CUDAExecutionProvider" not in available:
+            raise unavailable(
+                f"instance group of model '{config.name}' has kind KIND_GPU but this onnxruntime "
+                f"has no CUDAExecutionProvider (available: {sorted(available)}); install "
+                f"onnxruntime-gpu, or use KIND_CPU")
+        providers.append(("CUDAExecutionProvider", cuda_options))
+        providers.append("CPUExecutionProvider")
+        return providers
+
+    def _check_io(self, config: ModelConfig) -> None:
+        inputs, outputs = _io_infos(self.session)
+        batching = config.max_batch_size > 0
+        required = [n for n in inputs]
+        if len(config.inputs) != len(required) and not any(t.optional for t in config.inputs):
+            raise invalid_arg(f"unable to load model '{config.name}', configuration expects "
+                              f"{len(config.inputs)} inputs, model provides {len(required)}")
+        for tensors, infos, what in ((config.inputs, inputs, "input"), (config.outputs, outputs, "output")):
+            for tensor in tensors:
+                info = infos.get(tensor.name)
+                if info is None:
+                    raise invalid_arg(f"unexpected inference {what} '{tensor.name}', allowed "
+                                      f"{what}s are: {', '.join(infos)}")
+                _check_tensor(config, tensor, info, what, batching)
+
+    def run(self, inputs: Mapping[str, np.ndarray], output_names: list[str]) -> Mapping[str, np.ndarray]:
+        feed = {}
+        for name, array in inputs.items():
+            if name in self._bytes_inputs:
+                try:
+                    array = np.array([x.decode("utf-8") if isinstance(x, (bytes, bytearray)) else x
+                                      for x in array.flat], dtype=object).reshape(array.shape)
+                except UnicodeDecodeError as exc:
+                    raise invalid_arg(f"input '{name}' holds bytes that are not UTF-8 text, which "
+                                      f"ONNX string tensors require: {exc}") from None
+            feed[name] = np.ascontiguousarray(array)
+        try:
+            values = self.session.run(output_names, feed)
+        except Exception as exc:
+            raise internal(f"onnxruntime execution failure for model '{self.model.config.name}': "
+                           f"{exc}") from None
+        return dict(zip(output_names, values))
+
+    def close(self) -> None:
+        self.session = None
+
+
+def _check_tensor(config: ModelConfig, tensor: TensorConfig, info: tuple[str, list[int]],
+                  what: str, batching: bool) -> None:
+    dtype, model_dims = info
+    if dtype != tensor.datatype:
+        raise invalid_arg(f"unable to load model '{config.name}', unexpected datatype "
+                          f"TYPE_{dtype if dtype != 'BYTES' else 'STRING'} for {what} "
+                          f"'{tensor.name}', expecting TYPE_"
+                          f"{tensor.datatype if tensor.datatype != 'BYTES' else 'STRING'}")
+    expected = list(tensor.reshape if tensor.reshape is not None else tensor.dims)
+    if batching:
+        if not model_dims or model_dims[0] != WILDCARD_DIM:
+            raise invalid_arg(f"unable to load model '{config.name}', model {what} "
+                              f"'{tensor.name}' has shape {model_dims}: the first dimension must "
+                              f"be dynamic to support batching (max_batch_size "
+                              f"{config.max_batch_size})")
+        model_dims = model_dims[1:]
+    if len(model_dims) != len(expected) or any(
+            m != WILDCARD_DIM and e != WILDCARD_DIM and m != e for m, e in zip(model_dims, expected)):
+        # Scalars/empty reshape: the model may legitimately see [] where the config says [1].
+        if not (expected == [] and model_dims == []):
+            raise invalid_arg(f"unable to load model '{config.name}', model {what} "
+                              f"'{tensor.name}' dims {model_dims} don't match configuration dims "
+                              f"{expected}")
+
+
+def _trt_options(config: ModelConfig, params: Mapping[str, str], device_id: int) -> dict[str, str]:
+    options: dict[str, str] = {"device_id": str(device_id)}
+    for key, value in params.items():
+        if key == "precision_mode":
+            if value == "FP16":
+                options["trt_fp16_enable"] = "True"
+            elif value == "INT8":
+                options["trt_int8_enable"] = "True"
+            elif value == "BF16":
+                options["trt_bf16_enable"] = "True"
+            elif value != "FP32":
+                raise invalid_arg(f"unsupported precision mode '{value}' is requested")
+        elif key == "max_workspace_size_bytes":
+            options["trt_max_workspace_size"] = value
+        elif key == "int8_calibration_table_name":
+            options["trt_int8_calibration_table_name"] = value
+        elif key == "int8_use_native_calibration_table":
+            options["trt_int8_use_native_calibration_table"] = value
+        elif key in _TRT_PASSTHROUGH:
+            options[key] = value
+        else:
+            raise invalid_arg(f"unknown parameter '{key}' is provided for TensorRT Execution "
+                              f"Accelerator")
+    if options.get("trt_engine_cache_enable", "").lower() in ("1", "true") \
+            and "trt_engine_cache_path" not in options:
+        # Keep engines next to the model so that restarts do not rebuild them.
+        options["trt_engine_cache_path"] = os.path.join(
+            os.environ.get("TRITON_ROS_CACHE_DIR", "/tmp/triton_ros_trt_cache"), config.name)
+    return options

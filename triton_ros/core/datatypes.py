@@ -1,0 +1,108 @@
+"""Triton data types: protocol names, model-config names, numpy dtypes, BYTES encoding.
+
+The KServe v2 protocol names tensors' types "FP32", "BYTES"...; config.pbtxt names them
+``TYPE_FP32``, ``TYPE_STRING``... BYTES tensors are numpy object arrays of ``bytes`` in the core and
+travel as 4-byte little-endian length-prefixed elements on the wire, as in Triton.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from .errors import invalid_arg
+
+# protocol datatype -> numpy dtype (BYTES is an object array of bytes)
+_NP_OF: dict[str, np.dtype] = {
+    "BOOL": np.dtype(np.bool_),
+    "UINT8": np.dtype(np.uint8),
+    "UINT16": np.dtype(np.uint16),
+    "UINT32": np.dtype(np.uint32),
+    "UINT64": np.dtype(np.uint64),
+    "INT8": np.dtype(np.int8),
+    "INT16": np.dtype(np.int16),
+    "INT32": np.dtype(np.int32),
+    "INT64": np.dtype(np.int64),
+    "FP16": np.dtype(np.float16),
+    "FP32": np.dtype(np.float32),
+    "FP64": np.dtype(np.float64),
+    "BYTES": np.dtype(np.object_),
+}
+
+# Every protocol name Triton knows; BF16 has no numpy dtype and is refused with a clear error.
+PROTOCOL_DATATYPES = frozenset(_NP_OF) | {"BF16"}
+
+
+def config_to_protocol(type_name: str) -> str:
+    """'TYPE_FP32' -> 'FP32', 'TYPE_STRING' -> 'BYTES' (model_config.proto DataType names)."""
+    if type_name == "TYPE_STRING":
+        return "BYTES"
+    if not type_name.startswith("TYPE_") or type_name == "TYPE_INVALID":
+        raise invalid_arg(f"invalid data type '{type_name}'")
+    return type_name[len("TYPE_"):]
+
+
+def protocol_to_config(datatype: str) -> str:
+    return "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+
+
+def to_numpy_dtype(datatype: str) -> np.dtype:
+    try:
+        return _NP_OF[datatype]
+    except KeyError:
+        if datatype == "BF16":
+            raise invalid_arg("data type BF16 is not supported: numpy has no bfloat16") from None
+        raise invalid_arg(f"invalid data type '{datatype}'") from None
+
+
+def from_numpy_dtype(dtype: np.dtype) -> str:
+    dtype = np.dtype(dtype)
+    if dtype.kind in ("O", "S", "U"):
+        return "BYTES"
+    for name, np_dtype in _NP_OF.items():
+        if np_dtype == dtype:
+            return name
+    raise invalid_arg(f"numpy dtype {dtype} has no Triton data type")
+
+
+def element_size(datatype: str) -> int:
+    """Bytes per element; 0 for BYTES (variable)."""
+    if datatype == "BYTES":
+        return 0
+    return to_numpy_dtype(datatype).itemsize
+
+
+def serialize_bytes_tensor(array: np.ndarray) -> bytes:
+    """Length-prefixed encoding of a BYTES tensor (row-major)."""
+    parts: list[bytes] = []
+    for item in array.reshape(-1):
+        if isinstance(item, str):
+            item = item.encode("utf-8")
+        elif not isinstance(item, (bytes, bytearray, memoryview)):
+            item = str(item).encode("utf-8")
+        parts.append(struct.pack("<I", len(item)))
+        parts.append(bytes(item))
+    return b"".join(parts)
+
+
+def deserialize_bytes_tensor(buffer: bytes | memoryview, count: int | None = None) -> np.ndarray:
+    """Decode length-prefixed elements into a 1-D object array; errors name what is wrong."""
+    view = memoryview(buffer)
+    items: list[bytes] = []
+    offset = 0
+    total = len(view)
+    while offset < total:
+        if offset + 4 > total:
+            raise invalid_arg("malformed BYTES tensor: truncated 4-byte length prefix")
+        (length,) = struct.unpack_from("<I", view, offset)
+        offset += 4
+        if offset + length > total:
+            raise invalid_arg(
+                f"malformed BYTES tensor: element of {length} bytes runs past the end of the data")
+        items.append(bytes(view[offset:offset + length]))
+        offset += length
+    if count is not None and len(items) != count:
+        raise invalid_arg(f"BYTES tensor holds {len(items)} elements, expecting {count}")
+    out = np.empty(len(items), dtype=np.object_)
+    out[:] = items
+    return out

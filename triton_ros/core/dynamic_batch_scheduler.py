@@ -1,0 +1,285 @@
+"""Triton's dynamic batch scheduler (dynamic_batch_scheduler.cc, scheduler_utils.cc).
+
+Requests wait in a priority queue: one policy queue per priority level (1 is highest), each with a
+main queue and a queue of requests whose timeout expired under the DELAY action. When a model
+instance is free it calls :meth:`DynamicBatchScheduler.next_batch`, which forms a batch with
+Triton's ``GetDynamicBatch`` rules:
+
+1. scan requests in priority then arrival order, applying timeouts (REJECT or DELAY) first;
+2. remember the largest preferred batch size reached;
+3. stop before a request that would exceed max_batch_size or whose shape differs;
+4. send the preferred batch if the oldest pending request has waited less than the delay,
+   else send if the batch reached the largest preferred size, the delay expired or is zero;
+5. otherwise sleep until the delay or the closest timeout expires, or a request arrives.
+
+Without ``dynamic_batching`` (or with max_batch_size 0) every request executes alone, in arrival
+order, on the next free instance: Triton's behaviour with batching disabled.
+
+Time is monotonic nanoseconds. ``stop()`` refuses new requests and either drains the queue or
+fails every waiting request; nothing waiting is ever left unanswered.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from .errors import TritonRosError, unavailable
+from .infer_request import InferRequest
+from .model_config import ModelConfig, QueuePolicy
+
+STOPPING_MESSAGE = ("Server is stopping, scheduler for model has stopped accepting new inference "
+                    "requests")
+
+
+@dataclass(eq=False)
+class _Entry:
+    request: InferRequest
+    enqueue_ns: int
+    deadline_ns: int                   # 0: no timeout
+
+
+@dataclass(eq=False)
+class _PolicyQueue:
+    policy: QueuePolicy
+    keep: bool                         # configured levels stay; others vanish when empty
+    main: collections.deque = field(default_factory=collections.deque)
+    delayed: collections.deque = field(default_factory=collections.deque)
+
+    def size(self) -> int:
+        return len(self.main) + len(self.delayed)
+
+
+class DynamicBatchScheduler:
+    """Queue, priorities, timeouts and batch formation for one model version."""
+
+    def __init__(self, config: ModelConfig, *,
+                 on_reject: Callable[[InferRequest, TritonRosError], None]) -> None:
+        db = config.dynamic_batching
+        self.model_name = config.name
+        self._batching = db is not None and config.max_batch_size > 0
+        self._max_batch = config.max_batch_size if self._batching else 1
+        self._preferred = frozenset(db.preferred_batch_sizes) if self._batching else frozenset()
+        self._max_preferred = max(self._preferred) if self._preferred else self._max_batch
+        self._delay_ns = (db.max_queue_delay_us * 1000) if (db and self._batching) else 0
+        self._levels = db.priority_levels if db else 0
+        self._default_level = db.default_priority_level if db else 0
+        self._policy_for = db.policy_for if db else (lambda level: QueuePolicy())
+        self._preserve_ordering = bool(db and db.preserve_ordering)
+        self._on_reject = on_reject
+
+        self._cv = threading.Condition()
+        self._queues: dict[int, _PolicyQueue] = {}
+        if self._levels == 0:
+            self._queues[0] = _PolicyQueue(self._policy_for(0) if db else QueuePolicy(), keep=True)
+        else:
+            for level in (db.priority_queue_policy if db else {}):
+                self._queues[level] = _PolicyQueue(db.policy_for(level), keep=True)
+        self._size = 0
+        self._stopping = False
+        self._next_seq = 0
+        self._ordering = _OrderedDelivery() if self._preserve_ordering else None
+
+    # ---------------------------------------------------------------- producer side
+    def enqueue(self, request: InferRequest) -> None:
+        """Queue a normalized request; raise UNAVAILABLE when stopping or the queue is full."""
+        with self._cv:
+            if self._stopping:
+                raise unavailable(STOPPING_MESSAGE)
+            level = self._level_of(request.priority)
+            queue = self._queues.get(level)
+            if queue is None:
+                queue = self._queues[level] = _PolicyQueue(self._policy_for(level), keep=False)
+            policy = queue.policy
+            if policy.max_queue_size and queue.size() >= policy.max_queue_size:
+                raise unavailable(f"{_log_prefix(request)}Exceeds maximum queue size")
+            timeout_us = policy.default_timeout_us
+            # Triton lets a request only lower a non-zero default timeout (scheduler_utils.cc).
+            if policy.allow_timeout_override and 0 < request.timeout_us < timeout_us:
+                timeout_us = request.timeout_us
+            now = time.monotonic_ns()
+            request.queue_start_ns = now
+            queue.main.append(_Entry(request, now, now + timeout_us * 1000 if timeout_us else 0))
+            self._size += 1
+            self._cv.notify()
+
+    def _level_of(self, priority: int) -> int:
+        if self._levels == 0:
+            return 0
+        if priority == 0 or priority > self._levels:
+            return self._default_level
+        return priority
+
+    # ---------------------------------------------------------------- consumer side
+    def next_batch(self) -> tuple[int, list[InferRequest]] | None:
+        """Block until a batch should execute; return (sequence, requests), or None once stopped
+        and empty. Called by each model instance's thread when it is free."""
+        while True:
+            rejected: list[_Entry] = []
+            batch: list[InferRequest] | None = None
+            with self._cv:
+                now = time.monotonic_ns()
+                rejected = self._apply_policies(now)
+                if not rejected:
+                    if self._size == 0:
+                        if self._stopping:
+                            return None
+                        self._cv.wait()
+                        continue
+                    decision = self._form_batch(now)
+                    if isinstance(decision, int):
+                        self._cv.wait(timeout=max(decision, 1000) / 1e9)
+                        continue
+                    batch = self._pop(decision)
+                    seq = self._next_seq
+                    self._next_seq += 1
+            for entry in rejected:
+                self._on_reject(entry.request,
+                                unavailable(f"{_log_prefix(entry.request)}Request timeout expired"))
+            if batch is not None:
+                return seq, batch
+
+    def complete(self, seq: int, deliver: Callable[[], None]) -> None:
+        """Deliver a finished batch's responses, in batch order when preserve_ordering is set."""
+        if self._ordering is None:
+            deliver()
+        else:
+            self._ordering.complete(seq, deliver)
+
+    def stop(self, *, drain: bool) -> None:
+        """Refuse new requests; keep serving queued ones (drain) or fail them with UNAVAILABLE."""
+        failed: list[_Entry] = []
+        with self._cv:
+            self._stopping = True
+            if not drain:
+                for queue in self._queues.values():
+                    failed.extend(queue.main)
+                    failed.extend(queue.delayed)
+                    queue.main.clear()
+                    queue.delayed.clear()
+                self._size = 0
+            self._cv.notify_all()
+        for entry in failed:
+            self._on_reject(entry.request, unavailable(STOPPING_MESSAGE))
+
+    def queue_size(self) -> int:
+        with self._cv:
+            return self._size
+
+    @property
+    def batching(self) -> bool:
+        return self._batching
+
+    # ---------------------------------------------------------------- internals (lock held)
+    def _iter_entries(self) -> Iterator[_Entry]:
+        for level in sorted(self._queues):
+            queue = self._queues[level]
+            yield from queue.main
+            yield from queue.delayed
+
+    def _apply_policies(self, now: int) -> list[_Entry]:
+        """Move expired requests to the delayed queue (DELAY) or out (REJECT, returned)."""
+        rejected: list[_Entry] = []
+        for queue in self._queues.values():
+            if not any(e.deadline_ns and now > e.deadline_ns for e in queue.main):
+                continue
+            keep: collections.deque = collections.deque()
+            for entry in queue.main:
+                if entry.deadline_ns and now > entry.deadline_ns:
+                    if queue.policy.timeout_action == "DELAY":
+                        entry.deadline_ns = 0
+                        queue.delayed.append(entry)
+                    else:
+                        rejected.append(entry)
+                else:
+                    keep.append(entry)
+            queue.main = keep
+        self._size -= len(rejected)
+        self._drop_empty_levels()
+        return rejected
+
+    def _form_batch(self, now: int) -> list[_Entry] | int:
+        """GetDynamicBatch: the entries to send now, or the nanoseconds to wait."""
+        pending: list[_Entry] = []
+        pending_rows = 0
+        best = 0                        # number of entries in the chosen preferred batch
+        send_now = False
+        key = None
+        for entry in self._iter_entries():
+            if not self._batching:
+                return [entry]
+            rows = entry.request.batch_size
+            if pending:
+                if pending_rows + rows > self._max_preferred and best == 0:
+                    best = len(pending)
+                if pending_rows + rows > self._max_batch:
+                    send_now = True
+                    break
+                if entry.request.shape_key != key:
+                    send_now = True
+                    break
+            else:
+                key = entry.request.shape_key
+            pending.append(entry)
+            pending_rows += rows
+            if pending_rows in self._preferred:
+                best = len(pending)
+
+        oldest = min(e.enqueue_ns for e in pending)
+        waited = now - oldest
+        delay_exceeded = self._delay_ns != 0 and waited >= self._delay_ns
+        if best and not delay_exceeded:
+            return pending[:best]
+        if send_now or pending_rows >= self._max_preferred:
+            return pending
+        if delay_exceeded or self._delay_ns == 0:
+            return pending
+        wait = self._delay_ns - waited
+        deadlines = [e.deadline_ns for e in pending if e.deadline_ns]
+        if deadlines:
+            closest = min(deadlines)
+            wait = min(wait, closest - now) if now <= closest else 1000
+        return max(int(wait), 1000)
+
+    def _pop(self, entries: list[_Entry]) -> list[InferRequest]:
+        # The batch is always a prefix of the iteration order, so pop from the fronts.
+        remaining = len(entries)
+        for level in sorted(self._queues):
+            queue = self._queues[level]
+            for dq in (queue.main, queue.delayed):
+                while remaining and dq:
+                    dq.popleft()
+                    remaining -= 1
+        self._size -= len(entries)
+        self._drop_empty_levels()
+        return [e.request for e in entries]
+
+    def _drop_empty_levels(self) -> None:
+        for level in [lv for lv, q in self._queues.items() if not q.keep and q.size() == 0]:
+            del self._queues[level]
+
+
+class _OrderedDelivery:
+    """Releases batches' responses in the order the batches were formed (preserve_ordering)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._next = 0
+        self._ready: dict[int, Callable[[], None]] = {}
+
+    def complete(self, seq: int, deliver: Callable[[], None]) -> None:
+        with self._lock:
+            self._ready[seq] = deliver
+            runnable = []
+            while self._next in self._ready:
+                runnable.append(self._ready.pop(self._next))
+                self._next += 1
+            # Deliver under the lock so that two threads cannot interleave their batches.
+            for fn in runnable:
+                fn()
+
+
+def _log_prefix(request: InferRequest) -> str:
+    return f"[request id: {request.id}] " if request.id else ""

@@ -1,0 +1,64 @@
+"""Typed errors of the inference core.
+
+Every failure the core reports is a :class:`TritonRosError` carrying a :class:`StatusCode` that
+mirrors ``TRITONSERVER_Error_Code``. Each frontend maps the code to its own protocol (gRPC status,
+HTTP status, ROS log line and diagnostics counter); the core never imports a transport.
+"""
+from __future__ import annotations
+
+import enum
+
+
+class StatusCode(enum.Enum):
+    """Triton's error codes (tritonserver.h ``TRITONSERVER_Error_Code``)."""
+
+    UNKNOWN = "UNKNOWN"
+    INTERNAL = "INTERNAL"
+    NOT_FOUND = "NOT_FOUND"
+    INVALID_ARG = "INVALID_ARG"
+    UNAVAILABLE = "UNAVAILABLE"
+    UNSUPPORTED = "UNSUPPORTED"
+    ALREADY_EXISTS = "ALREADY_EXISTS"
+    CANCELLED = "CANCELLED"
+
+
+class TritonRosError(Exception):
+    """An error with a Triton status code; the message is what a client sees."""
+
+    def __init__(self, code: StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def __repr__(self) -> str:
+        return f"TritonRosError({self.code.name}, {self.message!r})"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def invalid_arg(message: str) -> TritonRosError:
+    return TritonRosError(StatusCode.INVALID_ARG, message)
+
+
+def not_found(message: str) -> TritonRosError:
+    return TritonRosError(StatusCode.NOT_FOUND, message)
+
+
+def unavailable(message: str) -> TritonRosError:
+    return TritonRosError(StatusCode.UNAVAILABLE, message)
+
+
+def internal(message: str) -> TritonRosError:
+    return TritonRosError(StatusCode.INTERNAL, message)
+
+
+def unsupported(message: str) -> TritonRosError:
+    return TritonRosError(StatusCode.UNSUPPORTED, message)
+
+
+def as_triton_error(exc: BaseException) -> TritonRosError:
+    """The exception itself if typed, else an INTERNAL error naming it (never lose the cause)."""
+    if isinstance(exc, TritonRosError):
+        return exc
+    return TritonRosError(StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")

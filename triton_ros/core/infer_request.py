@@ -1,0 +1,182 @@
+"""Inference requests and responses of the core (Triton's infer_request / infer_response).
+
+A request holds numpy arrays by input name (BYTES as object arrays of ``bytes``), what the client
+asked for (requested outputs, priority, timeout) and the bookkeeping the scheduler adds. Its
+``future`` resolves to an :class:`InferResponse` or fails with a :class:`TritonRosError`.
+:func:`normalize_request` checks a request against a model's configuration with Triton's rules
+and messages, and computes its batch size and the shape key that decides which requests may
+share a batch.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from .datatypes import from_numpy_dtype
+from .errors import TritonRosError, invalid_arg
+from .model_config import WILDCARD_DIM, ModelConfig
+
+
+@dataclass(frozen=True)
+class RequestedOutput:
+    name: str
+    class_count: int = 0               # > 0: Triton's classification extension (top-k labels)
+
+
+@dataclass
+class InferResponse:
+    model_name: str
+    model_version: int
+    id: str
+    outputs: dict[str, np.ndarray]     # in the order the client should see them
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class InferRequest:
+    model_name: str
+    inputs: dict[str, np.ndarray]
+    model_version: int = -1            # -1: the latest ready version
+    id: str = ""
+    requested_outputs: tuple[RequestedOutput, ...] | None = None   # None: every output
+    priority: int = 0                  # 0: the model's default level
+    timeout_us: int = 0                # 0: the queue policy's default
+    parameters: dict[str, Any] = field(default_factory=dict)
+
+    # Set by the core ------------------------------------------------------------------------
+    future: Future = field(default_factory=Future, repr=False)
+    arrival_ns: int = field(default_factory=time.monotonic_ns, repr=False)
+    batch_size: int = 1                # rows this request adds to a batch
+    shape_key: tuple = ()              # requests batch together only with equal keys
+    resolved_version: int = -1
+    queue_start_ns: int = 0
+    compute_start_ns: int = 0
+
+    def set_response(self, response: InferResponse) -> None:
+        if not self.future.done():
+            self.future.set_result(response)
+
+    def set_error(self, error: TritonRosError) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+
+    def output_names(self, config: ModelConfig) -> list[str]:
+        if self.requested_outputs is None:
+            return [o.name for o in config.outputs]
+        return [o.name for o in self.requested_outputs]
+
+
+def _dims_str(dims) -> str:
+    return "[" + ",".join(str(int(d)) for d in dims) + "]"
+
+
+def normalize_request(config: ModelConfig, request: InferRequest) -> None:
+    """Validate ``request`` against ``config`` as Triton does; set batch_size and shape_key.
+
+    Raises INVALID_ARG with Triton's messages for unknown, missing or mistyped inputs, wrong
+    shapes, too large batches and unknown requested outputs.
+    """
+    model = config.name
+    declared = {t.name: t for t in config.inputs}
+    for name in request.inputs:
+        if name not in declared:
+            raise invalid_arg(f"unexpected inference input '{name}' for model '{model}'")
+    required = [t.name for t in config.inputs if not t.optional]
+    missing = [n for n in required if n not in request.inputs]
+    if missing:
+        got = "[" + ",".join(f"'{n}'" for n in request.inputs) + "]"
+        miss = "[" + ",".join(f"'{n}'" for n in missing) + "]"
+        if len(required) == len(config.inputs):
+            raise invalid_arg(
+                f"expected {len(config.inputs)} inputs but got {len(request.inputs)} inputs for "
+                f"model '{model}'. Got input(s) {got}, but missing required input(s) {miss}. "
+                f"Please provide all required input(s).")
+        raise invalid_arg(
+            f"expected number of inputs between {len(required)} and {len(config.inputs)} but got "
+            f"{len(request.inputs)} inputs for model '{model}'. Got input(s) {got}, but missing "
+            f"required input(s) {miss}. Please provide all required input(s).")
+
+    batching = config.max_batch_size > 0
+    batch_size = 0
+    for name, array in request.inputs.items():
+        if not isinstance(array, np.ndarray):
+            raise invalid_arg(f"input '{name}' for model '{model}' is not a tensor")
+        if batching:
+            if array.ndim == 0:
+                raise invalid_arg(f"input '{name}' has no shape but model requires batch "
+                                  f"dimension for '{model}'")
+            if batch_size == 0:
+                batch_size = int(array.shape[0])
+            elif int(array.shape[0]) != batch_size:
+                raise invalid_arg(f"input '{name}' batch size does not match other inputs for "
+                                  f"'{model}'")
+    if batching:
+        if batch_size > config.max_batch_size:
+            raise invalid_arg(f"inference request batch-size must be <= {config.max_batch_size} "
+                              f"for '{model}'")
+        if batch_size < 1 and request.inputs:
+            raise invalid_arg(f"inference request batch-size must be >= 1 for '{model}'")
+
+    key: list[tuple] = []
+    for name, array in request.inputs.items():
+        tensor = declared[name]
+        got_type = from_numpy_dtype(array.dtype)
+        if got_type != tensor.datatype:
+            raise invalid_arg(f"inference input '{name}' data-type is '{got_type}', but model "
+                              f"'{model}' expects '{tensor.datatype}'")
+        shape = array.shape[1:] if batching else array.shape
+        ok = len(shape) == len(tensor.dims) and all(
+            c == WILDCARD_DIM or c == s for c, s in zip(tensor.dims, shape))
+        if not ok:
+            full = ((WILDCARD_DIM,) if batching else ()) + tensor.dims
+            note = ""
+            if batching:
+                note = (" NOTE: Setting a non-zero max_batch_size in the model config requires a "
+                        "batch dimension to be prepended to each input shape. If you want to "
+                        "specify the full shape including the batch dim in your input dims config, "
+                        "try setting max_batch_size to zero. See the model configuration docs for "
+                        "more info on max_batch_size.")
+            raise invalid_arg(f"unexpected shape for input '{name}' for model '{model}'. Expected "
+                              f"{_dims_str(full)}, got {_dims_str(array.shape)}.{note}")
+        if tensor.has_variable_dims:
+            # Triton enforces equal shapes inside a batch for non-ragged variable-size inputs.
+            key.append((name, tuple(shape)))
+    if len(request.inputs) != len(config.inputs):
+        key.append(("__present__", tuple(sorted(request.inputs))))
+
+    if request.requested_outputs is not None:
+        outputs = {t.name for t in config.outputs}
+        for out in request.requested_outputs:
+            if out.name not in outputs:
+                raise invalid_arg(f"unexpected inference output '{out.name}' for model '{model}'")
+            if out.class_count < 0:
+                raise invalid_arg(f"classification count must be >= 0 for output '{out.name}'")
+
+    request.batch_size = max(1, batch_size) if batching else 1
+    request.shape_key = tuple(key)
+
+
+def model_facing_inputs(config: ModelConfig, request: InferRequest) -> Mapping[str, np.ndarray]:
+    """The request's inputs reshaped as the model sees them (config ``reshape``)."""
+    out: dict[str, np.ndarray] = {}
+    for name, array in request.inputs.items():
+        tensor = config.input(name)
+        if tensor is not None and tensor.reshape is not None:
+            batch = (array.shape[0],) if config.max_batch_size > 0 else ()
+            array = array.reshape(batch + _resolve_reshape(tensor.dims, tensor.reshape,
+                                                           array.shape[len(batch):]))
+        out[name] = array
+    return out
+
+
+def _resolve_reshape(dims, reshape, actual) -> tuple[int, ...]:
+    # Variable-size dims take their values, in order, from the actual shape (Triton's rule).
+    values = [a for d, a in zip(dims, actual) if d == WILDCARD_DIM]
+    out = []
+    for d in reshape:
+        out.append(values.pop(0) if d == WILDCARD_DIM else d)
+    return tuple(out)

@@ -1,0 +1,242 @@
+"""One loaded version of a model (Triton's ``Model``/``TritonModel`` and its instance threads).
+
+A :class:`Model` owns the version's configuration, backend state, statistics, its scheduler and
+one thread per model instance. Each thread asks the scheduler for a batch whenever it is free,
+executes it on its own backend instance, records statistics and answers every request of the
+batch exactly once: with its own response, or with an error. A failure of one batch never stops
+the thread, and stopping the model answers every request still waiting.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .backend_model import BackendModel, BackendModelInstance, ExecuteResult, backend_class
+from .dynamic_batch_scheduler import DynamicBatchScheduler
+from .errors import TritonRosError, as_triton_error, internal, unavailable
+from .infer_request import InferRequest, InferResponse, normalize_request
+from .infer_stats import ModelStats
+from .model_config import ModelConfig
+
+_log = logging.getLogger("triton_ros.model")
+
+
+def load_labels(model_path: Path, config: ModelConfig) -> dict[str, list[str]]:
+    """Labels of outputs with ``label_filename`` (one label per line, as Triton reads them)."""
+    labels: dict[str, list[str]] = {}
+    for out in config.outputs:
+        if out.label_filename:
+            path = model_path / out.label_filename
+            try:
+                labels[out.name] = path.read_text(encoding="utf-8").splitlines()
+            except OSError as exc:
+                raise internal(f"model '{config.name}': cannot read label file {path}: {exc}") from None
+    return labels
+
+
+def classify(array: np.ndarray, class_count: int, labels: list[str] | None, batched: bool) -> np.ndarray:
+    """Triton's classification extension: top-k "value:index[:label]" strings per batch item."""
+    rows = array.reshape(array.shape[0], -1) if batched else array.reshape(1, -1)
+    k = min(class_count, rows.shape[1])
+    out = np.empty((rows.shape[0], k), dtype=np.object_)
+    for i, row in enumerate(rows):
+        order = np.argsort(-row.astype(np.float64), kind="stable")[:k]
+        for j, idx in enumerate(order):
+            text = f"{float(row[idx]):f}:{int(idx)}"
+            if labels is not None and idx < len(labels):
+                text += f":{labels[idx]}"
+            out[i, j] = text.encode("utf-8")
+    return out if batched else out.reshape(k)
+
+
+class Model:
+    """A servable model version: scheduler, instances and statistics."""
+
+    def __init__(self, config: ModelConfig, *, version: int, model_path: Path) -> None:
+        self.config = config
+        self.name = config.name
+        self.version = version
+        self.model_path = model_path
+        self.version_path = model_path / str(version)
+        self.stats = ModelStats(config.name, version)
+        self.labels = load_labels(model_path, config)
+        self.scheduler = DynamicBatchScheduler(config, on_reject=self._reject)
+        self.backend: BackendModel | None = None
+        self.instances: list[BackendModelInstance] = []
+        self._threads: list[threading.Thread] = []
+        self._in_flight = 0
+        self._in_flight_lock = threading.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
+    def load(self) -> None:
+        """Create the backend state and every instance, then start serving."""
+        cls = backend_class(self.config.backend)
+        self.backend = cls(self.config, version=self.version, model_path=self.model_path,
+                           version_path=self.version_path)
+        try:
+            for group in self.config.instance_groups:
+                devices: list[int | None] = list(group.gpus) if group.kind == "KIND_GPU" else [None]
+                for device in devices:
+                    for i in range(group.count):
+                        suffix = f"_{i}" if device is None else f"_{i}_gpu{device}"
+                        instance = self.backend.create_instance(
+                            name=f"{group.name}{suffix}", kind=group.kind, device_id=device)
+                        self.instances.append(instance)
+                        if group.passive:
+                            continue
+                        thread = threading.Thread(
+                            target=self._serve, args=(instance,), daemon=True,
+                            name=f"{self.name}:{self.version}:{instance.name}")
+                        self._threads.append(thread)
+        except BaseException:
+            self._close_backend()
+            raise
+        for thread in self._threads:
+            thread.start()
+
+    def unload(self, *, drain: bool = True, timeout: float | None = None) -> None:
+        """Stop accepting requests, finish (drain) or fail the queued ones, release resources."""
+        self.scheduler.stop(drain=drain)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self._threads):
+            # Instances still executing: fail what is left rather than hang the caller.
+            self.scheduler.stop(drain=False)
+            _log.warning("model '%s' version %d: instances still busy after unload timeout",
+                         self.name, self.version)
+            return
+        self._close_backend()
+
+    def _close_backend(self) -> None:
+        for instance in self.instances:
+            try:
+                instance.close()
+            except Exception as exc:
+                _log.warning("closing instance %s failed: %s", instance.name, exc)
+        self.instances = []
+        if self.backend is not None:
+            try:
+                self.backend.close()
+            except Exception as exc:
+                _log.warning("closing backend of model '%s' failed: %s", self.name, exc)
+
+    # ---------------------------------------------------------------- requests
+    def enqueue(self, request: InferRequest) -> None:
+        """Validate and queue a request; its future answers it. Raises on a bad request."""
+        try:
+            normalize_request(self.config, request)
+        except TritonRosError:
+            self.record_rejection(request, reason="OTHER")
+            raise
+        request.resolved_version = self.version
+        with self._in_flight_lock:
+            self._in_flight += 1
+        try:
+            self.scheduler.enqueue(request)
+        except TritonRosError:
+            self._done()
+            self.record_rejection(request, reason="REJECTED")
+            raise
+
+    def pending_request_count(self) -> int:
+        """Requests queued or executing (nv_inference_pending_request_count)."""
+        with self._in_flight_lock:
+            return self._in_flight
+
+    def record_rejection(self, request: InferRequest, reason: str = "OTHER") -> None:
+        self.stats.record_failure(request_ns=time.monotonic_ns() - request.arrival_ns, reason=reason)
+
+    def _done(self, n: int = 1) -> None:
+        with self._in_flight_lock:
+            self._in_flight -= n
+
+    def _reject(self, request: InferRequest, error: TritonRosError) -> None:
+        self._done()
+        self.stats.record_failure(request_ns=time.monotonic_ns() - request.arrival_ns,
+                                  reason="REJECTED")
+        request.set_error(error)
+
+    # ---------------------------------------------------------------- instance threads
+    def _serve(self, instance: BackendModelInstance) -> None:
+        while True:
+            item = self.scheduler.next_batch()
+            if item is None:
+                return
+            seq, batch = item
+            try:
+                self._execute(instance, seq, batch)
+            except BaseException as exc:  # keep serving; answer the batch if it is not yet
+                error = as_triton_error(exc)
+                _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
+                self.scheduler.complete(seq, lambda: [r.set_error(error) for r in batch])
+
+    def _execute(self, instance: BackendModelInstance, seq: int, batch: list[InferRequest]) -> None:
+        start = time.monotonic_ns()
+        for request in batch:
+            request.compute_start_ns = start
+        try:
+            result = instance.execute(batch)
+        except Exception as exc:
+            result = ExecuteResult([as_triton_error(exc)] * len(batch), 0, time.monotonic_ns() - start)
+        responses = result.responses
+        if len(responses) != len(batch):
+            error = internal(f"model '{self.name}' instance {instance.name} returned "
+                             f"{len(responses)} responses for {len(batch)} requests")
+            responses = [error] * len(batch)
+
+        finished: list[tuple[InferRequest, InferResponse | TritonRosError]] = []
+        ok_rows = 0
+        for request, response in zip(batch, responses):
+            if isinstance(response, InferResponse):
+                try:
+                    response = self._finish_response(request, response)
+                    ok_rows += request.batch_size
+                except TritonRosError as exc:
+                    response = exc
+            finished.append((request, response))
+        if ok_rows:
+            self.stats.record_execution(batch_size=ok_rows, compute_input_ns=result.compute_input_ns,
+                                        compute_infer_ns=result.compute_infer_ns,
+                                        compute_output_ns=result.compute_output_ns)
+
+        def deliver() -> None:
+            now = time.monotonic_ns()
+            for request, response in finished:
+                if isinstance(response, InferResponse):
+                    self.stats.record_success(
+                        request_ns=now - request.arrival_ns,
+                        queue_ns=request.compute_start_ns - request.queue_start_ns,
+                        compute_input_ns=result.compute_input_ns,
+                        compute_infer_ns=result.compute_infer_ns,
+                        compute_output_ns=result.compute_output_ns)
+                    request.set_response(response)
+                else:
+                    self.stats.record_failure(request_ns=now - request.arrival_ns, reason="BACKEND")
+                    request.set_error(response)
+            self._done(len(finished))
+
+        self.scheduler.complete(seq, deliver)
+
+    def _finish_response(self, request: InferRequest, response: InferResponse) -> InferResponse:
+        response.model_name = self.name
+        response.model_version = self.version
+        response.id = request.id
+        if request.requested_outputs is not None:
+            for wanted in request.requested_outputs:
+                if wanted.class_count > 0:
+                    array = response.outputs.get(wanted.name)
+                    if array is None:
+                        raise internal(f"model '{self.name}' did not produce output '{wanted.name}'")
+                    response.outputs[wanted.name] = classify(
+                        array, wanted.class_count, self.labels.get(wanted.name),
+                        self.config.max_batch_size > 0)
+        return response
+
+    def not_ready_error(self) -> TritonRosError:
+        return unavailable(f"Request for unknown model: '{self.name}' version {self.version} is "
+                           f"not at ready state")

@@ -1,0 +1,679 @@
+"""Model configuration: parse -> auto-complete -> normalize -> validate -> typed objects.
+
+config.pbtxt is parsed with protobuf ``text_format`` into Triton's own ``inference.ModelConfig``
+message (from tritonclient), so every file Triton accepts parses identically. The message is then
+auto-completed (backend fields from the files on disk, then the backend's own auto-complete),
+normalized with Triton's defaults (model_config_utils.cc ``NormalizeModelConfig`` and
+``NormalizeInstanceGroup``) and validated (``ValidateModelConfig``). Only then is it turned into
+the frozen dataclasses below, which is all the rest of the core reads. The normalized message is
+kept on :attr:`ModelConfig.proto` for the ModelConfig RPC and for Python models' ``model_config``.
+
+Fields this project does not implement are either refused with UNSUPPORTED (where ignoring them
+would change results) or reported as warnings on :attr:`ModelConfig.warnings`.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from google.protobuf import json_format, text_format
+from tritonclient.grpc import model_config_pb2 as mc
+
+from . import gpu
+from .datatypes import config_to_protocol
+from .errors import StatusCode, TritonRosError, invalid_arg, unsupported
+
+CONFIG_FILENAME = "config.pbtxt"
+WILDCARD_DIM = -1
+DEFAULT_MAX_BATCH_SIZE = 4  # tritonserver --backend-config=default-max-batch-size
+
+# Backend names and platforms (core/src/constants.h)
+ONNXRUNTIME_BACKEND = "onnxruntime"
+ONNXRUNTIME_PLATFORM = "onnxruntime_onnx"
+ONNXRUNTIME_FILENAME = "model.onnx"
+TENSORRT_BACKEND = "tensorrt"
+TENSORRT_PLATFORM = "tensorrt_plan"
+TENSORRT_FILENAME = "model.plan"
+PYTHON_BACKEND = "python"
+PYTHON_FILENAME = "model.py"
+ENSEMBLE_PLATFORM = "ensemble"
+
+_PLATFORM_OF_BACKEND = {
+    ONNXRUNTIME_BACKEND: ONNXRUNTIME_PLATFORM,
+    TENSORRT_BACKEND: TENSORRT_PLATFORM,
+}
+_KNOWN_UNSERVED_BACKENDS = {
+    "tensorflow": ("tensorflow_savedmodel", "tensorflow_graphdef", "model.savedmodel",
+                   "model.graphdef"),
+    "pytorch": ("pytorch_libtorch", "model.pt"),
+    "openvino": ("model.xml",),
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Typed configuration
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TensorConfig:
+    """One ``input`` or ``output`` entry."""
+
+    name: str
+    datatype: str                      # protocol name: "FP32", "BYTES", ...
+    dims: tuple[int, ...]              # without the batch dimension when max_batch_size > 0
+    reshape: tuple[int, ...] | None = None
+    optional: bool = False
+    format: str = "FORMAT_NONE"
+    label_filename: str = ""
+
+    @property
+    def has_variable_dims(self) -> bool:
+        return WILDCARD_DIM in self.dims
+
+
+@dataclass(frozen=True)
+class QueuePolicy:
+    """``ModelQueuePolicy``: what happens to requests waiting in one priority level's queue."""
+
+    timeout_action: str = "REJECT"     # "REJECT" or "DELAY"
+    default_timeout_us: int = 0        # 0: no timeout
+    allow_timeout_override: bool = False
+    max_queue_size: int = 0            # 0: unbounded
+
+
+@dataclass(frozen=True)
+class DynamicBatchingConfig:
+    preferred_batch_sizes: tuple[int, ...] = ()
+    max_queue_delay_us: int = 0
+    preserve_ordering: bool = False
+    priority_levels: int = 0
+    default_priority_level: int = 0
+    default_queue_policy: QueuePolicy = QueuePolicy()
+    priority_queue_policy: Mapping[int, QueuePolicy] = field(default_factory=dict)
+
+    def policy_for(self, level: int) -> QueuePolicy:
+        return self.priority_queue_policy.get(level, self.default_queue_policy)
+
+
+@dataclass(frozen=True)
+class InstanceGroupConfig:
+    name: str
+    kind: str                          # "KIND_CPU", "KIND_GPU" or "KIND_MODEL" (AUTO resolved)
+    count: int
+    gpus: tuple[int, ...] = ()
+    profiles: tuple[str, ...] = ()
+    passive: bool = False
+
+
+@dataclass(frozen=True)
+class VersionPolicy:
+    kind: str = "latest"               # "latest", "all" or "specific"
+    num_versions: int = 1
+    versions: tuple[int, ...] = ()
+
+    def select(self, available: Iterable[int]) -> list[int]:
+        """The versions to load out of those present on disk, ascending."""
+        avail = sorted(set(available))
+        if self.kind == "all":
+            return avail
+        if self.kind == "specific":
+            return [v for v in avail if v in self.versions]
+        return avail[-self.num_versions:] if self.num_versions > 0 else []
+
+
+@dataclass(frozen=True)
+class EnsembleStep:
+    model_name: str
+    model_version: int                 # -1: latest
+    input_map: Mapping[str, str]       # step's model input -> ensemble tensor
+    output_map: Mapping[str, str]      # step's model output -> ensemble tensor
+
+
+@dataclass(frozen=True)
+class ExecutionAccelerator:
+    name: str
+    parameters: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class OptimizationConfig:
+    graph_level: int = 0
+    gpu_execution_accelerators: tuple[ExecutionAccelerator, ...] = ()
+    cpu_execution_accelerators: tuple[ExecutionAccelerator, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A validated model configuration. ``proto`` is the normalized ``inference.ModelConfig``."""
+
+    name: str
+    platform: str
+    backend: str
+    max_batch_size: int
+    inputs: tuple[TensorConfig, ...]
+    outputs: tuple[TensorConfig, ...]
+    version_policy: VersionPolicy
+    dynamic_batching: DynamicBatchingConfig | None
+    instance_groups: tuple[InstanceGroupConfig, ...]
+    ensemble_steps: tuple[EnsembleStep, ...]
+    default_model_filename: str
+    parameters: Mapping[str, str]
+    optimization: OptimizationConfig
+    response_cache: bool
+    proto: mc.ModelConfig = field(compare=False, repr=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def is_ensemble(self) -> bool:
+        return self.platform == ENSEMBLE_PLATFORM
+
+    def input(self, name: str) -> TensorConfig | None:
+        return next((t for t in self.inputs if t.name == name), None)
+
+    def output(self, name: str) -> TensorConfig | None:
+        return next((t for t in self.outputs if t.name == name), None)
+
+    def to_json(self) -> str:
+        return model_config_to_json(self.proto)
+
+
+# --------------------------------------------------------------------------------------------
+# Parse
+# --------------------------------------------------------------------------------------------
+
+def parse_config_text(text: str, *, model_name: str, source: str = CONFIG_FILENAME) -> mc.ModelConfig:
+    proto = mc.ModelConfig()
+    try:
+        text_format.Parse(text, proto)
+    except text_format.ParseError as exc:
+        raise invalid_arg(f"failed to parse {source} of model '{model_name}': {exc}") from None
+    return proto
+
+
+def parse_config_json(text: str, *, model_name: str) -> mc.ModelConfig:
+    """A configuration given as JSON (the repository load API's ``config`` parameter)."""
+    proto = mc.ModelConfig()
+    try:
+        json_format.Parse(text, proto)
+    except (json_format.ParseError, ValueError) as exc:
+        raise invalid_arg(f"failed to parse JSON config of model '{model_name}': {exc}") from None
+    return proto
+
+
+def model_config_to_json(proto: mc.ModelConfig) -> str:
+    """JSON as Triton writes it (ModelConfigToJson): proto field names, int64 as numbers."""
+    as_dict = json_format.MessageToDict(
+        proto, preserving_proto_field_name=True, always_print_fields_with_no_presence=False)
+    return json.dumps(_ints_as_numbers(as_dict))
+
+
+def _ints_as_numbers(value):
+    # protobuf's JSON mapping writes int64/uint64 as strings; Triton's FixInt turns them back.
+    if isinstance(value, dict):
+        return {k: _ints_as_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_ints_as_numbers(v) for v in value]
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return value
+
+
+# --------------------------------------------------------------------------------------------
+# Auto-complete
+# --------------------------------------------------------------------------------------------
+
+def version_dirs(model_path: Path) -> list[int]:
+    """Numeric subdirectories of a model directory (others are ignored, as in Triton)."""
+    out = []
+    try:
+        entries = list(os.scandir(model_path))
+    except OSError:
+        return out
+    for entry in entries:
+        if entry.is_dir() and entry.name.isdigit():
+            out.append(int(entry.name))
+    return sorted(out)
+
+
+def auto_complete_backend_fields(proto: mc.ModelConfig, model_name: str, model_path: Path) -> None:
+    """Fill name, backend, platform and default_model_filename (AutoCompleteBackendFields)."""
+    if not proto.name:
+        proto.name = model_name
+    versions = version_dirs(model_path)
+    contents: set[str] = set()
+    if versions:
+        try:
+            contents = set(os.listdir(model_path / str(versions[0])))
+        except OSError:
+            contents = set()
+
+    if proto.platform == ENSEMBLE_PLATFORM or proto.HasField("ensemble_scheduling"):
+        return
+    if not proto.backend:
+        if proto.platform == TENSORRT_PLATFORM or proto.default_model_filename == TENSORRT_FILENAME:
+            proto.backend = TENSORRT_BACKEND
+        elif proto.platform == ONNXRUNTIME_PLATFORM or proto.default_model_filename == ONNXRUNTIME_FILENAME:
+            proto.backend = ONNXRUNTIME_BACKEND
+        elif proto.default_model_filename == PYTHON_FILENAME:
+            proto.backend = PYTHON_BACKEND
+        elif not proto.platform and not proto.default_model_filename:
+            if TENSORRT_FILENAME in contents:
+                proto.backend = TENSORRT_BACKEND
+            elif ONNXRUNTIME_FILENAME in contents:
+                proto.backend = ONNXRUNTIME_BACKEND
+            elif PYTHON_FILENAME in contents:
+                proto.backend = PYTHON_BACKEND
+    if proto.backend in _PLATFORM_OF_BACKEND and not proto.platform:
+        proto.platform = _PLATFORM_OF_BACKEND[proto.backend]
+    if not proto.default_model_filename:
+        proto.default_model_filename = {
+            ONNXRUNTIME_BACKEND: ONNXRUNTIME_FILENAME,
+            TENSORRT_BACKEND: TENSORRT_FILENAME,
+            PYTHON_BACKEND: PYTHON_FILENAME,
+        }.get(proto.backend, "")
+
+
+# --------------------------------------------------------------------------------------------
+# Normalize
+# --------------------------------------------------------------------------------------------
+
+def normalize(proto: mc.ModelConfig) -> None:
+    """Triton's defaults (NormalizeModelConfig + NormalizeInstanceGroup)."""
+    if not proto.HasField("version_policy"):
+        proto.version_policy.latest.num_versions = 1
+    if proto.HasField("dynamic_batching"):
+        if not proto.dynamic_batching.preferred_batch_size and proto.max_batch_size > 0:
+            proto.dynamic_batching.preferred_batch_size.append(proto.max_batch_size)
+    if proto.HasField("ensemble_scheduling") or proto.platform == ENSEMBLE_PLATFORM:
+        return
+
+    supported_gpus = gpu.supported_gpus()
+    if not proto.instance_group:
+        group = proto.instance_group.add()
+        group.name = proto.name
+    for index, group in enumerate(proto.instance_group):
+        if not group.name:
+            group.name = f"{proto.name}_{index}"
+        if group.kind == mc.ModelInstanceGroup.KIND_AUTO:
+            if not supported_gpus or any(g not in supported_gpus for g in group.gpus):
+                group.kind = mc.ModelInstanceGroup.KIND_CPU
+            else:
+                group.kind = mc.ModelInstanceGroup.KIND_GPU
+        if group.count < 1:
+            # SetDefaultInstanceCount: ONNX Runtime (and TensorFlow) get 2 CPU instances.
+            cpu_default = group.kind == mc.ModelInstanceGroup.KIND_CPU and proto.backend == ONNXRUNTIME_BACKEND
+            group.count = 2 if cpu_default else 1
+        if group.kind == mc.ModelInstanceGroup.KIND_GPU and not group.gpus:
+            group.gpus.extend(sorted(supported_gpus))
+
+
+# --------------------------------------------------------------------------------------------
+# Validate
+# --------------------------------------------------------------------------------------------
+
+def _kind_name(kind: int) -> str:
+    return mc.ModelInstanceGroup.Kind.Name(kind)
+
+
+def _validate_io(proto: mc.ModelConfig, io, what: str) -> None:
+    prefix = f"model '{proto.name}': {what} "
+    if not io.name:
+        raise invalid_arg(prefix + "must specify 'name'")
+    prefix += f"'{io.name}' "
+    if io.data_type == mc.TYPE_INVALID:
+        raise invalid_arg(prefix + "must specify 'data_type'")
+    if not io.dims:
+        raise invalid_arg(prefix + "must specify 'dims'")
+    for dim in io.dims:
+        if dim < 1 and dim != WILDCARD_DIM:
+            raise invalid_arg(prefix + f"dimension must be integer >= 1, or -1 to indicate a "
+                              f"variable-size dimension, got {list(io.dims)}")
+    if io.HasField("reshape"):
+        if not io.reshape.shape and proto.max_batch_size == 0:
+            raise invalid_arg(prefix + "cannot have empty reshape for non-batching model as "
+                              "scalar tensors are not supported")
+        for dim in io.reshape.shape:
+            if dim < 1 and dim != WILDCARD_DIM:
+                raise invalid_arg(prefix + f"reshape dimensions must be integer >= 1, or -1, got "
+                                  f"{list(io.reshape.shape)}")
+        if _chunks(io.dims) != _chunks(io.reshape.shape) and not (
+                not io.reshape.shape and _chunks(io.dims) == [1]):
+            raise invalid_arg(prefix + f"has different size for dims {list(io.dims)} and reshape "
+                              f"{list(io.reshape.shape)}")
+    if io.is_shape_tensor and proto.platform != TENSORRT_PLATFORM:
+        raise invalid_arg(prefix + "is a shape tensor: shape tensors are only supported for "
+                          "TensorRT platform")
+    if io.is_non_linear_format_io:
+        raise unsupported(prefix + "sets is_non_linear_format_io, which triton_ros does not support")
+    if getattr(io, "allow_ragged_batch", False):
+        raise unsupported(prefix + "sets allow_ragged_batch, which triton_ros does not support")
+    if what == "input" and io.format in (mc.ModelInput.FORMAT_NHWC, mc.ModelInput.FORMAT_NCHW) \
+            and len(io.dims) != 3:
+        raise invalid_arg(prefix + "format NHWC/NCHW requires 3 dims")
+    try:
+        config_to_protocol(mc.DataType.Name(io.data_type))
+    except TritonRosError:
+        raise invalid_arg(prefix + f"has invalid data_type {io.data_type}") from None
+
+
+def _chunks(dims) -> list[int]:
+    """Element counts between wildcard dims (Triton's reshape compatibility rule)."""
+    out, current = [], 1
+    for d in dims:
+        if d == WILDCARD_DIM:
+            out.append(current)
+            current = 1
+        else:
+            current *= d
+    out.append(current)
+    return out
+
+
+def validate(proto: mc.ModelConfig) -> list[str]:
+    """Raise on an invalid or unsupported configuration; return warnings for ignored fields."""
+    name = proto.name
+    warnings: list[str] = []
+    if not name:
+        raise invalid_arg("model configuration must specify 'name'")
+    is_ensemble = proto.platform == ENSEMBLE_PLATFORM
+    if not proto.backend and not is_ensemble:
+        if proto.platform:
+            raise invalid_arg(f"unexpected platform type '{proto.platform}' for {name}")
+        raise invalid_arg(f"must specify 'platform' or 'backend' for '{name}'")
+    if proto.backend and is_ensemble:
+        raise invalid_arg(f"Ensemble model '{name}' must have platform type 'ensemble' and "
+                          f"empty backend type")
+    expected_platform = _PLATFORM_OF_BACKEND.get(proto.backend)
+    if expected_platform and proto.platform and proto.platform != expected_platform:
+        raise invalid_arg(f"unexpected 'platform' and 'backend' pair, got:{proto.platform}, "
+                          f"{proto.backend}")
+    if proto.max_batch_size < 0:
+        raise invalid_arg(f"'max_batch_size' must be non-negative value for {name}, got "
+                          f"{proto.max_batch_size}")
+
+    if proto.HasField("dynamic_batching"):
+        db = proto.dynamic_batching
+        for size in db.preferred_batch_size:
+            if size <= 0:
+                raise invalid_arg(f"dynamic batching preferred size must be positive for {name}, "
+                                  f"got {size}")
+            if size > proto.max_batch_size:
+                raise invalid_arg(f"dynamic batching preferred size must be <= max batch size "
+                                  f"for {name}, got {size} > {proto.max_batch_size}")
+        if db.priority_levels != 0:
+            if db.default_priority_level == 0 or db.default_priority_level > db.priority_levels:
+                raise invalid_arg(f"default priority level must be in range [1, "
+                                  f"{db.priority_levels}] for {name}, got "
+                                  f"{db.default_priority_level}")
+            for level in db.priority_queue_policy:
+                if level == 0 or level > db.priority_levels:
+                    raise invalid_arg(f"priority queue policy must have priority level in range "
+                                      f"[1, {db.priority_levels}] for {name}, got {level}")
+        if db.preserve_ordering:
+            if db.priority_levels > 1:
+                raise invalid_arg(f"Only one priority level is allowed when 'preserve_ordering' "
+                                  f"is true for {name}")
+            policies = [db.default_queue_policy, *db.priority_queue_policy.values()]
+            if any(p.default_timeout_microseconds != 0 and p.timeout_action == mc.ModelQueuePolicy.DELAY
+                   for p in policies):
+                raise invalid_arg(f"Queue policy can not have DELAY as timeout action when "
+                                  f"'preserve_ordering' is true for {name}")
+        if proto.max_batch_size == 0:
+            warnings.append(f"model '{name}': dynamic_batching has no effect when max_batch_size is 0; "
+                            f"each request executes alone")
+
+    if proto.HasField("sequence_batching"):
+        raise unsupported(f"model '{name}': sequence_batching is not supported by triton_ros yet "
+                          f"(stateful models would be served incorrectly)")
+    if proto.batch_input or proto.batch_output:
+        raise unsupported(f"model '{name}': batch_input/batch_output are not supported by triton_ros")
+    if proto.model_transaction_policy.decoupled:
+        raise unsupported(f"model '{name}': decoupled transaction policy is not supported by "
+                          f"triton_ros")
+
+    if is_ensemble:
+        if not proto.HasField("ensemble_scheduling") or not proto.ensemble_scheduling.step:
+            raise invalid_arg(f"ensemble scheduling must be set for ensemble {name} whose platform "
+                              f"is ensemble")
+        if proto.instance_group:
+            raise invalid_arg(f"ensemble model '{name}' must not specify instance_group")
+        if proto.model_warmup:
+            raise invalid_arg(f"model_warmup can not be specified for ensemble '{name}'")
+        if proto.ensemble_scheduling.max_inflight_requests:
+            warnings.append(f"model '{name}': ensemble_scheduling.max_inflight_requests is ignored")
+    elif proto.HasField("ensemble_scheduling"):
+        raise invalid_arg(f"model '{name}' sets ensemble_scheduling but its platform is "
+                          f"'{proto.platform}', not 'ensemble'")
+
+    seen: set[str] = set()
+    for io in proto.input:
+        _validate_io(proto, io, "input")
+        if io.name in seen:
+            raise invalid_arg(f"model '{name}': input '{io.name}' is declared twice")
+        seen.add(io.name)
+    seen = set()
+    for io in proto.output:
+        _validate_io(proto, io, "output")
+        if io.name in seen:
+            raise invalid_arg(f"model '{name}': output '{io.name}' is declared twice")
+        seen.add(io.name)
+
+    if not is_ensemble:
+        _validate_instance_groups(proto, warnings)
+    _collect_ignored_fields(proto, warnings)
+    return warnings
+
+
+def _validate_instance_groups(proto: mc.ModelConfig, warnings: list[str]) -> None:
+    name = proto.name
+    if not proto.instance_group:
+        raise invalid_arg(f"must specify one or more 'instance group's for {name}")
+    supported_gpus = gpu.supported_gpus()
+    for group in proto.instance_group:
+        where = f"instance group {group.name} of model {name}"
+        if group.kind == mc.ModelInstanceGroup.KIND_MODEL:
+            if group.gpus:
+                raise invalid_arg(f"{where} has kind KIND_MODEL but specifies one or more GPUs")
+        elif group.kind == mc.ModelInstanceGroup.KIND_GPU:
+            if not group.gpus:
+                if not supported_gpus:
+                    raise invalid_arg(f"{where} has kind KIND_GPU but no GPUs are available")
+                raise invalid_arg(f"{where} has kind KIND_GPU but specifies no GPUs")
+            for gid in group.gpus:
+                if gid not in supported_gpus:
+                    raise invalid_arg(
+                        f"{where} specifies invalid or unsupported gpu id {gid}. GPUs available "
+                        f"are: {', '.join(map(str, sorted(supported_gpus))) or 'none'}")
+        elif group.kind == mc.ModelInstanceGroup.KIND_CPU:
+            if group.gpus:
+                raise invalid_arg(f"{where} has kind KIND_CPU but specifies one or more GPUs")
+        else:
+            raise TritonRosError(StatusCode.INTERNAL, f"{where} has unexpected kind "
+                                 f"{_kind_name(group.kind)}")
+        if group.profile and proto.platform != TENSORRT_PLATFORM:
+            raise invalid_arg(f"{where} and platform {proto.platform} specifies profile field "
+                              f"which is only supported for TensorRT models")
+        for profile in group.profile:
+            if not profile.isdigit():
+                raise invalid_arg(f"{where} specifies invalid profile {profile}. The field should "
+                                  f"contain the string representation of a non-negative integer.")
+        if group.HasField("rate_limiter"):
+            warnings.append(f"{where}: rate_limiter is ignored (triton_ros has no rate limiter)")
+        if group.secondary_devices:
+            warnings.append(f"{where}: secondary_devices are ignored")
+        if group.host_policy:
+            warnings.append(f"{where}: host_policy is ignored")
+        if group.passive:
+            warnings.append(f"{where}: passive instances are created but never scheduled")
+
+
+def _collect_ignored_fields(proto: mc.ModelConfig, warnings: list[str]) -> None:
+    name = proto.name
+    opt = proto.optimization
+    if opt.HasField("cuda"):
+        warnings.append(f"model '{name}': optimization.cuda is ignored")
+    if opt.priority:
+        warnings.append(f"model '{name}': optimization.priority is ignored")
+    if opt.gather_kernel_buffer_threshold:
+        warnings.append(f"model '{name}': optimization.gather_kernel_buffer_threshold is ignored")
+    if opt.eager_batching:
+        warnings.append(f"model '{name}': optimization.eager_batching is ignored")
+    for accel in opt.execution_accelerators.cpu_execution_accelerator:
+        warnings.append(f"model '{name}': CPU execution accelerator '{accel.name}' is not "
+                        f"available in triton_ros and is ignored")
+    if proto.model_repository_agents.agents:
+        warnings.append(f"model '{name}': model_repository_agents are ignored")
+    if proto.cc_model_filenames:
+        warnings.append(f"model '{name}': cc_model_filenames are ignored")
+    if proto.HasField("model_metrics") or proto.metric_tags:
+        warnings.append(f"model '{name}': model_metrics/metric_tags are ignored")
+    if proto.HasField("model_operations"):
+        warnings.append(f"model '{name}': model_operations are ignored")
+
+
+# --------------------------------------------------------------------------------------------
+# Typed conversion
+# --------------------------------------------------------------------------------------------
+
+def _tensor(io, is_input: bool) -> TensorConfig:
+    return TensorConfig(
+        name=io.name,
+        datatype=config_to_protocol(mc.DataType.Name(io.data_type)),
+        dims=tuple(int(d) for d in io.dims),
+        reshape=tuple(int(d) for d in io.reshape.shape) if io.HasField("reshape") else None,
+        optional=bool(io.optional) if is_input else False,
+        format=mc.ModelInput.Format.Name(io.format) if is_input else "FORMAT_NONE",
+        label_filename=io.label_filename if not is_input else "",
+    )
+
+
+def _queue_policy(p: mc.ModelQueuePolicy) -> QueuePolicy:
+    return QueuePolicy(
+        timeout_action=mc.ModelQueuePolicy.TimeoutAction.Name(p.timeout_action),
+        default_timeout_us=int(p.default_timeout_microseconds),
+        allow_timeout_override=bool(p.allow_timeout_override),
+        max_queue_size=int(p.max_queue_size),
+    )
+
+
+def to_typed(proto: mc.ModelConfig, warnings: Iterable[str] = ()) -> ModelConfig:
+    db = None
+    if proto.HasField("dynamic_batching"):
+        d = proto.dynamic_batching
+        db = DynamicBatchingConfig(
+            preferred_batch_sizes=tuple(sorted(set(int(s) for s in d.preferred_batch_size))),
+            max_queue_delay_us=int(d.max_queue_delay_microseconds),
+            preserve_ordering=bool(d.preserve_ordering),
+            priority_levels=int(d.priority_levels),
+            default_priority_level=int(d.default_priority_level),
+            default_queue_policy=_queue_policy(d.default_queue_policy),
+            priority_queue_policy={int(k): _queue_policy(v) for k, v in d.priority_queue_policy.items()},
+        )
+    vp = proto.version_policy
+    which = vp.WhichOneof("policy_choice")
+    if which == "all":
+        version_policy = VersionPolicy(kind="all")
+    elif which == "specific":
+        version_policy = VersionPolicy(kind="specific", versions=tuple(int(v) for v in vp.specific.versions))
+    else:
+        version_policy = VersionPolicy(kind="latest", num_versions=int(vp.latest.num_versions))
+    groups = tuple(
+        InstanceGroupConfig(name=g.name, kind=_kind_name(g.kind), count=int(g.count),
+                            gpus=tuple(int(x) for x in g.gpus), profiles=tuple(g.profile),
+                            passive=bool(g.passive))
+        for g in proto.instance_group)
+    steps = tuple(
+        EnsembleStep(model_name=s.model_name, model_version=int(s.model_version),
+                     input_map=dict(s.input_map), output_map=dict(s.output_map))
+        for s in proto.ensemble_scheduling.step)
+    accels = proto.optimization.execution_accelerators
+    optimization = OptimizationConfig(
+        graph_level=int(proto.optimization.graph.level),
+        gpu_execution_accelerators=tuple(ExecutionAccelerator(a.name, dict(a.parameters))
+                                         for a in accels.gpu_execution_accelerator),
+        cpu_execution_accelerators=tuple(ExecutionAccelerator(a.name, dict(a.parameters))
+                                         for a in accels.cpu_execution_accelerator),
+    )
+    return ModelConfig(
+        name=proto.name,
+        platform=proto.platform,
+        backend=proto.backend,
+        max_batch_size=int(proto.max_batch_size),
+        inputs=tuple(_tensor(io, True) for io in proto.input),
+        outputs=tuple(_tensor(io, False) for io in proto.output),
+        version_policy=version_policy,
+        dynamic_batching=db,
+        instance_groups=groups,
+        ensemble_steps=steps,
+        default_model_filename=proto.default_model_filename,
+        parameters={k: v.string_value for k, v in proto.parameters.items()},
+        optimization=optimization,
+        response_cache=bool(proto.response_cache.enable),
+        proto=proto,
+        warnings=tuple(warnings),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The whole flow
+# --------------------------------------------------------------------------------------------
+
+AutoCompleteFn = Callable[[mc.ModelConfig, Path], list[str]]
+
+
+def load_model_config(
+    model_name: str,
+    model_path: Path,
+    *,
+    strict: bool = False,
+    override: mc.ModelConfig | None = None,
+    backend_auto_complete: Callable[[str], AutoCompleteFn | None] | None = None,
+) -> ModelConfig:
+    """Read, complete, normalize and validate the configuration of the model at model_path.
+
+    ``override`` replaces config.pbtxt (the load API's ``config`` parameter).
+    ``backend_auto_complete(backend)`` returns the backend's auto-complete function, if any; it
+    runs unless ``strict`` (tritonserver ``--strict-model-config=true``).
+    """
+    config_file = model_path / CONFIG_FILENAME
+    if override is not None:
+        proto = mc.ModelConfig()
+        proto.CopyFrom(override)
+    elif config_file.is_file():
+        try:
+            text = config_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise invalid_arg(f"failed to read {config_file} of model '{model_name}': {exc}") from None
+        proto = parse_config_text(text, model_name=model_name, source=str(config_file))
+    elif strict:
+        raise invalid_arg(f"model '{model_name}': {CONFIG_FILENAME} is required when "
+                          f"--strict-model-config=true (no {config_file})")
+    else:
+        proto = mc.ModelConfig()
+
+    if proto.name and proto.name != model_name:
+        raise invalid_arg(f"unexpected directory name '{model_name}' for model '{proto.name}', "
+                          f"directory name must equal model name")
+
+    auto_complete_backend_fields(proto, model_name, model_path)
+    for unserved, markers in _KNOWN_UNSERVED_BACKENDS.items():
+        if proto.backend == unserved or proto.platform in markers or proto.default_model_filename in markers:
+            raise unsupported(f"model '{model_name}': backend '{proto.backend or proto.platform}' is "
+                              f"not available in triton_ros (served: onnxruntime, tensorrt, python, "
+                              f"ensemble)")
+    warnings: list[str] = []
+    if not strict and backend_auto_complete is not None and proto.backend:
+        complete = backend_auto_complete(proto.backend)
+        if complete is not None:
+            warnings.extend(complete(proto, model_path) or [])
+    normalize(proto)
+    warnings.extend(validate(proto))
+    if proto.model_warmup:
+        warnings.append(f"model '{model_name}': model_warmup is not run yet by triton_ros")
+    if proto.response_cache.enable:
+        warnings.append(f"model '{model_name}': response_cache is not implemented yet; every "
+                        f"request is executed")
+    return to_typed(proto, warnings)

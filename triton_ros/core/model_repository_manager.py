@@ -1,0 +1,470 @@
+"""Model repository manager and model lifecycle (Triton's model_repository_manager/).
+
+Serves the models found in one or more repositories (``<repo>/<model>/config.pbtxt`` and
+numbered version directories), under Triton's model control modes:
+
+- ``none``: every model is loaded at start; the load/unload API is refused.
+- ``poll``: as ``none``, and the repositories are re-scanned every ``poll_secs`` seconds:
+  new models load, removed ones unload, changed ones reload (the old versions serve until the
+  new ones are ready).
+- ``explicit``: only the ``startup_models`` (``*`` for all) load at start; the rest through
+  :meth:`load` / :meth:`unload`.
+
+Each model version has a state (READY, UNAVAILABLE, LOADING, UNLOADING) and a reason. A model
+that fails to load is UNAVAILABLE with the error as its reason and never blocks the others.
+Model names are single directory names: anything that could reach outside the repository
+(``..``, a path separator) is refused.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from .backend_model import backend_class
+from .errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unavailable
+from .model import Model
+from .model_config import ModelConfig, load_model_config, parse_config_json, version_dirs
+
+_log = logging.getLogger("triton_ros.repository")
+
+READY = "READY"
+UNAVAILABLE = "UNAVAILABLE"
+LOADING = "LOADING"
+UNLOADING = "UNLOADING"
+REASON_DUPLICATE = "model appears in two or more repositories"
+CONTROL_MODES = ("none", "poll", "explicit")
+
+
+@dataclass(frozen=True)
+class RepositoryEntry:
+    """One row of the repository index (RepositoryIndexResponse.ModelIndex)."""
+
+    name: str
+    version: str            # "" for a model with no version state
+    state: str              # "" for a model never loaded
+    reason: str = ""
+
+
+@dataclass
+class _ModelRecord:
+    name: str
+    path: Path | None = None
+    config: ModelConfig | None = None
+    versions: dict[int, Model] = field(default_factory=dict)
+    states: dict[int, tuple[str, str]] = field(default_factory=dict)   # version -> (state, reason)
+    model_error: str = ""   # a failure before any version (config, files)
+    signature: tuple = ()
+    temp_dir: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def check_model_name(name: str) -> None:
+    """Refuse names that are empty or could escape the repository (ValidateModelName)."""
+    trimmed = name.strip()
+    if not trimmed:
+        raise invalid_arg("Model name cannot be empty. Please enter a valid name to deploy.")
+    if (trimmed in (".", "..") or "/" in name or "\\" in name or "\x00" in name
+            or os.path.isabs(name)):
+        raise invalid_arg(f"invalid model name '{name}', model name must not contain path "
+                          f"traversal characters")
+
+
+def _signature(path: Path) -> tuple:
+    """What changes when a model's files change (poll mode compares these)."""
+    items = []
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames.sort()
+        for fname in sorted(filenames):
+            full = os.path.join(dirpath, fname)
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            items.append((os.path.relpath(full, path), st.st_mtime_ns, st.st_size))
+    return tuple(items)
+
+
+class ModelRepositoryManager:
+    """Finds, loads, reloads and unloads models; answers which version serves a request."""
+
+    def __init__(
+        self,
+        repositories: Iterable[str | os.PathLike],
+        *,
+        control_mode: str = "none",
+        startup_models: Iterable[str] = (),
+        strict_model_config: bool = False,
+        poll_secs: float = 15.0,
+        model_factory: Callable[..., Model] | None = None,
+    ) -> None:
+        if control_mode not in CONTROL_MODES:
+            raise invalid_arg(f"unexpected model control mode '{control_mode}', expected one of "
+                              f"{', '.join(CONTROL_MODES)}")
+        self.repositories = [Path(r).resolve() for r in repositories]
+        if not self.repositories:
+            raise invalid_arg("at least one model repository is required (--model-repository)")
+        self.control_mode = control_mode
+        self.startup_models = list(startup_models)
+        self.strict = strict_model_config
+        self.poll_secs = poll_secs
+        self._model_factory = model_factory
+        self._records: dict[str, _ModelRecord] = {}
+        self._records_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._poll_thread: threading.Thread | None = None
+        self._listeners: list[Callable[[str], None]] = []
+
+    # ---------------------------------------------------------------- start / stop
+    def start(self) -> None:
+        """Load the models the control mode says to load at start."""
+        for repo in self.repositories:
+            if not repo.is_dir():
+                raise invalid_arg(f"model repository '{repo}' does not exist or is not a directory")
+        found = self._scan()
+        if self.control_mode == "explicit":
+            names = sorted(found) if "*" in self.startup_models else self.startup_models
+        else:
+            if self.startup_models:
+                _log.warning("--load-model is ignored unless --model-control-mode=explicit")
+            names = sorted(found)
+        for name in self._dependency_order(names):
+            try:
+                self.load(name, _internal=True)
+            except TritonRosError as exc:
+                _log.error("failed to load '%s': %s", name, exc.message)
+        if self.control_mode == "poll":
+            self._poll_thread = threading.Thread(target=self._poll_loop, name="repository-poll",
+                                                 daemon=True)
+            self._poll_thread.start()
+
+    def stop(self, *, timeout: float | None = 30.0) -> None:
+        """Stop polling and unload every model, letting in-flight requests finish."""
+        self._stop.set()
+        if self._poll_thread is not None:
+            self._poll_thread.join(timeout=5.0)
+        for name in list(self._records):
+            self._unload_record(name, reason="unloaded", timeout=timeout)
+
+    def add_listener(self, callback: Callable[[str], None]) -> None:
+        """Called with a model name after its state changed (load, reload, unload)."""
+        self._listeners.append(callback)
+
+    def _notify(self, name: str) -> None:
+        for callback in list(self._listeners):
+            try:
+                callback(name)
+            except Exception as exc:  # a frontend's listener must not break the core
+                _log.warning("model state listener failed: %s", exc)
+
+    # ---------------------------------------------------------------- lookups
+    def get_model(self, name: str, version: int = -1) -> Model:
+        """The version that serves a request (-1: the highest READY version)."""
+        record = self._records.get(name)
+        if record is None or (not record.states and not record.versions):
+            raise invalid_arg(f"Request for unknown model: '{name}' is not found")
+        if version == -1:
+            for v in sorted(record.versions, reverse=True):
+                if record.states.get(v, ("", ""))[0] == READY:
+                    return record.versions[v]
+            raise TritonRosError(StatusCode.NOT_FOUND,
+                                 f"Request for unknown model: '{name}' has no available versions")
+        if version not in record.states:
+            raise TritonRosError(StatusCode.NOT_FOUND,
+                                 f"Request for unknown model: '{name}' version {version} is not found")
+        model = record.versions.get(version)
+        if model is None or record.states[version][0] != READY:
+            raise unavailable(f"Request for unknown model: '{name}' version {version} is not at "
+                              f"ready state")
+        return model
+
+    def is_ready(self, name: str, version: int = -1) -> bool:
+        try:
+            self.get_model(name, version)
+            return True
+        except TritonRosError:
+            return False
+
+    def ready_models(self) -> list[Model]:
+        out = []
+        for record in list(self._records.values()):
+            for v, model in sorted(record.versions.items()):
+                if record.states.get(v, ("", ""))[0] == READY:
+                    out.append(model)
+        return out
+
+    def models(self, name: str | None = None) -> list[Model]:
+        """Loaded versions (any state) of one model or of all."""
+        records = [self._records.get(name)] if name else list(self._records.values())
+        return [m for r in records if r for _, m in sorted(r.versions.items())]
+
+    def index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:
+        """Every model in the repositories with its versions' states (RepositoryIndex)."""
+        found = self._scan()
+        entries: list[RepositoryEntry] = []
+        names = sorted(set(found) | set(self._records))
+        for name in names:
+            paths = found.get(name, [])
+            if len(paths) > 1:
+                if not ready_only:
+                    entries.append(RepositoryEntry(name, "", UNAVAILABLE, REASON_DUPLICATE))
+                continue
+            record = self._records.get(name)
+            if record is None or (not record.states and not record.model_error):
+                if not ready_only:
+                    entries.append(RepositoryEntry(name, "", ""))
+                continue
+            if not record.states:
+                if not ready_only:
+                    entries.append(RepositoryEntry(name, "", UNAVAILABLE, record.model_error))
+                continue
+            for version, (state, reason) in sorted(record.states.items()):
+                if not ready_only or state == READY:
+                    entries.append(RepositoryEntry(name, str(version), state, reason))
+        return entries
+
+    # ---------------------------------------------------------------- load / unload
+    def load(self, name: str, *, config_json: str | None = None,
+             files: dict[str, bytes] | None = None, _internal: bool = False) -> None:
+        """Load (or reload) a model; raise with the failure. The API's RepositoryModelLoad."""
+        if not _internal and self.control_mode != "explicit":
+            raise unavailable("explicit model load / unload is not allowed if polling is enabled")
+        check_model_name(name)
+        override = parse_config_json(config_json, model_name=name) if config_json else None
+        if files and override is None:
+            raise invalid_arg(f"failed to load '{name}': file overrides require the 'config' "
+                              f"parameter")
+        record = self._record(name)
+        with record.lock:
+            temp_dir = None
+            if files:
+                temp_dir = tempfile.mkdtemp(prefix=f"triton_ros_{name}_")
+                path = Path(temp_dir) / name
+                _write_override_files(path, files, name)
+            else:
+                paths = self._scan().get(name, [])
+                if not paths:
+                    record.model_error = (f"failed to load '{name}', failed to poll from model "
+                                          f"repository")
+                    self._notify(name)
+                    raise TritonRosError(StatusCode.INTERNAL, record.model_error)
+                if len(paths) > 1:
+                    record.model_error = REASON_DUPLICATE
+                    raise invalid_arg(f"load failed for model '{name}': {REASON_DUPLICATE}")
+                path = paths[0]
+
+            signature = _signature(path)
+            if (not files and override is None and record.versions and record.path == path
+                    and record.signature == signature
+                    and all(s == READY for s, _ in record.states.values())):
+                return  # unchanged: Triton does not reload an unmodified model
+
+            try:
+                config = load_model_config(name, path, strict=self.strict, override=override,
+                                           backend_auto_complete=_auto_complete_for)
+                for warning in config.warnings:
+                    _log.warning("%s", warning)
+                if config.is_ensemble:
+                    self._load_dependencies(config)
+                self._load_versions(record, config, path, signature)
+            except TritonRosError as exc:
+                if temp_dir:
+                    shutil.rmtree(temp_dir, ignore_errors=True)
+                if not record.versions:
+                    record.model_error = exc.message
+                # Remember what failed so that polling retries only once the files change.
+                record.path, record.signature = path, signature
+                self._notify(name)
+                raise invalid_arg(f"load failed for model '{name}': {exc.message}") from None
+            if record.temp_dir and record.temp_dir != temp_dir:
+                shutil.rmtree(record.temp_dir, ignore_errors=True)
+            record.temp_dir = temp_dir
+        self._notify(name)
+
+    def _load_dependencies(self, config: ModelConfig) -> None:
+        for step in config.ensemble_steps:
+            dep = step.model_name
+            if dep == config.name:
+                raise invalid_arg(f"ensemble '{config.name}' cannot contain itself")
+            if not self.is_ready(dep, step.model_version):
+                self.load(dep, _internal=True)
+
+    def _load_versions(self, record: _ModelRecord, config: ModelConfig, path: Path,
+                       signature: tuple) -> None:
+        available = version_dirs(path) if not config.is_ensemble else (version_dirs(path) or [1])
+        versions = config.version_policy.select(available)
+        if not versions:
+            raise invalid_arg(f"at least one version must be available under the version policy "
+                              f"of model '{config.name}'")
+        new_models: dict[int, Model] = {}
+        failures: list[str] = []
+        for version in versions:
+            record.states.setdefault(version, (LOADING, ""))
+            if record.states[version][0] != READY:
+                record.states[version] = (LOADING, "")
+            try:
+                model = self._create_model(config, version, path)
+                model.load()
+            except Exception as exc:  # one version's failure must not hide the others
+                error = as_triton_error(exc)
+                failures.append(f"version {version}: {error.message}")
+                if version not in record.versions:
+                    record.states[version] = (UNAVAILABLE, error.message)
+                _log.error("failed to load '%s' version %d: %s", config.name, version, error.message)
+                continue
+            new_models[version] = model
+
+        # Swap: new versions serve from now on; old ones drain and unload.
+        old = record.versions
+        record.versions = dict(new_models)
+        for version in new_models:
+            record.states[version] = (READY, "")
+        for version, model in old.items():
+            if version in new_models:
+                model.unload(drain=True)
+            else:
+                record.states[version] = (UNLOADING, "")
+                model.unload(drain=True)
+                record.states[version] = (UNAVAILABLE, "unloaded")
+        if not new_models:
+            record.versions = {}
+        record.config = config
+        record.path = path
+        record.signature = signature
+        record.model_error = ""
+        if failures:
+            raise TritonRosError(StatusCode.UNAVAILABLE, "; ".join(failures))
+        _log.info("successfully loaded '%s' version%s %s", config.name,
+                  "s" if len(versions) > 1 else "", ",".join(map(str, versions)))
+
+    def _create_model(self, config: ModelConfig, version: int, path: Path) -> Model:
+        if self._model_factory is not None:
+            return self._model_factory(config, version=version, model_path=path, manager=self)
+        if config.is_ensemble:
+            try:
+                from .ensemble_scheduler import EnsembleModel
+            except ImportError:
+                raise TritonRosError(StatusCode.UNSUPPORTED,
+                                     f"ensemble '{config.name}': ensembles are not available") from None
+            return EnsembleModel(config, version=version, model_path=path, manager=self)
+        return Model(config, version=version, model_path=path)
+
+    def unload(self, name: str, *, unload_dependents: bool = False) -> None:
+        """Unload every version of a model (RepositoryModelUnload)."""
+        if self.control_mode != "explicit":
+            raise unavailable("explicit model load / unload is not allowed if polling is enabled")
+        record = self._records.get(name)
+        config = record.config if record else None
+        self._unload_record(name, reason="unloaded")
+        if unload_dependents and config is not None and config.is_ensemble:
+            for step in config.ensemble_steps:
+                self._unload_record(step.model_name, reason="unloaded")
+
+    def _unload_record(self, name: str, *, reason: str, timeout: float | None = None) -> None:
+        record = self._records.get(name)
+        if record is None:
+            return
+        with record.lock:
+            versions = record.versions
+            record.versions = {}
+            for version, model in sorted(versions.items()):
+                record.states[version] = (UNLOADING, "")
+                model.unload(drain=True, timeout=timeout)
+                record.states[version] = (UNAVAILABLE, reason)
+                _log.info("successfully unloaded '%s' version %d", name, version)
+            if record.temp_dir:
+                shutil.rmtree(record.temp_dir, ignore_errors=True)
+                record.temp_dir = None
+            record.signature = ()
+        self._notify(name)
+
+    # ---------------------------------------------------------------- repository scanning
+    def _record(self, name: str) -> _ModelRecord:
+        with self._records_lock:
+            record = self._records.get(name)
+            if record is None:
+                record = self._records[name] = _ModelRecord(name)
+            return record
+
+    def _scan(self) -> dict[str, list[Path]]:
+        """Model name -> directories holding it (more than one is a duplicate)."""
+        found: dict[str, list[Path]] = {}
+        for repo in self.repositories:
+            try:
+                entries = sorted(os.scandir(repo), key=lambda e: e.name)
+            except OSError as exc:
+                _log.error("cannot read model repository '%s': %s", repo, exc)
+                continue
+            for entry in entries:
+                if entry.name.startswith(".") or not entry.is_dir():
+                    continue
+                found.setdefault(entry.name, []).append(Path(entry.path))
+        return found
+
+    def _dependency_order(self, names: list[str]) -> list[str]:
+        """Ensembles after the models they compose (their own loads pull those in anyway)."""
+        plain, ensembles = [], []
+        found = self._scan()
+        for name in names:
+            path = next(iter(found.get(name, [])), None)
+            text = ""
+            if path is not None and (path / "config.pbtxt").is_file():
+                try:
+                    text = (path / "config.pbtxt").read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    text = ""
+            (ensembles if "ensemble_scheduling" in text else plain).append(name)
+        return plain + ensembles
+
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(self.poll_secs):
+            try:
+                self.poll_once()
+            except Exception as exc:  # polling must survive a bad repository state
+                _log.error("model repository poll failed: %s", exc)
+
+    def poll_once(self) -> None:
+        """One poll: load added and changed models, unload removed ones."""
+        found = self._scan()
+        for name in list(self._records):
+            record = self._records[name]
+            if name not in found and record.versions and not record.temp_dir:
+                _log.info("model '%s' was removed from the repository; unloading", name)
+                self._unload_record(name, reason="unloaded")
+        for name in self._dependency_order(sorted(found)):
+            record = self._records.get(name)
+            paths = found[name]
+            if len(paths) != 1:
+                continue
+            if record is not None and record.path == paths[0] and \
+                    record.signature == _signature(paths[0]):
+                continue
+            try:
+                self.load(name, _internal=True)
+            except TritonRosError as exc:
+                _log.error("poll: failed to load '%s': %s", name, exc.message)
+
+
+def _auto_complete_for(backend: str):
+    try:
+        return backend_class(backend).auto_complete_config
+    except TritonRosError:
+        return None
+
+
+def _write_override_files(path: Path, files: dict[str, bytes], name: str) -> None:
+    """Write the load API's ``file:<version>/<name>`` contents into a private model directory."""
+    path.mkdir(parents=True)
+    root = path.resolve()
+    for rel, content in files.items():
+        target = (path / rel).resolve()
+        if root not in target.parents:
+            raise invalid_arg(f"failed to load '{name}': file override '{rel}' is outside the "
+                              f"model directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)

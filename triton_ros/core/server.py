@@ -1,0 +1,191 @@
+"""The inference server's data plane: one object every frontend shares.
+
+:class:`InferenceServer` wraps the model repository manager and answers the questions of the
+KServe v2 protocol and Triton's extensions in the core's own types: liveness and readiness,
+server and model metadata, configuration, statistics, the repository index, load and unload, and
+inference. The gRPC endpoint, the HTTP endpoint and the ROS node are thin frontends over it, so a
+gRPC request and a camera frame reach the same model's same dynamic batcher.
+
+This module, like the whole core, imports neither rclpy nor grpc.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+from .. import __version__
+from .errors import TritonRosError, invalid_arg, unavailable
+from .infer_request import InferRequest, InferResponse
+from .infer_stats import StatsSnapshot
+from .model import Model
+from .model_config import WILDCARD_DIM, ModelConfig
+from .model_repository_manager import READY, ModelRepositoryManager, RepositoryEntry
+
+_log = logging.getLogger("triton_ros.server")
+
+EXTENSIONS = (
+    "classification",
+    "model_repository",
+    "model_repository(unload_dependents)",
+    "schedule_policy",
+    "model_configuration",
+    "statistics",
+    "parameters",
+)
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    """The server's settings; the CLI flags and the ROS node's parameters fill these."""
+
+    model_repositories: tuple[str, ...]
+    model_control_mode: str = "none"
+    startup_models: tuple[str, ...] = ()
+    strict_model_config: bool = False
+    strict_readiness: bool = True
+    repository_poll_secs: float = 15.0
+    exit_timeout_secs: float = 30.0
+    server_id: str = "triton"
+
+
+@dataclass(frozen=True)
+class TensorMetadata:
+    name: str
+    datatype: str
+    shape: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    name: str
+    versions: tuple[str, ...]
+    platform: str
+    inputs: tuple[TensorMetadata, ...]
+    outputs: tuple[TensorMetadata, ...]
+
+
+@dataclass(frozen=True)
+class ServerMetadata:
+    name: str
+    version: str
+    extensions: tuple[str, ...] = field(default=EXTENSIONS)
+
+
+class InferenceServer:
+    """The shared core behind every frontend."""
+
+    def __init__(self, options: ServerOptions) -> None:
+        self.options = options
+        self.repository = ModelRepositoryManager(
+            options.model_repositories,
+            control_mode=options.model_control_mode,
+            startup_models=options.startup_models,
+            strict_model_config=options.strict_model_config,
+            poll_secs=options.repository_poll_secs,
+        )
+        self._started = False
+        self._stopping = False
+        self._lock = threading.Lock()
+
+    # ---------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        self.repository.start()
+        self._started = True
+
+    def stop(self) -> None:
+        """Refuse new work, let in-flight requests finish, unload every model."""
+        with self._lock:
+            if self._stopping:
+                return
+            self._stopping = True
+        self.repository.stop(timeout=self.options.exit_timeout_secs)
+
+    # ---------------------------------------------------------------- health
+    def is_live(self) -> bool:
+        return not self._stopping
+
+    def is_ready(self) -> bool:
+        """Started, not stopping and, with strict readiness, every loaded model READY."""
+        if not self._started or self._stopping:
+            return False
+        if not self.options.strict_readiness:
+            return True
+        return all(entry.state == READY for entry in self.repository.index()
+                   if entry.state not in ("",) and entry.reason != "unloaded")
+
+    def model_ready(self, name: str, version: int = -1) -> bool:
+        return self.repository.is_ready(name, version)
+
+    # ---------------------------------------------------------------- metadata
+    def metadata(self) -> ServerMetadata:
+        return ServerMetadata(name=self.options.server_id, version=__version__)
+
+    def get_model(self, name: str, version: int = -1) -> Model:
+        return self.repository.get_model(name, version)
+
+    def model_config(self, name: str, version: int = -1) -> ModelConfig:
+        return self.get_model(name, version).config
+
+    def model_metadata(self, name: str, version: int = -1) -> ModelMetadata:
+        model = self.get_model(name, version)
+        config = model.config
+        ready_versions = tuple(str(m.version) for m in self.repository.models(name)
+                               if self.repository.is_ready(name, m.version))
+        batch = (WILDCARD_DIM,) if config.max_batch_size > 0 else ()
+
+        def tensors(items) -> tuple[TensorMetadata, ...]:
+            return tuple(TensorMetadata(t.name, t.datatype, batch + tuple(t.dims)) for t in items)
+
+        return ModelMetadata(name=config.name, versions=ready_versions or (str(model.version),),
+                             platform=config.platform or config.backend,
+                             inputs=tensors(config.inputs), outputs=tensors(config.outputs))
+
+    def model_statistics(self, name: str = "", version: int = -1) -> list[StatsSnapshot]:
+        """Statistics of one model (a version or every ready one), or of every ready model."""
+        if not name:
+            if version != -1:
+                raise invalid_arg("model version must not be given without a model name")
+            return [m.stats.snapshot() for m in self.repository.ready_models()]
+        if version != -1:
+            return [self.get_model(name, version).stats.snapshot()]
+        models = [m for m in self.repository.ready_models() if m.name == name]
+        if not models:
+            self.get_model(name, -1)  # raises the right "unknown model" error
+        return [m.stats.snapshot() for m in models]
+
+    def repository_index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:
+        return self.repository.index(ready_only=ready_only)
+
+    def load_model(self, name: str, *, config_json: str | None = None,
+                   files: dict[str, bytes] | None = None) -> None:
+        self.repository.load(name, config_json=config_json, files=files)
+
+    def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
+        self.repository.unload(name, unload_dependents=unload_dependents)
+
+    # ---------------------------------------------------------------- inference
+    def infer(self, request: InferRequest) -> Future:
+        """Queue a request; the returned future gives its InferResponse or TritonRosError.
+
+        Never raises: a bad request fails its own future and nothing else.
+        """
+        try:
+            if self._stopping:
+                raise unavailable("Server is stopping, no new inference requests are accepted")
+            model = self.repository.get_model(request.model_name, request.model_version)
+            model.enqueue(request)
+        except TritonRosError as exc:
+            request.set_error(exc)
+        except Exception as exc:  # never let a malformed request escape as a crash
+            request.set_error(invalid_arg(f"malformed inference request: {exc}"))
+        return request.future
+
+    def infer_sync(self, request: InferRequest, timeout: float | None = None) -> InferResponse:
+        """Blocking helper for tests and tools."""
+        return self.infer(request).result(timeout=timeout)
+
+
+__all__ = ["InferenceServer", "ServerOptions", "ModelMetadata", "ServerMetadata", "TensorMetadata",
+           "TritonRosError"]

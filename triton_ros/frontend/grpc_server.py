@@ -1,0 +1,244 @@
+"""KServe v2 gRPC endpoint compatible with Triton's ``inference.GRPCInferenceService``.
+
+The servicer only converts (``grpc_codec``) and delegates to the shared
+:class:`~triton_ros.core.server.InferenceServer`; errors keep the status code Triton uses
+(INVALID_ARG -> INVALID_ARGUMENT, UNSUPPORTED -> UNIMPLEMENTED, ...). It runs on ``grpc.aio`` in
+a thread of its own, so the same process can also spin a ROS node. Requests from many clients
+reach the same model batchers as every other frontend.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from typing import Any, Callable
+
+import grpc
+from tritonclient.grpc import service_pb2 as pb
+from tritonclient.grpc import service_pb2_grpc
+
+from ..core.errors import StatusCode, TritonRosError, as_triton_error
+from ..core.server import InferenceServer
+from . import grpc_codec as codec
+
+_log = logging.getLogger("triton_ros.grpc")
+
+GRPC_STATUS = {
+    StatusCode.UNKNOWN: grpc.StatusCode.UNKNOWN,
+    StatusCode.INTERNAL: grpc.StatusCode.INTERNAL,
+    StatusCode.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
+    StatusCode.INVALID_ARG: grpc.StatusCode.INVALID_ARGUMENT,
+    StatusCode.UNAVAILABLE: grpc.StatusCode.UNAVAILABLE,
+    StatusCode.UNSUPPORTED: grpc.StatusCode.UNIMPLEMENTED,
+    StatusCode.ALREADY_EXISTS: grpc.StatusCode.ALREADY_EXISTS,
+    StatusCode.CANCELLED: grpc.StatusCode.CANCELLED,
+}
+
+# Triton accepts messages of any size (images, batches); so do we.
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.so_reuseport", 0),
+]
+
+
+class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
+    """Converts and delegates; holds no state of its own."""
+
+    def __init__(self, core: InferenceServer) -> None:
+        self._core = core
+
+    async def _call(self, context, fn: Callable[[], Any], *, blocking: bool = False):
+        """Run fn, mapping core errors to the gRPC status Triton would return."""
+        try:
+            if blocking:
+                return await asyncio.get_running_loop().run_in_executor(None, fn)
+            return fn()
+        except TritonRosError as exc:
+            await context.abort(GRPC_STATUS[exc.code], exc.message)
+        except Exception as exc:  # an unexpected fault answers this call only
+            _log.exception("internal error in gRPC handler")
+            await context.abort(grpc.StatusCode.INTERNAL, as_triton_error(exc).message)
+
+    # ---------------------------------------------------------------- health & metadata
+    async def ServerLive(self, request, context):
+        return pb.ServerLiveResponse(live=self._core.is_live())
+
+    async def ServerReady(self, request, context):
+        return pb.ServerReadyResponse(ready=self._core.is_ready())
+
+    async def ModelReady(self, request, context):
+        version = await self._call(context, lambda: codec.parse_version(request.version))
+        return pb.ModelReadyResponse(ready=self._core.model_ready(request.name, version))
+
+    async def ServerMetadata(self, request, context):
+        return codec.encode_server_metadata(self._core.metadata())
+
+    async def ModelMetadata(self, request, context):
+        return await self._call(context, lambda: codec.encode_model_metadata(
+            self._core.model_metadata(request.name, codec.parse_version(request.version))))
+
+    async def ModelConfig(self, request, context):
+        return await self._call(context, lambda: pb.ModelConfigResponse(
+            config=self._core.model_config(request.name, codec.parse_version(request.version)).proto))
+
+    async def ModelStatistics(self, request, context):
+        return await self._call(context, lambda: codec.encode_statistics(
+            self._core.model_statistics(request.name, codec.parse_version(request.version))))
+
+    # ---------------------------------------------------------------- repository
+    async def RepositoryIndex(self, request, context):
+        return await self._call(context, lambda: codec.encode_index(
+            self._core.repository_index(ready_only=request.ready)), blocking=True)
+
+    async def RepositoryModelLoad(self, request, context):
+        def load():
+            config_json, files = codec.decode_load_parameters(request)
+            self._core.load_model(request.model_name, config_json=config_json, files=files or None)
+            return pb.RepositoryModelLoadResponse()
+        return await self._call(context, load, blocking=True)
+
+    async def RepositoryModelUnload(self, request, context):
+        def unload():
+            dependents = False
+            if "unload_dependents" in request.parameters:
+                dependents = bool(request.parameters["unload_dependents"].bool_param)
+            self._core.unload_model(request.model_name, unload_dependents=dependents)
+            return pb.RepositoryModelUnloadResponse()
+        return await self._call(context, unload, blocking=True)
+
+    # ---------------------------------------------------------------- inference
+    async def ModelInfer(self, request, context):
+        try:
+            infer_request = codec.decode_infer_request(request)
+            response = await asyncio.wrap_future(self._core.infer(infer_request))
+            return codec.encode_infer_response(response)
+        except TritonRosError as exc:
+            await context.abort(GRPC_STATUS[exc.code], exc.message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            _log.exception("internal error in ModelInfer")
+            await context.abort(grpc.StatusCode.INTERNAL, as_triton_error(exc).message)
+
+    async def ModelStreamInfer(self, request_iterator, context):
+        """Bidirectional stream: responses go back as each request completes, in any order."""
+        out: asyncio.Queue = asyncio.Queue()
+        done = object()
+        state = {"in_flight": 0, "reading": True}
+
+        def finish_one(item) -> None:
+            out.put_nowait(item)
+            state["in_flight"] -= 1
+            if not state["reading"] and state["in_flight"] == 0:
+                out.put_nowait(done)
+
+        def error_item(msg, message: str) -> pb.ModelStreamInferResponse:
+            return pb.ModelStreamInferResponse(
+                error_message=message,
+                infer_response=pb.ModelInferResponse(id=msg.id, model_name=msg.model_name,
+                                                     model_version=msg.model_version))
+
+        async def reader() -> None:
+            try:
+                async for msg in request_iterator:
+                    state["in_flight"] += 1
+                    try:
+                        infer_request = codec.decode_infer_request(msg)
+                    except TritonRosError as exc:
+                        finish_one(error_item(msg, exc.message))
+                        continue
+                    future = asyncio.wrap_future(self._core.infer(infer_request))
+
+                    def on_done(f, msg=msg) -> None:
+                        exc = f.exception()
+                        if exc is None:
+                            item = pb.ModelStreamInferResponse(
+                                infer_response=codec.encode_infer_response(f.result()))
+                        else:
+                            item = error_item(msg, as_triton_error(exc).message)
+                        finish_one(item)
+
+                    future.add_done_callback(on_done)
+            finally:
+                state["reading"] = False
+                if state["in_flight"] == 0:
+                    out.put_nowait(done)
+
+        task = asyncio.ensure_future(reader())
+        try:
+            while True:
+                item = await out.get()
+                if item is done:
+                    break
+                yield item
+        finally:
+            task.cancel()
+
+
+class GrpcServer:
+    """Runs the gRPC endpoint on its own event loop thread; start() returns once it listens."""
+
+    def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8001,
+                 max_concurrent_rpcs: int | None = None) -> None:
+        self._core = core
+        self.address = address
+        self.port = port
+        self._max_concurrent_rpcs = max_concurrent_rpcs
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: grpc.aio.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+        self._stop_requested: asyncio.Event | None = None
+        self._grace = 5.0
+
+    @property
+    def target(self) -> str:
+        host = f"[{self.address}]" if ":" in self.address else self.address
+        return f"{host}:{self.port}"
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="grpc-server", daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._error is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._serve())
+        except BaseException as exc:  # report start failures to start()
+            self._error = exc
+            self._started.set()
+        finally:
+            self._loop.close()
+
+    async def _serve(self) -> None:
+        self._server = grpc.aio.server(options=SERVER_OPTIONS,
+                                       maximum_concurrent_rpcs=self._max_concurrent_rpcs)
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
+            GrpcInferenceService(self._core), self._server)
+        bound = self._server.add_insecure_port(self.target)
+        if bound == 0:
+            raise OSError(f"cannot bind gRPC endpoint to {self.target}")
+        self.port = bound
+        await self._server.start()
+        _log.info("Started GRPCInferenceService at %s", self.target)
+        self._stop_requested = asyncio.Event()
+        self._started.set()
+        await self._stop_requested.wait()
+        # In-flight calls get the grace period; new calls are refused at once.
+        await self._server.stop(self._grace)
+
+    def stop(self, grace: float = 5.0) -> None:
+        """Stop accepting calls; give in-flight calls ``grace`` seconds to finish."""
+        if self._loop is None or self._thread is None or not self._thread.is_alive():
+            return
+        self._grace = grace
+        self._loop.call_soon_threadsafe(self._stop_requested.set)
+        self._thread.join(timeout=grace + 5.0)
+        if self._thread.is_alive():
+            _log.warning("gRPC endpoint did not stop within %.1f s", grace + 5.0)

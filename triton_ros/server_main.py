@@ -1,0 +1,148 @@
+"""``triton-ros-server``: serve a Triton model repository over KServe v2 gRPC, like tritonserver.
+
+Flags keep tritonserver's names for what exists here (``--model-repository``,
+``--model-control-mode``, ``--load-model``, ``--repository-poll-secs``, ``--strict-model-config``,
+``--exit-on-error``, ``--grpc-address``, ``--grpc-port``, ``--log-verbose``...). At start it
+prints the table of models and their states, as tritonserver does. SIGINT or SIGTERM stops
+accepting requests, lets in-flight ones finish, unloads the models and exits 0.
+
+One deliberate difference: ``--exit-on-error`` defaults to false, so that a model that fails to
+load is listed with its reason while every other model keeps serving (a robot should not lose
+all perception for one bad model). Pass ``--exit-on-error=true`` for tritonserver's behaviour.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from .core.errors import TritonRosError
+from .core.model_repository_manager import CONTROL_MODES, RepositoryEntry
+from .core.server import InferenceServer, ServerOptions
+
+_log = logging.getLogger("triton_ros")
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "1", "yes", "on"):
+        return True
+    if lowered in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got '{text}'")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="triton-ros-server",
+        description="Serve a Triton model repository (ONNX Runtime, TensorRT, Python, ensembles) "
+                    "over Triton's KServe v2 gRPC protocol.")
+    p.add_argument("--model-repository", "--model-store", dest="model_repository", action="append",
+                   required=True, metavar="PATH", help="model repository path (repeatable)")
+    p.add_argument("--model-control-mode", choices=CONTROL_MODES, default="none",
+                   help="none: load all at start; poll: also rescan; explicit: load/unload via API")
+    p.add_argument("--load-model", action="append", default=[], metavar="NAME",
+                   help="with explicit control, a model to load at start ('*' for all; repeatable)")
+    p.add_argument("--repository-poll-secs", type=float, default=15.0,
+                   help="poll interval with --model-control-mode=poll (default 15)")
+    p.add_argument("--strict-model-config", type=parse_bool, default=False, metavar="BOOL",
+                   help="require complete config.pbtxt files; false auto-completes ONNX models "
+                        "(default false)")
+    p.add_argument("--strict-readiness", type=parse_bool, default=True, metavar="BOOL",
+                   help="server is ready only when every loaded model is ready (default true)")
+    p.add_argument("--exit-on-error", type=parse_bool, default=False, metavar="BOOL",
+                   help="exit if any model fails to load at start (default false; tritonserver's "
+                        "default is true)")
+    p.add_argument("--exit-timeout-secs", type=float, default=30.0,
+                   help="how long shutdown waits for in-flight requests (default 30)")
+    p.add_argument("--allow-grpc", type=parse_bool, default=True, metavar="BOOL")
+    p.add_argument("--grpc-address", default="127.0.0.1",
+                   help="address the gRPC endpoint binds (default 127.0.0.1)")
+    p.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
+    p.add_argument("--id", dest="server_id", default="triton", help="server identifier")
+    p.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL",
+                   help="verbose logging level (>0 enables debug logging)")
+    p.add_argument("--log-info", type=parse_bool, default=True, metavar="BOOL")
+    return p
+
+
+def model_table(entries: list[RepositoryEntry]) -> str:
+    """The start-up table of models and states, formatted as tritonserver prints it."""
+    rows = [("Model", "Version", "Status")]
+    for e in entries:
+        if not e.state:
+            continue  # in the repository but never asked to load (explicit mode)
+        status = e.state if not e.reason else f"{e.state}: {e.reason}"
+        rows.append((e.name, e.version, status))
+    widths = [max(len(r[i]) for r in rows) for i in range(3)]
+    line = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+    def fmt(r):
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths)) + " |"
+
+    return "\n".join([line, fmt(rows[0]), line, *[fmt(r) for r in rows[1:]], line])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.DEBUG if args.log_verbose > 0 else (logging.INFO if args.log_info else logging.WARNING)
+    logging.basicConfig(level=level, format="%(levelname).1s%(asctime)s %(name)s] %(message)s",
+                        datefmt="%m%d %H:%M:%S")
+
+    options = ServerOptions(
+        model_repositories=tuple(args.model_repository),
+        model_control_mode=args.model_control_mode,
+        startup_models=tuple(args.load_model),
+        strict_model_config=args.strict_model_config,
+        strict_readiness=args.strict_readiness,
+        repository_poll_secs=args.repository_poll_secs,
+        exit_timeout_secs=args.exit_timeout_secs,
+        server_id=args.server_id,
+    )
+    try:
+        core = InferenceServer(options)
+        core.start()
+    except TritonRosError as exc:
+        print(f"error: creating server: {exc.code.name} - {exc.message}", file=sys.stderr)
+        return 1
+
+    entries = core.repository_index()
+    print(model_table(entries), flush=True)
+    failed = [e for e in entries if e.state and e.state != "READY"]
+    if failed and args.exit_on_error:
+        print("error: creating server: INTERNAL - failed to load all models", file=sys.stderr)
+        core.stop()
+        return 1
+
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stop.set())
+
+    grpc_server = None
+    if args.allow_grpc:
+        from .frontend.grpc_server import GrpcServer  # the core must not need grpc
+
+        grpc_server = GrpcServer(core, address=args.grpc_address, port=args.grpc_port)
+        try:
+            grpc_server.start()
+        except Exception as exc:
+            print(f"error: failed to start gRPC endpoint at {args.grpc_address}:{args.grpc_port}: "
+                  f"{exc}", file=sys.stderr)
+            core.stop()
+            return 1
+        print(f"Started GRPCInferenceService at {grpc_server.target}", flush=True)
+
+    while not stop.wait(0.5):
+        pass
+    print("Received signal, waiting for in-flight requests to complete", flush=True)
+    if grpc_server is not None:
+        grpc_server.stop(grace=args.exit_timeout_secs)
+    core.stop()
+    print("Server stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
