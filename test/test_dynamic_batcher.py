@@ -1,0 +1,266 @@
+"""Triton's dynamic batcher semantics, on the real core with real onnxruntime models.
+
+Timing is only ever asserted as a lower bound (a delay was waited) or with a wide margin against
+a long configured delay, so a slow or loaded machine cannot make these tests fail.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from model_factory import add_sub_graph, identity_graph, slow_config, slow_graph, write_model
+from triton_ros.core import InferenceServer, InferRequest, ServerOptions, StatusCode, TritonRosError
+
+
+@pytest.fixture
+def serve(tmp_path):
+    servers = []
+
+    def start(**models) -> InferenceServer:
+        repo = tmp_path / "repo"
+        for name, (graph, config) in models.items():
+            write_model(repo, name, graph, config)
+        server = InferenceServer(ServerOptions(model_repositories=(str(repo),)))
+        server.start()
+        servers.append(server)
+        for name in models:
+            assert server.model_ready(name), server.repository_index()
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def add_sub_config(name: str, *, max_batch_size: int = 8, dynamic_batching: str = "dynamic_batching { }",
+                   instances: int = 1) -> str:
+    return f"""
+name: "{name}"
+backend: "onnxruntime"
+max_batch_size: {max_batch_size}
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }},
+        {{ name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }},
+         {{ name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+instance_group [ {{ count: {instances} kind: KIND_CPU }} ]
+{dynamic_batching}
+"""
+
+
+def add_sub_request(model: str, rows: int, seed: int, **kw) -> InferRequest:
+    rng = np.random.default_rng(seed)
+    return InferRequest(model, {"INPUT0": rng.random((rows, 4), dtype=np.float32),
+                                "INPUT1": rng.random((rows, 4), dtype=np.float32)}, **kw)
+
+
+def slow_request(rows: int = 1, value: float = 0.0, **kw) -> InferRequest:
+    return InferRequest("slow", {"INPUT0": np.full((rows, 1), value, np.float32)}, **kw)
+
+
+def batch_sizes(server: InferenceServer, model: str) -> dict[int, int]:
+    stats = server.model_statistics(model)[0]
+    return {b.batch_size: b.compute_infer.count for b in stats.batch_stats}
+
+
+def wait_until_executing(server: InferenceServer, model: str, timeout: float = 30.0) -> None:
+    """Until the model's queue is empty while a request is in flight (the blocker runs)."""
+    m = server.get_model(model)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if m.scheduler.queue_size() == 0 and m.pending_request_count() > 0:
+            return
+        time.sleep(0.002)
+    raise TimeoutError("blocker never started executing")
+
+
+def completion_order(requests: list[InferRequest]) -> list[str]:
+    order: list[str] = []
+    lock = threading.Lock()
+    for r in requests:
+        def done(_f, rid=r.id):
+            with lock:
+                order.append(rid)
+        r.future.add_done_callback(done)
+    return order
+
+
+def test_preferred_batch_size_executes_at_once(serve):
+    server = serve(m=(add_sub_graph(), add_sub_config(
+        "m", dynamic_batching="dynamic_batching { preferred_batch_size: [ 4 ] "
+                              "max_queue_delay_microseconds: 20000000 }")))
+    start = time.monotonic()
+    futures = [server.infer(add_sub_request("m", 1, i)) for i in range(4)]
+    for f in futures:
+        f.result(timeout=15)
+    # The 20 s delay was not waited: the preferred size sent the batch at once.
+    assert time.monotonic() - start < 15
+    assert batch_sizes(server, "m") == {4: 1}
+
+
+def test_max_queue_delay_is_honoured(serve):
+    server = serve(m=(add_sub_graph(), add_sub_config(
+        "m", dynamic_batching="dynamic_batching { preferred_batch_size: [ 4 ] "
+                              "max_queue_delay_microseconds: 300000 }")))
+    start = time.monotonic()
+    futures = [server.infer(add_sub_request("m", 1, i)) for i in range(2)]
+    for f in futures:
+        f.result(timeout=30)
+    assert time.monotonic() - start >= 0.3          # waited for more requests
+    assert batch_sizes(server, "m") == {2: 1}       # and sent what had gathered, together
+
+
+def test_batches_never_exceed_max_batch_size(serve):
+    server = serve(m=(add_sub_graph(), add_sub_config(
+        "m", max_batch_size=8, dynamic_batching="dynamic_batching { preferred_batch_size: [ 8 ] "
+                                                "max_queue_delay_microseconds: 200000 }")))
+    futures = [server.infer(add_sub_request("m", 1, i)) for i in range(12)]
+    for f in futures:
+        f.result(timeout=30)
+    sizes = batch_sizes(server, "m")
+    assert sum(size * count for size, count in sizes.items()) == 12
+    assert max(sizes) <= 8
+    assert sizes.get(8) == 1
+
+
+def test_each_response_gets_exactly_its_own_rows(serve):
+    server = serve(m=(add_sub_graph(), add_sub_config(
+        "m", max_batch_size=8, instances=2,
+        dynamic_batching="dynamic_batching { max_queue_delay_microseconds: 2000 }")))
+    requests = [add_sub_request("m", 1 + i % 3, i, id=str(i)) for i in range(60)]
+    futures = [server.infer(r) for r in requests]
+    for request, future in zip(requests, futures):
+        response = future.result(timeout=60)
+        a, b = request.inputs["INPUT0"], request.inputs["INPUT1"]
+        assert response.id == request.id
+        np.testing.assert_array_equal(response.outputs["OUTPUT0"], a + b)
+        np.testing.assert_array_equal(response.outputs["OUTPUT1"], a - b)
+    stats = server.model_statistics("m")[0]
+    assert stats.inference_count == sum(1 + i % 3 for i in range(60))
+    assert stats.success.count == 60
+    assert stats.execution_count < 60                 # requests were batched together
+
+
+def test_without_dynamic_batching_each_request_executes_alone(serve):
+    server = serve(m=(add_sub_graph(), add_sub_config("m", dynamic_batching="")))
+    futures = [server.infer(add_sub_request("m", 2, i)) for i in range(10)]
+    for f in futures:
+        f.result(timeout=30)
+    assert batch_sizes(server, "m") == {2: 10}
+
+
+def test_only_requests_of_equal_shape_batch_together(serve):
+    config = """
+name: "var"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+dynamic_batching { preferred_batch_size: [ 8 ] max_queue_delay_microseconds: 300000 }
+"""
+    server = serve(var=(identity_graph("FP32", ["N", "L"]), config))
+    requests = [InferRequest("var", {"INPUT0": np.full((1, length), i, np.float32)})
+                for i, length in enumerate([3, 3, 5, 5])]
+    futures = [server.infer(r) for r in requests]
+    for r, f in zip(requests, futures):
+        np.testing.assert_array_equal(f.result(timeout=30).outputs["OUTPUT0"], r.inputs["INPUT0"])
+    # Triton stops a batch at the first request of another shape: [3,3] then [5,5].
+    assert batch_sizes(server, "var") == {2: 2}
+
+
+def test_higher_priority_requests_execute_first(serve):
+    server = serve(slow=(slow_graph(), slow_config(
+        "slow", dynamic_batching="dynamic_batching { priority_levels: 2 default_priority_level: 2 }")))
+    blocker = slow_request(id="blocker")
+    server.infer(blocker)
+    wait_until_executing(server, "slow")
+    queued = [slow_request(id="low0", priority=2), slow_request(id="low1"),  # default level 2
+              slow_request(id="high0", priority=1), slow_request(id="high1", priority=1)]
+    order = completion_order(queued)
+    futures = [server.infer(r) for r in queued]
+    for f in futures:
+        f.result(timeout=60)
+    assert order == ["high0", "high1", "low0", "low1"]
+
+
+def test_full_queue_rejects_with_unavailable(serve):
+    server = serve(slow=(slow_graph(), slow_config(
+        "slow", dynamic_batching="dynamic_batching { default_queue_policy { max_queue_size: 2 } }")))
+    server.infer(slow_request(id="blocker"))
+    wait_until_executing(server, "slow")
+    accepted = [server.infer(slow_request(id=f"q{i}")) for i in range(2)]
+    rejected = server.infer(slow_request(id="over"))
+    with pytest.raises(TritonRosError) as err:
+        rejected.result(timeout=5)
+    assert err.value.code is StatusCode.UNAVAILABLE
+    assert "Exceeds maximum queue size" in err.value.message
+    for f in accepted:                               # nobody else lost their data
+        assert f.result(timeout=60).outputs["OUTPUT0"].shape == (1, 1)
+    stats = server.model_statistics("slow")[0]
+    assert stats.failures_by_reason == {"REJECTED": 1}
+
+
+def test_queued_request_past_its_timeout_is_rejected(serve):
+    server = serve(slow=(slow_graph(), slow_config(
+        "slow", max_batch_size=4, dynamic_batching=(
+            "dynamic_batching { default_queue_policy { timeout_action: REJECT "
+            "default_timeout_microseconds: 50000 } }"))))
+    blocker = server.infer(slow_request(rows=4, id="blocker"))
+    wait_until_executing(server, "slow")
+    late = server.infer(slow_request(id="late"))
+    with pytest.raises(TritonRosError) as err:
+        late.result(timeout=60)
+    assert err.value.code is StatusCode.UNAVAILABLE
+    assert "Request timeout expired" in err.value.message
+    assert blocker.result(timeout=60).outputs["OUTPUT0"].shape == (4, 1)
+
+
+def test_request_may_lower_the_timeout_when_override_is_allowed(serve):
+    server = serve(slow=(slow_graph(), slow_config(
+        "slow", max_batch_size=4, dynamic_batching=(
+            "dynamic_batching { default_queue_policy { default_timeout_microseconds: 60000000 "
+            "allow_timeout_override: true } }"))))
+    server.infer(slow_request(rows=4, id="blocker"))
+    wait_until_executing(server, "slow")
+    short = server.infer(slow_request(id="short", timeout_us=1000))
+    patient = server.infer(slow_request(id="patient"))
+    with pytest.raises(TritonRosError) as err:
+        short.result(timeout=60)
+    assert err.value.code is StatusCode.UNAVAILABLE
+    assert patient.result(timeout=60).outputs["OUTPUT0"].shape == (1, 1)
+
+
+def test_delay_action_moves_expired_requests_behind_the_others(serve):
+    server = serve(slow=(slow_graph(), slow_config(
+        "slow", dynamic_batching=(
+            "dynamic_batching { default_queue_policy { timeout_action: DELAY "
+            "default_timeout_microseconds: 60000000 allow_timeout_override: true } }"))))
+    server.infer(slow_request(id="blocker"))
+    wait_until_executing(server, "slow")
+    expiring = slow_request(id="expiring", timeout_us=1000)
+    fresh = slow_request(id="fresh")
+    order = completion_order([expiring, fresh])
+    futures = [server.infer(expiring), server.infer(fresh)]
+    for f in futures:
+        f.result(timeout=60)                         # DELAY never rejects
+    assert order == ["fresh", "expiring"]
+
+
+def test_preserve_ordering_returns_responses_in_request_order(serve):
+    server = serve(slow=(slow_graph(), slow_config(
+        "slow", max_batch_size=4, instances=2,
+        dynamic_batching="dynamic_batching { preserve_ordering: true }")))
+    # A heavy request first, light ones after: the second instance finishes the light ones
+    # first, yet their responses must wait for the heavy one.
+    requests = [slow_request(rows=4, id="heavy")] + [slow_request(id=f"light{i}") for i in range(3)]
+    order = completion_order(requests)
+    futures = []
+    for r in requests:
+        futures.append(server.infer(r))
+        time.sleep(0.01)                             # arrival order is the order to preserve
+    for f in futures:
+        f.result(timeout=60)
+    assert order == [r.id for r in requests]

@@ -1,0 +1,134 @@
+"""config.pbtxt: parse -> auto-complete -> normalize -> validate, with errors naming model, field
+and value."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from model_factory import add_sub_graph, write_model
+from triton_ros.core import StatusCode, TritonRosError
+from triton_ros.core.model_config import (VersionPolicy, load_model_config, model_config_to_json)
+from triton_ros.core.model_repository_manager import check_model_name
+from triton_ros.core.model_repository_manager import _auto_complete_for as auto_complete_for
+
+BASE = """
+name: "m"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+        { name: "INPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
+         { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
+"""
+
+
+def load(tmp_path, text: str | None, *, strict: bool = False, name: str = "m"):
+    path = write_model(tmp_path, name, add_sub_graph(), text)
+    return load_model_config(name, path, strict=strict, backend_auto_complete=auto_complete_for)
+
+
+def test_normalization_applies_triton_defaults(tmp_path):
+    config = load(tmp_path, BASE + "dynamic_batching { }")
+    assert config.dynamic_batching.preferred_batch_sizes == (8,)     # [max_batch_size]
+    assert config.version_policy == VersionPolicy("latest", 1)
+    (group,) = config.instance_groups
+    assert (group.name, group.kind, group.count) == ("m", "KIND_CPU", 2)  # ORT CPU default: 2
+    assert config.platform == "onnxruntime_onnx"
+    assert config.proto.version_policy.latest.num_versions == 1
+
+
+def test_queue_policies_and_priorities_become_typed(tmp_path):
+    config = load(tmp_path, BASE + """
+dynamic_batching {
+  max_queue_delay_microseconds: 100
+  priority_levels: 3
+  default_priority_level: 2
+  default_queue_policy { timeout_action: DELAY default_timeout_microseconds: 5 max_queue_size: 7 }
+  priority_queue_policy { key: 1 value: { allow_timeout_override: true } }
+}""")
+    db = config.dynamic_batching
+    assert (db.max_queue_delay_us, db.priority_levels, db.default_priority_level) == (100, 3, 2)
+    assert db.policy_for(2).timeout_action == "DELAY" and db.policy_for(2).max_queue_size == 7
+    assert db.policy_for(1).allow_timeout_override and db.policy_for(1).timeout_action == "REJECT"
+
+
+@pytest.mark.parametrize("extra, message", [
+    ("dynamic_batching { preferred_batch_size: [ 0 ] }", "preferred size must be positive for m"),
+    ("dynamic_batching { priority_levels: 2 default_priority_level: 3 }",
+     "default priority level must be in range [1, 2] for m, got 3"),
+    ("dynamic_batching { priority_levels: 2 default_priority_level: 1 "
+     "priority_queue_policy { key: 5 value: { } } }", "priority level in range [1, 2] for m, got 5"),
+    ("dynamic_batching { preserve_ordering: true priority_levels: 2 default_priority_level: 1 }",
+     "Only one priority level is allowed when 'preserve_ordering' is true"),
+    ("instance_group [ { kind: KIND_CPU gpus: [ 0 ] } ]", "has kind KIND_CPU but specifies one or more GPUs"),
+])
+def test_invalid_fields_are_named(tmp_path, extra, message):
+    with pytest.raises(TritonRosError) as err:
+        load(tmp_path, BASE + extra)
+    assert err.value.code is StatusCode.INVALID_ARG
+    assert message in err.value.message
+
+
+@pytest.mark.parametrize("text, message", [
+    (BASE.replace("max_batch_size: 8", "max_batch_size: -1"),
+     "'max_batch_size' must be non-negative value for m, got -1"),
+    (BASE.replace("dims: [ 4 ] },\n        { name: \"INPUT1\"", "dims: [ 0 ] },\n        { name: \"INPUT1\""),
+     "model 'm': input 'INPUT0' dimension must be integer >= 1"),
+    (BASE.replace('{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }',
+                  '{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] reshape: { shape: [ 3 ] } }'),
+     "model 'm': output 'OUTPUT0' has different size for dims [4] and reshape [3]"),
+    ('name: "m"\nbackend: "onnxruntime"\nmax_batch_size: 4\ninput [ { name: "INPUT0" dims: [ 4 ] } ]',
+     "model 'm': input 'INPUT0' must specify 'data_type'"),
+    ('name: "m"\nmax_batch_size: 4\ninput [ { name: ', "config.pbtxt of model 'm'"),
+])
+def test_malformed_configs_name_model_field_and_value(tmp_path, text, message):
+    with pytest.raises(TritonRosError) as err:
+        load(tmp_path, text)
+    assert message in err.value.message
+
+
+def test_auto_complete_fills_io_and_batching(tmp_path):
+    config = load(tmp_path, None)
+    assert config.max_batch_size == 4 and config.dynamic_batching is not None
+    assert [(t.name, t.datatype, t.dims) for t in config.inputs] == [
+        ("INPUT0", "FP32", (4,)), ("INPUT1", "FP32", (4,))]
+    assert any("autofilled max_batch_size to 4" in w for w in config.warnings)
+
+
+def test_strict_mode_needs_config_pbtxt(tmp_path):
+    with pytest.raises(TritonRosError) as err:
+        load(tmp_path, None, strict=True)
+    assert "config.pbtxt is required" in err.value.message
+
+
+def test_ignored_fields_warn_instead_of_silently_changing_behaviour(tmp_path):
+    config = load(tmp_path, BASE + """
+optimization { cuda { graphs: true } }
+instance_group [ { count: 1 kind: KIND_CPU rate_limiter { resources [ { name: "R" count: 1 } ] } } ]
+""")
+    assert any("optimization.cuda is ignored" in w for w in config.warnings)
+    assert any("rate_limiter is ignored" in w for w in config.warnings)
+
+
+def test_version_policy_selection():
+    assert VersionPolicy("latest", 1).select([3, 1, 2]) == [3]
+    assert VersionPolicy("latest", 2).select([3, 1, 2]) == [2, 3]
+    assert VersionPolicy("all").select([2, 1]) == [1, 2]
+    assert VersionPolicy("specific", versions=(1, 5)).select([1, 2]) == [1]
+
+
+def test_config_json_uses_numbers_like_triton(tmp_path):
+    config = load(tmp_path, BASE + "dynamic_batching { max_queue_delay_microseconds: 250 }")
+    as_json = json.loads(model_config_to_json(config.proto))
+    assert as_json["max_batch_size"] == 8
+    assert as_json["input"][0]["dims"] == [4]
+    assert as_json["dynamic_batching"]["max_queue_delay_microseconds"] == 250
+    assert as_json["input"][0]["data_type"] == "TYPE_FP32"
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "a/b", "/abs", " ", ""])
+def test_model_names_cannot_leave_the_repository(name):
+    with pytest.raises(TritonRosError) as err:
+        check_model_name(name)
+    assert err.value.code is StatusCode.INVALID_ARG

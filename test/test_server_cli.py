@@ -1,0 +1,82 @@
+"""The triton-ros-server command: start-up table, graceful stop, flags, and perf_analyzer against it."""
+from __future__ import annotations
+
+import queue
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+
+from conftest import MODEL_REPOSITORY, ROOT
+from model_factory import slow_config, slow_graph, write_model
+
+PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
+
+
+def test_start_up_table_lists_models_and_states(bundled_server):
+    log = bundled_server.log()
+    assert re.search(r"\| Model +\| Version \| Status +\|", log)
+    assert re.search(r"\| detector +\| 1 +\| READY +\|", log)
+    assert re.search(r"\| simple +\| 1 +\| READY +\|", log)
+    assert f"Started GRPCInferenceService at {bundled_server.url}" in log
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_finishes_in_flight_requests_then_exits_0(start_server, tmp_path, sig):
+    repo = tmp_path / "repo"
+    write_model(repo, "slow", slow_graph(), slow_config("slow", max_batch_size=1))
+    server = start_server("--model-repository", str(repo))
+    client = server.client()
+    results: queue.Queue = queue.Queue()
+    n = 6
+    for i in range(n):
+        x = grpcclient.InferInput("INPUT0", [1, 1], "FP32")
+        x.set_data_from_numpy(np.full((1, 1), i, np.float32))
+        client.async_infer("slow", [x], lambda result, error: results.put((result, error)))
+    # Signal once the first has completed: the others are queued or executing by then.
+    deadline = time.monotonic() + 120
+    while client.get_inference_statistics("slow").model_stats[0].inference_stats.success.count < 1:
+        assert time.monotonic() < deadline, "no request completed"
+        time.sleep(0.01)
+    server.proc.send_signal(sig)
+    answers = [results.get(timeout=120) for _ in range(n)]
+    assert [e for _, e in answers if e is not None] == []
+    assert sorted(float(r.as_numpy("OUTPUT0")[0, 0]) for r, _ in answers) == list(range(n))
+    assert server.proc.wait(timeout=120) == 0
+    assert "Server stopped" in server.log()
+
+
+def test_invalid_flag_value_is_refused():
+    result = subprocess.run([sys.executable, "-m", "triton_ros.server_main", "--model-repository",
+                             str(MODEL_REPOSITORY), "--strict-model-config=maybe"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 2
+    assert "expected true or false" in result.stderr
+
+
+def test_missing_repository_is_an_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "triton_ros.server_main", "--model-repository",
+                             str(tmp_path / "nope")], capture_output=True, text=True, cwd=ROOT,
+                            timeout=60)
+    assert result.returncode == 1
+    assert "does not exist" in result.stderr
+
+
+def test_perf_analyzer_runs_unchanged_against_the_server(bundled_server):
+    assert PERF_ANALYZER.exists(), "scripts/setup.sh installs perf_analyzer into .venv/bin"
+    result = subprocess.run(
+        [str(PERF_ANALYZER), "-m", "detector", "-i", "grpc", "-u", bundled_server.url,
+         "--concurrency-range", "4", "--measurement-interval", "1500", "--input-data", "zero",
+         "-s", "100000", "--max-trials", "4"],
+        capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    match = re.search(r"Concurrency: 4, throughput: ([\d.]+) infer/sec", result.stdout)
+    assert match and float(match.group(1)) > 0, result.stdout
+    # perf_analyzer read the server-side statistics (ModelStatistics) for its breakdown
+    assert "Server:" in result.stdout and "compute infer" in result.stdout
