@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from google.protobuf import json_format, text_format
-from tritonclient.grpc import model_config_pb2 as mc
+from .protos import model_config_pb2 as mc
 
 from . import gpu
 from .datatypes import config_to_protocol

@@ -145,7 +145,7 @@ class OnnxRuntimeModel(BackendModel):
             raise invalid_arg(f"autofill failed for model '{proto.name}': model does not support "
                               f"batching while non-zero max_batch_size is specified")
 
-        from tritonclient.grpc import model_config_pb2 as mc
+        from ..protos import model_config_pb2 as mc
         from ..datatypes import protocol_to_config
 
         def fill(field, infos):
