@@ -264,3 +264,23 @@ def test_preserve_ordering_returns_responses_in_request_order(serve):
     for f in futures:
         f.result(timeout=60)
     assert order == [r.id for r in requests]
+
+
+
+def test_priority_and_timeout_request_parameters_over_grpc():
+    """tritonclient's priority= and timeout= arrive in the core's request unchanged (the batcher's
+    handling of them is tested in-process above)."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.grpc._utils import _get_inference_request
+
+    from triton_ros.frontend.grpc_codec import decode_infer_request
+
+    x = grpcclient.InferInput("INPUT0", [1, 1], "FP32")
+    x.set_data_from_numpy(np.zeros((1, 1), np.float32))
+    message = _get_inference_request(
+        model_name="slow", inputs=[x], model_version="", request_id="r1", outputs=None,
+        sequence_id=0, sequence_start=False, sequence_end=False, priority=1, timeout=1500,
+        parameters=None)
+    request = decode_infer_request(message)
+    assert (request.priority, request.timeout_us, request.id) == (1, 1500, "r1")
+    assert request.inputs["INPUT0"].shape == (1, 1)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import time
 
 import numpy as np
@@ -264,9 +265,29 @@ def test_poll_mode_follows_the_repository(start_server, repo_copy, tmp_path):
     wait_for(lambda: client.is_model_ready("ver"))
     assert infer_const(client, "ver") == 1.0
 
-    save(add_const_graph(2.0), repo / "ver" / "2" / "model.onnx")         # a new version
-    wait_for(lambda: client.is_model_ready("ver", "2"))
-    assert infer_const(client, "ver") == 2.0
+    # A new version appears while requests keep flowing: none of them may fail.
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def traffic() -> None:
+        c = server.client()
+        while not stop.is_set():
+            try:
+                assert infer_const(c, "ver") in (1.0, 2.0)
+            except Exception as exc:        # noqa: BLE001 - collected and asserted below
+                failures.append(repr(exc))
+
+    sender = threading.Thread(target=traffic)
+    sender.start()
+    try:
+        save(add_const_graph(2.0), repo / "ver" / "2" / "model.onnx")
+        wait_for(lambda: client.is_model_ready("ver", "2"))
+        wait_for(lambda: infer_const(client, "ver") == 2.0)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        sender.join(timeout=60)
+    assert failures == []
 
     shutil.rmtree(repo / "simple")
     wait_for(lambda: not client.is_model_ready("simple"))

@@ -17,7 +17,7 @@ import numpy as np
 
 from .backend_model import BackendModel, BackendModelInstance, ExecuteResult, backend_class
 from .dynamic_batch_scheduler import DynamicBatchScheduler
-from .errors import TritonRosError, as_triton_error, internal, unavailable
+from .errors import StatusCode, TritonRosError, as_triton_error, internal, unavailable
 from .infer_request import InferRequest, InferResponse, normalize_request
 from .infer_stats import ModelStats
 from .model_config import ModelConfig
@@ -51,6 +51,13 @@ def classify(array: np.ndarray, class_count: int, labels: list[str] | None, batc
                 text += f":{labels[idx]}"
             out[i, j] = text.encode("utf-8")
     return out if batched else out.reshape(k)
+
+
+class ModelStopping(TritonRosError):
+    """The version is being unloaded or replaced; a newer lookup may find its successor."""
+
+    def __init__(self, name: str, version: int) -> None:
+        super().__init__(StatusCode.UNAVAILABLE, f"model '{name}' version {version} is unloading")
 
 
 class Model:
@@ -128,6 +135,8 @@ class Model:
     # ---------------------------------------------------------------- requests
     def enqueue(self, request: InferRequest) -> None:
         """Validate and queue a request; its future answers it. Raises on a bad request."""
+        if self.scheduler.stopping:
+            raise ModelStopping(self.name, self.version)
         try:
             normalize_request(self.config, request)
         except TritonRosError:

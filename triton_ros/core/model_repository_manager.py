@@ -319,11 +319,12 @@ class ModelRepositoryManager:
                 continue
             new_models[version] = model
 
-        # Swap: new versions serve from now on; old ones drain and unload.
+        # Swap: new versions serve from now on; old ones drain and unload. States first, so that a
+        # lookup between the two steps still finds a READY version in whichever map it reads.
         old = record.versions
-        record.versions = dict(new_models)
         for version in new_models:
             record.states[version] = (READY, "")
+        record.versions = dict(new_models)
         for version, model in old.items():
             if version in new_models:
                 model.unload(drain=True)

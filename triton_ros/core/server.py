@@ -19,7 +19,7 @@ from .. import __version__
 from .errors import TritonRosError, invalid_arg, unavailable
 from .infer_request import InferRequest, InferResponse
 from .infer_stats import StatsSnapshot
-from .model import Model
+from .model import Model, ModelStopping
 from .model_config import WILDCARD_DIM, ModelConfig
 from .model_repository_manager import READY, ModelRepositoryManager, RepositoryEntry
 
@@ -175,7 +175,12 @@ class InferenceServer:
             if self._stopping:
                 raise unavailable("Server is stopping, no new inference requests are accepted")
             model = self.repository.get_model(request.model_name, request.model_version)
-            model.enqueue(request)
+            try:
+                model.enqueue(request)
+            except ModelStopping:
+                # Replaced (reload) or unloaded between lookup and enqueue: look up once more,
+                # which finds the new version or raises the right "not ready" error.
+                self.repository.get_model(request.model_name, request.model_version).enqueue(request)
         except TritonRosError as exc:
             request.set_error(exc)
         except Exception as exc:  # never let a malformed request escape as a crash
