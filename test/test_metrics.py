@@ -185,3 +185,21 @@ def test_parser_rejects_malformed_text():
         parse("# TYPE a counter\na{x=\"1\"} 1\na{x=\"1\"} 2\n")  # duplicate series
     families = parse('# HELP a h\n# TYPE a gauge\na{l="q\\"\\\\"} 2.5\n')
     assert families["a"].value(l='q"\\') == 2.5
+
+
+def test_grafana_dashboard_uses_exported_metrics():
+    import json
+    import re
+
+    from conftest import ROOT
+    from triton_ros.core.metrics import FAMILIES
+
+    dashboard = json.loads((ROOT / "config" / "grafana" / "triton_ros_dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    used = {name for e in exprs for name in re.findall(r"\bnv_[a-z_]+", e)}
+    assert used and used <= set(FAMILIES), used - set(FAMILIES)
+    # every per-model and per-interval family the server exports has a panel
+    assert set(FAMILIES) - used <= {"nv_cache_hit_duration_per_model",
+                                    "nv_cache_miss_duration_per_model", "nv_cache_num_hits",
+                                    "nv_cache_num_misses", "nv_cache_num_lookups",
+                                    "nv_cache_lookup_duration", "nv_cache_insertion_duration"}
