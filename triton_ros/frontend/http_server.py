@@ -30,7 +30,6 @@ import asyncio
 import gzip
 import logging
 import re
-import threading
 import zlib
 from typing import Awaitable, Callable
 from urllib.parse import unquote
@@ -38,6 +37,7 @@ from urllib.parse import unquote
 from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unsupported
 from ..core.server import InferenceServer
 from . import http_codec as codec
+from .event_loop_server import EventLoopServer
 
 _log = logging.getLogger("triton_ros.http")
 
@@ -302,76 +302,36 @@ def _head(status: int, headers: dict[str, str], length: int, keep_alive: bool) -
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-class HttpServer:
+class HttpServer(EventLoopServer):
     """Runs the HTTP endpoint on its own event loop thread; start() returns once it listens."""
+
+    service_name = "HTTPService"
 
     def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8000,
                  max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> None:
+        super().__init__(address=address, port=port)
         self._core = core
-        self.address = address
-        self.port = port
         self._service = HttpService(core, max_input_size=max_input_size)
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._started = threading.Event()
-        self._error: BaseException | None = None
-        self._stop_requested: asyncio.Event | None = None
         self._connections: set[asyncio.Task] = set()
         self._idle: set[asyncio.StreamWriter] = set()
-        self._grace = 5.0
 
-    @property
-    def target(self) -> str:
-        host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{host}:{self.port}"
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="http-server", daemon=True)
-        self._thread.start()
-        self._started.wait()
-        if self._error is not None:
-            raise self._error
-
-    def _run(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_until_complete(self._serve())
-        except BaseException as exc:  # report start failures to start()
-            self._error = exc
-            self._started.set()
-        finally:
-            self._loop.close()
-
-    async def _serve(self) -> None:
+    async def _listen(self) -> None:
         self._server = await asyncio.start_server(
             self._connection, self.address, self.port, limit=MAX_HEADER_SIZE,
             reuse_address=True, backlog=1024)
         self.port = self._server.sockets[0].getsockname()[1]
-        _log.info("Started HTTPService at %s", self.target)
-        self._stop_requested = asyncio.Event()
-        self._started.set()
-        await self._stop_requested.wait()
+
+    async def _shutdown(self, grace: float) -> None:
         self._server.close()
         # In-flight requests get the grace period; idle keep-alive connections close at once.
         for writer in list(self._idle):
             writer.close()
         if self._connections:
-            _, pending = await asyncio.wait(list(self._connections), timeout=self._grace)
+            _, pending = await asyncio.wait(list(self._connections), timeout=grace)
             for task in pending:
                 task.cancel()
         await self._server.wait_closed()
-
-    def stop(self, grace: float = 5.0) -> None:
-        """Stop accepting connections; give in-flight requests ``grace`` seconds to finish."""
-        if self._loop is None or self._thread is None or not self._thread.is_alive():
-            return
-        self._grace = grace
-        self._loop.call_soon_threadsafe(self._stop_requested.set)
-        self._thread.join(timeout=grace + 5.0)
-        if self._thread.is_alive():
-            _log.warning("HTTP endpoint did not stop within %.1f s", grace + 5.0)
 
     # ---------------------------------------------------------------- one connection
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

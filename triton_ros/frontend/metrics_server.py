@@ -10,11 +10,13 @@ from __future__ import annotations
 import http.server
 import json
 import logging
+import socket
 import socketserver
 import threading
 
 from ..core.metrics import CONTENT_TYPE, Metrics
 from ..core.server import InferenceServer
+from .event_loop_server import host_port
 
 _log = logging.getLogger("triton_ros.metrics")
 
@@ -77,13 +79,13 @@ class MetricsServer:
 
     @property
     def target(self) -> str:
-        host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{host}:{self.port}"
+        return host_port(self.address, self.port)
 
     def start(self) -> None:
         server_cls = _ThreadingServer
         if ":" in self.address:
-            server_cls = type("_ThreadingServer6", (_ThreadingServer,), {"address_family": 10})
+            server_cls = type("_ThreadingServer6", (_ThreadingServer,),
+                              {"address_family": socket.AF_INET6})
         self._server = server_cls((self.address, self.port), _Handler)
         self._server.metrics = self.metrics
         self.port = self._server.server_address[1]
