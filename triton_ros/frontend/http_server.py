@@ -364,6 +364,10 @@ class HttpServer(EventLoopServer):
             except HttpError as exc:
                 await self._send(writer, error_response(exc.status, exc.message), False)
                 return
+            except asyncio.LimitOverrunError:   # a chunk-size line longer than 64 KiB
+                await self._send(writer, error_response(400, "malformed chunked request body"),
+                                 False)
+                return
             response = await self._service.handle(request)
             await self._send(writer, response, keep_alive)
             if not keep_alive:
