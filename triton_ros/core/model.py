@@ -181,7 +181,10 @@ class Model:
 
     def _insert_into_cache(self, request: InferRequest, response: InferResponse) -> None:
         start = time.monotonic_ns()
-        self.response_cache.insert(request.cache_key, response.outputs, response.parameters)
+        try:
+            self.response_cache.insert(request.cache_key, response.outputs, response.parameters)
+        except Exception as exc:  # the response is still good: deliver it uncached
+            _log.warning("model '%s': cannot cache a response: %s", self.name, exc)
         self.stats.record_cache_miss(
             cache_miss_ns=request.cache_lookup_ns + time.monotonic_ns() - start)
 
