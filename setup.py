@@ -32,6 +32,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.xml")),
+        (f"share/{PACKAGE}/config/grafana", glob("config/grafana/*.json")),
         *tree("model_repository", f"share/{PACKAGE}"),
     ],
     install_requires=["setuptools"],

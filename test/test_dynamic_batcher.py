@@ -70,7 +70,7 @@ def wait_until_executing(server: InferenceServer, model: str, timeout: float = 3
     m = server.get_model(model)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if m.scheduler.queue_size() == 0 and m.pending_request_count() > 0:
+        if m.scheduler.queue_size() == 0 and m.in_flight_count() > 0:
             return
         time.sleep(0.002)
     raise TimeoutError("blocker never started executing")

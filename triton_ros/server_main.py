@@ -1,10 +1,13 @@
-"""``triton-ros-server``: serve a Triton model repository over KServe v2 gRPC, like tritonserver.
+"""``triton-ros-server``: serve a Triton model repository over KServe v2 gRPC and HTTP/REST, with
+Prometheus metrics, like tritonserver.
 
 Flags keep tritonserver's names for what exists here (``--model-repository``,
 ``--model-control-mode``, ``--load-model``, ``--repository-poll-secs``, ``--strict-model-config``,
-``--exit-on-error``, ``--grpc-address``, ``--grpc-port``, ``--log-verbose``...). At start it
-prints the table of models and their states, as tritonserver does. SIGINT or SIGTERM stops
-accepting requests, lets in-flight ones finish, unloads the models and exits 0.
+``--exit-on-error``, ``--grpc-address``, ``--grpc-port``, ``--http-address``, ``--http-port``,
+``--metrics-address``, ``--metrics-port``, ``--cache-config``, ``--log-verbose``...). At start it
+prints the table of models and their states, then "Started GRPCInferenceService at ...",
+"Started HTTPService at ..." and "Started Metrics Service at ...", as tritonserver does. SIGINT or
+SIGTERM stops accepting requests, lets in-flight ones finish, unloads the models and exits 0.
 
 One deliberate difference: ``--exit-on-error`` defaults to false, so that a model that fails to
 load is listed with its reason while every other model keeps serving (a robot should not lose
@@ -18,6 +21,7 @@ import signal
 import sys
 import threading
 
+from .core.cache_manager import parse_cache_config
 from .core.errors import TritonRosError
 from .core.model_repository_manager import CONTROL_MODES, RepositoryEntry
 from .core.server import InferenceServer, ServerOptions
@@ -38,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="triton-ros-server",
         description="Serve a Triton model repository (ONNX Runtime, TensorRT, Python, ensembles) "
-                    "over Triton's KServe v2 gRPC protocol.")
+                    "over Triton's KServe v2 gRPC and HTTP/REST protocols, with Prometheus "
+                    "metrics.")
     p.add_argument("--model-repository", "--model-store", dest="model_repository", action="append",
                    required=True, metavar="PATH", help="model repository path (repeatable)")
     p.add_argument("--model-control-mode", choices=CONTROL_MODES, default="none",
@@ -61,6 +66,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grpc-address", default="127.0.0.1",
                    help="address the gRPC endpoint binds (default 127.0.0.1)")
     p.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
+    p.add_argument("--allow-http", type=parse_bool, default=True, metavar="BOOL",
+                   help="serve the KServe v2 HTTP/REST endpoint (default true)")
+    p.add_argument("--http-address", default="127.0.0.1",
+                   help="address the HTTP endpoint binds (default 127.0.0.1)")
+    p.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
+    p.add_argument("--http-max-input-size", type=int, default=1 << 26, metavar="BYTES",
+                   help="largest JSON part of an HTTP inference request (default 64 MiB)")
+    p.add_argument("--allow-metrics", type=parse_bool, default=True, metavar="BOOL",
+                   help="serve Prometheus metrics at /metrics (default true)")
+    p.add_argument("--allow-gpu-metrics", type=parse_bool, default=True, metavar="BOOL",
+                   help="include GPU metrics (NVML) when a GPU exists (default true)")
+    p.add_argument("--allow-cpu-metrics", type=parse_bool, default=True, metavar="BOOL",
+                   help="include CPU utilization and memory metrics (default true)")
+    p.add_argument("--metrics-address", default=None,
+                   help="address the metrics endpoint binds (default: --http-address)")
+    p.add_argument("--metrics-port", type=int, default=8002, help="metrics port (default 8002)")
+    p.add_argument("--metrics-interval-ms", type=float, default=2000.0, metavar="MS",
+                   help="how often CPU/GPU/cache gauges are sampled (default 2000)")
+    p.add_argument("--cache-config", action="append", default=[], metavar="CACHE,KEY=VALUE",
+                   help="response cache, e.g. --cache-config local,size=1048576 (repeatable)")
+    p.add_argument("--response-cache-byte-size", type=int, default=None, metavar="BYTES",
+                   help="deprecated: same as --cache-config local,size=BYTES")
     p.add_argument("--id", dest="server_id", default="triton", help="server identifier")
     p.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL",
                    help="verbose logging level (>0 enables debug logging)")
@@ -91,6 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname).1s%(asctime)s %(name)s] %(message)s",
                         datefmt="%m%d %H:%M:%S")
 
+    cache_args = list(args.cache_config)
+    if args.response_cache_byte_size is not None:
+        if cache_args:
+            print("error: Incompatible flags --response-cache-byte-size and --cache-config both "
+                  "provided. Please provide one or the other.", file=sys.stderr)
+            return 1
+        cache_args = [f"local,size={args.response_cache_byte_size}"]
+    try:
+        cache_config = parse_cache_config(cache_args)
+    except TritonRosError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+
     options = ServerOptions(
         model_repositories=tuple(args.model_repository),
         model_control_mode=args.model_control_mode,
@@ -100,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         repository_poll_secs=args.repository_poll_secs,
         exit_timeout_secs=args.exit_timeout_secs,
         server_id=args.server_id,
+        cache_config=cache_config,
     )
     try:
         core = InferenceServer(options)
@@ -120,26 +161,50 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: stop.set())
 
-    grpc_server = None
+    endpoints = []   # (name for errors, server, banner) in tritonserver's start order
     if args.allow_grpc:
         from .frontend.grpc_server import GrpcServer  # the core must not need grpc
 
-        grpc_server = GrpcServer(core, address=args.grpc_address, port=args.grpc_port)
+        endpoints.append(("gRPC", GrpcServer(core, address=args.grpc_address, port=args.grpc_port),
+                          "Started GRPCInferenceService at {}"))
+    if args.allow_http:
+        from .frontend.http_server import HttpServer
+
+        endpoints.append(("HTTP", HttpServer(core, address=args.http_address, port=args.http_port,
+                                             max_input_size=args.http_max_input_size),
+                          "Started HTTPService at {}"))
+    if args.allow_metrics:
+        from .frontend.metrics_server import MetricsServer
+
+        address = args.metrics_address or args.http_address
+        endpoints.append(("metrics", MetricsServer(
+            core, address=address, port=args.metrics_port, interval_ms=args.metrics_interval_ms,
+            allow_gpu_metrics=args.allow_gpu_metrics, allow_cpu_metrics=args.allow_cpu_metrics),
+            "Started Metrics Service at {}"))
+    started = []
+    for what, server, banner in endpoints:
         try:
-            grpc_server.start()
+            server.start()
         except Exception as exc:
-            print(f"error: failed to start gRPC endpoint at {args.grpc_address}:{args.grpc_port}: "
-                  f"{exc}", file=sys.stderr)
+            print(f"error: failed to start {what} endpoint at {server.target}: {exc}",
+                  file=sys.stderr)
+            for other in reversed(started):
+                other.stop()
             core.stop()
             return 1
-        print(f"Started GRPCInferenceService at {grpc_server.target}", flush=True)
+        started.append(server)
+        print(banner.format(server.target), flush=True)
 
     while not stop.wait(0.5):
         pass
     print("Received signal, waiting for in-flight requests to complete", flush=True)
-    if grpc_server is not None:
-        grpc_server.stop(grace=args.exit_timeout_secs)
+    protocols = [server for what, server, _ in endpoints if what != "metrics" and server in started]
+    for server in protocols:
+        server.stop(grace=args.exit_timeout_secs)
     core.stop()
+    for server in started:
+        if server not in protocols:
+            server.stop()   # metrics stay scrapeable until the models are unloaded
     print("Server stopped", flush=True)
     return 0
 

@@ -55,6 +55,8 @@ class InferRequest:
     resolved_version: int = -1
     queue_start_ns: int = 0
     compute_start_ns: int = 0
+    cache_key: bytes | None = field(default=None, repr=False)   # set on a response-cache miss
+    cache_lookup_ns: int = 0
 
     def set_response(self, response: InferResponse) -> None:
         if not self.future.done():

@@ -102,9 +102,21 @@ class ModelStats:
             stat.compute_output.add(compute_output_ns)
             self._last_inference_ms = int(time.time() * 1000)
 
-    def record_cache(self, *, hit: bool, ns: int) -> None:
+    def record_cache_hit(self, *, request_ns: int, queue_ns: int, cache_hit_ns: int) -> None:
+        """A request answered from the response cache (UpdateSuccessCacheHit): it succeeds and
+        waits in the queue, but executes nothing (no compute, inference or execution count)."""
         with self._lock:
-            (self._cache_hit if hit else self._cache_miss).add(ns)
+            self._success.add(request_ns)
+            self._queue.add(queue_ns)
+            self._cache_hit.add(cache_hit_ns)
+            self._last_inference_ms = int(time.time() * 1000)
+
+    def record_cache_miss(self, *, cache_miss_ns: int) -> None:
+        """A computed response inserted into the cache (UpdateSuccessCacheMiss): lookup plus
+        insertion time. The caller measures the request's success duration after the insertion,
+        so it already includes this time (Triton adds it afterwards to the same effect)."""
+        with self._lock:
+            self._cache_miss.add(cache_miss_ns)
 
     def snapshot(self) -> StatsSnapshot:
         def d(x: Duration) -> Duration:

@@ -16,11 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from .backend_model import BackendModel, BackendModelInstance, ExecuteResult, backend_class
+from .cache_manager import LocalCache, request_cache_key
 from .dynamic_batch_scheduler import DynamicBatchScheduler
 from .errors import StatusCode, TritonRosError, as_triton_error, internal, unavailable
 from .infer_request import InferRequest, InferResponse, normalize_request
 from .infer_stats import ModelStats
 from .model_config import ModelConfig
+from .model_warmup import run_warmup
 
 _log = logging.getLogger("triton_ros.model")
 
@@ -63,7 +65,8 @@ class ModelStopping(TritonRosError):
 class Model:
     """A servable model version: scheduler, instances and statistics."""
 
-    def __init__(self, config: ModelConfig, *, version: int, model_path: Path) -> None:
+    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
+                 response_cache: LocalCache | None = None) -> None:
         self.config = config
         self.name = config.name
         self.version = version
@@ -77,10 +80,19 @@ class Model:
         self._threads: list[threading.Thread] = []
         self._in_flight = 0
         self._in_flight_lock = threading.Lock()
+        # Triton caches only when both the server (--cache-config) and the model enable it.
+        self.response_cache = response_cache if config.response_cache else None
+        self.load_duration_ns = 0
+
+    @property
+    def response_cache_enabled(self) -> bool:
+        return self.response_cache is not None
 
     # ---------------------------------------------------------------- lifecycle
     def load(self) -> None:
-        """Create the backend state and every instance, then start serving."""
+        """Create the backend state and every instance, run the warmup samples, then start
+        serving. The repository keeps the version LOADING until this returns."""
+        start = time.monotonic_ns()
         cls = backend_class(self.config.backend)
         self.backend = cls(self.config, version=self.version, model_path=self.model_path,
                            version_path=self.version_path)
@@ -99,11 +111,15 @@ class Model:
                             target=self._serve, args=(instance,), daemon=True,
                             name=f"{self.name}:{self.version}:{instance.name}")
                         self._threads.append(thread)
+            if self.config.warmup:
+                run_warmup(self.config, version=self.version, model_path=self.model_path,
+                           instances=self.instances)
         except BaseException:
             self._close_backend()
             raise
         for thread in self._threads:
             thread.start()
+        self.load_duration_ns = time.monotonic_ns() - start
 
     def unload(self, *, drain: bool = True, timeout: float | None = None) -> None:
         """Stop accepting requests, finish (drain) or fail the queued ones, release resources."""
@@ -143,6 +159,8 @@ class Model:
             self.record_rejection(request, reason="OTHER")
             raise
         request.resolved_version = self.version
+        if self.response_cache is not None and self._answer_from_cache(request):
+            return
         with self._in_flight_lock:
             self._in_flight += 1
         try:
@@ -152,8 +170,40 @@ class Model:
             self.record_rejection(request, reason="REJECTED")
             raise
 
+    def _answer_from_cache(self, request: InferRequest) -> bool:
+        """Look the request up (Triton's CacheLookUp at enqueue); answer it on a hit. On a miss
+        the key stays on the request so that its computed response is inserted later."""
+        start = time.monotonic_ns()
+        request.queue_start_ns = start
+        key = request_cache_key(self.name, self.version, request)
+        entry = self.response_cache.lookup(key)
+        request.cache_lookup_ns = time.monotonic_ns() - start
+        if entry is None:
+            request.cache_key = key
+            return False
+        response = InferResponse(self.name, self.version, request.id, dict(entry.outputs),
+                                 dict(entry.parameters))
+        self.stats.record_cache_hit(request_ns=time.monotonic_ns() - request.arrival_ns,
+                                    queue_ns=0, cache_hit_ns=request.cache_lookup_ns)
+        request.set_response(response)
+        return True
+
+    def _insert_into_cache(self, request: InferRequest, response: InferResponse) -> None:
+        start = time.monotonic_ns()
+        try:
+            self.response_cache.insert(request.cache_key, response.outputs, response.parameters)
+        except Exception as exc:  # the response is still good: deliver it uncached
+            _log.warning("model '%s': cannot cache a response: %s", self.name, exc)
+        self.stats.record_cache_miss(
+            cache_miss_ns=request.cache_lookup_ns + time.monotonic_ns() - start)
+
     def pending_request_count(self) -> int:
-        """Requests queued or executing (nv_inference_pending_request_count)."""
+        """Requests queued and not yet picked up by an instance: Triton's
+        nv_inference_pending_request_count ("awaiting execution by a backend")."""
+        return self.scheduler.queue_size()
+
+    def in_flight_count(self) -> int:
+        """Requests queued or executing."""
         with self._in_flight_lock:
             return self._in_flight
 
@@ -164,10 +214,10 @@ class Model:
         with self._in_flight_lock:
             self._in_flight -= n
 
-    def _reject(self, request: InferRequest, error: TritonRosError) -> None:
+    def _reject(self, request: InferRequest, error: TritonRosError, reason: str = "REJECTED") -> None:
         self._done()
         self.stats.record_failure(request_ns=time.monotonic_ns() - request.arrival_ns,
-                                  reason="REJECTED")
+                                  reason=reason)
         request.set_error(error)
 
     # ---------------------------------------------------------------- instance threads
@@ -182,7 +232,14 @@ class Model:
             except BaseException as exc:  # keep serving; answer the batch if it is not yet
                 error = as_triton_error(exc)
                 _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
-                self.scheduler.complete(seq, lambda: [r.set_error(error) for r in batch])
+                self.scheduler.complete(seq, lambda error=error, batch=batch:
+                                        self._fail_unanswered(batch, error))
+
+    def _fail_unanswered(self, batch: list[InferRequest], error: TritonRosError) -> None:
+        # Counted like every other failure, so statistics and metrics still add up.
+        for request in batch:
+            if not request.future.done():
+                self._reject(request, error, reason="OTHER")
 
     def _execute(self, instance: BackendModelInstance, seq: int, batch: list[InferRequest]) -> None:
         start = time.monotonic_ns()
@@ -214,9 +271,11 @@ class Model:
                                         compute_output_ns=result.compute_output_ns)
 
         def deliver() -> None:
-            now = time.monotonic_ns()
             for request, response in finished:
                 if isinstance(response, InferResponse):
+                    if request.cache_key is not None:
+                        self._insert_into_cache(request, response)
+                    now = time.monotonic_ns()
                     self.stats.record_success(
                         request_ns=now - request.arrival_ns,
                         queue_ns=request.compute_start_ns - request.queue_start_ns,
@@ -225,9 +284,10 @@ class Model:
                         compute_output_ns=result.compute_output_ns)
                     request.set_response(response)
                 else:
-                    self.stats.record_failure(request_ns=now - request.arrival_ns, reason="BACKEND")
+                    self.stats.record_failure(request_ns=time.monotonic_ns() - request.arrival_ns,
+                                              reason="BACKEND")
                     request.set_error(response)
-            self._done(len(finished))
+                self._done()
 
         self.scheduler.complete(seq, deliver)
 

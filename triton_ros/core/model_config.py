@@ -145,6 +145,32 @@ class OptimizationConfig:
     cpu_execution_accelerators: tuple[ExecutionAccelerator, ...] = ()
 
 
+WARMUP_SOURCES = ("zero_data", "random_data", "input_data_file")
+WARMUP_DATA_FOLDER = "warmup"      # input_data_file is relative to <model>/warmup (Triton's rule)
+
+
+@dataclass(frozen=True)
+class WarmupInput:
+    """One input of a ``model_warmup`` sample (``ModelWarmup.Input``)."""
+
+    name: str
+    datatype: str                      # protocol name: "FP32", "BYTES", ...
+    dims: tuple[int, ...]              # without the batch dimension; all dims fixed
+    source: str                        # one of WARMUP_SOURCES
+    input_data_file: str = ""          # with source "input_data_file"
+
+
+@dataclass(frozen=True)
+class WarmupSample:
+    """One ``model_warmup`` entry: ``batch_size`` batch-1 requests executed together on every
+    instance, ``count`` times (at least once, as in Triton), before the version is READY."""
+
+    name: str
+    batch_size: int                    # 0: the sample is skipped, as in Triton
+    inputs: tuple[WarmupInput, ...]
+    count: int
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """A validated model configuration. ``proto`` is the normalized ``inference.ModelConfig``."""
@@ -165,6 +191,7 @@ class ModelConfig:
     response_cache: bool
     proto: mc.ModelConfig = field(compare=False, repr=False)
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    warmup: tuple[WarmupSample, ...] = ()
 
     @property
     def is_ensemble(self) -> bool:
@@ -463,8 +490,53 @@ def validate(proto: mc.ModelConfig) -> list[str]:
 
     if not is_ensemble:
         _validate_instance_groups(proto, warnings)
+        _validate_warmup(proto)
     _collect_ignored_fields(proto, warnings)
     return warnings
+
+
+def _warmup_source(proto_input) -> str:
+    return proto_input.WhichOneof("input_data_type") or ""
+
+
+def _validate_warmup(proto: mc.ModelConfig) -> None:
+    """``model_warmup`` samples must describe requests the model accepts (Triton finds these
+    faults only when it builds the samples at load time; the messages are its own)."""
+    declared = {io.name: io for io in proto.input}
+    for sample in proto.model_warmup:
+        where = f"model '{proto.name}': warmup sample '{sample.name}'"
+        if not sample.name:
+            raise invalid_arg(f"model '{proto.name}': every model_warmup sample must have a name")
+        if proto.max_batch_size > 0 and sample.batch_size > proto.max_batch_size:
+            raise invalid_arg(f"{where} has batch_size {sample.batch_size}, larger than "
+                              f"max_batch_size {proto.max_batch_size}")
+        for name, value in sample.inputs.items():
+            source = _warmup_source(value)
+            if not source:
+                raise invalid_arg(f"{where}: warmup setting expects input '{name}' to have "
+                                  f"input_data_type set")
+            if any(d < 0 for d in value.dims):
+                raise invalid_arg(f"{where}: warmup setting expects all variable-size dimensions "
+                                  f"are specified for input '{name}'")
+            config_input = declared.get(name)
+            if config_input is None:
+                raise invalid_arg(f"{where}: unexpected input '{name}', the model has no such "
+                                  f"input")
+            if value.data_type != config_input.data_type:
+                raise invalid_arg(f"{where}: input '{name}' has data_type "
+                                  f"{mc.DataType.Name(value.data_type)}, the model expects "
+                                  f"{mc.DataType.Name(config_input.data_type)}")
+            dims = list(value.dims)
+            if len(dims) != len(config_input.dims) or any(
+                    c != WILDCARD_DIM and c != d for c, d in zip(config_input.dims, dims)):
+                raise invalid_arg(f"{where}: input '{name}' has dims {dims}, the model expects "
+                                  f"{list(config_input.dims)}")
+            if source == "input_data_file":
+                rel = value.input_data_file
+                if not rel or os.path.isabs(rel) or ".." in Path(rel).parts:
+                    raise invalid_arg(f"{where}: input '{name}' input_data_file '{rel}' must be "
+                                      f"a file name inside the model's '{WARMUP_DATA_FOLDER}' "
+                                      f"directory")
 
 
 def _validate_instance_groups(proto: mc.ModelConfig, warnings: list[str]) -> None:
@@ -597,6 +669,15 @@ def to_typed(proto: mc.ModelConfig, warnings: Iterable[str] = ()) -> ModelConfig
         cpu_execution_accelerators=tuple(ExecutionAccelerator(a.name, dict(a.parameters))
                                          for a in accels.cpu_execution_accelerator),
     )
+    warmup = tuple(
+        WarmupSample(
+            name=w.name, batch_size=int(w.batch_size), count=max(1, int(w.count)),
+            inputs=tuple(
+                WarmupInput(name=n, datatype=config_to_protocol(mc.DataType.Name(v.data_type)),
+                            dims=tuple(int(d) for d in v.dims), source=_warmup_source(v),
+                            input_data_file=v.input_data_file)
+                for n, v in sorted(w.inputs.items())))
+        for w in proto.model_warmup)
     return ModelConfig(
         name=proto.name,
         platform=proto.platform,
@@ -614,6 +695,7 @@ def to_typed(proto: mc.ModelConfig, warnings: Iterable[str] = ()) -> ModelConfig
         response_cache=bool(proto.response_cache.enable),
         proto=proto,
         warnings=tuple(warnings),
+        warmup=warmup,
     )
 
 
@@ -671,9 +753,4 @@ def load_model_config(
             warnings.extend(complete(proto, model_path) or [])
     normalize(proto)
     warnings.extend(validate(proto))
-    if proto.model_warmup:
-        warnings.append(f"model '{model_name}': model_warmup is not run yet by triton_ros")
-    if proto.response_cache.enable:
-        warnings.append(f"model '{model_name}': response_cache is not implemented yet; every "
-                        f"request is executed")
     return to_typed(proto, warnings)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .backend_model import backend_class
+from .cache_manager import LocalCache
 from .errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unavailable
 from .model import Model
 from .model_config import ModelConfig, load_model_config, parse_config_json, version_dirs
@@ -102,6 +103,7 @@ class ModelRepositoryManager:
         strict_model_config: bool = False,
         poll_secs: float = 15.0,
         model_factory: Callable[..., Model] | None = None,
+        response_cache: LocalCache | None = None,
     ) -> None:
         if control_mode not in CONTROL_MODES:
             raise invalid_arg(f"unexpected model control mode '{control_mode}', expected one of "
@@ -114,6 +116,7 @@ class ModelRepositoryManager:
         self.strict = strict_model_config
         self.poll_secs = poll_secs
         self._model_factory = model_factory
+        self.response_cache = response_cache   # the server-wide cache (--cache-config), if any
         self._records: dict[str, _ModelRecord] = {}
         self._records_lock = threading.Lock()
         self._stop = threading.Event()
@@ -269,6 +272,10 @@ class ModelRepositoryManager:
                                            backend_auto_complete=_auto_complete_for)
                 for warning in config.warnings:
                     _log.warning("%s", warning)
+                if config.response_cache and self.response_cache is None:
+                    _log.warning("model '%s' enables response_cache but the server has no cache "
+                                 "(--cache-config local,size=N); its responses are not cached",
+                                 name)
                 if config.is_ensemble:
                     self._load_dependencies(config)
                 self._load_versions(record, config, path, signature)
@@ -353,7 +360,7 @@ class ModelRepositoryManager:
                 raise TritonRosError(StatusCode.UNSUPPORTED,
                                      f"ensemble '{config.name}': ensembles are not available") from None
             return EnsembleModel(config, version=version, model_path=path, manager=self)
-        return Model(config, version=version, model_path=path)
+        return Model(config, version=version, model_path=path, response_cache=self.response_cache)
 
     def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version of a model (RepositoryModelUnload)."""

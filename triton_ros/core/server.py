@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from .. import __version__
+from .cache_manager import CacheConfig, LocalCache, create_cache
 from .errors import TritonRosError, invalid_arg, unavailable
 from .infer_request import InferRequest, InferResponse
 from .infer_stats import StatsSnapshot
@@ -31,8 +32,9 @@ EXTENSIONS = (
     "model_repository(unload_dependents)",
     "schedule_policy",
     "model_configuration",
-    "statistics",
+    "binary_tensor_data",
     "parameters",
+    "statistics",
 )
 
 
@@ -48,6 +50,7 @@ class ServerOptions:
     repository_poll_secs: float = 15.0
     exit_timeout_secs: float = 30.0
     server_id: str = "triton"
+    cache_config: CacheConfig | None = None      # --cache-config local,size=N
 
 
 @dataclass(frozen=True)
@@ -78,12 +81,14 @@ class InferenceServer:
 
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
+        self.response_cache: LocalCache | None = create_cache(options.cache_config)
         self.repository = ModelRepositoryManager(
             options.model_repositories,
             control_mode=options.model_control_mode,
             startup_models=options.startup_models,
             strict_model_config=options.strict_model_config,
             poll_secs=options.repository_poll_secs,
+            response_cache=self.response_cache,
         )
         self._started = False
         self._stopping = False

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from typing import Any, Callable
 
 import grpc
@@ -20,6 +19,7 @@ from tritonclient.grpc import service_pb2_grpc
 from ..core.errors import StatusCode, TritonRosError, as_triton_error
 from ..core.server import InferenceServer
 from . import grpc_codec as codec
+from .event_loop_server import EventLoopServer
 
 _log = logging.getLogger("triton_ros.grpc")
 
@@ -176,47 +176,19 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             task.cancel()
 
 
-class GrpcServer:
+class GrpcServer(EventLoopServer):
     """Runs the gRPC endpoint on its own event loop thread; start() returns once it listens."""
+
+    service_name = "GRPCInferenceService"
 
     def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8001,
                  max_concurrent_rpcs: int | None = None) -> None:
+        super().__init__(address=address, port=port)
         self._core = core
-        self.address = address
-        self.port = port
         self._max_concurrent_rpcs = max_concurrent_rpcs
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._server: grpc.aio.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._started = threading.Event()
-        self._error: BaseException | None = None
-        self._stop_requested: asyncio.Event | None = None
-        self._grace = 5.0
 
-    @property
-    def target(self) -> str:
-        host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{host}:{self.port}"
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="grpc-server", daemon=True)
-        self._thread.start()
-        self._started.wait()
-        if self._error is not None:
-            raise self._error
-
-    def _run(self) -> None:
-        self._loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(self._loop)
-        try:
-            self._loop.run_until_complete(self._serve())
-        except BaseException as exc:  # report start failures to start()
-            self._error = exc
-            self._started.set()
-        finally:
-            self._loop.close()
-
-    async def _serve(self) -> None:
+    async def _listen(self) -> None:
         self._server = grpc.aio.server(options=SERVER_OPTIONS,
                                        maximum_concurrent_rpcs=self._max_concurrent_rpcs)
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
@@ -226,19 +198,7 @@ class GrpcServer:
             raise OSError(f"cannot bind gRPC endpoint to {self.target}")
         self.port = bound
         await self._server.start()
-        _log.info("Started GRPCInferenceService at %s", self.target)
-        self._stop_requested = asyncio.Event()
-        self._started.set()
-        await self._stop_requested.wait()
-        # In-flight calls get the grace period; new calls are refused at once.
-        await self._server.stop(self._grace)
 
-    def stop(self, grace: float = 5.0) -> None:
-        """Stop accepting calls; give in-flight calls ``grace`` seconds to finish."""
-        if self._loop is None or self._thread is None or not self._thread.is_alive():
-            return
-        self._grace = grace
-        self._loop.call_soon_threadsafe(self._stop_requested.set)
-        self._thread.join(timeout=grace + 5.0)
-        if self._thread.is_alive():
-            _log.warning("gRPC endpoint did not stop within %.1f s", grace + 5.0)
+    async def _shutdown(self, grace: float) -> None:
+        # In-flight calls get the grace period; new calls are refused at once.
+        await self._server.stop(grace)

@@ -1,0 +1,443 @@
+"""Conversion between KServe v2 REST messages (JSON, and Triton's binary tensor extension) and core
+types, kept apart from the HTTP handler so that the handler only routes and delegates.
+
+An inference request body is a JSON header, optionally followed by binary tensor data: the
+``Inference-Header-Content-Length`` header gives the JSON part's size, and each input with
+``"parameters": {"binary_data_size": N}`` takes the next N bytes. Outputs come back as JSON
+``data`` unless asked for in binary (``"binary_data": true`` on a requested output, or the
+request parameter ``binary_data_output`` for the outputs not named), in which case the response
+JSON gives each output's ``binary_data_size`` and the bytes follow the JSON in output order.
+BYTES elements travel as 4-byte little-endian length-prefixed strings in binary, as strings in
+JSON. Every malformed field becomes an INVALID_ARG error naming it, with Triton's messages.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.datatypes import (PROTOCOL_DATATYPES, deserialize_bytes_tensor, from_numpy_dtype,
+                              serialize_bytes_tensor, to_numpy_dtype)
+from ..core.errors import TritonRosError, invalid_arg, unsupported
+from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
+from ..core.infer_stats import Duration, StatsSnapshot
+from ..core.model_repository_manager import RepositoryEntry
+from ..core.server import ModelMetadata, ServerMetadata
+
+INFER_HEADER = "inference-header-content-length"
+MAX_JSON_NESTING_DEPTH = 100     # HTTP_MAX_JSON_NESTING_DEPTH
+_RESERVED_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
+
+
+@dataclass
+class OutputPlan:
+    """How each output goes back: binary or JSON (AllocPayload::OutputInfo)."""
+
+    default_binary: bool = False
+    binary: dict[str, bool] = field(default_factory=dict)
+
+    def is_binary(self, name: str) -> bool:
+        return self.binary.get(name, self.default_binary)
+
+
+# ------------------------------------------------------------------------------------------
+# Small JSON helpers
+# ------------------------------------------------------------------------------------------
+
+def dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def error_body(message: str) -> bytes:
+    return dumps({"error": message})
+
+
+def parse_json_object(body: bytes | memoryview, what: str, *, allow_empty: bool = True) -> dict:
+    """A request body as a JSON object ({} for an empty body where that is allowed)."""
+    if len(body) == 0 and allow_empty:
+        return {}
+    try:
+        value = json.loads(bytes(body))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise invalid_arg(f"failed to parse the {what} request JSON buffer: {exc}") from None
+    if not isinstance(value, dict):
+        raise invalid_arg(f"the {what} request JSON must be an object, got "
+                          f"{type(value).__name__}")
+    return value
+
+
+def _uint(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise invalid_arg(f"Unable to parse '{what}': expected an unsigned integer, got "
+                          f"{json.dumps(value)}")
+    return value
+
+
+def _bool(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise invalid_arg(f"Unable to parse '{what}': expected a boolean, got {json.dumps(value)}")
+    return value
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise invalid_arg(f"Unable to parse '{what}': expected a string, got {json.dumps(value)}")
+    return value
+
+
+# ------------------------------------------------------------------------------------------
+# Inference request
+# ------------------------------------------------------------------------------------------
+
+def decode_infer_request(model_name: str, version: int, body: bytes | memoryview,
+                         header_length: int | None) -> tuple[InferRequest, OutputPlan]:
+    """Parse an inference request body. ``header_length`` is the Inference-Header-Content-Length
+    (None: the whole body is JSON)."""
+    view = memoryview(body)
+    if header_length is None:
+        header_length = len(view)
+    header = parse_json_object(view[:header_length], "inference", allow_empty=False)
+    binary = view[header_length:]
+
+    request_id = header.get("id", "")
+    if not isinstance(request_id, str):
+        raise invalid_arg("Unable to parse 'id': expected a string")
+
+    plan = OutputPlan()
+    priority = timeout = 0
+    parameters: dict[str, Any] = {}
+    params = header.get("parameters", {})
+    if not isinstance(params, dict):
+        raise invalid_arg("failed to get request params: 'parameters' must be an object")
+    for key, value in params.items():
+        if key == "priority":
+            priority = _uint(value, "priority")
+        elif key == "timeout":
+            timeout = _uint(value, "timeout")
+        elif key == "binary_data_output":
+            plan.default_binary = _bool(value, "binary_data_output")
+        elif key in _RESERVED_PARAMETERS:
+            if value not in (0, False, ""):
+                raise unsupported(f"sequence batching parameters are not supported (got '{key}' "
+                                  f"for model '{model_name}')")
+        elif key.startswith("triton_"):
+            raise invalid_arg("parameter keys starting with 'triton_' are reserved for Triton "
+                              "usage and should not be specified.")
+        elif isinstance(value, (str, int, float, bool)):
+            parameters[key] = value
+        else:
+            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either "
+                              f"'int', 'bool', or 'string'.")
+
+    inputs_json = header.get("inputs")
+    if not isinstance(inputs_json, list):
+        raise invalid_arg("Unable to parse 'inputs'")
+    inputs: dict[str, np.ndarray] = {}
+    offset = 0
+    for item in inputs_json:
+        if not isinstance(item, dict):
+            raise invalid_arg("Unable to parse 'inputs': each input must be an object")
+        name = _str(item.get("name"), "name")
+        if name in inputs:
+            raise invalid_arg(f"input '{name}' already exists in request")
+        array, used = _decode_input(model_name, name, item, binary[offset:])
+        offset += used
+        inputs[name] = array
+    if offset != len(binary):
+        raise invalid_arg(f"unexpected additional input data for model '{model_name}'")
+
+    requested = None
+    if "outputs" in header:
+        outputs_json = header["outputs"]
+        if not isinstance(outputs_json, list):
+            raise invalid_arg("Unable to parse 'outputs'")
+        requested = []
+        for item in outputs_json:
+            if not isinstance(item, dict):
+                raise invalid_arg("Unable to parse 'outputs': each output must be an object")
+            name = _str(item.get("name"), "name")
+            out_params = item.get("parameters", {})
+            if not isinstance(out_params, dict):
+                raise invalid_arg(f"Unable to parse 'parameters' of output '{name}'")
+            if "shared_memory_region" in out_params:
+                raise unsupported(f"output '{name}': shared memory is not supported by "
+                                  f"triton_ros")
+            class_count = _uint(out_params.get("classification", 0), "classification")
+            plan.binary[name] = _bool(out_params.get("binary_data", False), "binary_data")
+            requested.append(RequestedOutput(name, class_count))
+        requested = tuple(requested)
+
+    request = InferRequest(model_name=model_name, inputs=inputs, model_version=version,
+                           id=request_id, requested_outputs=requested, priority=priority,
+                           timeout_us=timeout, parameters=parameters)
+    return request, plan
+
+
+def _decode_input(model: str, name: str, item: dict, binary: memoryview) -> tuple[np.ndarray, int]:
+    """One input tensor and how many bytes of the binary section it consumed."""
+    datatype = _str(item.get("datatype"), "datatype")
+    shape_json = item.get("shape")
+    if not isinstance(shape_json, list):
+        raise invalid_arg("Unable to parse 'shape'")
+    shape = tuple(_uint(d, "shape") for d in shape_json)
+    params = item.get("parameters", {})
+    if not isinstance(params, dict):
+        raise invalid_arg(f"Unable to parse 'parameters' of input '{name}'")
+    has_data = "data" in item
+    has_binary = "binary_data_size" in params
+    has_shm = "shared_memory_region" in params
+    if has_data + has_binary + has_shm != 1:
+        msg = ("Input must set only one of the following fields: 'data', 'binary_data_size' in "
+               "'parameters', 'shared_memory_region' in 'parameters'. But")
+        if not (has_data or has_binary or has_shm):
+            msg += " no field is set"
+        else:
+            msg += " set" + "".join(f" '{f}'" for f, on in (
+                ("data", has_data), ("binary_data_size", has_binary),
+                ("shared_memory_region", has_shm)) if on)
+        raise invalid_arg(msg)
+    if has_shm:
+        raise unsupported(f"input '{name}': shared memory is not supported by triton_ros; send "
+                          f"the data in the request")
+    if datatype not in PROTOCOL_DATATYPES:
+        raise invalid_arg(f"invalid datatype '{datatype}' for input '{name}' of model '{model}'")
+    dtype = to_numpy_dtype(datatype)
+    count = math.prod(shape)
+
+    if has_binary:
+        size = _uint(params["binary_data_size"], "binary_data_size")
+        if size > len(binary):
+            raise invalid_arg(f"unexpected size for input '{name}', expecting "
+                              f"{size - len(binary)} additional bytes for model '{model}'")
+        raw = binary[:size]
+        if datatype == "BYTES":
+            try:
+                return deserialize_bytes_tensor(raw, count).reshape(shape), size
+            except TritonRosError as exc:
+                raise invalid_arg(f"input '{name}' for model '{model}': {exc.message}") from None
+        if size != count * dtype.itemsize:
+            raise invalid_arg(f"input byte size mismatch for input '{name}' for model '{model}'. "
+                              f"Expected {count * dtype.itemsize}, got {size}")
+        return np.frombuffer(raw, dtype=dtype).reshape(shape), size
+
+    return _decode_json_data(model, name, datatype, dtype, shape, count, item["data"]), 0
+
+
+def _flatten_strings(value: Any, out: list[bytes], depth: int = 0) -> None:
+    if depth >= MAX_JSON_NESTING_DEPTH:
+        raise invalid_arg(f"JSON nesting depth exceeds maximum allowed limit "
+                          f"({MAX_JSON_NESTING_DEPTH})")
+    if isinstance(value, list):
+        for v in value:
+            _flatten_strings(v, out, depth + 1)
+    elif isinstance(value, str):
+        out.append(value.encode("utf-8"))
+    else:
+        raise invalid_arg("Unable to parse 'data': expected a string for BYTES data")
+
+
+def _decode_json_data(model: str, name: str, datatype: str, dtype: np.dtype,
+                      shape: tuple[int, ...], count: int, data: Any) -> np.ndarray:
+    if datatype in ("FP16", "BF16"):
+        raise invalid_arg(f"receiving {datatype} data via JSON is not supported. Please use the "
+                          f"binary data format for input {name}")
+    if datatype == "BYTES":
+        items: list[bytes] = []
+        _flatten_strings(data, items)
+        if len(items) != count:
+            raise invalid_arg(f"Unable to parse 'data': shape does not match true shape of "
+                              f"'data' field for input '{name}' of model '{model}': got "
+                              f"{len(items)} elements, expecting {count} for shape {list(shape)}")
+        array = np.empty(count, dtype=np.object_)
+        array[:] = items
+        return array.reshape(shape)
+    if not isinstance(data, list):
+        data = [data]
+    try:
+        values = np.array(data)
+    except ValueError:  # ragged nesting
+        values = None
+    if values is None or values.dtype == np.object_ or values.dtype.kind in "US":
+        raise invalid_arg(f"Unable to parse 'data': input '{name}' of model '{model}' must hold "
+                          f"{datatype} numbers (in nested arrays of equal length)")
+    if values.size != count:
+        raise invalid_arg(f"Unable to parse 'data': shape does not match true shape of 'data' "
+                          f"field for input '{name}' of model '{model}': got {values.size} "
+                          f"elements, expecting {count} for shape {list(shape)}")
+    if values.size:
+        kind = values.dtype.kind
+        if dtype.kind == "b" and kind != "b":
+            raise invalid_arg(f"Unable to parse 'data': input '{name}' expects booleans")
+        if dtype.kind in "iu":
+            if kind not in "iu":
+                raise invalid_arg(f"Unable to parse 'data': input '{name}' expects integers")
+            info = np.iinfo(dtype)
+            if values.min() < info.min or values.max() > info.max:
+                raise invalid_arg(f"Unable to parse 'data': a value of input '{name}' does not "
+                                  f"fit {datatype}")
+        if dtype.kind == "f" and kind not in "iuf":
+            raise invalid_arg(f"Unable to parse 'data': input '{name}' expects numbers")
+    return values.astype(dtype, copy=False).reshape(shape)
+
+
+# ------------------------------------------------------------------------------------------
+# Inference response
+# ------------------------------------------------------------------------------------------
+
+def _json_data(name: str, datatype: str, array: np.ndarray) -> list:
+    if datatype in ("FP16", "BF16"):
+        raise invalid_arg(f"sending {datatype} data via JSON is not supported. Please use the "
+                          f"binary data format for output")
+    flat = array.reshape(-1)
+    if datatype == "BYTES":
+        return [bytes(x).decode("utf-8", errors="replace") for x in flat]
+    return flat.tolist()
+
+
+def encode_infer_response(response: InferResponse,
+                          plan: OutputPlan) -> tuple[list[bytes | memoryview], int | None]:
+    """The response body as chunks (JSON first, then binary outputs in order) and the JSON
+    length for the Inference-Header-Content-Length header (None: JSON only)."""
+    body: dict[str, Any] = {}
+    if response.id:
+        body["id"] = response.id
+    body["model_name"] = response.model_name
+    body["model_version"] = str(response.model_version)
+    if response.parameters:
+        body["parameters"] = {k: v if isinstance(v, (bool, int, float, str)) else str(v)
+                              for k, v in response.parameters.items()}
+    outputs = []
+    chunks: list[bytes | memoryview] = []
+    for name, array in response.outputs.items():
+        datatype = from_numpy_dtype(array.dtype)
+        out: dict[str, Any] = {"name": name, "datatype": datatype,
+                               "shape": [int(d) for d in array.shape]}
+        if plan.is_binary(name):
+            if datatype == "BYTES":
+                data: bytes | memoryview = serialize_bytes_tensor(array)
+            else:
+                data = memoryview(np.ascontiguousarray(array)).cast("B")
+            out["parameters"] = {"binary_data_size": len(data)}
+            if len(data):
+                chunks.append(data)
+        else:
+            out["data"] = _json_data(name, datatype, array)
+        outputs.append(out)
+    body["outputs"] = outputs
+    header = dumps(body)
+    return [header, *chunks], (len(header) if chunks else None)
+
+
+def response_is_heavy(response: InferResponse, plan: OutputPlan, limit: int = 1 << 15) -> bool:
+    """Whether encoding would take long enough to run off the event loop (large JSON data)."""
+    return any(not plan.is_binary(n) and a.size > limit for n, a in response.outputs.items())
+
+
+# ------------------------------------------------------------------------------------------
+# Metadata, configuration, statistics, repository
+# ------------------------------------------------------------------------------------------
+
+def encode_server_metadata(md: ServerMetadata) -> bytes:
+    return dumps({"name": md.name, "version": md.version, "extensions": list(md.extensions)})
+
+
+def encode_model_metadata(md: ModelMetadata) -> bytes:
+    def tensors(items):
+        return [{"name": t.name, "datatype": t.datatype, "shape": list(t.shape)} for t in items]
+    return dumps({"name": md.name, "versions": list(md.versions), "platform": md.platform,
+                  "inputs": tensors(md.inputs), "outputs": tensors(md.outputs)})
+
+
+def _duration(d: Duration) -> dict[str, int]:
+    return {"count": d.count, "ns": d.ns}
+
+
+def encode_statistics(snapshots: list[StatsSnapshot]) -> bytes:
+    stats = []
+    for s in snapshots:
+        stats.append({
+            "name": s.name,
+            "version": str(s.version),
+            "last_inference": s.last_inference_ms,
+            "inference_count": s.inference_count,
+            "execution_count": s.execution_count,
+            "inference_stats": {
+                "success": _duration(s.success), "fail": _duration(s.fail),
+                "queue": _duration(s.queue), "compute_input": _duration(s.compute_input),
+                "compute_infer": _duration(s.compute_infer),
+                "compute_output": _duration(s.compute_output),
+                "cache_hit": _duration(s.cache_hit), "cache_miss": _duration(s.cache_miss),
+            },
+            "response_stats": {},
+            "batch_stats": [{"batch_size": b.batch_size,
+                             "compute_input": _duration(b.compute_input),
+                             "compute_infer": _duration(b.compute_infer),
+                             "compute_output": _duration(b.compute_output)}
+                            for b in s.batch_stats],
+            "memory_usage": [],
+        })
+    return dumps({"model_stats": stats})
+
+
+def encode_index(entries: list[RepositoryEntry]) -> bytes:
+    out = []
+    for e in entries:
+        item: dict[str, str] = {"name": e.name}
+        if e.state:
+            if e.version:
+                item["version"] = e.version
+            item["state"] = e.state
+            if e.reason:
+                item["reason"] = e.reason
+        out.append(item)
+    return dumps(out)
+
+
+def decode_index_request(body: bytes) -> bool:
+    """The ``ready`` flag of a repository index request."""
+    request = parse_json_object(body, "registry index")
+    ready = request.get("ready", False)
+    if not isinstance(ready, bool):
+        raise invalid_arg("Invalid value for 'ready': expected a boolean")
+    return ready
+
+
+def decode_load_request(body: bytes) -> tuple[str | None, dict[str, bytes]]:
+    """The load API's ``config`` (JSON string) and base64 ``file:<path>`` parameters."""
+    request = parse_json_object(body, "load model")
+    params = request.get("parameters", {})
+    if not isinstance(params, dict):
+        raise invalid_arg("Unable to parse 'parameters' of the load request")
+    config_json = None
+    files: dict[str, bytes] = {}
+    for key, value in params.items():
+        if not isinstance(value, str):
+            raise invalid_arg(f"Unable to parse load parameter '{key}': expected a string")
+        if key == "config":
+            config_json = value
+        elif key.startswith("file:"):
+            try:
+                files[key[len("file:"):]] = base64.b64decode(value, validate=True)
+            except (binascii.Error, ValueError) as exc:
+                raise invalid_arg(f"failed to decode base64 content of '{key}': {exc}") from None
+        else:
+            raise invalid_arg(f"unrecognized load parameter '{key}'")
+    return config_json, files
+
+
+def decode_unload_request(body: bytes) -> bool:
+    """The ``unload_dependents`` flag of an unload request."""
+    request = parse_json_object(body, "unload model")
+    params = request.get("parameters", {})
+    if not isinstance(params, dict):
+        raise invalid_arg("Unable to parse 'parameters' of the unload request")
+    value = params.get("unload_dependents", False)
+    if not isinstance(value, bool):
+        raise invalid_arg(f"Unable to parse 'unload_dependents': expected a boolean, got "
+                          f"{json.dumps(value)}")
+    return value
