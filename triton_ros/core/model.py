@@ -8,10 +8,12 @@ the thread, and stopping the model answers every request still waiting.
 """
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -53,8 +55,13 @@ def classify(array: np.ndarray, class_count: int, labels: list[str] | None, batc
     return out if batched else out.reshape(k)
 
 
-class Model:
-    """A servable model version: scheduler, instances and statistics."""
+class ModelBase(abc.ABC):
+    """A loaded model version as the rest of the core sees it (Triton's ``Model``).
+
+    Subclasses decide how a validated request is scheduled: :class:`Model` queues it for its
+    backend instances, ``ensemble_scheduler.EnsembleModel`` runs it through composing models.
+    The repository manager, the server and every frontend use only this interface.
+    """
 
     def __init__(self, config: ModelConfig, *, version: int, model_path: Path) -> None:
         self.config = config
@@ -63,13 +70,76 @@ class Model:
         self.model_path = model_path
         self.version_path = model_path / str(version)
         self.stats = ModelStats(config.name, version)
+        # Set by the repository manager: called with a reason when the version can no longer
+        # serve (every instance failed), so that it is reported UNAVAILABLE.
+        self.on_unavailable: Callable[[str], None] | None = None
+        self._in_flight = 0
+        self._in_flight_lock = threading.Lock()
+
+    @abc.abstractmethod
+    def load(self) -> None:
+        """Prepare everything needed to serve; raise a TritonRosError on failure."""
+
+    @abc.abstractmethod
+    def unload(self, *, drain: bool = True, timeout: float | None = None) -> None:
+        """Stop accepting requests, finish (drain) or fail the pending ones, release resources."""
+
+    @abc.abstractmethod
+    def _schedule(self, request: InferRequest) -> None:
+        """Start a validated request; its future answers it. Raise only if it was not accepted."""
+
+    def enqueue(self, request: InferRequest) -> None:
+        """Validate and queue a request; its future answers it. Raises on a bad request."""
+        try:
+            normalize_request(self.config, request)
+        except TritonRosError:
+            self.record_rejection(request, reason="OTHER")
+            raise
+        request.resolved_version = self.version
+        with self._in_flight_lock:
+            self._in_flight += 1
+        try:
+            self._schedule(request)
+        except TritonRosError:
+            self._done()
+            self.record_rejection(request, reason="REJECTED")
+            raise
+
+    def pending_request_count(self) -> int:
+        """Requests queued or executing (nv_inference_pending_request_count)."""
+        with self._in_flight_lock:
+            return self._in_flight
+
+    def record_rejection(self, request: InferRequest, reason: str = "OTHER") -> None:
+        self.stats.record_failure(request_ns=time.monotonic_ns() - request.arrival_ns, reason=reason)
+
+    def _done(self, n: int = 1) -> None:
+        with self._in_flight_lock:
+            self._in_flight -= n
+
+    def not_ready_error(self) -> TritonRosError:
+        return unavailable(f"Request for unknown model: '{self.name}' version {self.version} is "
+                           f"not at ready state")
+
+
+class Model(ModelBase):
+    """A servable model version run by a backend: scheduler, instances and statistics.
+
+    ``server`` (the repository manager) is handed to the backend for the calls a model may make
+    back into the server (Triton's TRITONBACKEND_ModelServer: BLS requests, model control).
+    """
+
+    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
+                 server: Any = None) -> None:
+        super().__init__(config, version=version, model_path=model_path)
+        self.server = server
         self.labels = load_labels(model_path, config)
         self.scheduler = DynamicBatchScheduler(config, on_reject=self._reject)
         self.backend: BackendModel | None = None
         self.instances: list[BackendModelInstance] = []
         self._threads: list[threading.Thread] = []
-        self._in_flight = 0
-        self._in_flight_lock = threading.Lock()
+        self._live_threads = 0
+        self._unloading = False
 
     # ---------------------------------------------------------------- lifecycle
     def load(self) -> None:
@@ -77,6 +147,7 @@ class Model:
         cls = backend_class(self.config.backend)
         self.backend = cls(self.config, version=self.version, model_path=self.model_path,
                            version_path=self.version_path)
+        self.backend.server = self.server
         try:
             for group in self.config.instance_groups:
                 devices: list[int | None] = list(group.gpus) if group.kind == "KIND_GPU" else [None]
@@ -95,11 +166,13 @@ class Model:
         except BaseException:
             self._close_backend()
             raise
+        self._live_threads = len(self._threads)
         for thread in self._threads:
             thread.start()
 
     def unload(self, *, drain: bool = True, timeout: float | None = None) -> None:
         """Stop accepting requests, finish (drain) or fail the queued ones, release resources."""
+        self._unloading = True
         self.scheduler.stop(drain=drain)
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._threads:
@@ -126,34 +199,8 @@ class Model:
                 _log.warning("closing backend of model '%s' failed: %s", self.name, exc)
 
     # ---------------------------------------------------------------- requests
-    def enqueue(self, request: InferRequest) -> None:
-        """Validate and queue a request; its future answers it. Raises on a bad request."""
-        try:
-            normalize_request(self.config, request)
-        except TritonRosError:
-            self.record_rejection(request, reason="OTHER")
-            raise
-        request.resolved_version = self.version
-        with self._in_flight_lock:
-            self._in_flight += 1
-        try:
-            self.scheduler.enqueue(request)
-        except TritonRosError:
-            self._done()
-            self.record_rejection(request, reason="REJECTED")
-            raise
-
-    def pending_request_count(self) -> int:
-        """Requests queued or executing (nv_inference_pending_request_count)."""
-        with self._in_flight_lock:
-            return self._in_flight
-
-    def record_rejection(self, request: InferRequest, reason: str = "OTHER") -> None:
-        self.stats.record_failure(request_ns=time.monotonic_ns() - request.arrival_ns, reason=reason)
-
-    def _done(self, n: int = 1) -> None:
-        with self._in_flight_lock:
-            self._in_flight -= n
+    def _schedule(self, request: InferRequest) -> None:
+        self.scheduler.enqueue(request)
 
     def _reject(self, request: InferRequest, error: TritonRosError) -> None:
         self._done()
@@ -163,7 +210,7 @@ class Model:
 
     # ---------------------------------------------------------------- instance threads
     def _serve(self, instance: BackendModelInstance) -> None:
-        while True:
+        while instance.failure is None:
             item = self.scheduler.next_batch()
             if item is None:
                 return
@@ -174,6 +221,23 @@ class Model:
                 error = as_triton_error(exc)
                 _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
                 self.scheduler.complete(seq, lambda: [r.set_error(error) for r in batch])
+        self._instance_failed(instance)
+
+    def _instance_failed(self, instance: BackendModelInstance) -> None:
+        """An instance that can no longer execute stops taking batches; the others carry on.
+        Without any instance left the version cannot serve: fail what waits, report it."""
+        _log.error("model '%s' version %d: instance %s stopped: %s", self.name, self.version,
+                   instance.name, instance.failure)
+        with self._in_flight_lock:
+            self._live_threads -= 1
+            last = self._live_threads == 0
+        if not last or self._unloading:
+            return
+        reason = (f"every instance of model '{self.name}' version {self.version} failed; last: "
+                  f"{instance.failure}")
+        self.scheduler.stop(drain=False, error=unavailable(reason))
+        if self.on_unavailable is not None:
+            self.on_unavailable(reason)
 
     def _execute(self, instance: BackendModelInstance, seq: int, batch: list[InferRequest]) -> None:
         start = time.monotonic_ns()
@@ -207,6 +271,9 @@ class Model:
         def deliver() -> None:
             now = time.monotonic_ns()
             for request, response in finished:
+                request.compute_input_ns = result.compute_input_ns
+                request.compute_infer_ns = result.compute_infer_ns
+                request.compute_output_ns = result.compute_output_ns
                 if isinstance(response, InferResponse):
                     self.stats.record_success(
                         request_ns=now - request.arrival_ns,
@@ -236,7 +303,3 @@ class Model:
                         array, wanted.class_count, self.labels.get(wanted.name),
                         self.config.max_batch_size > 0)
         return response
-
-    def not_ready_error(self) -> TritonRosError:
-        return unavailable(f"Request for unknown model: '{self.name}' version {self.version} is "
-                           f"not at ready state")
