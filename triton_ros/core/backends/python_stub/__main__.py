@@ -34,7 +34,9 @@ from . import LIB_DIR, ipc
 
 def describe_exception(exc: BaseException) -> str:
     """``Type: message`` and the frames, most recent first (as Triton's stub reports them)."""
-    frames = traceback.extract_tb(exc.__traceback__)
+    # The stub's own frames say nothing about the model: show the model's.
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if os.path.abspath(f.filename) != os.path.abspath(__file__)]
     text = f"{type(exc).__name__}: {exc}"
     if frames:
         text += "\n\nAt:\n" + "\n".join(f"  {f.filename}({f.lineno}): {f.name}"
