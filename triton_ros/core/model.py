@@ -151,11 +151,15 @@ class Model(ModelBase):
         try:
             for group in self.config.instance_groups:
                 devices: list[int | None] = list(group.gpus) if group.kind == "KIND_GPU" else [None]
+                # Only TensorRT models may name optimization profiles (validated), so only
+                # TensorRTModel.create_instance ever receives them.
+                extra = {"profiles": tuple(int(p) for p in group.profiles)} if group.profiles else {}
                 for device in devices:
                     for i in range(group.count):
                         suffix = f"_{i}" if device is None else f"_{i}_gpu{device}"
                         instance = self.backend.create_instance(
-                            name=f"{group.name}{suffix}", kind=group.kind, device_id=device)
+                            name=f"{group.name}{suffix}", kind=group.kind, device_id=device,
+                            **extra)
                         self.instances.append(instance)
                         if group.passive:
                             continue
