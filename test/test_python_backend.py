@@ -227,3 +227,22 @@ def test_instance_that_cannot_restart_makes_the_model_unavailable(server):
     assert "has no available versions" in info.value.message()
     a = np.ones(4, np.float32)
     np.testing.assert_array_equal(client.infer("add_sub", _add_sub_inputs(a, a)).as_numpy("OUTPUT1"), 0 * a)
+
+
+def test_unload_finalizes_and_reaps_the_stubs_and_reload_serves(start_server, tmp_path):
+    repo = tmp_path / "models"
+    shutil.copytree(PYTHON_MODELS, repo)
+    server = start_server("--model-repository", str(repo), "--model-control-mode", "explicit",
+                          "--load-model", "crashy", "--load-model", "add_sub")
+    client = server.client()
+    mode = [_input("MODE", np.array([0], np.int32), "INT32")]
+    pid = int(client.infer("crashy", mode).as_numpy("PID")[0])
+    os.kill(pid, 0)  # the stub runs
+    client.unload_model("crashy")
+    client.unload_model("add_sub")
+    assert not client.is_model_ready("crashy")
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # finalized, exited and reaped (a zombie would still answer)
+    assert "Cleaning up..." in server.log()  # add_sub's finalize() ran
+    client.load_model("crashy")
+    assert int(client.infer("crashy", mode).as_numpy("PID")[0]) != pid

@@ -168,6 +168,10 @@ class DynamicBatchScheduler:
         for entry in failed:
             self._on_reject(entry.request, error or unavailable(STOPPING_MESSAGE))
 
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
     def queue_size(self) -> int:
         with self._cv:
             return self._size

@@ -85,10 +85,11 @@ class EnsembleModel(ModelBase):
                                      f"completed"))
 
     # ---------------------------------------------------------------- requests
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
     def _schedule(self, request: InferRequest) -> None:
-        if self._stopping:
-            raise unavailable("Server is stopping, scheduler for model has stopped accepting new "
-                              "inference requests")
         context = _EnsembleContext(self, request)
         with self._idle:
             self._contexts.add(context)

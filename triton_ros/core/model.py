@@ -19,7 +19,7 @@ import numpy as np
 
 from .backend_model import BackendModel, BackendModelInstance, ExecuteResult, backend_class
 from .dynamic_batch_scheduler import DynamicBatchScheduler
-from .errors import TritonRosError, as_triton_error, internal, unavailable
+from .errors import StatusCode, TritonRosError, as_triton_error, internal, unavailable
 from .infer_request import InferRequest, InferResponse, normalize_request
 from .infer_stats import ModelStats
 from .model_config import ModelConfig
@@ -55,6 +55,13 @@ def classify(array: np.ndarray, class_count: int, labels: list[str] | None, batc
     return out if batched else out.reshape(k)
 
 
+class ModelStopping(TritonRosError):
+    """The version is being unloaded or replaced; a newer lookup may find its successor."""
+
+    def __init__(self, name: str, version: int) -> None:
+        super().__init__(StatusCode.UNAVAILABLE, f"model '{name}' version {version} is unloading")
+
+
 class ModelBase(abc.ABC):
     """A loaded model version as the rest of the core sees it (Triton's ``Model``).
 
@@ -88,8 +95,15 @@ class ModelBase(abc.ABC):
     def _schedule(self, request: InferRequest) -> None:
         """Start a validated request; its future answers it. Raise only if it was not accepted."""
 
+    @property
+    @abc.abstractmethod
+    def stopping(self) -> bool:
+        """True once unload began: new requests are refused with ModelStopping."""
+
     def enqueue(self, request: InferRequest) -> None:
         """Validate and queue a request; its future answers it. Raises on a bad request."""
+        if self.stopping:
+            raise ModelStopping(self.name, self.version)
         try:
             normalize_request(self.config, request)
         except TritonRosError:
@@ -203,6 +217,10 @@ class Model(ModelBase):
                 _log.warning("closing backend of model '%s' failed: %s", self.name, exc)
 
     # ---------------------------------------------------------------- requests
+    @property
+    def stopping(self) -> bool:
+        return self.scheduler.stopping
+
     def _schedule(self, request: InferRequest) -> None:
         self.scheduler.enqueue(request)
 

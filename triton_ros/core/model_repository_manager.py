@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from .backend_model import backend_class
 from .errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unavailable
 from .infer_request import InferRequest
-from .model import Model, ModelBase
+from .model import Model, ModelBase, ModelStopping
 from .model_config import ModelConfig, load_model_config, parse_config_json, version_dirs
 
 _log = logging.getLogger("triton_ros.repository")
@@ -205,7 +205,12 @@ class ModelRepositoryManager:
         TritonRosError. Never raises: a bad request fails its own future and nothing else."""
         try:
             model = self.get_model(request.model_name, request.model_version)
-            model.enqueue(request)
+            try:
+                model.enqueue(request)
+            except ModelStopping:
+                # Replaced (reload) or unloaded between lookup and enqueue: look up once more,
+                # which finds the new version or raises the right "not ready" error.
+                self.get_model(request.model_name, request.model_version).enqueue(request)
         except TritonRosError as exc:
             request.set_error(exc)
         except Exception as exc:  # never let a malformed request escape as a crash
@@ -368,11 +373,12 @@ class ModelRepositoryManager:
                 continue
             new_models[version] = model
 
-        # Swap: new versions serve from now on; old ones drain and unload.
+        # Swap: new versions serve from now on; old ones drain and unload. States first, so that a
+        # lookup between the two steps still finds a READY version in whichever map it reads.
         old = record.versions
-        record.versions = dict(new_models)
         for version in new_models:
             record.states[version] = (READY, "")
+        record.versions = dict(new_models)
         for version, model in old.items():
             if version in new_models:
                 model.unload(drain=True)

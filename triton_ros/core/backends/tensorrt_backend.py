@@ -173,8 +173,6 @@ def check_config(config: ModelConfig, desc: EngineDescription) -> None:
 
 def auto_complete_from_engine(proto, desc: EngineDescription) -> list[str]:
     """Fill max_batch_size, inputs and outputs of a partial ``inference.ModelConfig``."""
-    from tritonclient.grpc import model_config_pb2 as mc
-
     warnings: list[str] = []
     limit = engine_max_batch_size(desc)
     if proto.max_batch_size == 0 and limit > 0 and not (proto.input and proto.output):
@@ -189,7 +187,9 @@ def auto_complete_from_engine(proto, desc: EngineDescription) -> list[str]:
         for tensor in tensors:
             io = field.add()
             io.name = tensor.name
-            io.data_type = mc.DataType.Value(protocol_to_config(tensor.datatype))
+            # The enum through the message's descriptor: no import of the generated module.
+            data_types = io.DESCRIPTOR.fields_by_name["data_type"].enum_type.values_by_name
+            io.data_type = data_types[protocol_to_config(tensor.datatype)].number
             io.dims.extend(tensor.shape[1:] if batching else tensor.shape)
 
     if not proto.input:
