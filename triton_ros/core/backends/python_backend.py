@@ -175,6 +175,19 @@ class StubProcess:
             else:
                 raise StubDied()  # a peer that breaks the protocol is as good as dead
 
+    def command(self, message: dict, *, timeout: float | None, what: str,
+                code: StatusCode = StatusCode.INTERNAL) -> dict:
+        """:meth:`call` for load-time commands: a stub that dies or hangs (it is then killed)
+        becomes an error saying ``what`` failed."""
+        try:
+            return self.call(message, timeout=timeout)
+        except StubDied:
+            raise TritonRosError(code, f"{what}: the stub process "
+                                       f"{_exit_description(self.reap(5.0))}") from None
+        except StubTimeout:
+            self.kill()
+            raise TritonRosError(code, f"{what}: did not finish within {timeout:g} s") from None
+
     def kill(self) -> None:
         if self.alive():
             try:
@@ -316,19 +329,11 @@ class PythonModel(BackendModel):
             return []  # the load reports the missing file
         if "auto_complete_config" not in source:
             return []  # no stub start for the common case
-        timeout = DEFAULT_INITIALIZE_TIMEOUT_S
         stub = StubProcess(tag=f"{proto.name or model_path.name}_autocomplete")
-        try:
-            reply = stub.call({"cmd": "auto_complete", "model_file": str(model_file),
-                               "version": str(version), "config": model_config_to_json(proto)},
-                              timeout=timeout)
-        except StubDied:
-            raise invalid_arg(f"auto-complete of model '{proto.name}' failed: the stub process "
-                              f"{_exit_description(stub.reap(5.0))}") from None
-        except StubTimeout:
-            stub.kill()
-            raise invalid_arg(f"auto-complete of model '{proto.name}' did not finish within "
-                              f"{timeout:.0f} s") from None
+        reply = stub.command({"cmd": "auto_complete", "model_file": str(model_file),
+                              "version": str(version), "config": model_config_to_json(proto)},
+                             timeout=DEFAULT_INITIALIZE_TIMEOUT_S, code=StatusCode.INVALID_ARG,
+                             what=f"auto_complete_config of model '{proto.name}'")
         stub.shutdown(DEFAULT_FINALIZE_TIMEOUT_S)
         if not reply.get("ok"):
             raise invalid_arg(f"auto_complete_config of model '{proto.name}' failed: "
@@ -369,18 +374,12 @@ class PythonInstance(BackendModelInstance):
             "model_version": str(model.version),
             "model_name": config.name,
         }
-        try:
-            reply = stub.call({"cmd": "initialize", "model_file": str(model.model_file),
-                               "version": str(model.version), "args": args},
-                              timeout=model.initialize_timeout)
-        except StubDied:
-            raise internal(f"Python model '{config.name}' instance {self.name}: the stub process "
-                           f"{_exit_description(stub.reap(5.0))} during initialize()") from None
-        except StubTimeout:
-            stub.kill()
-            raise internal(f"Python model '{config.name}' instance {self.name}: initialize() did "
-                           f"not finish within {model.initialize_timeout:g} s "
-                           f"(initialize_timeout_seconds)") from None
+        reply = stub.command({"cmd": "initialize", "model_file": str(model.model_file),
+                              "version": str(model.version), "args": args},
+                             timeout=model.initialize_timeout,
+                             what=f"initialize() of Python model '{config.name}' instance "
+                                  f"{self.name} (initialize_timeout_seconds "
+                                  f"{model.initialize_timeout:g})")
         if not reply.get("ok"):
             stub.shutdown(self.model.finalize_timeout)
             raise internal(f"Python model '{config.name}' instance {self.name} failed to "

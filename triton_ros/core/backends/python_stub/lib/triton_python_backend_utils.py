@@ -554,32 +554,28 @@ def deserialize_bytes_tensor(encoded_tensor) -> np.ndarray:
     return _deserialize(encoded_tensor)
 
 
+def _named(items, name: str):
+    return next((item for item in items if item.name() == name), None)
+
+
+def _config_entry(model_config: dict, key: str, name: str) -> dict | None:
+    return next((item for item in model_config.get(key, []) if item["name"] == name), None)
+
+
 def get_input_tensor_by_name(inference_request: InferenceRequest, name: str) -> Tensor | None:
-    for tensor in inference_request.inputs():
-        if tensor.name() == name:
-            return tensor
-    return None
+    return _named(inference_request.inputs(), name)
 
 
 def get_output_tensor_by_name(inference_response: InferenceResponse, name: str) -> Tensor | None:
-    for tensor in inference_response.output_tensors():
-        if tensor.name() == name:
-            return tensor
-    return None
+    return _named(inference_response.output_tensors(), name)
 
 
 def get_input_config_by_name(model_config: dict, name: str) -> dict | None:
-    for item in model_config.get("input", []):
-        if item["name"] == name:
-            return item
-    return None
+    return _config_entry(model_config, "input", name)
 
 
 def get_output_config_by_name(model_config: dict, name: str) -> dict | None:
-    for item in model_config.get("output", []):
-        if item["name"] == name:
-            return item
-    return None
+    return _config_entry(model_config, "output", name)
 
 
 def using_decoupled_model_transaction_policy(model_config: dict) -> bool:
