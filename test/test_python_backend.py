@@ -246,3 +246,25 @@ def test_unload_finalizes_and_reaps_the_stubs_and_reload_serves(start_server, tm
     assert "Cleaning up..." in server.log()  # add_sub's finalize() ran
     client.load_model("crashy")
     assert int(client.infer("crashy", mode).as_numpy("PID")[0]) != pid
+
+
+def test_async_execute_with_async_exec_response_sender_and_dlpack(server):
+    client = server.client()
+    a = np.array([5, 6, 7, 8], np.float32)
+    b = np.array([1, 2, 3, 4], np.float32)
+    result = client.infer("async_bls", _add_sub_inputs(a, b))
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT"), (a + b) * (a - b))
+
+
+def test_a_model_loads_another_model(start_server, tmp_path):
+    repo = tmp_path / "models"
+    shutil.copytree(PYTHON_MODELS, repo)
+    server = start_server("--model-repository", str(repo), "--model-control-mode", "explicit",
+                          "--load-model", "controller")
+    client = server.client()
+    assert not client.is_model_ready("add_sub")
+    name = np.array([b"add_sub"], dtype=np.object_)
+    assert client.infer("controller", [_input("NAME", name, "BYTES")]).as_numpy("READY")[0]
+    assert client.is_model_ready("add_sub")
+    a = np.ones(4, np.float32)
+    np.testing.assert_array_equal(client.infer("add_sub", _add_sub_inputs(a, a)).as_numpy("OUTPUT0"), 2 * a)
