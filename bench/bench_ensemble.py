@@ -243,7 +243,12 @@ def main() -> int:
              f"`bench/bench_ensemble.py --seconds {args.seconds:g}`. Provisional: the machine was "
              f"shared with other work; compare the ratios within this run.", "",
              *[f"- {m}" for m in machine()],
-             f"- load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", ""]
+             f"- load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", "",
+             "Reading: 1a is what a client gains by sending one ensemble request instead of three "
+             "(one round trip, intermediate tensors stay in the server); 1b isolates the ensemble "
+             "scheduler itself (no transport), so its p50 difference is the scheduler's overhead "
+             "per request; 2 shows whether Python instances run in parallel (separate processes).",
+             ""]
     header = ["| way | requests/s | p50 ms | p99 ms | requests |", "|---|---|---|---|---|"]
 
     port = free_port()
