@@ -149,9 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         path.parent.mkdir(parents=True, exist_ok=True)
         onnx.save(model, str(path))
         print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
-    labels = REPO / "detector" / "labels.txt"
     if not args.check:
-        labels.write_text("\n".join(DETECTOR_CLASSES) + "\n", encoding="utf-8")
+        # The detector's class names, and the same for the detections of detector_pipeline.
+        for model in ("detector", "detector_pipeline"):
+            (REPO / model / "labels.txt").write_text("\n".join(DETECTOR_CLASSES) + "\n",
+                                                     encoding="utf-8")
     return status
 
 

@@ -147,7 +147,8 @@ def test_statistics_routes(bundled_server):
         assert set(after["inference_stats"][key]) == {"count", "ns"}
     assert after["batch_stats"][0]["batch_size"] == 1
     every = c.get_inference_statistics()["model_stats"]
-    assert {s["name"] for s in every} == {"simple", "detector"}
+    assert {s["name"] for s in every} == {"simple", "detector", "detector_pipeline",
+                                          "detector_preprocess", "detector_postprocess"}
     # the gRPC endpoint reports the same numbers
     grpc_stats = bundled_server.client().get_inference_statistics("simple", as_json=True)
     assert int(grpc_stats["model_stats"][0]["inference_count"]) >= after["inference_count"]
@@ -306,8 +307,8 @@ def test_repository_index_load_unload(start_server, tmp_path):
     assert index["detector"] == {"name": "detector"}   # never loaded: name only, as in Triton
     c.load_model("detector")
     assert c.is_model_ready("detector")
-    ready = c.get_model_repository_index(query_params=None)
-    assert all("state" in e for e in ready)
+    listed = {e["name"]: e for e in c.get_model_repository_index(query_params=None)}
+    assert listed["detector"]["state"] == "READY" and "state" not in listed["detector_pipeline"]
     raw = Raw(server.http_url)
     status, _, reply = raw.request("POST", "/v2/repository/index", b'{"ready": true}')
     assert status == 200 and {e["name"] for e in json.loads(reply)} == {"simple", "detector"}

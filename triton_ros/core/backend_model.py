@@ -66,6 +66,9 @@ class BackendModelInstance(abc.ABC):
         self.name = name
         self.kind = kind
         self.device_id = device_id
+        # Set (to the reason) when the instance can no longer execute, e.g. a Python stub that
+        # cannot be restarted: its thread stops taking batches and the other instances serve.
+        self.failure: str | None = None
 
     @abc.abstractmethod
     def execute(self, requests: list[InferRequest]) -> ExecuteResult:
@@ -84,6 +87,10 @@ class BackendModel(abc.ABC):
         self.version = version
         self.model_path = model_path
         self.version_path = version_path
+        # What the model may call back into (TRITONBACKEND_ModelServer): the repository manager,
+        # with infer(request) -> Future, is_ready(name, version), load(name, ...), unload(name).
+        # Set by Model.load before any instance is created; None when served stand-alone.
+        self.server = None
 
     @classmethod
     def auto_complete_config(cls, proto, model_path: Path) -> list[str]:

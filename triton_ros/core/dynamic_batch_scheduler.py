@@ -79,6 +79,7 @@ class DynamicBatchScheduler:
                 self._queues[level] = _PolicyQueue(db.policy_for(level), keep=True)
         self._size = 0
         self._stopping = False
+        self._stop_error: TritonRosError | None = None
         self._next_seq = 0
         self._ordering = _OrderedDelivery() if self._preserve_ordering else None
 
@@ -87,7 +88,7 @@ class DynamicBatchScheduler:
         """Queue a normalized request; raise UNAVAILABLE when stopping or the queue is full."""
         with self._cv:
             if self._stopping:
-                raise unavailable(STOPPING_MESSAGE)
+                raise self._stop_error or unavailable(STOPPING_MESSAGE)
             level = self._level_of(request.priority)
             queue = self._queues.get(level)
             if queue is None:
@@ -148,11 +149,14 @@ class DynamicBatchScheduler:
         else:
             self._ordering.complete(seq, deliver)
 
-    def stop(self, *, drain: bool) -> None:
-        """Refuse new requests; keep serving queued ones (drain) or fail them with UNAVAILABLE."""
+    def stop(self, *, drain: bool, error: TritonRosError | None = None) -> None:
+        """Refuse new requests; keep serving queued ones (drain) or fail them with ``error``
+        (UNAVAILABLE "stopping" by default). Later enqueues are refused with the same error."""
         failed: list[_Entry] = []
         with self._cv:
             self._stopping = True
+            if error is not None:
+                self._stop_error = error
             if not drain:
                 for queue in self._queues.values():
                     failed.extend(queue.main)
@@ -162,7 +166,11 @@ class DynamicBatchScheduler:
                 self._size = 0
             self._cv.notify_all()
         for entry in failed:
-            self._on_reject(entry.request, unavailable(STOPPING_MESSAGE))
+            self._on_reject(entry.request, error or unavailable(STOPPING_MESSAGE))
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
 
     @property
     def stopping(self) -> bool:

@@ -20,13 +20,22 @@ def supported_gpus() -> frozenset[int]:
     return frozenset(range(count or 0))
 
 
-def _count_with_cuda_runtime() -> int | None:
+def cuda_runtime_module():
+    """cuda-python's CUDA runtime bindings (``cuda.bindings.runtime``, or ``cuda.cudart`` of
+    releases before 12.6), or None when cuda-python is not installed."""
     try:
-        try:
-            from cuda.bindings import runtime as cudart  # cuda-python >= 12.6
-        except ImportError:
-            from cuda import cudart  # type: ignore[no-redef]  # older cuda-python
+        from cuda.bindings import runtime as cudart  # cuda-python >= 12.6
     except ImportError:
+        try:
+            from cuda import cudart  # type: ignore[no-redef]  # older cuda-python
+        except ImportError:
+            return None
+    return cudart
+
+
+def _count_with_cuda_runtime() -> int | None:
+    cudart = cuda_runtime_module()
+    if cudart is None:
         return None
     try:
         err, count = cudart.cudaGetDeviceCount()

@@ -57,6 +57,11 @@ class InferRequest:
     compute_start_ns: int = 0
     cache_key: bytes | None = field(default=None, repr=False)   # set on a response-cache miss
     cache_lookup_ns: int = 0
+    # The compute durations charged to this request (its batch's), set before it is answered so
+    # that an ensemble can add up its steps' (Triton's secondary stats aggregator).
+    compute_input_ns: int = 0
+    compute_infer_ns: int = 0
+    compute_output_ns: int = 0
 
     def set_response(self, response: InferResponse) -> None:
         if not self.future.done():

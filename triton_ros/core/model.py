@@ -8,10 +8,12 @@ the thread, and stopping the model answers every request still waiting.
 """
 from __future__ import annotations
 
+import abc
 import logging
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -62,8 +64,13 @@ class ModelStopping(TritonRosError):
         super().__init__(StatusCode.UNAVAILABLE, f"model '{name}' version {version} is unloading")
 
 
-class Model:
-    """A servable model version: scheduler, instances and statistics."""
+class ModelBase(abc.ABC):
+    """A loaded model version as the rest of the core sees it (Triton's ``Model``).
+
+    Subclasses decide how a validated request is scheduled: :class:`Model` queues it for its
+    backend instances, ``ensemble_scheduler.EnsembleModel`` runs it through composing models.
+    The repository manager, the server and every frontend use only this interface.
+    """
 
     def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
                  response_cache: LocalCache | None = None) -> None:
@@ -73,85 +80,35 @@ class Model:
         self.model_path = model_path
         self.version_path = model_path / str(version)
         self.stats = ModelStats(config.name, version)
-        self.labels = load_labels(model_path, config)
-        self.scheduler = DynamicBatchScheduler(config, on_reject=self._reject)
-        self.backend: BackendModel | None = None
-        self.instances: list[BackendModelInstance] = []
-        self._threads: list[threading.Thread] = []
+        # Set by the repository manager: called with a reason when the version can no longer
+        # serve (every instance failed), so that it is reported UNAVAILABLE.
+        self.on_unavailable: Callable[[str], None] | None = None
         self._in_flight = 0
         self._in_flight_lock = threading.Lock()
         # Triton caches only when both the server (--cache-config) and the model enable it.
         self.response_cache = response_cache if config.response_cache else None
         self.load_duration_ns = 0
 
-    @property
-    def response_cache_enabled(self) -> bool:
-        return self.response_cache is not None
-
-    # ---------------------------------------------------------------- lifecycle
+    @abc.abstractmethod
     def load(self) -> None:
-        """Create the backend state and every instance, run the warmup samples, then start
-        serving. The repository keeps the version LOADING until this returns."""
-        start = time.monotonic_ns()
-        cls = backend_class(self.config.backend)
-        self.backend = cls(self.config, version=self.version, model_path=self.model_path,
-                           version_path=self.version_path)
-        try:
-            for group in self.config.instance_groups:
-                devices: list[int | None] = list(group.gpus) if group.kind == "KIND_GPU" else [None]
-                for device in devices:
-                    for i in range(group.count):
-                        suffix = f"_{i}" if device is None else f"_{i}_gpu{device}"
-                        instance = self.backend.create_instance(
-                            name=f"{group.name}{suffix}", kind=group.kind, device_id=device)
-                        self.instances.append(instance)
-                        if group.passive:
-                            continue
-                        thread = threading.Thread(
-                            target=self._serve, args=(instance,), daemon=True,
-                            name=f"{self.name}:{self.version}:{instance.name}")
-                        self._threads.append(thread)
-            if self.config.warmup:
-                run_warmup(self.config, version=self.version, model_path=self.model_path,
-                           instances=self.instances)
-        except BaseException:
-            self._close_backend()
-            raise
-        for thread in self._threads:
-            thread.start()
-        self.load_duration_ns = time.monotonic_ns() - start
+        """Prepare everything needed to serve; raise a TritonRosError on failure."""
 
+    @abc.abstractmethod
     def unload(self, *, drain: bool = True, timeout: float | None = None) -> None:
-        """Stop accepting requests, finish (drain) or fail the queued ones, release resources."""
-        self.scheduler.stop(drain=drain)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for thread in self._threads:
-            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        if any(t.is_alive() for t in self._threads):
-            # Instances still executing: fail what is left rather than hang the caller.
-            self.scheduler.stop(drain=False)
-            _log.warning("model '%s' version %d: instances still busy after unload timeout",
-                         self.name, self.version)
-            return
-        self._close_backend()
+        """Stop accepting requests, finish (drain) or fail the pending ones, release resources."""
 
-    def _close_backend(self) -> None:
-        for instance in self.instances:
-            try:
-                instance.close()
-            except Exception as exc:
-                _log.warning("closing instance %s failed: %s", instance.name, exc)
-        self.instances = []
-        if self.backend is not None:
-            try:
-                self.backend.close()
-            except Exception as exc:
-                _log.warning("closing backend of model '%s' failed: %s", self.name, exc)
+    @abc.abstractmethod
+    def _schedule(self, request: InferRequest) -> None:
+        """Start a validated request; its future answers it. Raise only if it was not accepted."""
 
-    # ---------------------------------------------------------------- requests
+    @property
+    @abc.abstractmethod
+    def stopping(self) -> bool:
+        """True once unload began: new requests are refused with ModelStopping."""
+
     def enqueue(self, request: InferRequest) -> None:
         """Validate and queue a request; its future answers it. Raises on a bad request."""
-        if self.scheduler.stopping:
+        if self.stopping:
             raise ModelStopping(self.name, self.version)
         try:
             normalize_request(self.config, request)
@@ -164,11 +121,15 @@ class Model:
         with self._in_flight_lock:
             self._in_flight += 1
         try:
-            self.scheduler.enqueue(request)
+            self._schedule(request)
         except TritonRosError:
             self._done()
             self.record_rejection(request, reason="REJECTED")
             raise
+
+    @property
+    def response_cache_enabled(self) -> bool:
+        return self.response_cache is not None
 
     def _answer_from_cache(self, request: InferRequest) -> bool:
         """Look the request up (Triton's CacheLookUp at enqueue); answer it on a hit. On a miss
@@ -198,9 +159,9 @@ class Model:
             cache_miss_ns=request.cache_lookup_ns + time.monotonic_ns() - start)
 
     def pending_request_count(self) -> int:
-        """Requests queued and not yet picked up by an instance: Triton's
-        nv_inference_pending_request_count ("awaiting execution by a backend")."""
-        return self.scheduler.queue_size()
+        """Requests accepted and not yet answered (nv_inference_pending_request_count; a
+        backend model counts only those still waiting for an instance)."""
+        return self.in_flight_count()
 
     def in_flight_count(self) -> int:
         """Requests queued or executing."""
@@ -214,6 +175,111 @@ class Model:
         with self._in_flight_lock:
             self._in_flight -= n
 
+    def not_ready_error(self) -> TritonRosError:
+        return unavailable(f"Request for unknown model: '{self.name}' version {self.version} is "
+                           f"not at ready state")
+
+
+class Model(ModelBase):
+    """A servable model version run by a backend: scheduler, instances and statistics.
+
+    ``server`` (the repository manager) is handed to the backend for the calls a model may make
+    back into the server (Triton's TRITONBACKEND_ModelServer: BLS requests, model control).
+    """
+
+    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
+                 server: Any = None, response_cache: LocalCache | None = None) -> None:
+        super().__init__(config, version=version, model_path=model_path,
+                         response_cache=response_cache)
+        self.server = server
+        self.labels = load_labels(model_path, config)
+        self.scheduler = DynamicBatchScheduler(config, on_reject=self._reject)
+        self.backend: BackendModel | None = None
+        self.instances: list[BackendModelInstance] = []
+        self._threads: list[threading.Thread] = []
+        self._live_threads = 0
+        self._unloading = False
+
+    # ---------------------------------------------------------------- lifecycle
+    def load(self) -> None:
+        """Create the backend state and every instance, run the warmup samples, then start
+        serving. The repository keeps the version LOADING until this returns."""
+        start = time.monotonic_ns()
+        cls = backend_class(self.config.backend)
+        self.backend = cls(self.config, version=self.version, model_path=self.model_path,
+                           version_path=self.version_path)
+        self.backend.server = self.server
+        try:
+            for group in self.config.instance_groups:
+                devices: list[int | None] = list(group.gpus) if group.kind == "KIND_GPU" else [None]
+                # Only TensorRT models may name optimization profiles (validated), so only
+                # TensorRTModel.create_instance ever receives them.
+                extra = {"profiles": tuple(int(p) for p in group.profiles)} if group.profiles else {}
+                for device in devices:
+                    for i in range(group.count):
+                        suffix = f"_{i}" if device is None else f"_{i}_gpu{device}"
+                        instance = self.backend.create_instance(
+                            name=f"{group.name}{suffix}", kind=group.kind, device_id=device,
+                            **extra)
+                        self.instances.append(instance)
+                        if group.passive:
+                            continue
+                        thread = threading.Thread(
+                            target=self._serve, args=(instance,), daemon=True,
+                            name=f"{self.name}:{self.version}:{instance.name}")
+                        self._threads.append(thread)
+            if self.config.warmup:
+                run_warmup(self.config, version=self.version, model_path=self.model_path,
+                           instances=self.instances)
+        except BaseException:
+            self._close_backend()
+            raise
+        self._live_threads = len(self._threads)
+        for thread in self._threads:
+            thread.start()
+        self.load_duration_ns = time.monotonic_ns() - start
+
+    def unload(self, *, drain: bool = True, timeout: float | None = None) -> None:
+        """Stop accepting requests, finish (drain) or fail the queued ones, release resources."""
+        self._unloading = True
+        self.scheduler.stop(drain=drain)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self._threads):
+            # Instances still executing: fail what is left rather than hang the caller.
+            self.scheduler.stop(drain=False)
+            _log.warning("model '%s' version %d: instances still busy after unload timeout",
+                         self.name, self.version)
+            return
+        self._close_backend()
+
+    def _close_backend(self) -> None:
+        for instance in self.instances:
+            try:
+                instance.close()
+            except Exception as exc:
+                _log.warning("closing instance %s failed: %s", instance.name, exc)
+        self.instances = []
+        if self.backend is not None:
+            try:
+                self.backend.close()
+            except Exception as exc:
+                _log.warning("closing backend of model '%s' failed: %s", self.name, exc)
+
+    # ---------------------------------------------------------------- requests
+    @property
+    def stopping(self) -> bool:
+        return self.scheduler.stopping
+
+    def _schedule(self, request: InferRequest) -> None:
+        self.scheduler.enqueue(request)
+
+    def pending_request_count(self) -> int:
+        """Requests queued and not yet picked up by an instance: Triton's
+        nv_inference_pending_request_count ("awaiting execution by a backend")."""
+        return self.scheduler.queue_size()
+
     def _reject(self, request: InferRequest, error: TritonRosError, reason: str = "REJECTED") -> None:
         self._done()
         self.stats.record_failure(request_ns=time.monotonic_ns() - request.arrival_ns,
@@ -222,7 +288,7 @@ class Model:
 
     # ---------------------------------------------------------------- instance threads
     def _serve(self, instance: BackendModelInstance) -> None:
-        while True:
+        while instance.failure is None:
             item = self.scheduler.next_batch()
             if item is None:
                 return
@@ -234,12 +300,29 @@ class Model:
                 _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
                 self.scheduler.complete(seq, lambda error=error, batch=batch:
                                         self._fail_unanswered(batch, error))
+        self._instance_failed(instance)
 
     def _fail_unanswered(self, batch: list[InferRequest], error: TritonRosError) -> None:
         # Counted like every other failure, so statistics and metrics still add up.
         for request in batch:
             if not request.future.done():
                 self._reject(request, error, reason="OTHER")
+
+    def _instance_failed(self, instance: BackendModelInstance) -> None:
+        """An instance that can no longer execute stops taking batches; the others carry on.
+        Without any instance left the version cannot serve: fail what waits, report it."""
+        _log.error("model '%s' version %d: instance %s stopped: %s", self.name, self.version,
+                   instance.name, instance.failure)
+        with self._in_flight_lock:
+            self._live_threads -= 1
+            last = self._live_threads == 0
+        if not last or self._unloading:
+            return
+        reason = (f"every instance of model '{self.name}' version {self.version} failed; last: "
+                  f"{instance.failure}")
+        self.scheduler.stop(drain=False, error=unavailable(reason))
+        if self.on_unavailable is not None:
+            self.on_unavailable(reason)
 
     def _execute(self, instance: BackendModelInstance, seq: int, batch: list[InferRequest]) -> None:
         start = time.monotonic_ns()
@@ -272,6 +355,9 @@ class Model:
 
         def deliver() -> None:
             for request, response in finished:
+                request.compute_input_ns = result.compute_input_ns
+                request.compute_infer_ns = result.compute_infer_ns
+                request.compute_output_ns = result.compute_output_ns
                 if isinstance(response, InferResponse):
                     if request.cache_key is not None:
                         self._insert_into_cache(request, response)
@@ -305,7 +391,3 @@ class Model:
                         array, wanted.class_count, self.labels.get(wanted.name),
                         self.config.max_batch_size > 0)
         return response
-
-    def not_ready_error(self) -> TritonRosError:
-        return unavailable(f"Request for unknown model: '{self.name}' version {self.version} is "
-                           f"not at ready state")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from google.protobuf import json_format, text_format
+from google.protobuf.descriptor import FieldDescriptor
 from .protos import model_config_pb2 as mc
 
 from . import gpu
@@ -231,21 +232,43 @@ def parse_config_json(text: str, *, model_name: str) -> mc.ModelConfig:
 
 
 def model_config_to_json(proto: mc.ModelConfig) -> str:
-    """JSON as Triton writes it (ModelConfigToJson): proto field names, int64 as numbers."""
+    """JSON as Triton writes it (ModelConfigToJson): proto field names, every field printed
+    (``always_print_primitive_fields``), int64 fields as numbers (Triton's FixInt)."""
     as_dict = json_format.MessageToDict(
-        proto, preserving_proto_field_name=True, always_print_fields_with_no_presence=False)
-    return json.dumps(_ints_as_numbers(as_dict))
+        proto, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+    return json.dumps(_ints_as_numbers(proto.DESCRIPTOR, as_dict))
 
 
-def _ints_as_numbers(value):
-    # protobuf's JSON mapping writes int64/uint64 as strings; Triton's FixInt turns them back.
-    if isinstance(value, dict):
-        return {k: _ints_as_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_ints_as_numbers(v) for v in value]
-    if isinstance(value, str) and value.lstrip("-").isdigit():
-        return int(value)
-    return value
+_INT64_TYPES = frozenset({
+    FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64,
+})
+
+
+def _ints_as_numbers(descriptor, value: dict) -> dict:
+    # protobuf's JSON mapping writes 64-bit integers as strings; Triton's FixInt turns exactly
+    # those fields back into numbers (a string parameter "5" or a tensor named "7" stays text).
+    out = {}
+    for key, item in value.items():
+        field = descriptor.fields_by_name.get(key)
+        if field is None:
+            out[key] = item
+        elif field.message_type is not None and field.message_type.GetOptions().map_entry:
+            value_field = field.message_type.fields_by_name["value"]
+            out[key] = {k: _convert_field(value_field, v) for k, v in item.items()}
+        elif isinstance(item, list):
+            out[key] = [_convert_field(field, v) for v in item]
+        else:
+            out[key] = _convert_field(field, item)
+    return out
+
+
+def _convert_field(field, item):
+    if field.message_type is not None and isinstance(item, dict):
+        return _ints_as_numbers(field.message_type, item)
+    if field.type in _INT64_TYPES and isinstance(item, str):
+        return int(item)
+    return item
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,11 +489,14 @@ def validate(proto: mc.ModelConfig) -> list[str]:
             raise invalid_arg(f"ensemble scheduling must be set for ensemble {name} whose platform "
                               f"is ensemble")
         if proto.instance_group:
-            raise invalid_arg(f"ensemble model '{name}' must not specify instance_group")
+            raise invalid_arg(f"instance group should not be specified for ensemble '{name}'")
+        if proto.HasField("optimization"):
+            raise invalid_arg(f"optimization should not be specified for ensemble '{name}'")
         if proto.model_warmup:
             raise invalid_arg(f"model_warmup can not be specified for ensemble '{name}'")
         if proto.ensemble_scheduling.max_inflight_requests:
             warnings.append(f"model '{name}': ensemble_scheduling.max_inflight_requests is ignored")
+        _validate_ensemble_graph(proto)
     elif proto.HasField("ensemble_scheduling"):
         raise invalid_arg(f"model '{name}' sets ensemble_scheduling but its platform is "
                           f"'{proto.platform}', not 'ensemble'")
@@ -537,6 +563,78 @@ def _validate_warmup(proto: mc.ModelConfig) -> None:
                     raise invalid_arg(f"{where}: input '{name}' input_data_file '{rel}' must be "
                                       f"a file name inside the model's '{WARMUP_DATA_FOLDER}' "
                                       f"directory")
+
+
+def _validate_ensemble_graph(proto: mc.ModelConfig) -> None:
+    """The data flow of an ensemble on its own (ValidateEnsembleSchedulingConfig): every step
+    names a model and maps inputs and outputs, each ensemble tensor is written at most once, every
+    output is reachable from the inputs (a cycle never is) and no tensor is left unused. Checks
+    that need the composing models' configurations run when the ensemble loads
+    (ensemble_scheduler.validate_ensemble)."""
+    name = proto.name
+    produced: dict[str, int] = {}                 # ensemble tensor -> step that writes it
+    consumers: dict[str, list[int]] = {}          # ensemble tensor -> steps that read it
+    step_inputs: list[set[str]] = []
+    for index, step in enumerate(proto.ensemble_scheduling.step):
+        if not step.model_name:
+            raise invalid_arg(f"must specify 'model_name' in step {index} of ensemble '{name}'")
+        if not step.input_map:
+            raise invalid_arg(f"must specify 'input_map' in step {index} of ensemble '{name}'")
+        if not step.output_map:
+            raise invalid_arg(f"must specify 'output_map' in step {index} of ensemble '{name}'")
+        targets = list(step.output_map.values())
+        for tensor in targets:
+            if tensor in produced or targets.count(tensor) > 1:
+                raise invalid_arg(f"ensemble tensor '{tensor}' can appear in an output map only "
+                                  f"once for ensemble '{name}' step {index}")
+            produced[tensor] = index
+        step_inputs.append(set(step.input_map.values()))
+        for tensor in step.input_map.values():
+            consumers.setdefault(tensor, []).append(index)
+
+    known = set(produced) | set(consumers)
+    for io in proto.input:
+        if io.name not in known:
+            raise invalid_arg(f"ensemble input '{io.name}' for ensemble '{name}' is not used")
+    # Propagate readiness from the ensemble inputs (a step runs once all its inputs are ready).
+    ready = {io.name for io in proto.input}
+    done_steps: set[int] = set()
+    progress = True
+    while progress:
+        progress = False
+        for index, needed in enumerate(step_inputs):
+            if index not in done_steps and needed <= ready:
+                done_steps.add(index)
+                ready.update(proto.ensemble_scheduling.step[index].output_map.values())
+                progress = True
+    outputs = set()
+    for io in proto.output:
+        if io.name not in known:
+            raise invalid_arg(f"ensemble output '{io.name}' for ensemble '{name}' is not used")
+        if io.name not in ready:
+            message = f"output '{io.name}' for ensemble '{name}' is not written"
+            missing = _first_unconnected(io.name, produced, step_inputs, ready)
+            if missing and missing != io.name:
+                message += f": at least one of its depending tensors, '{missing}', is not connected"
+            raise invalid_arg(message)
+        outputs.add(io.name)
+    for tensor in sorted(known - outputs):
+        if tensor not in ready or not consumers.get(tensor):
+            raise invalid_arg(f"ensemble tensor '{tensor}' is unused in ensemble '{name}'")
+
+
+def _first_unconnected(tensor: str, produced: Mapping[str, int], step_inputs: list[set[str]],
+                       ready: set[str]) -> str:
+    """Walk back from a tensor that is never written to the first input that is never ready."""
+    seen: set[str] = set()
+    current = tensor
+    while current in produced and current not in seen:
+        seen.add(current)
+        pending = sorted(t for t in step_inputs[produced[current]] if t not in ready)
+        if not pending:
+            break
+        current = pending[0]
+    return current
 
 
 def _validate_instance_groups(proto: mc.ModelConfig, warnings: list[str]) -> None:

@@ -26,10 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
+from concurrent.futures import Future
+
 from .backend_model import backend_class
 from .cache_manager import LocalCache
 from .errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unavailable
-from .model import Model
+from .infer_request import InferRequest
+from .model import Model, ModelBase, ModelStopping
 from .model_config import ModelConfig, load_model_config, parse_config_json, version_dirs
 
 _log = logging.getLogger("triton_ros.repository")
@@ -57,7 +60,7 @@ class _ModelRecord:
     name: str
     path: Path | None = None
     config: ModelConfig | None = None
-    versions: dict[int, Model] = field(default_factory=dict)
+    versions: dict[int, ModelBase] = field(default_factory=dict)
     states: dict[int, tuple[str, str]] = field(default_factory=dict)   # version -> (state, reason)
     model_error: str = ""   # a failure before any version (config, files)
     signature: tuple = ()
@@ -102,7 +105,7 @@ class ModelRepositoryManager:
         startup_models: Iterable[str] = (),
         strict_model_config: bool = False,
         poll_secs: float = 15.0,
-        model_factory: Callable[..., Model] | None = None,
+        model_factory: Callable[..., ModelBase] | None = None,
         response_cache: LocalCache | None = None,
     ) -> None:
         if control_mode not in CONTROL_MODES:
@@ -122,6 +125,7 @@ class ModelRepositoryManager:
         self._stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
         self._listeners: list[Callable[[str], None]] = []
+        self._loading = threading.local()   # per thread: ensembles whose dependencies load
 
     # ---------------------------------------------------------------- start / stop
     def start(self) -> None:
@@ -151,8 +155,21 @@ class ModelRepositoryManager:
         self._stop.set()
         if self._poll_thread is not None:
             self._poll_thread.join(timeout=5.0)
-        for name in list(self._records):
+        for name in self._unload_order():
             self._unload_record(name, reason="unloaded", timeout=timeout)
+
+    def _unload_order(self) -> list[str]:
+        """Ensembles before the models they compose, so that their in-flight requests finish."""
+        deps = {name: {s.model_name for s in r.config.ensemble_steps} if r.config else set()
+                for name, r in list(self._records.items())}
+        order: list[str] = []
+        remaining = list(deps)
+        while remaining:
+            free = [n for n in remaining
+                    if not any(n in deps[m] for m in remaining if m != n)] or remaining[:1]
+            order.extend(free)
+            remaining = [n for n in remaining if n not in free]
+        return order
 
     def add_listener(self, callback: Callable[[str], None]) -> None:
         """Called with a model name after its state changed (load, reload, unload)."""
@@ -166,7 +183,7 @@ class ModelRepositoryManager:
                 _log.warning("model state listener failed: %s", exc)
 
     # ---------------------------------------------------------------- lookups
-    def get_model(self, name: str, version: int = -1) -> Model:
+    def get_model(self, name: str, version: int = -1) -> ModelBase:
         """The version that serves a request (-1: the highest READY version)."""
         record = self._records.get(name)
         if record is None or (not record.states and not record.versions):
@@ -186,6 +203,23 @@ class ModelRepositoryManager:
                               f"ready state")
         return model
 
+    def infer(self, request: InferRequest) -> Future:
+        """Queue a request on the version that serves it; the future gives its InferResponse or
+        TritonRosError. Never raises: a bad request fails its own future and nothing else."""
+        try:
+            model = self.get_model(request.model_name, request.model_version)
+            try:
+                model.enqueue(request)
+            except ModelStopping:
+                # Replaced (reload) or unloaded between lookup and enqueue: look up once more,
+                # which finds the new version or raises the right "not ready" error.
+                self.get_model(request.model_name, request.model_version).enqueue(request)
+        except TritonRosError as exc:
+            request.set_error(exc)
+        except Exception as exc:  # never let a malformed request escape as a crash
+            request.set_error(invalid_arg(f"malformed inference request: {exc}"))
+        return request.future
+
     def is_ready(self, name: str, version: int = -1) -> bool:
         try:
             self.get_model(name, version)
@@ -193,7 +227,7 @@ class ModelRepositoryManager:
         except TritonRosError:
             return False
 
-    def ready_models(self) -> list[Model]:
+    def ready_models(self) -> list[ModelBase]:
         out = []
         for record in list(self._records.values()):
             for v, model in sorted(record.versions.items()):
@@ -201,7 +235,7 @@ class ModelRepositoryManager:
                     out.append(model)
         return out
 
-    def models(self, name: str | None = None) -> list[Model]:
+    def models(self, name: str | None = None) -> list[ModelBase]:
         """Loaded versions (any state) of one model or of all."""
         records = [self._records.get(name)] if name else list(self._records.values())
         return [m for r in records if r for _, m in sorted(r.versions.items())]
@@ -294,12 +328,32 @@ class ModelRepositoryManager:
         self._notify(name)
 
     def _load_dependencies(self, config: ModelConfig) -> None:
+        """Load the models an ensemble composes (explicit mode loads them with it, as Triton)."""
+        chain: list[str] = self._loading.__dict__.setdefault("chain", [])
         for step in config.ensemble_steps:
             dep = step.model_name
-            if dep == config.name:
-                raise invalid_arg(f"ensemble '{config.name}' cannot contain itself")
-            if not self.is_ready(dep, step.model_version):
+            if dep == config.name or dep in chain:
+                cycle = chain[chain.index(dep):] if dep in chain else []
+                raise invalid_arg("circular dependency between ensembles: "
+                                  + " -> ".join([*cycle, config.name, dep]))
+            if self.is_ready(dep, step.model_version):
+                continue
+            error = ""
+            chain.append(config.name)
+            try:
                 self.load(dep, _internal=True)
+            except TritonRosError as exc:
+                error = exc.message.removeprefix(f"load failed for model '{dep}': ")
+            finally:
+                chain.pop()
+            if self.is_ready(dep, -1) and not self.is_ready(dep, step.model_version):
+                raise invalid_arg(f"ensemble '{config.name}' depends on '{dep}' whose required "
+                                  f"version {step.model_version} is not loaded.")
+            if not self.is_ready(dep, step.model_version):
+                message = f"ensemble '{config.name}' depends on '{dep}' which has no loaded version."
+                if error:
+                    message += f" Model '{dep}' loading failed with error: {error}"
+                raise invalid_arg(message)
 
     def _load_versions(self, record: _ModelRecord, config: ModelConfig, path: Path,
                        signature: tuple) -> None:
@@ -350,17 +404,28 @@ class ModelRepositoryManager:
         _log.info("successfully loaded '%s' version%s %s", config.name,
                   "s" if len(versions) > 1 else "", ",".join(map(str, versions)))
 
-    def _create_model(self, config: ModelConfig, version: int, path: Path) -> Model:
+    def _create_model(self, config: ModelConfig, version: int, path: Path) -> ModelBase:
         if self._model_factory is not None:
-            return self._model_factory(config, version=version, model_path=path, manager=self)
-        if config.is_ensemble:
-            try:
-                from .ensemble_scheduler import EnsembleModel
-            except ImportError:
-                raise TritonRosError(StatusCode.UNSUPPORTED,
-                                     f"ensemble '{config.name}': ensembles are not available") from None
-            return EnsembleModel(config, version=version, model_path=path, manager=self)
-        return Model(config, version=version, model_path=path, response_cache=self.response_cache)
+            model = self._model_factory(config, version=version, model_path=path, manager=self)
+        elif config.is_ensemble:
+            from .ensemble_scheduler import EnsembleModel
+
+            model = EnsembleModel(config, version=version, model_path=path, manager=self)
+        else:
+            model = Model(config, version=version, model_path=path, server=self,
+                          response_cache=self.response_cache)
+        model.on_unavailable = lambda reason: self._version_failed(model, reason)
+        return model
+
+    def _version_failed(self, model: ModelBase, reason: str) -> None:
+        """A loaded version stopped serving (every instance failed): report it UNAVAILABLE.
+        No record lock: this runs on the failing model's own thread, which a load holding the
+        lock may be waiting for."""
+        record = self._records.get(model.name)
+        if record is not None and record.versions.get(model.version) is model:
+            record.states[model.version] = (UNAVAILABLE, reason)
+            _log.error("model '%s' version %d is unavailable: %s", model.name, model.version, reason)
+            self._notify(model.name)
 
     def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version of a model (RepositoryModelUnload)."""

@@ -20,7 +20,7 @@ from .cache_manager import CacheConfig, LocalCache, create_cache
 from .errors import TritonRosError, invalid_arg, unavailable
 from .infer_request import InferRequest, InferResponse
 from .infer_stats import StatsSnapshot
-from .model import Model, ModelStopping
+from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
 from .model_repository_manager import READY, ModelRepositoryManager, RepositoryEntry
 
@@ -127,7 +127,7 @@ class InferenceServer:
     def metadata(self) -> ServerMetadata:
         return ServerMetadata(name=self.options.server_id, version=__version__)
 
-    def get_model(self, name: str, version: int = -1) -> Model:
+    def get_model(self, name: str, version: int = -1) -> ModelBase:
         return self.repository.get_model(name, version)
 
     def model_config(self, name: str, version: int = -1) -> ModelConfig:
@@ -176,21 +176,11 @@ class InferenceServer:
 
         Never raises: a bad request fails its own future and nothing else.
         """
-        try:
-            if self._stopping:
-                raise unavailable("Server is stopping, no new inference requests are accepted")
-            model = self.repository.get_model(request.model_name, request.model_version)
-            try:
-                model.enqueue(request)
-            except ModelStopping:
-                # Replaced (reload) or unloaded between lookup and enqueue: look up once more,
-                # which finds the new version or raises the right "not ready" error.
-                self.repository.get_model(request.model_name, request.model_version).enqueue(request)
-        except TritonRosError as exc:
-            request.set_error(exc)
-        except Exception as exc:  # never let a malformed request escape as a crash
-            request.set_error(invalid_arg(f"malformed inference request: {exc}"))
-        return request.future
+        if self._stopping:
+            request.set_error(unavailable("Server is stopping, no new inference requests are "
+                                          "accepted"))
+            return request.future
+        return self.repository.infer(request)
 
     def infer_sync(self, request: InferRequest, timeout: float | None = None) -> InferResponse:
         """Blocking helper for tests and tools."""

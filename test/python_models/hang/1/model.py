@@ -1,0 +1,15 @@
+import os
+import time
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            time.sleep(float(pb_utils.get_input_tensor_by_name(request, "SECONDS").as_numpy()[0]))
+            responses.append(pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
+        return responses
