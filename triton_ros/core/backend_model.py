@@ -93,6 +93,11 @@ class BackendModel(abc.ABC):
         self.server = None
 
     @classmethod
+    def can_use_gpu(cls) -> bool:
+        """Whether KIND_AUTO instances of this backend go to a GPU when one exists."""
+        return True
+
+    @classmethod
     def auto_complete_config(cls, proto, model_path: Path) -> list[str]:
         """Fill a partial ``inference.ModelConfig`` from the model files; return warnings."""
         return []

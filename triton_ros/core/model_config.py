@@ -330,8 +330,13 @@ def auto_complete_backend_fields(proto: mc.ModelConfig, model_name: str, model_p
 # Normalize
 # --------------------------------------------------------------------------------------------
 
-def normalize(proto: mc.ModelConfig) -> None:
-    """Triton's defaults (NormalizeModelConfig + NormalizeInstanceGroup)."""
+def normalize(proto: mc.ModelConfig, *, auto_gpu: bool = True) -> None:
+    """Triton's defaults (NormalizeModelConfig + NormalizeInstanceGroup).
+
+    ``auto_gpu`` says whether the model's backend can run on the GPUs here: KIND_AUTO becomes
+    KIND_GPU only then. (Triton's backends are built with GPU support; an onnxruntime without
+    the CUDA provider is not, and a model that names no kind must still load on it.)
+    """
     if not proto.HasField("version_policy"):
         proto.version_policy.latest.num_versions = 1
     if proto.HasField("dynamic_batching"):
@@ -348,7 +353,7 @@ def normalize(proto: mc.ModelConfig) -> None:
         if not group.name:
             group.name = f"{proto.name}_{index}"
         if group.kind == mc.ModelInstanceGroup.KIND_AUTO:
-            if not supported_gpus or any(g not in supported_gpus for g in group.gpus):
+            if not auto_gpu or not supported_gpus or any(g not in supported_gpus for g in group.gpus):
                 group.kind = mc.ModelInstanceGroup.KIND_CPU
             else:
                 group.kind = mc.ModelInstanceGroup.KIND_GPU
@@ -811,12 +816,14 @@ def load_model_config(
     strict: bool = False,
     override: mc.ModelConfig | None = None,
     backend_auto_complete: Callable[[str], AutoCompleteFn | None] | None = None,
+    backend_can_use_gpu: Callable[[str], bool] | None = None,
 ) -> ModelConfig:
     """Read, complete, normalize and validate the configuration of the model at model_path.
 
     ``override`` replaces config.pbtxt (the load API's ``config`` parameter).
     ``backend_auto_complete(backend)`` returns the backend's auto-complete function, if any; it
     runs unless ``strict`` (tritonserver ``--strict-model-config=true``).
+    ``backend_can_use_gpu(backend)`` decides where KIND_AUTO instances go (default: a GPU if any).
     """
     config_file = model_path / CONFIG_FILENAME
     if override is not None:
@@ -849,6 +856,7 @@ def load_model_config(
         complete = backend_auto_complete(proto.backend)
         if complete is not None:
             warnings.extend(complete(proto, model_path) or [])
-    normalize(proto)
+    auto_gpu = backend_can_use_gpu(proto.backend) if backend_can_use_gpu and proto.backend else True
+    normalize(proto, auto_gpu=auto_gpu)
     warnings.extend(validate(proto))
     return to_typed(proto, warnings)

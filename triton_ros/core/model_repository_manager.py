@@ -303,7 +303,8 @@ class ModelRepositoryManager:
 
             try:
                 config = load_model_config(name, path, strict=self.strict, override=override,
-                                           backend_auto_complete=_auto_complete_for)
+                                           backend_auto_complete=_auto_complete_for,
+                                           backend_can_use_gpu=_can_use_gpu)
                 for warning in config.warnings:
                     _log.warning("%s", warning)
                 if config.response_cache and self.response_cache is None:
@@ -521,6 +522,13 @@ class ModelRepositoryManager:
                 self.load(name, _internal=True)
             except TritonRosError as exc:
                 _log.error("poll: failed to load '%s': %s", name, exc.message)
+
+
+def _can_use_gpu(backend: str) -> bool:
+    try:
+        return backend_class(backend).can_use_gpu()
+    except TritonRosError:
+        return False
 
 
 def _auto_complete_for(backend: str):

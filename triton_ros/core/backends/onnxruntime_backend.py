@@ -111,6 +111,11 @@ class OnnxRuntimeModel(BackendModel):
             raise unavailable(f"unable to find '{self.model_file}' for model '{config.name}'")
 
     @classmethod
+    def can_use_gpu(cls) -> bool:
+        # A CPU-only onnxruntime (the PyPI default) runs KIND_AUTO models on the CPU.
+        return "CUDAExecutionProvider" in _ort().get_available_providers()
+
+    @classmethod
     def auto_complete_config(cls, proto, model_path: Path) -> list[str]:
         """Triton's ModelState::AutoCompleteConfig for ONNX models."""
         if len(proto.input) > 0 and len(proto.output) > 0:

@@ -1,8 +1,9 @@
 """Device check: NVML GPU metrics of triton_ros.core.metrics on a real GPU (run with python3)."""
-import importlib.util, os, sys, time, subprocess, json
-sys.path.insert(0, "test")
-spec = importlib.util.spec_from_file_location("trm", "triton_ros/core/metrics.py")
-trm = importlib.util.module_from_spec(spec); spec.loader.exec_module(trm)
+import os, sys, time, subprocess, json
+from pathlib import Path
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "test")]
+from triton_ros.core import metrics as trm
 from prometheus_text import parse
 
 class Repo:
