@@ -2,23 +2,28 @@
 regions made by tritonclient.utils.shared_memory, real server processes and perf_analyzer."""
 from __future__ import annotations
 
+import http.client
 import itertools
+import json
 import os
 import queue
 import shutil
 import subprocess
+import threading
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
+from tritonclient.grpc import service_pb2 as pb
 from tritonclient.utils import (InferenceServerException, serialize_byte_tensor,
                                 serialized_byte_size)
 
 from conftest import MODEL_REPOSITORY, ROOT, ServerProcess
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.shared_memory_manager import SharedMemoryManager
+from triton_ros.frontend import grpc_codec, http_codec
 
 PERF_ANALYZER = ROOT / ".venv" / "bin" / "perf_analyzer"
 PROTOCOLS = ("grpc", "http")
@@ -326,6 +331,89 @@ def test_bad_shared_memory_inference_gets_triton_status(client, regions, case):
     client.assert_serves()
 
 
+def _json_request(inputs, outputs=None) -> bytes:
+    body = {"inputs": inputs}
+    if outputs is not None:
+        body["outputs"] = outputs
+    return json.dumps(body).encode()
+
+
+SHM = {"shared_memory_region": "r", "shared_memory_byte_size": 64}
+SHM_INPUT = {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16]}
+JSON_INPUT = {**SHM_INPUT, "data": [0] * 16}
+MALFORMED_HTTP = {
+    "offset without region": (
+        [{**JSON_INPUT, "parameters": {"shared_memory_offset": 4}}], None,
+        "'shared_memory_offset' can not be specified without 'shared_memory_region' parameter "
+        "for tensor 'INPUT0'"),
+    "region without byte size": (
+        [{**SHM_INPUT, "parameters": {"shared_memory_region": "r"}}], None,
+        "'shared_memory_byte_size' must be specified along with 'shared_memory_region'"),
+    "region not a string": (
+        [{**SHM_INPUT, "parameters": {**SHM, "shared_memory_region": 3}}], None,
+        "Unable to parse 'shared_memory_region'"),
+    "region and data": (
+        [{**JSON_INPUT, "parameters": SHM}], None,
+        "Input must set only one of the following fields: 'data', 'binary_data_size' in "
+        "'parameters', 'shared_memory_region' in 'parameters'. But set 'data' "
+        "'shared_memory_region'"),
+    "output in shm and binary": (
+        [], [{"name": "OUTPUT0", "parameters": {**SHM, "binary_data": True}}],
+        "Output can't set both 'shared_memory_region' and 'binary_data'"),
+    "output in shm and classification": (
+        [], [{"name": "OUTPUT0", "parameters": {**SHM, "classification": 2}}],
+        "Output can't set both 'shared_memory_region' and 'classification'"),
+    "negative byte size": (
+        [], [{"name": "OUTPUT0", "parameters": {**SHM, "shared_memory_byte_size": -1}}],
+        "Unable to parse 'shared_memory_byte_size'"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_HTTP))
+def test_malformed_http_shared_memory_parameters(case):
+    inputs, outputs, fragment = MALFORMED_HTTP[case]
+    with pytest.raises(TritonRosError) as err:
+        http_codec.decode_infer_request("simple", -1, _json_request(inputs, outputs), None)
+    assert err.value.code == StatusCode.INVALID_ARG and fragment in err.value.message
+
+
+def test_malformed_grpc_shared_memory_parameters():
+    def request(**params) -> pb.ModelInferRequest:
+        msg = pb.ModelInferRequest(model_name="simple")
+        tensor = msg.inputs.add(name="INPUT0", datatype="INT32", shape=[1, 16])
+        for key, (kind, value) in params.items():
+            setattr(tensor.parameters[key], kind, value)
+        return msg
+
+    cases = [
+        (request(shared_memory_region=("int64_param", 1), shared_memory_byte_size=("int64_param", 64)),
+         "invalid value type for 'shared_memory_region' parameter for tensor 'INPUT0', expected "
+         "string_param."),
+        (request(shared_memory_region=("string_param", "r"),
+                 shared_memory_byte_size=("string_param", "64")),
+         "invalid value type for 'shared_memory_byte_size' parameter for tensor 'INPUT0', "
+         "expected int64_param."),
+        (request(shared_memory_byte_size=("int64_param", 64)),
+         "'shared_memory_byte_size' can not be specified without 'shared_memory_region'"),
+    ]
+    with_contents = request(shared_memory_region=("string_param", "r"),
+                            shared_memory_byte_size=("int64_param", 64))
+    with_contents.inputs[0].contents.int_contents.extend([0] * 16)
+    cases.append((with_contents, "unexpected 'content' provided when using shared memory for "
+                                 "input tensor 'INPUT0' for model 'simple'"))
+    in_shm_and_classified = pb.ModelInferRequest(model_name="simple")
+    out = in_shm_and_classified.outputs.add(name="OUTPUT0")
+    out.parameters["shared_memory_region"].string_param = "r"
+    out.parameters["shared_memory_byte_size"].int64_param = 64
+    out.parameters["classification"].int64_param = 2
+    cases.append((in_shm_and_classified,
+                  "output can't set both 'shared_memory_region' and 'classification'"))
+    for msg, fragment in cases:
+        with pytest.raises(TritonRosError) as err:
+            grpc_codec.decode_infer_request(msg)
+        assert err.value.code == StatusCode.INVALID_ARG and fragment in err.value.message
+
+
 def test_bad_registrations_get_triton_status(client, regions):
     c = client.client
     _, key = regions.create("r", 64)
@@ -343,6 +431,38 @@ def test_bad_registrations_get_triton_status(client, regions):
     client.assert_serves()
 
 
+def test_http_routes_methods_and_bodies(shm_server, regions):
+    _, key = regions.create("r", 64)
+    connection = http.client.HTTPConnection(shm_server.http_url, timeout=30)
+
+    def call(method: str, path: str, body: dict | None = None) -> tuple[int, object]:
+        connection.request(method, path, body=json.dumps(body) if body is not None else None)
+        reply = connection.getresponse()
+        data = reply.read()
+        return reply.status, json.loads(data) if data else None
+
+    base = "/v2/systemsharedmemory"
+    assert call("POST", f"{base}/region/r/register", {"key": key, "byte_size": 64}) == (200, None)
+    assert call("GET", f"{base}/region/r/status") == (
+        200, [{"name": "r", "key": key, "offset": 0, "byte_size": 64}])
+    assert call("POST", f"{base}/status")[0] == 405
+    assert call("GET", f"{base}/region/r/unregister")[0] == 405
+    status, reply = call("POST", f"{base}/region/s/register", {"byte_size": 64})
+    assert status == 400 and reply["error"] == "Shared memory register request has no 'key' field"
+    status, reply = call("POST", f"{base}/region/s/register", {"key": key})
+    assert status == 400 and "no 'byte_size' field" in reply["error"]
+    status, reply = call("POST", f"{base}/region/s/register", {"key": key, "byte_size": "64"})
+    assert status == 400 and "Unable to parse 'byte_size'" in reply["error"]
+    status, reply = call("POST", f"{base}/register", {"key": key, "byte_size": 64})
+    assert status == 400 and "'region name' is necessary" in reply["error"]
+    assert call("POST", f"{base}/unregister") == (200, None)
+    assert call("GET", f"{base}/status") == (200, [])
+    assert call("GET", "/v2/cudasharedmemory/status") == (200, [])
+    status, reply = call("GET", "/v2/cudasharedmemory/region/r/status")
+    assert status == 404 and "Unable to find cuda shared memory region: 'r'" in reply["error"]
+    connection.close()
+
+
 def test_truncated_object_is_an_error_not_a_crash(client, regions):
     """A client that shrinks its object after registering must not SIGBUS the server."""
     op, inputs, outputs = int32_io(client, regions)
@@ -352,6 +472,56 @@ def test_truncated_object_is_an_error_not_a_crash(client, regions):
                         lambda: client.client.infer("simple", inputs, outputs=outputs))
     client.expect_error("INVALID_ARG", "was truncated to 0 bytes", lambda: client.client.infer(
         "simple", [client.input("INPUT0", A), client.input("INPUT1", B)], outputs=outputs))
+    client.assert_serves()
+
+
+def test_unregistering_while_requests_are_in_flight(shm_server, regions):
+    """Regions unregistered and registered again under load: each request either succeeds with
+    the right values or fails with NOT_FOUND; nothing else, and the server keeps serving."""
+    client = Client(shm_server, "grpc")
+    ip, ip_key = regions.create("ip", 2 * NBYTES)
+    _, op_key = regions.create("op", 2 * NBYTES)
+    shm.set_shared_memory_region(ip, [A])
+    shm.set_shared_memory_region(ip, [B], offset=NBYTES)
+    stop = threading.Event()
+    outcomes: list[str] = []
+
+    def toggle() -> None:
+        c = shm_server.client()
+        while not stop.is_set():
+            for name, key in (("ip", ip_key), ("op", op_key)):
+                try:
+                    c.register_system_shared_memory(name, key, 2 * NBYTES)
+                except InferenceServerException:
+                    pass          # already registered
+            c.unregister_system_shared_memory("op" if len(outcomes) % 2 else "ip")
+
+    def infer() -> None:
+        c = shm_server.client()
+        inputs = [client.shm_input("INPUT0", "ip", NBYTES),
+                  client.shm_input("INPUT1", "ip", NBYTES, offset=NBYTES)]
+        for _ in range(25):
+            try:
+                # OUTPUT1 comes back in the response: it shows the inputs were read whole.
+                result = c.infer("simple", inputs, outputs=[
+                    client.shm_output("OUTPUT0", "op", NBYTES), client.output("OUTPUT1")])
+                np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), A - B)
+                outcomes.append("ok")
+            except InferenceServerException as exc:
+                outcomes.append(exc.status() if "Unable to find shared memory region"
+                                in exc.message() else exc.message())
+
+    toggler = threading.Thread(target=toggle)
+    toggler.start()
+    workers = [threading.Thread(target=infer) for _ in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    stop.set()
+    toggler.join(timeout=60)
+    assert len(outcomes) == 100
+    assert set(outcomes) <= {"ok", "StatusCode.NOT_FOUND"}, set(outcomes)
     client.assert_serves()
 
 

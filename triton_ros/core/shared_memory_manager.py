@@ -179,6 +179,29 @@ class SharedMemoryBlock:
                            f"{byte_size} bytes to hold the results")
 
 
+SHM_PARAMETERS = ("shared_memory_region", "shared_memory_offset", "shared_memory_byte_size")
+
+
+def shared_memory_params(tensor_name: str,
+                         params: Mapping[str, str | int]) -> tuple[str, int, int] | None:
+    """(region, offset, byte size) of a tensor in shared memory, or None when it is not, from
+    its shared memory parameters (already typed by the frontend: a str and two ints), with
+    Triton's rules: offset defaults to 0, byte size is required with a region, neither goes
+    without one."""
+    region = params.get("shared_memory_region")
+    for key in SHM_PARAMETERS[1:]:
+        if key in params and region is None:
+            raise invalid_arg(f"'{key}' can not be specified without 'shared_memory_region' "
+                              f"parameter for tensor '{tensor_name}'")
+    if region is None:
+        return None
+    if "shared_memory_byte_size" not in params:
+        raise invalid_arg(f"'shared_memory_byte_size' must be specified along with "
+                          f"'shared_memory_region' parameter for tensor '{tensor_name}'")
+    return (str(region), int(params.get("shared_memory_offset", 0)),
+            int(params["shared_memory_byte_size"]))
+
+
 def write_outputs(outputs: Mapping[str, np.ndarray],
                   blocks: Mapping[str, SharedMemoryBlock]) -> None:
     """Write each output that has a block into it (BYTES length-prefixed). Every size is checked

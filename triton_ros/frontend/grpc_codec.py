@@ -22,8 +22,9 @@ from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
 from ..core.infer_stats import Duration, StatsSnapshot
 from ..core.model_repository_manager import RepositoryEntry
 from ..core.server import ModelMetadata, ServerMetadata
-from ..core.shared_memory_manager import (NO_REGIONS, CudaRegionStatus, SharedMemoryBlock,
-                                          SharedMemoryManager, SystemRegionStatus, write_outputs)
+from ..core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
+                                          SharedMemoryBlock, SharedMemoryManager,
+                                          SystemRegionStatus, shared_memory_params, write_outputs)
 
 # datatype -> InferTensorContents field for typed (non-raw) tensor data
 _CONTENTS_FIELD = {
@@ -115,30 +116,16 @@ def decode_infer_request(msg: pb.ModelInferRequest,
 
 def _shared_memory_params(tensor) -> tuple[str, int, int] | None:
     """(region, offset, byte size) of an input or requested output in shared memory, or None;
-    Triton's messages for missing or mistyped parameters."""
-    params = tensor.parameters
-    name = tensor.name
-
-    def typed(key: str, choice: str):
-        p = params[key]
-        if p.WhichOneof("parameter_choice") != choice:
-            raise invalid_arg(f"invalid value type for '{key}' parameter for tensor '{name}', "
-                              f"expected {choice}.")
-        return getattr(p, choice)
-
-    has_region = "shared_memory_region" in params
-    for key in ("shared_memory_offset", "shared_memory_byte_size"):
-        if key in params and not has_region:
-            raise invalid_arg(f"'{key}' can not be specified without 'shared_memory_region' "
-                              f"parameter for tensor '{name}'")
-    if not has_region:
-        return None
-    region = typed("shared_memory_region", "string_param")
-    offset = typed("shared_memory_offset", "int64_param") if "shared_memory_offset" in params else 0
-    if "shared_memory_byte_size" not in params:
-        raise invalid_arg(f"'shared_memory_byte_size' must be specified along with "
-                          f"'shared_memory_region' parameter for tensor '{name}'")
-    return region, offset, typed("shared_memory_byte_size", "int64_param")
+    Triton's messages for mistyped parameters."""
+    typed = {}
+    for key, choice in zip(SHM_PARAMETERS, ("string_param", "int64_param", "int64_param")):
+        if key in tensor.parameters:
+            p = tensor.parameters[key]
+            if p.WhichOneof("parameter_choice") != choice:
+                raise invalid_arg(f"invalid value type for '{key}' parameter for tensor "
+                                  f"'{tensor.name}', expected {choice}.")
+            typed[key] = getattr(p, choice)
+    return shared_memory_params(tensor.name, typed)
 
 
 def _decode_tensor(model: str, tensor, raw: bytes | None) -> np.ndarray:

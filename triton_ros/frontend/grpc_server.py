@@ -4,7 +4,8 @@ The servicer only converts (``grpc_codec``) and delegates to the shared
 :class:`~triton_ros.core.server.InferenceServer`; errors keep the status code Triton uses
 (INVALID_ARG -> INVALID_ARGUMENT, UNSUPPORTED -> UNIMPLEMENTED, ...). It runs on ``grpc.aio`` in
 a thread of its own, so the same process can also spin a ROS node. Requests from many clients
-reach the same model batchers as every other frontend.
+reach the same model batchers as every other frontend. The shared memory RPCs delegate to the
+core's region registry (system shared memory; CUDA shared memory is refused as UNIMPLEMENTED).
 """
 from __future__ import annotations
 

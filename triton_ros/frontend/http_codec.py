@@ -31,8 +31,9 @@ from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
 from ..core.infer_stats import Duration, StatsSnapshot
 from ..core.model_repository_manager import RepositoryEntry
 from ..core.server import ModelMetadata, ServerMetadata
-from ..core.shared_memory_manager import (NO_REGIONS, CudaRegionStatus, SharedMemoryBlock,
-                                          SharedMemoryManager, SystemRegionStatus, write_outputs)
+from ..core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
+                                          SharedMemoryBlock, SharedMemoryManager,
+                                          SystemRegionStatus, shared_memory_params, write_outputs)
 
 INFER_HEADER = "inference-header-content-length"
 MAX_JSON_NESTING_DEPTH = 100     # HTTP_MAX_JSON_NESTING_DEPTH
@@ -196,21 +197,16 @@ def decode_infer_request(model_name: str, version: int, body: bytes | memoryview
 
 def _shared_memory_params(name: str, params: dict) -> tuple[str, int, int] | None:
     """(region, offset, byte size) of an input or requested output in shared memory, or None."""
-    has_region = "shared_memory_region" in params
-    for key in ("shared_memory_offset", "shared_memory_byte_size"):
-        if key in params and not has_region:
-            raise invalid_arg(f"'{key}' can not be specified without 'shared_memory_region' "
-                              f"parameter for tensor '{name}'")
-    if not has_region:
-        return None
-    region = params["shared_memory_region"]
-    if not isinstance(region, str):
-        raise invalid_arg("Unable to parse 'shared_memory_region'")
-    offset = _uint(params.get("shared_memory_offset", 0), "shared_memory_offset")
-    if "shared_memory_byte_size" not in params:
-        raise invalid_arg(f"'shared_memory_byte_size' must be specified along with "
-                          f"'shared_memory_region' parameter for tensor '{name}'")
-    return region, offset, _uint(params["shared_memory_byte_size"], "shared_memory_byte_size")
+    typed: dict[str, str | int] = {}
+    for key in SHM_PARAMETERS:
+        if key in params:
+            if key == "shared_memory_region":
+                if not isinstance(params[key], str):
+                    raise invalid_arg("Unable to parse 'shared_memory_region'")
+                typed[key] = params[key]
+            else:
+                typed[key] = _uint(params[key], key)
+    return shared_memory_params(name, typed)
 
 
 def _decode_input(model: str, name: str, item: dict, binary: memoryview,
