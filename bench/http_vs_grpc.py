@@ -45,12 +45,13 @@ def machine() -> str:
     return f"`{' '.join(platform.uname())}`, nproc {os.cpu_count()}, CPU {cpu}"
 
 
-def run_pa(model: str, protocol: str, url: str, concurrency: int, interval_ms: int) -> dict:
+def run_pa(model: str, protocol: str, url: str, concurrency: int, interval_ms: int, *,
+           extra: tuple[str, ...] = (), tag: str = "") -> dict:
     cmd = [str(PERF_ANALYZER), "-m", model, "-i", protocol, "-u", url, "--concurrency-range",
            str(concurrency), "--measurement-interval", str(interval_ms), "--max-trials", "3",
-           "-s", "100000", "--input-data", "zero", "--percentile", "99"]
+           "-s", "100000", "--input-data", "zero", "--percentile", "99", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=interval_ms / 1000 * 6 + 120)
-    (OUT / f"{model}-{protocol}.txt").write_text(proc.stdout + proc.stderr)
+    (OUT / f"{model}-{protocol}{tag}.txt").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"perf_analyzer failed for {model} {protocol}:\n{proc.stdout}{proc.stderr}")
     text = proc.stdout
@@ -58,6 +59,36 @@ def run_pa(model: str, protocol: str, url: str, concurrency: int, interval_ms: i
     p50 = int(re.search(r"p50 latency: (\d+) usec", text).group(1))
     p99 = int(re.search(r"p99 latency: (\d+) usec", text).group(1))
     return {"throughput": throughput, "p50": p50, "p99": p99}
+
+
+class Server:
+    """triton-ros-server on the bundled repository, free ports on 127.0.0.1, log in bench/out."""
+
+    def __init__(self, *args: str) -> None:
+        self.grpc_port, self.http_port, metrics_port = free_port(), free_port(), free_port()
+        OUT.mkdir(parents=True, exist_ok=True)
+        self.log_path = OUT / "server.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "triton_ros.server_main", "--model-repository",
+             str(ROOT / "model_repository"), "--grpc-port", str(self.grpc_port), "--http-port",
+             str(self.http_port), "--metrics-port", str(metrics_port), *args],
+            stdout=self._log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+        deadline = time.monotonic() + 120
+        while "Started Metrics Service" not in self.log_path.read_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("server did not start: see bench/out/server.log")
+            time.sleep(0.2)
+
+    def url(self, protocol: str) -> str:
+        return f"127.0.0.1:{self.grpc_port if protocol == 'grpc' else self.http_port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            self.proc.wait(timeout=60)
+        self._log.close()
 
 
 def main() -> int:
@@ -69,31 +100,17 @@ def main() -> int:
     if not PERF_ANALYZER.exists():
         print("perf_analyzer is not set up (scripts/setup.sh, x86_64 only)", file=sys.stderr)
         return 1
-    OUT.mkdir(parents=True, exist_ok=True)
-    grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
-    log = open(OUT / "server.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "triton_ros.server_main", "--model-repository",
-         str(ROOT / "model_repository"), "--grpc-port", str(grpc_port), "--http-port",
-         str(http_port), "--metrics-port", str(metrics_port)],
-        stdout=log, stderr=subprocess.STDOUT, cwd=str(ROOT))
+    server = Server()
     try:
-        deadline = time.monotonic() + 120
-        while "Started Metrics Service" not in (OUT / "server.log").read_text():
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("server did not start: see bench/out/server.log")
-            time.sleep(0.2)
         rows = []
         for model in args.models:
             results = {}
-            for protocol, port in (("grpc", grpc_port), ("http", http_port)):
-                results[protocol] = run_pa(model, protocol, f"127.0.0.1:{port}",
+            for protocol in ("grpc", "http"):
+                results[protocol] = run_pa(model, protocol, server.url(protocol),
                                            args.concurrency, args.interval_ms)
             rows.append((model, results))
     finally:
-        server.send_signal(signal.SIGINT)
-        server.wait(timeout=60)
-        log.close()
+        server.stop()
 
     lines = [
         "# HTTP/REST vs gRPC (perf_analyzer, same server, same run)",

@@ -10,6 +10,8 @@
   is realistic in shape and cost, not trained.
 - ``simple``: Triton's classic two-input example: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 -
   INPUT1, INT32 [N,16].
+- ``simple_string``: Triton's string variant of ``simple``: the same sums and differences of
+  decimal numbers held in BYTES [N,16] tensors (ONNX Cast string <-> int32 around Add and Sub).
 
 Usage: ``python scripts/generate_models.py [--check]``. ``--check`` regenerates in memory and
 fails if the committed files differ in graph or weights.
@@ -110,6 +112,23 @@ def build_simple() -> onnx.ModelProto:
     return _finish(graph)
 
 
+def build_simple_string() -> onnx.ModelProto:
+    def cast(src: str, dst: str, to: int):
+        return helper.make_node("Cast", [src], [dst], to=to)
+
+    graph = helper.make_graph(
+        [cast("INPUT0", "a", TensorProto.INT32), cast("INPUT1", "b", TensorProto.INT32),
+         helper.make_node("Add", ["a", "b"], ["sum"]),
+         helper.make_node("Sub", ["a", "b"], ["diff"]),
+         cast("sum", "OUTPUT0", TensorProto.STRING), cast("diff", "OUTPUT1", TensorProto.STRING)],
+        "simple_string",
+        [helper.make_tensor_value_info("INPUT0", TensorProto.STRING, ["N", 16]),
+         helper.make_tensor_value_info("INPUT1", TensorProto.STRING, ["N", 16])],
+        [helper.make_tensor_value_info("OUTPUT0", TensorProto.STRING, ["N", 16]),
+         helper.make_tensor_value_info("OUTPUT1", TensorProto.STRING, ["N", 16])])
+    return _finish(graph)
+
+
 def _finish(graph) -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
                               producer_name="triton_ros.generate_models")
@@ -121,6 +140,7 @@ def _finish(graph) -> onnx.ModelProto:
 MODELS = {
     REPO / "detector" / "1" / "model.onnx": build_detector,
     REPO / "simple" / "1" / "model.onnx": build_simple,
+    REPO / "simple_string" / "1" / "model.onnx": build_simple_string,
 }
 
 

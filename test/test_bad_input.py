@@ -119,14 +119,27 @@ def test_malformed_wire_request_gets_triton_status(bundled_server, stub, case):
     assert_serves(bundled_server.client())
 
 
-def test_shared_memory_is_refused_clearly(bundled_server, stub):
-    request = raw_request("simple", [("INPUT0", "INT32", [1, 16], b"\x00" * 64),
-                                     ("INPUT1", "INT32", [1, 16], b"\x00" * 64)])
-    request.inputs[0].parameters["shared_memory_region"].string_param = "region0"
+def test_unknown_shared_memory_region_is_not_found(bundled_server, stub):
+    # INPUT0 names a region (none can exist: this server does not allow client shared memory);
+    # INPUT1's data is the only raw_input_contents entry.
+    shm_input = pb.ModelInferRequest.InferInputTensor(name="INPUT0", datatype="INT32",
+                                                      shape=[1, 16])
+    shm_input.parameters["shared_memory_region"].string_param = "region0"
+    shm_input.parameters["shared_memory_byte_size"].int64_param = 64
+    request = pb.ModelInferRequest(model_name="simple", inputs=[
+        shm_input,
+        pb.ModelInferRequest.InferInputTensor(name="INPUT1", datatype="INT32", shape=[1, 16])],
+        raw_input_contents=[b"\x00" * 64])
     with pytest.raises(grpc.RpcError) as err:
         stub.ModelInfer(request)
-    assert err.value.code() == grpc.StatusCode.UNIMPLEMENTED
-    assert "shared memory" in err.value.details()
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND
+    assert "Unable to find shared memory region: 'region0'" in err.value.details()
+    del request.inputs[0].parameters["shared_memory_byte_size"]
+    with pytest.raises(grpc.RpcError) as err:
+        stub.ModelInfer(request)
+    assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "'shared_memory_byte_size' must be specified along with" in err.value.details()
+    assert_serves(bundled_server.client())
 
 
 def test_bad_requests_lose_no_other_request(bundled_server):

@@ -4,10 +4,11 @@ Prometheus metrics, like tritonserver.
 Flags keep tritonserver's names for what exists here (``--model-repository``,
 ``--model-control-mode``, ``--load-model``, ``--repository-poll-secs``, ``--strict-model-config``,
 ``--exit-on-error``, ``--grpc-address``, ``--grpc-port``, ``--http-address``, ``--http-port``,
-``--metrics-address``, ``--metrics-port``, ``--cache-config``, ``--log-verbose``...). At start it
-prints the table of models and their states, then "Started GRPCInferenceService at ...",
-"Started HTTPService at ..." and "Started Metrics Service at ...", as tritonserver does. SIGINT or
-SIGTERM stops accepting requests, lets in-flight ones finish, unloads the models and exits 0.
+``--metrics-address``, ``--metrics-port``, ``--cache-config``, ``--allow-client-shm``,
+``--log-verbose``...). At start it prints the table of models and their states, then "Started
+GRPCInferenceService at ...", "Started HTTPService at ..." and "Started Metrics Service at ...",
+as tritonserver does. SIGINT or SIGTERM stops accepting requests, lets in-flight ones finish,
+unloads the models and exits 0.
 
 One deliberate difference: ``--exit-on-error`` defaults to false, so that a model that fails to
 load is listed with its reason while every other model keeps serving (a robot should not lose
@@ -84,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-port", type=int, default=8002, help="metrics port (default 8002)")
     p.add_argument("--metrics-interval-ms", type=float, default=2000.0, metavar="MS",
                    help="how often CPU/GPU/cache gauges are sampled (default 2000)")
+    p.add_argument("--allow-client-shm", type=parse_bool, default=False, metavar="BOOL",
+                   help="let clients register system shared memory regions and use them for "
+                        "inputs and outputs (default false, as in tritonserver)")
     p.add_argument("--cache-config", action="append", default=[], metavar="CACHE,KEY=VALUE",
                    help="response cache, e.g. --cache-config local,size=1048576 (repeatable)")
     p.add_argument("--response-cache-byte-size", type=int, default=None, metavar="BYTES",
@@ -141,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         exit_timeout_secs=args.exit_timeout_secs,
         server_id=args.server_id,
         cache_config=cache_config,
+        allow_client_shm=args.allow_client_shm,
     )
     try:
         core = InferenceServer(options)

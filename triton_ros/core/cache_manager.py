@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from .datatypes import serialize_bytes_tensor
+from .datatypes import tensor_to_bytes
 from .errors import invalid_arg, unsupported
 from .infer_request import InferRequest
 
@@ -97,13 +97,6 @@ def create_cache(config: CacheConfig | None) -> "LocalCache | None":
 # Keys and sizes
 # ------------------------------------------------------------------------------------------
 
-def _tensor_bytes(array: np.ndarray) -> bytes | memoryview:
-    if array.dtype == np.object_:
-        # BYTES: the same length-prefixed form the protocols use, so equal tensors hash equal.
-        return serialize_bytes_tensor(array)
-    return memoryview(np.ascontiguousarray(array)).cast("B")
-
-
 def request_cache_key(model_name: str, version: int, request: InferRequest) -> bytes:
     """The cache key of a normalized request for a model version."""
     h = hashlib.blake2b(digest_size=16)
@@ -120,7 +113,8 @@ def request_cache_key(model_name: str, version: int, request: InferRequest) -> b
         put(name)
         put(str(array.dtype) if array.dtype != np.object_ else "BYTES")
         put(",".join(str(int(d)) for d in array.shape))
-        data = _tensor_bytes(array)
+        # BYTES hash in the length-prefixed wire form, so equal tensors hash equal.
+        data = tensor_to_bytes(array)
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
     if request.requested_outputs is None:

@@ -6,11 +6,12 @@ travel as 4-byte little-endian length-prefixed elements on the wire, as in Trito
 """
 from __future__ import annotations
 
+import math
 import struct
 
 import numpy as np
 
-from .errors import invalid_arg
+from .errors import TritonRosError, invalid_arg
 
 # protocol datatype -> numpy dtype (BYTES is an object array of bytes)
 _NP_OF: dict[str, np.dtype] = {
@@ -106,3 +107,30 @@ def deserialize_bytes_tensor(buffer: bytes | memoryview, count: int | None = Non
     out = np.empty(len(items), dtype=np.object_)
     out[:] = items
     return out
+
+
+def tensor_to_bytes(array: np.ndarray) -> bytes | memoryview:
+    """A tensor's wire bytes: raw row-major data, or the length-prefixed form for BYTES."""
+    if array.dtype == np.object_:
+        return serialize_bytes_tensor(array)
+    return memoryview(np.ascontiguousarray(array)).cast("B")
+
+
+def tensor_from_bytes(raw: bytes | memoryview, datatype: str, shape: tuple[int, ...], *,
+                      input_name: str, model_name: str) -> np.ndarray:
+    """An input tensor from its wire bytes (raw contents, binary data or shared memory), with
+    Triton's errors for a byte count that does not match the shape. Fixed-size types are wrapped
+    without a copy (read-only)."""
+    dtype = to_numpy_dtype(datatype)
+    count = math.prod(shape)
+    if datatype == "BYTES":
+        try:
+            return deserialize_bytes_tensor(raw, count).reshape(shape)
+        except TritonRosError as exc:
+            raise invalid_arg(f"input '{input_name}' for model '{model_name}': "
+                              f"{exc.message}") from None
+    expected = count * dtype.itemsize
+    if len(raw) != expected:
+        raise invalid_arg(f"input byte size mismatch for input '{input_name}' for model "
+                          f"'{model_name}'. Expected {expected}, got {len(raw)}")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape)

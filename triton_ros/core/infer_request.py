@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -20,11 +20,17 @@ from .datatypes import from_numpy_dtype
 from .errors import TritonRosError, invalid_arg
 from .model_config import WILDCARD_DIM, ModelConfig
 
+if TYPE_CHECKING:
+    from .shared_memory_manager import SharedMemoryBlock
+
 
 @dataclass(frozen=True)
 class RequestedOutput:
     name: str
     class_count: int = 0               # > 0: Triton's classification extension (top-k labels)
+    # Where the client wants the output written (shared memory extension); the frontend writes
+    # it there when it encodes the response, and the response carries no data for it.
+    shared_memory: SharedMemoryBlock | None = None
 
 
 @dataclass
@@ -70,6 +76,11 @@ class InferRequest:
     def set_error(self, error: TritonRosError) -> None:
         if not self.future.done():
             self.future.set_exception(error)
+
+    def shared_memory_outputs(self) -> dict[str, SharedMemoryBlock]:
+        """The requested outputs to write into shared memory, by name."""
+        return {o.name: o.shared_memory for o in self.requested_outputs or ()
+                if o.shared_memory is not None}
 
     def output_names(self, config: ModelConfig) -> list[str]:
         if self.requested_outputs is None:

@@ -3,8 +3,9 @@
 :class:`InferenceServer` wraps the model repository manager and answers the questions of the
 KServe v2 protocol and Triton's extensions in the core's own types: liveness and readiness,
 server and model metadata, configuration, statistics, the repository index, load and unload, and
-inference. The gRPC endpoint, the HTTP endpoint and the ROS node are thin frontends over it, so a
-gRPC request and a camera frame reach the same model's same dynamic batcher.
+inference; it owns the registry of client shared memory regions (``shared_memory``). The gRPC
+endpoint, the HTTP endpoint and the ROS node are thin frontends over it, so a gRPC request and a
+camera frame reach the same model's same dynamic batcher.
 
 This module, like the whole core, imports neither rclpy nor grpc.
 """
@@ -23,6 +24,7 @@ from .infer_stats import StatsSnapshot
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
 from .model_repository_manager import READY, ModelRepositoryManager, RepositoryEntry
+from .shared_memory_manager import SharedMemoryManager
 
 _log = logging.getLogger("triton_ros.server")
 
@@ -35,6 +37,7 @@ EXTENSIONS = (
     "binary_tensor_data",
     "parameters",
     "statistics",
+    "system_shared_memory",
 )
 
 
@@ -51,6 +54,7 @@ class ServerOptions:
     exit_timeout_secs: float = 30.0
     server_id: str = "triton"
     cache_config: CacheConfig | None = None      # --cache-config local,size=N
+    allow_client_shm: bool = False               # --allow-client-shm (Triton's default: off)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,8 @@ class InferenceServer:
             poll_secs=options.repository_poll_secs,
             response_cache=self.response_cache,
         )
+        # Client shared memory regions, one registry for every frontend.
+        self.shared_memory = SharedMemoryManager(allow_client_shm=options.allow_client_shm)
         self._started = False
         self._stopping = False
         self._lock = threading.Lock()
@@ -106,6 +112,7 @@ class InferenceServer:
                 return
             self._stopping = True
         self.repository.stop(timeout=self.options.exit_timeout_secs)
+        self.shared_memory.close()
 
     # ---------------------------------------------------------------- health
     def is_live(self) -> bool:

@@ -1,23 +1,30 @@
 """Conversion between Triton's gRPC messages (``inference.*``, from tritonclient) and core types.
 
 Kept apart from the servicer so that the servicer only converts and delegates. Input tensors are
-read from ``raw_input_contents`` without a copy (``np.frombuffer``) or from the typed
-``contents`` fields; every size and type mismatch becomes an INVALID_ARG error naming the input.
+read from ``raw_input_contents`` without a copy (``np.frombuffer``), from the typed ``contents``
+fields or, with the shared memory extension (``shared_memory_region`` / ``_offset`` /
+``_byte_size`` parameters), copied out of a registered region; outputs asked for in shared memory
+are written there and keep an empty ``raw_output_contents`` entry. Every size and type mismatch
+becomes an INVALID_ARG error naming the input.
 """
 from __future__ import annotations
 
 import math
+from typing import Mapping
 
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
-from ..core.datatypes import (PROTOCOL_DATATYPES, deserialize_bytes_tensor, from_numpy_dtype,
-                              serialize_bytes_tensor, to_numpy_dtype)
-from ..core.errors import TritonRosError, invalid_arg, unsupported
+from ..core.datatypes import (PROTOCOL_DATATYPES, from_numpy_dtype, tensor_from_bytes,
+                              tensor_to_bytes, to_numpy_dtype)
+from ..core.errors import invalid_arg, unsupported
 from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
 from ..core.infer_stats import Duration, StatsSnapshot
 from ..core.model_repository_manager import RepositoryEntry
 from ..core.server import ModelMetadata, ServerMetadata
+from ..core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
+                                          SharedMemoryBlock, SharedMemoryManager,
+                                          SystemRegionStatus, shared_memory_params, write_outputs)
 
 # datatype -> InferTensorContents field for typed (non-raw) tensor data
 _CONTENTS_FIELD = {
@@ -47,7 +54,11 @@ def param_value(p) -> object:
     return getattr(p, which) if which else None
 
 
-def decode_infer_request(msg: pb.ModelInferRequest) -> InferRequest:
+def decode_infer_request(msg: pb.ModelInferRequest,
+                         shared_memory: SharedMemoryManager = NO_REGIONS) -> InferRequest:
+    """A ModelInferRequest as a core request. Inputs in shared memory are copied out of their
+    region now; outputs in shared memory are checked against theirs (``shared_memory`` is the
+    server's registry; by default no region exists)."""
     model = msg.model_name
     params = {k: param_value(v) for k, v in msg.parameters.items()}
     priority = params.pop("priority", 0) or 0
@@ -61,34 +72,60 @@ def decode_infer_request(msg: pb.ModelInferRequest) -> InferRequest:
             raise unsupported(f"sequence batching parameters are not supported (got "
                               f"'{unsupported_param}' for model '{model}')")
 
+    shm_inputs = [_shared_memory_params(t) for t in msg.inputs]
     raw = msg.raw_input_contents
-    if raw and len(raw) != len(msg.inputs):
-        raise invalid_arg(f"expected {len(msg.inputs)} raw input contents (one per input) but got "
-                          f"{len(raw)} for model '{model}'")
+    # Inputs in shared memory have no raw contents: the others take them in order.
+    raw_count = sum(1 for p in shm_inputs if p is None)
+    if raw and len(raw) != raw_count:
+        raise invalid_arg(f"expected {raw_count} raw input contents (one per input not in shared "
+                          f"memory) but got {len(raw)} for model '{model}'")
+    raw_iter = iter(raw)
     inputs: dict[str, np.ndarray] = {}
-    for index, tensor in enumerate(msg.inputs):
+    for tensor, shm in zip(msg.inputs, shm_inputs):
         if tensor.name in inputs:
             raise invalid_arg(f"input '{tensor.name}' already exists in request")
-        if "shared_memory_region" in tensor.parameters:
-            raise unsupported(f"input '{tensor.name}': shared memory is not supported by "
-                              f"triton_ros; send the data in the request")
-        inputs[tensor.name] = _decode_tensor(model, tensor, raw[index] if raw else None)
+        if shm is not None:
+            if tensor.HasField("contents"):
+                raise invalid_arg(f"unexpected 'content' provided when using shared memory for "
+                                  f"input tensor '{tensor.name}' for model '{model}'")
+            data = shared_memory.read(*shm)
+            inputs[tensor.name] = _decode_tensor(model, tensor, data)
+        else:
+            inputs[tensor.name] = _decode_tensor(model, tensor, next(raw_iter) if raw else None)
 
     requested = None
     if msg.outputs:
         outs = []
         for out in msg.outputs:
-            if "shared_memory_region" in out.parameters:
-                raise unsupported(f"output '{out.name}': shared memory is not supported by "
-                                  f"triton_ros")
+            shm = _shared_memory_params(out)
             count = param_value(out.parameters["classification"]) if "classification" in out.parameters else 0
-            outs.append(RequestedOutput(out.name, int(count or 0)))
+            block = None
+            if shm is not None:
+                if "classification" in out.parameters:
+                    raise invalid_arg("output can't set both 'shared_memory_region' and "
+                                      "'classification'")
+                block = shared_memory.block(*shm)
+            outs.append(RequestedOutput(out.name, int(count or 0), shared_memory=block))
         requested = tuple(outs)
 
     return InferRequest(model_name=model, inputs=inputs,
                         model_version=parse_version(msg.model_version), id=msg.id,
                         requested_outputs=requested, priority=int(priority),
                         timeout_us=int(timeout), parameters=params)
+
+
+def _shared_memory_params(tensor) -> tuple[str, int, int] | None:
+    """(region, offset, byte size) of an input or requested output in shared memory, or None;
+    Triton's messages for mistyped parameters."""
+    typed = {}
+    for key, choice in zip(SHM_PARAMETERS, ("string_param", "int64_param", "int64_param")):
+        if key in tensor.parameters:
+            p = tensor.parameters[key]
+            if p.WhichOneof("parameter_choice") != choice:
+                raise invalid_arg(f"invalid value type for '{key}' parameter for tensor "
+                                  f"'{tensor.name}', expected {choice}.")
+            typed[key] = getattr(p, choice)
+    return shared_memory_params(tensor.name, typed)
 
 
 def _decode_tensor(model: str, tensor, raw: bytes | None) -> np.ndarray:
@@ -106,16 +143,7 @@ def _decode_tensor(model: str, tensor, raw: bytes | None) -> np.ndarray:
         if has_contents:
             raise invalid_arg(f"contents field must not be specified when using "
                               f"raw_input_contents for '{name}' for model '{model}'")
-        if datatype == "BYTES":
-            try:
-                return deserialize_bytes_tensor(raw, count).reshape(shape)
-            except TritonRosError as exc:
-                raise invalid_arg(f"input '{name}' for model '{model}': {exc.message}") from None
-        expected = count * dtype.itemsize
-        if len(raw) != expected:
-            raise invalid_arg(f"input byte size mismatch for input '{name}' for model '{model}'. "
-                              f"Expected {expected}, got {len(raw)}")
-        return np.frombuffer(raw, dtype=dtype).reshape(shape)
+        return tensor_from_bytes(raw, datatype, shape, input_name=name, model_name=model)
 
     field = _CONTENTS_FIELD.get(datatype)
     if field is None:
@@ -135,17 +163,21 @@ def _decode_tensor(model: str, tensor, raw: bytes | None) -> np.ndarray:
         raise invalid_arg(f"input '{name}' for model '{model}': a value does not fit {datatype}") from None
 
 
-def encode_infer_response(resp: InferResponse) -> pb.ModelInferResponse:
+def encode_infer_response(resp: InferResponse,
+                          shared_memory: Mapping[str, SharedMemoryBlock] | None = None
+                          ) -> pb.ModelInferResponse:
+    """The response message; outputs with a shared memory block are written into it and, as in
+    Triton, keep their tensor entry with an empty raw_output_contents."""
+    if shared_memory:
+        write_outputs(resp.outputs, shared_memory)
     msg = pb.ModelInferResponse(model_name=resp.model_name, model_version=str(resp.model_version),
                                 id=resp.id)
     for name, array in resp.outputs.items():
-        datatype = from_numpy_dtype(array.dtype)
-        out = msg.outputs.add(name=name, datatype=datatype, shape=array.shape)
-        del out  # the tensor metadata is set; the data goes into raw_output_contents
-        if datatype == "BYTES":
-            msg.raw_output_contents.append(serialize_bytes_tensor(array))
+        msg.outputs.add(name=name, datatype=from_numpy_dtype(array.dtype), shape=array.shape)
+        if shared_memory and name in shared_memory:
+            msg.raw_output_contents.append(b"")
         else:
-            msg.raw_output_contents.append(np.ascontiguousarray(array).tobytes())
+            msg.raw_output_contents.append(bytes(tensor_to_bytes(array)))
     for key, value in resp.parameters.items():
         _set_param(msg.parameters[key], value)
     return msg
@@ -216,3 +248,19 @@ def decode_load_parameters(msg: pb.RepositoryModelLoadRequest) -> tuple[str | No
         else:
             raise invalid_arg(f"unrecognized load parameter '{key}'")
     return config_json, files
+
+
+def encode_system_shm_status(regions: list[SystemRegionStatus]) -> pb.SystemSharedMemoryStatusResponse:
+    out = pb.SystemSharedMemoryStatusResponse()
+    for r in regions:
+        out.regions[r.name].CopyFrom(pb.SystemSharedMemoryStatusResponse.RegionStatus(
+            name=r.name, key=r.key, offset=r.offset, byte_size=r.byte_size))
+    return out
+
+
+def encode_cuda_shm_status(regions: list[CudaRegionStatus]) -> pb.CudaSharedMemoryStatusResponse:
+    out = pb.CudaSharedMemoryStatusResponse()
+    for r in regions:
+        out.regions[r.name].CopyFrom(pb.CudaSharedMemoryStatusResponse.RegionStatus(
+            name=r.name, device_id=r.device_id, byte_size=r.byte_size))
+    return out

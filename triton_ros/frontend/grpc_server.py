@@ -4,7 +4,8 @@ The servicer only converts (``grpc_codec``) and delegates to the shared
 :class:`~triton_ros.core.server.InferenceServer`; errors keep the status code Triton uses
 (INVALID_ARG -> INVALID_ARGUMENT, UNSUPPORTED -> UNIMPLEMENTED, ...). It runs on ``grpc.aio`` in
 a thread of its own, so the same process can also spin a ROS node. Requests from many clients
-reach the same model batchers as every other frontend.
+reach the same model batchers as every other frontend. The shared memory RPCs delegate to the
+core's region registry (system shared memory; CUDA shared memory is refused as UNIMPLEMENTED).
 """
 from __future__ import annotations
 
@@ -107,12 +108,47 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             return pb.RepositoryModelUnloadResponse()
         return await self._call(context, unload, blocking=True)
 
+    # ---------------------------------------------------------------- shared memory
+    async def SystemSharedMemoryStatus(self, request, context):
+        return await self._call(context, lambda: codec.encode_system_shm_status(
+            self._core.shared_memory.system_status(request.name)))
+
+    async def SystemSharedMemoryRegister(self, request, context):
+        def register():
+            self._core.shared_memory.register_system(request.name, request.key, request.offset,
+                                                     request.byte_size)
+            return pb.SystemSharedMemoryRegisterResponse()
+        return await self._call(context, register)
+
+    async def SystemSharedMemoryUnregister(self, request, context):
+        def unregister():
+            self._core.shared_memory.unregister_system(request.name)
+            return pb.SystemSharedMemoryUnregisterResponse()
+        return await self._call(context, unregister)
+
+    async def CudaSharedMemoryStatus(self, request, context):
+        return await self._call(context, lambda: codec.encode_cuda_shm_status(
+            self._core.shared_memory.cuda_status(request.name)))
+
+    async def CudaSharedMemoryRegister(self, request, context):
+        def register():
+            self._core.shared_memory.register_cuda(request.name, device_id=request.device_id,
+                                                   byte_size=request.byte_size)
+            return pb.CudaSharedMemoryRegisterResponse()
+        return await self._call(context, register)
+
+    async def CudaSharedMemoryUnregister(self, request, context):
+        def unregister():
+            self._core.shared_memory.unregister_cuda(request.name)
+            return pb.CudaSharedMemoryUnregisterResponse()
+        return await self._call(context, unregister)
+
     # ---------------------------------------------------------------- inference
     async def ModelInfer(self, request, context):
         try:
-            infer_request = codec.decode_infer_request(request)
+            infer_request = codec.decode_infer_request(request, self._core.shared_memory)
             response = await asyncio.wrap_future(self._core.infer(infer_request))
-            return codec.encode_infer_response(response)
+            return codec.encode_infer_response(response, infer_request.shared_memory_outputs())
         except TritonRosError as exc:
             await context.abort(GRPC_STATUS[exc.code], exc.message)
         except asyncio.CancelledError:
@@ -144,18 +180,17 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 async for msg in request_iterator:
                     state["in_flight"] += 1
                     try:
-                        infer_request = codec.decode_infer_request(msg)
+                        infer_request = codec.decode_infer_request(msg, self._core.shared_memory)
                     except TritonRosError as exc:
                         finish_one(error_item(msg, exc.message))
                         continue
                     future = asyncio.wrap_future(self._core.infer(infer_request))
 
-                    def on_done(f, msg=msg) -> None:
-                        exc = f.exception()
-                        if exc is None:
+                    def on_done(f, msg=msg, shm=infer_request.shared_memory_outputs()) -> None:
+                        try:
                             item = pb.ModelStreamInferResponse(
-                                infer_response=codec.encode_infer_response(f.result()))
-                        else:
+                                infer_response=codec.encode_infer_response(f.result(), shm))
+                        except Exception as exc:  # the model's error, or writing an output
                             item = error_item(msg, as_triton_error(exc).message)
                         finish_one(item)
 

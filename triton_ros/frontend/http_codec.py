@@ -8,7 +8,10 @@ An inference request body is a JSON header, optionally followed by binary tensor
 request parameter ``binary_data_output`` for the outputs not named), in which case the response
 JSON gives each output's ``binary_data_size`` and the bytes follow the JSON in output order.
 BYTES elements travel as 4-byte little-endian length-prefixed strings in binary, as strings in
-JSON. Every malformed field becomes an INVALID_ARG error naming it, with Triton's messages.
+JSON. With the shared memory extension an input or requested output names a registered region
+(``shared_memory_region``, ``shared_memory_offset``, ``shared_memory_byte_size`` parameters): the
+input is read from it, the output written into it and listed in the response without data.
+Every malformed field becomes an INVALID_ARG error naming it, with Triton's messages.
 """
 from __future__ import annotations
 
@@ -17,17 +20,20 @@ import binascii
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
-from ..core.datatypes import (PROTOCOL_DATATYPES, deserialize_bytes_tensor, from_numpy_dtype,
-                              serialize_bytes_tensor, to_numpy_dtype)
-from ..core.errors import TritonRosError, invalid_arg, unsupported
+from ..core.datatypes import (PROTOCOL_DATATYPES, from_numpy_dtype, tensor_from_bytes,
+                              tensor_to_bytes, to_numpy_dtype)
+from ..core.errors import invalid_arg, unsupported
 from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
 from ..core.infer_stats import Duration, StatsSnapshot
 from ..core.model_repository_manager import RepositoryEntry
 from ..core.server import ModelMetadata, ServerMetadata
+from ..core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
+                                          SharedMemoryBlock, SharedMemoryManager,
+                                          SystemRegionStatus, shared_memory_params, write_outputs)
 
 INFER_HEADER = "inference-header-content-length"
 MAX_JSON_NESTING_DEPTH = 100     # HTTP_MAX_JSON_NESTING_DEPTH
@@ -95,9 +101,13 @@ def _str(value: Any, what: str) -> str:
 # ------------------------------------------------------------------------------------------
 
 def decode_infer_request(model_name: str, version: int, body: bytes | memoryview,
-                         header_length: int | None) -> tuple[InferRequest, OutputPlan]:
+                         header_length: int | None,
+                         shared_memory: SharedMemoryManager = NO_REGIONS
+                         ) -> tuple[InferRequest, OutputPlan]:
     """Parse an inference request body. ``header_length`` is the Inference-Header-Content-Length
-    (None: the whole body is JSON)."""
+    (None: the whole body is JSON). Inputs in shared memory are copied out of their region now;
+    outputs in shared memory are checked against theirs (``shared_memory`` is the server's
+    registry; by default no region exists)."""
     view = memoryview(body)
     if header_length is None:
         header_length = len(view)
@@ -145,7 +155,7 @@ def decode_infer_request(model_name: str, version: int, body: bytes | memoryview
         name = _str(item.get("name"), "name")
         if name in inputs:
             raise invalid_arg(f"input '{name}' already exists in request")
-        array, used = _decode_input(model_name, name, item, binary[offset:])
+        array, used = _decode_input(model_name, name, item, binary[offset:], shared_memory)
         offset += used
         inputs[name] = array
     if offset != len(binary):
@@ -164,12 +174,19 @@ def decode_infer_request(model_name: str, version: int, body: bytes | memoryview
             out_params = item.get("parameters", {})
             if not isinstance(out_params, dict):
                 raise invalid_arg(f"Unable to parse 'parameters' of output '{name}'")
-            if "shared_memory_region" in out_params:
-                raise unsupported(f"output '{name}': shared memory is not supported by "
-                                  f"triton_ros")
             class_count = _uint(out_params.get("classification", 0), "classification")
             plan.binary[name] = _bool(out_params.get("binary_data", False), "binary_data")
-            requested.append(RequestedOutput(name, class_count))
+            block = None
+            shm = _shared_memory_params(name, out_params)
+            if shm is not None:
+                if "classification" in out_params:
+                    raise invalid_arg("Output can't set both 'shared_memory_region' and "
+                                      "'classification'")
+                if plan.binary[name]:
+                    raise invalid_arg("Output can't set both 'shared_memory_region' and "
+                                      "'binary_data'")
+                block = shared_memory.block(*shm)
+            requested.append(RequestedOutput(name, class_count, shared_memory=block))
         requested = tuple(requested)
 
     request = InferRequest(model_name=model_name, inputs=inputs, model_version=version,
@@ -178,7 +195,22 @@ def decode_infer_request(model_name: str, version: int, body: bytes | memoryview
     return request, plan
 
 
-def _decode_input(model: str, name: str, item: dict, binary: memoryview) -> tuple[np.ndarray, int]:
+def _shared_memory_params(name: str, params: dict) -> tuple[str, int, int] | None:
+    """(region, offset, byte size) of an input or requested output in shared memory, or None."""
+    typed: dict[str, str | int] = {}
+    for key in SHM_PARAMETERS:
+        if key in params:
+            if key == "shared_memory_region":
+                if not isinstance(params[key], str):
+                    raise invalid_arg("Unable to parse 'shared_memory_region'")
+                typed[key] = params[key]
+            else:
+                typed[key] = _uint(params[key], key)
+    return shared_memory_params(name, typed)
+
+
+def _decode_input(model: str, name: str, item: dict, binary: memoryview,
+                  shared_memory: SharedMemoryManager) -> tuple[np.ndarray, int]:
     """One input tensor and how many bytes of the binary section it consumed."""
     datatype = _str(item.get("datatype"), "datatype")
     shape_json = item.get("shape")
@@ -201,29 +233,22 @@ def _decode_input(model: str, name: str, item: dict, binary: memoryview) -> tupl
                 ("data", has_data), ("binary_data_size", has_binary),
                 ("shared_memory_region", has_shm)) if on)
         raise invalid_arg(msg)
-    if has_shm:
-        raise unsupported(f"input '{name}': shared memory is not supported by triton_ros; send "
-                          f"the data in the request")
+    shm = _shared_memory_params(name, params)
     if datatype not in PROTOCOL_DATATYPES:
         raise invalid_arg(f"invalid datatype '{datatype}' for input '{name}' of model '{model}'")
     dtype = to_numpy_dtype(datatype)
     count = math.prod(shape)
 
+    if shm is not None:
+        data = shared_memory.read(*shm)
+        return tensor_from_bytes(data, datatype, shape, input_name=name, model_name=model), 0
     if has_binary:
         size = _uint(params["binary_data_size"], "binary_data_size")
         if size > len(binary):
             raise invalid_arg(f"unexpected size for input '{name}', expecting "
                               f"{size - len(binary)} additional bytes for model '{model}'")
-        raw = binary[:size]
-        if datatype == "BYTES":
-            try:
-                return deserialize_bytes_tensor(raw, count).reshape(shape), size
-            except TritonRosError as exc:
-                raise invalid_arg(f"input '{name}' for model '{model}': {exc.message}") from None
-        if size != count * dtype.itemsize:
-            raise invalid_arg(f"input byte size mismatch for input '{name}' for model '{model}'. "
-                              f"Expected {count * dtype.itemsize}, got {size}")
-        return np.frombuffer(raw, dtype=dtype).reshape(shape), size
+        return tensor_from_bytes(binary[:size], datatype, shape, input_name=name,
+                                 model_name=model), size
 
     return _decode_json_data(model, name, datatype, dtype, shape, count, item["data"]), 0
 
@@ -299,10 +324,15 @@ def _json_data(name: str, datatype: str, array: np.ndarray) -> list:
     return flat.tolist()
 
 
-def encode_infer_response(response: InferResponse,
-                          plan: OutputPlan) -> tuple[list[bytes | memoryview], int | None]:
+def encode_infer_response(response: InferResponse, plan: OutputPlan,
+                          shared_memory: Mapping[str, SharedMemoryBlock] | None = None
+                          ) -> tuple[list[bytes | memoryview], int | None]:
     """The response body as chunks (JSON first, then binary outputs in order) and the JSON
-    length for the Inference-Header-Content-Length header (None: JSON only)."""
+    length for the Inference-Header-Content-Length header (None: JSON only). Outputs with a
+    shared memory block are written into it and, as in Triton, listed without data."""
+    shared_memory = shared_memory or {}
+    if shared_memory:
+        write_outputs(response.outputs, shared_memory)
     body: dict[str, Any] = {}
     if response.id:
         body["id"] = response.id
@@ -317,11 +347,10 @@ def encode_infer_response(response: InferResponse,
         datatype = from_numpy_dtype(array.dtype)
         out: dict[str, Any] = {"name": name, "datatype": datatype,
                                "shape": [int(d) for d in array.shape]}
-        if plan.is_binary(name):
-            if datatype == "BYTES":
-                data: bytes | memoryview = serialize_bytes_tensor(array)
-            else:
-                data = memoryview(np.ascontiguousarray(array)).cast("B")
+        if name in shared_memory:
+            pass    # already in the client's region: no data here
+        elif plan.is_binary(name):
+            data = tensor_to_bytes(array)
             out["parameters"] = {"binary_data_size": len(data)}
             if len(data):
                 chunks.append(data)
@@ -333,9 +362,13 @@ def encode_infer_response(response: InferResponse,
     return [header, *chunks], (len(header) if chunks else None)
 
 
-def response_is_heavy(response: InferResponse, plan: OutputPlan, limit: int = 1 << 15) -> bool:
-    """Whether encoding would take long enough to run off the event loop (large JSON data)."""
-    return any(not plan.is_binary(n) and a.size > limit for n, a in response.outputs.items())
+def response_is_heavy(response: InferResponse, plan: OutputPlan,
+                      shared_memory: Mapping[str, SharedMemoryBlock] | None = None,
+                      limit: int = 1 << 15) -> bool:
+    """Whether encoding would take long enough to run off the event loop (large JSON data, or
+    a large copy into shared memory)."""
+    return any((not plan.is_binary(n) or (shared_memory and n in shared_memory))
+               and a.size > limit for n, a in response.outputs.items())
 
 
 # ------------------------------------------------------------------------------------------
@@ -441,3 +474,30 @@ def decode_unload_request(body: bytes) -> bool:
         raise invalid_arg(f"Unable to parse 'unload_dependents': expected a boolean, got "
                           f"{json.dumps(value)}")
     return value
+
+
+# ------------------------------------------------------------------------------------------
+# Shared memory
+# ------------------------------------------------------------------------------------------
+
+def encode_system_shm_status(regions: list[SystemRegionStatus]) -> bytes:
+    return dumps([{"name": r.name, "key": r.key, "offset": r.offset, "byte_size": r.byte_size}
+                  for r in regions])
+
+
+def encode_cuda_shm_status(regions: list[CudaRegionStatus]) -> bytes:
+    return dumps([{"name": r.name, "device_id": r.device_id, "byte_size": r.byte_size}
+                  for r in regions])
+
+
+def decode_shm_register_request(body: bytes) -> tuple[str, int, int]:
+    """The ``key``, ``offset`` (default 0) and ``byte_size`` of a system shared memory register
+    request."""
+    request = parse_json_object(body, "register")
+    if "key" not in request:
+        raise invalid_arg("Shared memory register request has no 'key' field")
+    key = _str(request["key"], "key")
+    offset = _uint(request.get("offset", 0), "offset")
+    if "byte_size" not in request:
+        raise invalid_arg("Shared memory register request has no 'byte_size' field")
+    return key, offset, _uint(request["byte_size"], "byte_size")

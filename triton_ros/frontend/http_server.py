@@ -13,6 +13,10 @@ Routes, methods, status codes and JSON error bodies (``{"error": "..."}``) are T
 | ``/v2/repository/index`` | POST (``{"ready": bool}``) |
 | ``/v2/repository/models/{m}/load`` | POST (``config``, ``file:<path>`` parameters) |
 | ``/v2/repository/models/{m}/unload`` | POST (``unload_dependents``) |
+| ``/v2/systemsharedmemory[/region/{r}]/status`` | GET: registered regions |
+| ``/v2/systemsharedmemory/region/{r}/register`` | POST (``key``, ``offset``, ``byte_size``) |
+| ``/v2/systemsharedmemory[/region/{r}]/unregister`` | POST: one region, or all |
+| ``/v2/cudasharedmemory/...`` | the same routes: no CUDA region exists; register is 501 |
 
 Core errors map as in Triton: INVALID_ARG (and UNKNOWN, ALREADY_EXISTS, CANCELLED) -> 400,
 NOT_FOUND -> 404, UNAVAILABLE -> 503, UNSUPPORTED -> 501, INTERNAL -> 500; a wrong method is
@@ -63,6 +67,8 @@ JSON = "application/json"
 _MODEL_RE = re.compile(r"/v2/models/([^/]+)(?:/versions/([0-9]+))?(?:/(infer|ready|config|stats))?")
 _REPOSITORY_RE = re.compile(r"/v2/repository(?:/([^/]+))?/(index|models/([^/]+)/(load|unload))")
 _HEALTH_RE = re.compile(r"/v2(?:/health/(live|ready))?")
+_SHM_RE = re.compile(r"/v2/(systemsharedmemory|cudasharedmemory)(?:/region/([^/]+))?/"
+                     r"(status|register|unregister)")
 
 
 class HttpError(Exception):
@@ -177,7 +183,28 @@ class HttpService:
                 await self._blocking(lambda: self._core.unload_model(
                     name, unload_dependents=dependents))
             return Response(200)
+        match = _SHM_RE.fullmatch(path)
+        if match:
+            return self._shared_memory(request, match.group(1) == "cudasharedmemory",
+                                       unquote(match.group(2) or ""), match.group(3))
         raise HttpError(404, "Not Found")
+
+    def _shared_memory(self, request: Request, cuda: bool, region: str, action: str) -> Response:
+        """/v2/{system,cuda}sharedmemory[/region/{r}]/{status,register,unregister}."""
+        shm = self._core.shared_memory
+        self._require(request.method, "GET" if action == "status" else "POST")
+        if action == "status":
+            if cuda:
+                return Response(200, codec.encode_cuda_shm_status(shm.cuda_status(region)))
+            return Response(200, codec.encode_system_shm_status(shm.system_status(region)))
+        if action == "unregister":
+            (shm.unregister_cuda if cuda else shm.unregister_system)(region)
+            return Response(200)
+        if cuda:
+            shm.register_cuda(region, device_id=0, byte_size=0)
+        else:
+            shm.register_system(region, *codec.decode_shm_register_request(request.body))
+        return Response(200)
 
     @staticmethod
     def _require(method: str, expected: str) -> None:
@@ -196,16 +223,19 @@ class HttpService:
             raise invalid_arg(f"request JSON size of {json_size} bytes exceeds the maximum allowed "
                               f"input size of {self._max_input_size} bytes. Use "
                               f"--http-max-input-size to increase the limit.")
-        decode = lambda: codec.decode_infer_request(name, version, body, header_length)  # noqa: E731
+        decode = lambda: codec.decode_infer_request(  # noqa: E731
+            name, version, body, header_length, self._core.shared_memory)
         if json_size > (1 << 16):
             infer_request, plan = await self._blocking(decode)
         else:
             infer_request, plan = decode()
         response = await asyncio.wrap_future(self._core.infer(infer_request))
-        if codec.response_is_heavy(response, plan):
-            chunks, json_length = await self._blocking(codec.encode_infer_response, response, plan)
+        shm = infer_request.shared_memory_outputs()
+        if codec.response_is_heavy(response, plan, shm):
+            chunks, json_length = await self._blocking(codec.encode_infer_response, response,
+                                                       plan, shm)
         else:
-            chunks, json_length = codec.encode_infer_response(response, plan)
+            chunks, json_length = codec.encode_infer_response(response, plan, shm)
         headers: dict[str, str] = {}
         content_type = JSON
         if json_length is not None:
