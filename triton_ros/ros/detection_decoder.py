@@ -136,9 +136,13 @@ def decode_detections(outputs: Mapping[str, np.ndarray], plan: DetectionPlan,
         keep = nms(boxes, scores, cfg.nms_iou_threshold,
                    None if cfg.class_agnostic_nms else classes)
         boxes, scores, classes = boxes[keep], scores[keep], classes[keep]
+    mapped = letterbox.to_source(boxes)
+    # A box lying wholly in the letterbox padding has no area left in the image: not a detection.
+    inside = (mapped[:, 2] > mapped[:, 0]) & (mapped[:, 3] > mapped[:, 1])
+    mapped, scores, classes = mapped[inside], scores[inside], classes[inside]
     if cfg.top_k > 0:
-        boxes, scores, classes = boxes[:cfg.top_k], scores[:cfg.top_k], classes[:cfg.top_k]
-    return DetectionResult(letterbox.to_source(boxes), scores.astype(np.float64), classes)
+        mapped, scores, classes = mapped[:cfg.top_k], scores[:cfg.top_k], classes[:cfg.top_k]
+    return DetectionResult(mapped, scores.astype(np.float64), classes)
 
 
 def to_xyxy(boxes: np.ndarray, box_format: str) -> np.ndarray:

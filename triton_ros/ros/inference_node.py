@@ -170,8 +170,8 @@ def main(args: list[str] | None = None) -> int:
     except TritonRosError as exc:
         _log_error(node, f"cannot start: {exc.message}")
         rc = 1
-    except OSError as exc:                     # e.g. the gRPC port is taken
-        _log_error(node, f"cannot start: {exc}")
+    except Exception as exc:                   # e.g. the gRPC port is taken
+        _log_error(node, f"cannot start: {type(exc).__name__}: {exc}")
         rc = 1
     finally:
         if node is not None:
