@@ -35,10 +35,10 @@ import numpy as np
 
 from .package_files import package_file
 from .ros_process import init_ros, strip_ros_args
-from .synthetic_cameras import CameraSpec, parse_camera
+from .synthetic_cameras import DEFAULT_CAMERAS, CameraSpec, parse_camera
 
-ROBOT1 = ("robot1/camera_front:640x480:rgb8", "robot1/camera_rear:320x240:bgr8")
-ROBOT2 = ("robot2/camera_front:848x480:rgb8", "robot2/camera_rear:424x240:mono8")
+ROBOT1 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot1/"))
+ROBOT2 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot2/"))
 NODE = "/inference_node"
 
 
@@ -226,9 +226,10 @@ def main(argv: list[str] | None = None) -> int:
 def _report(elapsed: float, status, watches: dict, interval: float, grpc_counts: dict) -> None:
     lines = [f"[{elapsed:5.1f} s]"]
     if status is not None:
+        bound = {b.model for b in status.bindings}
         for m in status.models:
-            if m.state != "READY" and not m.input_rate:
-                continue
+            if m.name not in bound and not m.input_rate:
+                continue                       # loaded but idle: nothing to show
             lines.append(f"  model {m.name} v{m.version} {m.state}: {m.input_rate:6.1f} req/s, "
                          f"{m.execution_rate:5.1f} exec/s, mean batch {m.mean_batch_size:4.2f}, "
                          f"queue {m.queue_depth}, latency p50 {m.latency_p50_ms:5.1f} ms "

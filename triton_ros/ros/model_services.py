@@ -42,28 +42,27 @@ class ModelServices:
         response.message = error.message
         return response
 
-    def _load(self, request, response):
-        self._log.info(f"loading model '{request.model_name}'")
+    def _control(self, response, verb: str, name: str, action):
+        """Run a load or unload and answer with its outcome (the core's message on failure)."""
+        self._log.info(f"{verb}ing model '{name}'")
         try:
-            self._core.load_model(request.model_name, config_json=request.config or None)
+            action()
         except Exception as exc:
-            return self._fail(response, f"~/load_model '{request.model_name}'", exc)
+            return self._fail(response, f"~/{verb}_model '{name}'", exc)
         response.success = True
-        response.message = f"model '{request.model_name}' loaded"
+        response.message = f"model '{name}' {verb}ed"
         self._log.info(response.message)
         return response
 
+    def _load(self, request, response):
+        return self._control(response, "load", request.model_name, lambda: self._core.load_model(
+            request.model_name, config_json=request.config or None))
+
     def _unload(self, request, response):
-        self._log.info(f"unloading model '{request.model_name}'")
-        try:
-            self._core.unload_model(request.model_name,
-                                    unload_dependents=request.unload_dependents)
-        except Exception as exc:
-            return self._fail(response, f"~/unload_model '{request.model_name}'", exc)
-        response.success = True
-        response.message = f"model '{request.model_name}' unloaded"
-        self._log.info(response.message)
-        return response
+        return self._control(response, "unload", request.model_name,
+                             lambda: self._core.unload_model(
+                                 request.model_name,
+                                 unload_dependents=request.unload_dependents))
 
     def _list(self, request, response):
         from triton_ros_interfaces.msg import ModelState
