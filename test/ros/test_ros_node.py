@@ -10,7 +10,6 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -150,6 +149,9 @@ def test_a_robot_appearing_later_is_bound_and_unbound_when_it_leaves(env):
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         msgs = rec.wait_for(5, what="detections of the late robot")
+        seen = env.status.count()
+        env.status.wait_for(seen + 2, what="a status while the late robot publishes")
+        published_before = env.binding_status("cams").published
     finally:
         robot.send_signal(signal.SIGINT)
         out, _ = robot.communicate(timeout=TIMEOUT)
@@ -159,6 +161,10 @@ def test_a_robot_appearing_later_is_bound_and_unbound_when_it_leaves(env):
     # gone for longer than forget_after_s (2 s): unbound
     wait_until(lambda: f"{NS}/robot3/camera_up/image_raw has had no publisher" in env.node.log(),
                what="the late robot to be unbound")
+    # its frames still count in the binding's totals
+    seen = env.status.count()
+    env.status.wait_for(seen + 2, what="a status after the unbinding")
+    assert env.binding_status("cams").published >= published_before >= len(msgs)
 
 
 def test_tensor_list_output(env):

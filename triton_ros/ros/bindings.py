@@ -35,7 +35,7 @@ from .diagnostics import DiagnosticsReporter
 from .parameters import BindingConfig
 from .preprocess import (InputPlan, Letterbox, MalformedImage, Preprocessor, check_image,
                          plan_input)
-from .source import Frame, Source
+from .source import Frame, Source, SourceCounters
 from .topic_discovery import TopicMatcher
 
 LOG_EVERY_NS = 5_000_000_000           # repeated errors of one kind: one log line per 5 s
@@ -79,6 +79,7 @@ class Binding:
         self._message_type = output_messages.message_type(config.format)
         self._sources: dict[str, Source] = {}
         self._sources_lock = threading.Lock()
+        self.retired = SourceCounters()        # totals of unbound sources, kept for the totals
         self._plan: ModelPlan | None = None
         self._plan_error: tuple[Any, TritonRosError] | None = None
         self._plan_lock = threading.Lock()
@@ -135,6 +136,8 @@ class Binding:
         self._node.destroy_subscription(source.subscription)
         self._node.destroy_publisher(source.publisher)
         counters, _, _ = source.snapshot()
+        with self._sources_lock:
+            self.retired.add(counters)
         self._log.info(f"binding '{self.config.name}': {topic} has had no publisher for "
                        f"{self.config.forget_after_s:g} s; unbound (received {counters.received}, "
                        f"published {counters.published}, dropped {counters.dropped})")

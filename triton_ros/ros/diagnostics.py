@@ -205,6 +205,7 @@ class DiagnosticsReporter:
         inference: list[int] = []
         period_in = period_out = period_drop = 0
         period_bad = 0
+        totals = binding.retired.copy()        # sources unbound earlier still count
         for source in binding.sources():
             counters, in_flight, _ = source.snapshot()
             e2e += source.e2e_latency.drain()
@@ -221,13 +222,14 @@ class DiagnosticsReporter:
             period_bad += d_bad
             health.source_count += 1
             health.in_flight += in_flight
-            for name in ("dropped_stale", "dropped_superseded", "dropped_malformed",
-                         "dropped_unavailable", "failed", "received", "published"):
-                setattr(health, name, getattr(health, name) + getattr(counters, name))
+            totals.add(counters)
             health.sources.append(SourceHealth(
                 source.topic, source.output_topic,
                 d_in / period_s if period_s > 0 else 0.0,
                 d_out / period_s if period_s > 0 else 0.0, counters.dropped))
+        for name in ("dropped_stale", "dropped_superseded", "dropped_malformed",
+                     "dropped_unavailable", "failed", "received", "published"):
+            setattr(health, name, getattr(totals, name))
         health.latency_p50_ms, health.latency_p99_ms = percentiles_ms(e2e)
         health.inference_p50_ms, health.inference_p99_ms = percentiles_ms(inference)
         if period_s > 0:

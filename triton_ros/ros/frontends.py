@@ -86,12 +86,6 @@ class Frontends:
             raise
         return lines
 
-    def port(self, name: str) -> int | None:
-        for started, endpoint in self._started:
-            if started == name:
-                return endpoint.port
-        return None
-
     def stop(self) -> None:
         while self._started:
             name, endpoint = self._started.pop()

@@ -87,7 +87,7 @@ class InferenceNode(Node):
         for line in self.frontends.start():
             log.info(f"serving {line}")
         self.model_services = ModelServices(self, self.core, control_group=self.control_group,
-                                      query_group=self._query_group)
+                                            query_group=self._query_group)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._status_pub = self.create_publisher(InferenceStatus, "~/status", 10)
         self.create_timer(self.config.diagnostics_period_s, self._publish_diagnostics,
@@ -100,9 +100,6 @@ class InferenceNode(Node):
                               callback_group=self._timer_group)
         log.info(f"ready: {len(self.bindings)} binding(s) "
                  f"[{', '.join(b.config.name + ' -> ' + b.config.model for b in self.bindings)}]")
-
-    def grpc_port(self) -> int | None:
-        return self.frontends.port("grpc")
 
     # ---------------------------------------------------------------- periodic work
     def _discover(self) -> None:

@@ -30,6 +30,15 @@ class SourceCounters:
     dropped_unavailable: int = 0
     failed: int = 0
 
+    def add(self, other: "SourceCounters") -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def copy(self) -> "SourceCounters":
+        out = SourceCounters()
+        out.add(self)
+        return out
+
     @property
     def dropped(self) -> int:
         return (self.dropped_stale + self.dropped_superseded + self.dropped_malformed
@@ -116,7 +125,4 @@ class Source:
     def snapshot(self) -> tuple[SourceCounters, int, bool]:
         """(counters copy, frames in flight, whether a frame waits)."""
         with self._lock:
-            c = self.counters
-            return (SourceCounters(c.received, c.published, c.dropped_stale, c.dropped_superseded,
-                                   c.dropped_malformed, c.dropped_unavailable, c.failed),
-                    self._in_flight, self._pending is not None)
+            return self.counters.copy(), self._in_flight, self._pending is not None
