@@ -17,11 +17,13 @@ models unload, and the process exits 0.
 """
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
 
 from ..core.errors import TritonRosError
@@ -47,7 +49,8 @@ class InferenceNode(Node):
         from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
 
         super().__init__(kwargs.pop("node_name", NODE_NAME), **kwargs)
-        route_python_logging()
+        debug = self.get_logger().get_effective_level() <= LoggingSeverity.DEBUG
+        route_python_logging(logging.DEBUG if debug else logging.INFO)   # --log-level applies
         self.config = declare_and_read(self, bundled_repository=package_file("model_repository"))
         for name in self.config.unknown_parameters:
             self.get_logger().warning(f"parameter '{name}' is not a parameter of this node "
