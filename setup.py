@@ -44,6 +44,8 @@ setup(
     entry_points={
         "console_scripts": [
             "triton-ros-server = triton_ros.server_main:main",
+            "inference_node = triton_ros.ros.inference_node:main",
+            "synthetic_cameras = triton_ros.ros.synthetic_cameras:main",
         ],
     },
 )

@@ -1,0 +1,94 @@
+"""Model repositories for the ROS tests: the bundled detector plus small exact models.
+
+- ``detector``: the bundled model; ``detector_b``: a copy under another name (load/unload tests).
+- ``decoded``: UINT8 [256,256,3] HWC in, decoded ``detections`` FP32 [100,6] out, like an ensemble
+  with its own postprocessing. Row 0 is the box (64,64)-(192,192) of class 2 whose score is the
+  mean input pixel / 255 (so the test sees whether raw pixels and the letterbox padding arrived);
+  row 1 is a box inside the letterbox padding of a wide image (score 0.8, class 1); the other
+  rows are padding (score 0).
+- ``classifier``: FP32 [3,32,32] in, ``probs`` [4] out = (mean R, mean G, mean B, 0.5), labels
+  red, green, blue, bias.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _save(graph, path: Path) -> None:
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+
+
+def decoded_detector(path: Path) -> None:
+    base = np.zeros((1, 100, 6), np.float32)
+    base[0, 0] = (64, 64, 192, 192, 0, 2)
+    base[0, 1] = (0, 0, 256, 32, 0.8, 1)
+    mask = np.zeros((1, 100, 6), np.float32)
+    mask[0, 0, 4] = 1.0
+    nodes = [
+        helper.make_node("Cast", ["images"], ["f"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceMean", ["f"], ["m"], axes=[1, 2, 3], keepdims=1),
+        helper.make_node("Reshape", ["m", "shape"], ["m3"]),
+        helper.make_node("Div", ["m3", "k255"], ["score"]),
+        helper.make_node("Mul", ["mask", "score"], ["scores"]),
+        helper.make_node("Add", ["base", "scores"], ["detections"]),
+    ]
+    inits = [numpy_helper.from_array(base, "base"), numpy_helper.from_array(mask, "mask"),
+             numpy_helper.from_array(np.array([-1, 1, 1], np.int64), "shape"),
+             numpy_helper.from_array(np.array(255.0, np.float32), "k255")]
+    graph = helper.make_graph(
+        nodes, "decoded",
+        [helper.make_tensor_value_info("images", TensorProto.UINT8, ["N", 256, 256, 3])],
+        [helper.make_tensor_value_info("detections", TensorProto.FLOAT, ["N", 100, 6])],
+        initializer=inits)
+    _save(graph, path / "1" / "model.onnx")
+    (path / "config.pbtxt").write_text(
+        'name: "decoded"\nbackend: "onnxruntime"\nmax_batch_size: 16\n'
+        'input [ { name: "images" data_type: TYPE_UINT8 dims: [ 256, 256, 3 ] } ]\n'
+        'output [ { name: "detections" data_type: TYPE_FP32 dims: [ 100, 6 ] } ]\n'
+        'dynamic_batching { max_queue_delay_microseconds: 1000 }\n')
+
+
+def classifier(path: Path) -> None:
+    weights = np.zeros((3, 4), np.float32)
+    weights[0, 0] = weights[1, 1] = weights[2, 2] = 1.0
+    nodes = [
+        helper.make_node("ReduceMean", ["image"], ["means"], axes=[2, 3], keepdims=0),
+        helper.make_node("MatMul", ["means", "w"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["probs"]),
+    ]
+    inits = [numpy_helper.from_array(weights, "w"),
+             numpy_helper.from_array(np.array([0, 0, 0, 0.5], np.float32), "b")]
+    graph = helper.make_graph(
+        nodes, "classifier",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 32, 32])],
+        [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", 4])],
+        initializer=inits)
+    _save(graph, path / "1" / "model.onnx")
+    (path / "labels.txt").write_text("red\ngreen\nblue\nbias\n")
+    (path / "config.pbtxt").write_text(
+        'name: "classifier"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
+        'input [ { name: "image" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 32, 32 ] } ]\n'
+        'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" } ]\n'
+        'dynamic_batching { }\n')
+
+
+def make_repository(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ROOT / "model_repository" / "detector", dest / "detector")
+    shutil.copytree(ROOT / "model_repository" / "detector", dest / "detector_b")
+    config = dest / "detector_b" / "config.pbtxt"
+    config.write_text(config.read_text().replace('name: "detector"', 'name: "detector_b"'))
+    decoded_detector(dest / "decoded")
+    classifier(dest / "classifier")
+    return dest

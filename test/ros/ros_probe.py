@@ -1,0 +1,245 @@
+"""Test helpers: the inference node in a process of its own, and a probe node in the test process.
+
+The probe has its own rclpy context and a SingleThreadedExecutor spinning in a thread; it records
+what it receives, publishes camera frames (recording their stamps) and calls services with
+timeouts. ``close()`` shuts the executor down and joins it before the context shuts down.
+"""
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+TIMEOUT = 60.0                       # generous: the machine is shared and has 2 cores
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def stamp_ns(stamp) -> int:
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition",
+               interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+class NodeProcess:
+    """``python -m triton_ros.ros.inference_node`` with a params file; logs to a file."""
+
+    def __init__(self, params: dict, tmp_path: Path, *, name: str,
+                 grpc_port: int | None = None) -> None:
+        self.name = name
+        self.grpc_port = grpc_port or free_port()
+        self.params_file = tmp_path / f"{name}.yaml"
+        self.params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
+        self.log_path = tmp_path / f"{name}.log"
+        self._log = open(self.log_path, "w")
+        cmd = [sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
+               "--params-file", str(self.params_file), "-p", f"grpc.port:={self.grpc_port}",
+               "-r", f"__node:={name}"]
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
+        self.stopped_rc: int | None = None
+
+    def service(self, name: str) -> str:
+        return f"/{self.name}/{name}"
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, probe: "Probe", timeout: float = TIMEOUT) -> None:
+        from triton_ros_interfaces.srv import ListModels
+
+        client = probe.client(ListModels, self.service("list_models"))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"node exited with {self.proc.returncode}:\n{self.log()}")
+            if client.wait_for_service(timeout_sec=0.5) and "ready:" in self.log():
+                return
+        raise AssertionError(f"node did not become ready:\n{self.log()}")
+
+    def stop(self, sig: int = signal.SIGINT, timeout: float = TIMEOUT) -> int:
+        if self.stopped_rc is None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(sig)
+                try:
+                    self.proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            self.stopped_rc = self.proc.returncode
+            self._log.close()
+        return self.stopped_rc
+
+    def stop_and_check(self, sig: int = signal.SIGINT, expected_rc: int = 0) -> None:
+        rc = self.stop(sig)
+        log = self.log_path.read_text(errors="replace")
+        assert rc == expected_rc, f"node exited with {rc}:\n{log}"
+        for bad in ("terminate called", "Aborted", "Traceback"):
+            assert bad not in log, f"'{bad}' in the node's log:\n{log}"
+
+
+class Recorder:
+    """Messages of one subscription with their receipt time (ns, node clock)."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Any, int]] = []
+        self.lock = threading.Lock()
+
+    def add(self, msg, now_ns: int) -> None:
+        with self.lock:
+            self.items.append((msg, now_ns))
+
+    def messages(self) -> list:
+        with self.lock:
+            return [m for m, _ in self.items]
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.items)
+
+    def wait_for(self, n: int, timeout: float = TIMEOUT, what: str = "messages") -> list:
+        wait_until(lambda: self.count() >= n, timeout, f"{n} {what}")
+        return self.messages()
+
+    def last(self):
+        with self.lock:
+            return self.items[-1][0] if self.items else None
+
+
+class Probe:
+    """A node of the test process with its own context and executor thread."""
+
+    def __init__(self, name: str) -> None:
+        import rclpy
+        from rclpy.context import Context
+        from rclpy.executors import SingleThreadedExecutor
+
+        self._rclpy = rclpy
+        self.context = Context()
+        rclpy.init(context=self.context)
+        self.node = rclpy.create_node(name, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self._thread = threading.Thread(target=self.executor.spin, daemon=True)
+        self._thread.start()
+        self._clients: dict[str, Any] = {}
+        self._rigs: list[CameraRig] = []
+
+    def now_ns(self) -> int:
+        return self.node.get_clock().now().nanoseconds
+
+    def subscribe(self, msg_type, topic: str, qos: int = 50) -> Recorder:
+        rec = Recorder()
+        self.node.create_subscription(msg_type, topic, lambda m: rec.add(m, self.now_ns()), qos)
+        return rec
+
+    def image_publisher(self, topic: str):
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import Image
+        return self.node.create_publisher(Image, topic, qos_profile_sensor_data)
+
+    def client(self, srv_type, name: str):
+        if name not in self._clients:
+            self._clients[name] = self.node.create_client(srv_type, name)
+        return self._clients[name]
+
+    def call(self, srv_type, name: str, timeout: float = TIMEOUT, **fields):
+        client = self.client(srv_type, name)
+        assert client.wait_for_service(timeout_sec=timeout), f"service {name} is not available"
+        request = srv_type.Request(**fields)
+        done = threading.Event()
+        future = client.call_async(request)
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(timeout), f"service {name} did not answer within {timeout:.0f} s"
+        return future.result()
+
+    def cameras(self, specs, *, prefix: str = "", rate: float = 20.0,
+                topics: list[str] | None = None) -> "CameraRig":
+        rig = CameraRig(self, specs, prefix=prefix, rate=rate, topics=topics)
+        self._rigs.append(rig)
+        return rig
+
+    def close(self) -> None:
+        for rig in self._rigs:
+            rig.stop()
+        self.executor.shutdown()
+        self._thread.join(timeout=30)
+        self.node.destroy_node()
+        self._rigs.clear()
+        self._rclpy.shutdown(context=self.context)
+
+
+def image_message(pixels: np.ndarray, encoding: str, frame_id: str, stamp):
+    from sensor_msgs.msg import Image
+    from triton_ros.ros.output_messages import uint8_array
+
+    msg = Image()
+    msg.header.stamp = stamp
+    msg.header.frame_id = frame_id
+    msg.height, msg.width = pixels.shape[:2]
+    msg.encoding = encoding
+    msg.step = pixels.shape[1] * (pixels.shape[2] if pixels.ndim == 3 else 1)
+    msg.data = uint8_array(pixels.tobytes())
+    return msg
+
+
+class CameraRig:
+    """Synthetic cameras published from the probe at ``rate``; remembers every stamp it sent."""
+
+    def __init__(self, probe: Probe, specs, *, prefix: str, rate: float,
+                 topics: list[str] | None = None) -> None:
+        from triton_ros.ros.synthetic_cameras import SyntheticScene
+
+        self.probe = probe
+        self.specs = specs
+        self.topics = topics or [s.topic(prefix) for s in specs]
+        self.scenes = [SyntheticScene(s, seed=i) for i, s in enumerate(specs)]
+        self.publishers = [probe.image_publisher(t) for t in self.topics]
+        self.sent: dict[str, dict[int, str]] = {t: {} for t in self.topics}
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._period = 1.0 / rate
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        t0 = time.monotonic()
+        while not self._stop.is_set():
+            stamp = self.probe.node.get_clock().now().to_msg()
+            for spec, scene, topic, pub in zip(self.specs, self.scenes, self.topics,
+                                               self.publishers):
+                pub.publish(image_message(scene.frame(time.monotonic() - t0), spec.encoding,
+                                          spec.frame_id, stamp))
+                with self.lock:
+                    self.sent[topic][stamp_ns(stamp)] = spec.frame_id
+            self._stop.wait(self._period)
+
+    def stamps(self, topic: str) -> dict[int, str]:
+        with self.lock:
+            return dict(self.sent[topic])
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)

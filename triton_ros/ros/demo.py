@@ -1,0 +1,274 @@
+"""The ROS demo (scripts/run.sh): many robots' cameras, one detector, one dynamic batcher.
+
+``python -m triton_ros.ros.demo [--seconds 20] [--rate 30] [--params-file FILE]``
+
+1. starts ``inference_node`` with config/inference.yaml (every ``/robot*/camera*/image_raw`` topic
+   -> the bundled ``detector``), its gRPC endpoint on a free port;
+2. starts robot1's synthetic cameras, then robot2's a few seconds later, as separate processes
+   (four cameras at ``--rate`` Hz, four resolutions and encodings): the node finds robot2 through
+   its topic pattern while running;
+3. sends gRPC requests to the same detector meanwhile (tritonclient), which share its batcher
+   with the camera frames;
+4. prints live, every ``--interval`` seconds, the model's and the binding's status (~/status)
+   and each camera's detections (rate, end-to-end latency, best boxes);
+5. at the end prints the per-model statistics (~/get_model_statistics), stops the cameras and the
+   node with SIGINT and checks that everything exited 0.
+
+Exits 0 when every camera's detections arrived and every process exited cleanly.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .package_files import package_file
+from .ros_process import init_ros, strip_ros_args
+from .synthetic_cameras import DEFAULT_CAMERAS, CameraSpec, parse_camera
+
+ROBOT1 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot1/"))
+ROBOT2 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot2/"))
+NODE = "/inference_node"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class CameraWatch:
+    """Detections received on one camera's output topic."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.count = 0
+        self.window = 0
+        self.latency_ms: collections.deque[float] = collections.deque(maxlen=300)
+        self.last = None
+        self.lock = threading.Lock()
+
+    def on_message(self, msg, now_ns: int) -> None:
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        with self.lock:
+            self.count += 1
+            self.window += 1
+            self.latency_ms.append((now_ns - stamp) / 1e6)
+            self.last = msg
+
+    def line(self, interval: float) -> str:
+        with self.lock:
+            rate = self.window / interval
+            self.window = 0
+            lat = np.median(self.latency_ms) if self.latency_ms else float("nan")
+            last = self.last
+        text = f"  {self.topic:36s} {rate:5.1f} Hz  e2e p50 {lat:6.1f} ms"
+        if last is None:
+            return text + "  (no detections yet)"
+        best = sorted(last.detections, key=lambda d: -d.results[0].hypothesis.score)[:2]
+        boxes = ", ".join(
+            f"{d.results[0].hypothesis.class_id} {d.results[0].hypothesis.score:.3f} @ "
+            f"({d.bbox.center.position.x:.0f},{d.bbox.center.position.y:.0f} "
+            f"{d.bbox.size_x:.0f}x{d.bbox.size_y:.0f})" for d in best)
+        return text + f"  {len(last.detections):3d} boxes [{last.header.frame_id}]  {boxes}"
+
+
+def _start(cmd: list[str], log: Path) -> subprocess.Popen:
+    out = open(log, "w")
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 60.0) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def _grpc_load(url: str, stop: threading.Event, counts: dict) -> None:
+    """Batch-1 requests at about 10 Hz from a gRPC client, into the same detector."""
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(url)
+    image = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
+    x = grpcclient.InferInput("images", list(image.shape), "FP32")
+    x.set_data_from_numpy(image)
+    while not stop.wait(0.1):
+        try:
+            client.infer("detector", [x])
+            counts["ok"] += 1
+        except Exception:
+            counts["failed"] += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    import rclpy
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from triton_ros_interfaces.msg import InferenceStatus
+    from triton_ros_interfaces.srv import GetModelStatistics
+
+    from .output_messages import DETECTIONS_TYPE
+
+    argv = sys.argv if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=20.0, help="how long the demo runs")
+    parser.add_argument("--rate", type=float, default=30.0, help="camera frame rate, Hz")
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between reports")
+    parser.add_argument("--params-file", default=str(package_file("config", "inference.yaml")),
+                        help="the node's parameters")
+    args = parser.parse_args(strip_ros_args(argv)[1:])
+
+    if not os.environ.get("ROS_DOMAIN_ID"):
+        # A domain of its own, so that other ROS programs on this host neither see nor disturb it.
+        os.environ["ROS_DOMAIN_ID"] = str(random.randint(1, 100))
+    logs = Path(tempfile.mkdtemp(prefix="triton_ros_demo_"))
+    port = free_port()
+    py = sys.executable
+    print(f"triton_ros ROS demo: {args.seconds:g} s, 2 robots x 2 cameras at {args.rate:g} Hz "
+          f"-> inference_node (detector); ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} (to watch: "
+          f"ros2 topic echo /robot1/camera_front/detections); logs in {logs}", flush=True)
+    node_proc = _start([py, "-m", "triton_ros.ros.inference_node", "--ros-args", "--params-file",
+                        args.params_file, "-p", f"grpc.port:={port}"], logs / "inference_node.log")
+    cameras: list[subprocess.Popen] = []
+    stop = init_ros(argv)
+    node = Node("triton_ros_demo")
+    specs: list[CameraSpec] = [parse_camera(c) for c in ROBOT1 + ROBOT2]
+    watches = {s.topic(): CameraWatch(s.topic().rsplit("/", 1)[0] + "/detections") for s in specs}
+    for watch in watches.values():
+        node.create_subscription(
+            DETECTIONS_TYPE, watch.topic,
+            lambda msg, w=watch: w.on_message(msg, node.get_clock().now().nanoseconds), 10)
+    status: dict = {}
+    node.create_subscription(InferenceStatus, f"{NODE}/status",
+                             lambda msg: status.__setitem__("last", msg), 10)
+    stats_client = node.create_client(GetModelStatistics, f"{NODE}/get_model_statistics")
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, name="demo_executor")
+    spinner.start()
+    grpc_stop = threading.Event()
+    grpc_counts = {"ok": 0, "failed": 0}
+    grpc_thread = None
+    ok = True
+    try:
+        if not stats_client.wait_for_service(timeout_sec=60.0):
+            raise RuntimeError("the node did not come up (see its log)")
+        print(f"inference_node is up (gRPC at 127.0.0.1:{port}); starting robot1", flush=True)
+        cameras.append(_start([py, "-m", "triton_ros.ros.synthetic_cameras", "--rate",
+                               str(args.rate)] + [a for c in ROBOT1 for a in ("--camera", c)],
+                              logs / "robot1.log"))
+        grpc_thread = threading.Thread(target=_grpc_load, daemon=True,
+                                       args=(f"127.0.0.1:{port}", grpc_stop, grpc_counts))
+        grpc_thread.start()
+        start = time.monotonic()
+        robot2_at = min(4.0, args.seconds / 3)
+        next_report = start + args.interval
+        while not stop.is_set() and time.monotonic() - start < args.seconds:
+            if len(cameras) == 1 and time.monotonic() - start >= robot2_at:
+                print("starting robot2 (the node finds it by its topic pattern)", flush=True)
+                cameras.append(_start([py, "-m", "triton_ros.ros.synthetic_cameras", "--rate",
+                                       str(args.rate)] + [a for c in ROBOT2 for a in ("--camera", c)],
+                                      logs / "robot2.log"))
+            if node_proc.poll() is not None:
+                raise RuntimeError(f"inference_node exited with {node_proc.returncode}")
+            if time.monotonic() >= next_report:
+                _report(time.monotonic() - start, status.get("last"), watches, args.interval,
+                        grpc_counts)
+                next_report += args.interval
+            stop.wait(0.1)
+        grpc_stop.set()
+        _final_statistics(stats_client)
+    except Exception as exc:
+        print(f"demo failed: {exc}", flush=True)
+        ok = False
+    finally:
+        grpc_stop.set()
+        if grpc_thread is not None:
+            grpc_thread.join(timeout=10)
+        camera_rcs = [_stop(p) for p in cameras]
+        node_rc = _stop(node_proc)
+        executor.shutdown()
+        spinner.join()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+    print("\ndetections received per camera:")
+    for spec in specs:
+        watch = watches[spec.topic()]
+        print(f"  {watch.topic:36s} {watch.count:5d} messages "
+              f"({spec.width}x{spec.height} {spec.encoding})")
+        ok = ok and watch.count > 0
+    print(f"gRPC requests answered meanwhile: {grpc_counts['ok']} (failed {grpc_counts['failed']})")
+    print(f"cameras exited with {camera_rcs}, inference_node exited with {node_rc}")
+    ok = ok and node_rc == 0 and all(rc == 0 for rc in camera_rcs)
+    if node_rc != 0:
+        print((logs / "inference_node.log").read_text(errors="replace")[-3000:])
+    print("demo " + ("OK" if ok else "FAILED"), flush=True)
+    return 0 if ok else 1
+
+
+def _report(elapsed: float, status, watches: dict, interval: float, grpc_counts: dict) -> None:
+    lines = [f"[{elapsed:5.1f} s]"]
+    if status is not None:
+        bound = {b.model for b in status.bindings}
+        for m in status.models:
+            if m.name not in bound and not m.input_rate:
+                continue                       # loaded but idle: nothing to show
+            lines.append(f"  model {m.name} v{m.version} {m.state}: {m.input_rate:6.1f} req/s, "
+                         f"{m.execution_rate:5.1f} exec/s, mean batch {m.mean_batch_size:4.2f}, "
+                         f"queue {m.queue_depth}, latency p50 {m.latency_p50_ms:5.1f} ms "
+                         f"p99 {m.latency_p99_ms:5.1f} ms")
+        for b in status.bindings:
+            lines.append(f"  binding {b.name}: {b.source_count} topics, in {b.input_rate:5.1f}/s, "
+                         f"out {b.output_rate:5.1f}/s, drops {b.drop_rate:4.1f}/s (since start: "
+                         f"stale {b.dropped_stale}, superseded {b.dropped_superseded}, malformed "
+                         f"{b.dropped_malformed}), e2e p50 {b.latency_p50_ms:5.1f} ms p99 "
+                         f"{b.latency_p99_ms:5.1f} ms")
+    lines += [w.line(interval) for w in watches.values()]
+    lines.append(f"  gRPC client: {grpc_counts['ok']} requests answered")
+    print("\n".join(lines), flush=True)
+
+
+def _final_statistics(client) -> None:
+    from triton_ros_interfaces.srv import GetModelStatistics
+
+    future = client.call_async(GetModelStatistics.Request())
+    deadline = time.monotonic() + 30
+    while not future.done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not future.done():
+        print("~/get_model_statistics did not answer")
+        return
+    response = future.result()
+    print("\nper-model statistics (~/get_model_statistics; camera frames and gRPC requests "
+          "together):")
+    for s in response.model_stats:
+        sizes = ", ".join(f"{b.batch_size}x{b.compute_infer.count}" for b in s.batch_stats)
+        queue = s.queue.ns / s.success.count / 1e6 if s.success.count else 0.0
+        infer = s.compute_infer.ns / s.success.count / 1e6 if s.success.count else 0.0
+        print(f"  {s.name} v{s.version}: {s.inference_count} inferences in {s.execution_count} "
+              f"executions (mean executed batch {s.mean_batch_size:.2f}); requests ok "
+              f"{s.success.count}, failed {s.fail.count}; avg queue {queue:.1f} ms, avg compute "
+              f"{infer:.1f} ms")
+        if sizes:
+            print(f"    executions by batch size: {sizes}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""Model outputs -> detections in the source image's pixels (numpy only, no rclpy).
+
+Two output layouts are understood, chosen by the binding's ``detection_layout`` (``auto`` picks
+from the model's outputs):
+
+- ``boxes_scores``: raw head tensors, boxes [A, 4] and per-class scores [A, C] (like the bundled
+  ``detector``). The node applies the score threshold, keeps the best ``pre_nms_top_k``
+  candidates, runs class-wise (or class-agnostic) NMS and keeps ``top_k``.
+- ``detections``: an already decoded tensor [K, 6] of rows (x1, y1, x2, y2, score, class_id), padding
+  rows having score 0 (what an ensemble with its own postprocessing step returns). The threshold,
+  optional NMS and ``top_k`` apply as well.
+
+Boxes are in model-input pixels (``xyxy``, ``xywh`` or ``cxcywh``; or normalized to [0, 1] of the
+input size) and are mapped back through the :class:`~triton_ros.ros.preprocess.Letterbox`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..core.errors import invalid_arg
+from ..core.model_config import ModelConfig
+from .preprocess import InputPlan, Letterbox
+
+DETECTION_LAYOUTS = ("auto", "boxes_scores", "detections")
+BOX_FORMATS = ("xyxy", "xywh", "cxcywh")
+
+
+@dataclass(frozen=True)
+class DetectionConfig:
+    """A binding's detection decoding parameters."""
+
+    layout: str = "auto"
+    boxes_output: str = "boxes"
+    scores_output: str = "scores"
+    detections_output: str = "detections"
+    box_format: str = "xyxy"
+    box_normalized: bool = False
+    score_threshold: float = 0.25
+    nms: bool = True
+    nms_iou_threshold: float = 0.45
+    class_agnostic_nms: bool = False
+    pre_nms_top_k: int = 1000
+    top_k: int = 100
+    class_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DetectionPlan:
+    """Decoding resolved against one model version."""
+
+    config: DetectionConfig
+    layout: str                        # "boxes_scores" or "detections"
+    outputs: tuple[str, ...]           # model outputs to request
+    labels: tuple[str, ...]
+    input_width: int
+    input_height: int
+
+
+@dataclass
+class DetectionResult:
+    """Detections of one image: boxes xyxy in source pixels [M, 4], scores [M], classes [M]."""
+
+    boxes: np.ndarray
+    scores: np.ndarray
+    classes: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.scores.shape[0])
+
+
+def plan_detections(config: DetectionConfig, model: ModelConfig, labels: Mapping[str, list[str]],
+                    input_plan: InputPlan) -> DetectionPlan:
+    """Resolve the layout and labels against the model's outputs; INVALID_ARG if they do not fit."""
+    names = {t.name: t for t in model.outputs}
+    layout = config.layout
+    if layout == "auto":
+        if config.detections_output in names:
+            layout = "detections"
+        elif config.boxes_output in names and config.scores_output in names:
+            layout = "boxes_scores"
+        else:
+            raise invalid_arg(
+                f"model '{model.name}' has outputs {sorted(names)}: neither a decoded "
+                f"'{config.detections_output}' output nor '{config.boxes_output}' and "
+                f"'{config.scores_output}'; set the binding's detection output names")
+    if layout == "detections":
+        wanted = (config.detections_output,)
+        tensor = names.get(config.detections_output)
+        if tensor is None:
+            raise invalid_arg(f"model '{model.name}' has no output '{config.detections_output}'")
+        if not tensor.dims or tensor.dims[-1] not in (6, -1):
+            raise invalid_arg(f"model '{model.name}' output '{tensor.name}' has dims "
+                              f"{list(tensor.dims)}; decoded detections need rows of 6 "
+                              f"(x1, y1, x2, y2, score, class_id)")
+        label_source = tensor.name
+    else:
+        wanted = (config.boxes_output, config.scores_output)
+        for name in wanted:
+            if name not in names:
+                raise invalid_arg(f"model '{model.name}' has no output '{name}'")
+        label_source = config.scores_output
+    chosen = config.class_names or tuple(labels.get(label_source, ()))
+    return DetectionPlan(config=config, layout=layout, outputs=wanted, labels=tuple(chosen),
+                         input_width=input_plan.width, input_height=input_plan.height)
+
+
+def decode_detections(outputs: Mapping[str, np.ndarray], plan: DetectionPlan,
+                      letterbox: Letterbox) -> DetectionResult:
+    """One image's outputs (batch dimension removed) -> its detections in source pixels."""
+    cfg = plan.config
+    if plan.layout == "detections":
+        rows = np.asarray(outputs[cfg.detections_output], np.float32).reshape(-1, 6)
+        keep = rows[:, 4] > cfg.score_threshold
+        rows = rows[keep]
+        boxes, scores, classes = rows[:, :4], rows[:, 4], rows[:, 5].astype(np.int64)
+    else:
+        raw_boxes = np.asarray(outputs[cfg.boxes_output], np.float32).reshape(-1, 4)
+        raw_scores = np.asarray(outputs[cfg.scores_output], np.float32)
+        raw_scores = raw_scores.reshape(raw_boxes.shape[0], -1)
+        anchor, classes = np.nonzero(raw_scores > cfg.score_threshold)
+        scores = raw_scores[anchor, classes]
+        boxes = raw_boxes[anchor]
+    if scores.shape[0] > cfg.pre_nms_top_k > 0:
+        best = np.argpartition(-scores, cfg.pre_nms_top_k - 1)[:cfg.pre_nms_top_k]
+        boxes, scores, classes = boxes[best], scores[best], classes[best]
+
+    boxes = to_xyxy(boxes, cfg.box_format)
+    if cfg.box_normalized:
+        boxes = boxes * np.array([plan.input_width, plan.input_height] * 2, np.float32)
+    order = np.argsort(-scores, kind="stable")
+    boxes, scores, classes = boxes[order], scores[order], classes[order]
+    if cfg.nms and scores.shape[0] > 1:
+        keep = nms(boxes, scores, cfg.nms_iou_threshold,
+                   None if cfg.class_agnostic_nms else classes)
+        boxes, scores, classes = boxes[keep], scores[keep], classes[keep]
+    mapped = letterbox.to_source(boxes)
+    # A box lying wholly in the letterbox padding has no area left in the image: not a detection.
+    inside = (mapped[:, 2] > mapped[:, 0]) & (mapped[:, 3] > mapped[:, 1])
+    mapped, scores, classes = mapped[inside], scores[inside], classes[inside]
+    if cfg.top_k > 0:
+        mapped, scores, classes = mapped[:cfg.top_k], scores[:cfg.top_k], classes[:cfg.top_k]
+    return DetectionResult(mapped, scores.astype(np.float64), classes)
+
+
+def to_xyxy(boxes: np.ndarray, box_format: str) -> np.ndarray:
+    if box_format == "xyxy":
+        return boxes
+    out = np.empty_like(boxes)
+    if box_format == "xywh":
+        out[:, :2] = boxes[:, :2]
+        out[:, 2:] = boxes[:, :2] + boxes[:, 2:]
+    else:  # cxcywh
+        half = boxes[:, 2:] / 2
+        out[:, :2] = boxes[:, :2] - half
+        out[:, 2:] = boxes[:, :2] + half
+    return out
+
+
+def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
+        classes: np.ndarray | None = None) -> np.ndarray:
+    """Greedy NMS over boxes sorted by descending score; class-wise when classes are given.
+
+    Returns the kept indices in score order. Class-wise NMS offsets each class's boxes by a
+    distinct amount so that boxes of different classes never overlap (one pass for all classes).
+    """
+    if classes is not None and boxes.shape[0]:
+        span = float(np.max(boxes) - np.min(boxes)) + 1.0
+        boxes = boxes + (classes.astype(np.float32) * span)[:, None]
+    order = np.argsort(-scores, kind="stable")
+    b = boxes[order].astype(np.float32)
+    areas = np.maximum(b[:, 2] - b[:, 0], 0) * np.maximum(b[:, 3] - b[:, 1], 0)
+    # All pairwise IoUs at once (n <= pre_nms_top_k), then one cheap row test per kept box.
+    w = np.clip(np.minimum(b[:, None, 2], b[None, :, 2]) - np.maximum(b[:, None, 0], b[None, :, 0]),
+                0, None)
+    h = np.clip(np.minimum(b[:, None, 3], b[None, :, 3]) - np.maximum(b[:, None, 1], b[None, :, 1]),
+                0, None)
+    inter = w * h
+    overlap = inter > iou_threshold * np.maximum(areas[:, None] + areas[None, :] - inter, 1e-9)
+    suppressed = np.zeros(len(order), bool)
+    keep: list[int] = []
+    for i in range(len(order)):
+        if suppressed[i]:
+            continue
+        keep.append(i)
+        suppressed |= overlap[i]
+    return order[np.asarray(keep, np.int64)]
+
+
+def label_of(index: int, labels: Sequence[str]) -> str:
+    """The class name for an index, or the index itself when no name is known."""
+    if 0 <= index < len(labels) and labels[index]:
+        return labels[index]
+    return str(int(index))

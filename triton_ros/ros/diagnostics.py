@@ -1,0 +1,327 @@
+"""Monitoring of the inference node: /diagnostics (rqt_runtime_monitor) and ~/status (rqt_plot).
+
+Every diagnostics period the :class:`DiagnosticsReporter` turns the core's statistics and the
+bindings' counters into one health record per model and per binding: level (OK, WARN, ERROR), a
+message, queue depth, input and output rates, drops by reason, p50/p99 latencies and the mean
+executed batch over the period. :func:`diagnostic_array` renders them as
+``diagnostic_msgs/DiagnosticArray`` and :func:`status_message` as
+``triton_ros_interfaces/InferenceStatus``.
+
+Rates and percentiles cover the last period; totals count since start. Model figures include
+every frontend's requests (gRPC too); the latency percentiles of a model are those of this node's
+frame requests (the core keeps sums, not distributions).
+"""
+from __future__ import annotations
+
+import collections
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.server import InferenceServer
+    from .bindings import Binding
+
+OK, WARN, ERROR = 0, 1, 2
+LEVEL_NAMES = {OK: "OK", WARN: "WARN", ERROR: "ERROR"}
+DROP_WARN_FRACTION = 0.1             # a binding dropping more than this is WARN (overloaded)
+
+
+class LatencyWindow:
+    """Latency samples (ns) since the last :meth:`drain`, at most ``capacity`` most recent."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._samples: collections.deque[int] = collections.deque(maxlen=capacity)
+        self._lock = threading.Lock()
+
+    def add(self, ns: int) -> None:
+        with self._lock:
+            self._samples.append(ns)
+
+    def drain(self) -> list[int]:
+        with self._lock:
+            out = list(self._samples)
+            self._samples.clear()
+            return out
+
+
+def percentiles_ms(samples: Iterable[int]) -> tuple[float, float]:
+    """(p50, p99) in milliseconds; (0, 0) without samples."""
+    arr = np.fromiter(samples, np.float64)
+    if arr.size == 0:
+        return 0.0, 0.0
+    p50, p99 = np.percentile(arr, [50, 99])
+    return float(p50) / 1e6, float(p99) / 1e6
+
+
+@dataclass
+class ModelHealth:
+    name: str
+    version: str
+    state: str
+    level: int
+    message: str
+    queue_depth: int = 0
+    input_rate: float = 0.0
+    output_rate: float = 0.0
+    execution_rate: float = 0.0
+    mean_batch_size: float = 0.0
+    mean_batch_size_total: float = 0.0
+    failures: int = 0
+    failures_total: int = 0
+    queue_ms: float = 0.0
+    compute_ms: float = 0.0
+    latency_p50_ms: float = 0.0
+    latency_p99_ms: float = 0.0
+
+
+@dataclass
+class SourceHealth:
+    topic: str
+    output_topic: str
+    input_rate: float
+    output_rate: float
+    dropped: int
+
+
+@dataclass
+class BindingHealth:
+    name: str
+    model: str
+    level: int
+    message: str
+    source_count: int = 0
+    in_flight: int = 0
+    input_rate: float = 0.0
+    output_rate: float = 0.0
+    drop_rate: float = 0.0
+    dropped_stale: int = 0
+    dropped_superseded: int = 0
+    dropped_malformed: int = 0
+    dropped_unavailable: int = 0
+    failed: int = 0
+    received: int = 0
+    published: int = 0
+    latency_p50_ms: float = 0.0
+    latency_p99_ms: float = 0.0
+    inference_p50_ms: float = 0.0
+    inference_p99_ms: float = 0.0
+    sources: list[SourceHealth] = field(default_factory=list)
+
+
+class DiagnosticsReporter:
+    """Computes per-period health from counters that only grow (keeps the previous values)."""
+
+    def __init__(self, core: "InferenceServer") -> None:
+        self._core = core
+        self._model_latency: dict[str, LatencyWindow] = collections.defaultdict(LatencyWindow)
+        self._prev_models: dict[tuple[str, int], tuple] = {}
+        self._prev_sources: dict[tuple[str, str], tuple[int, int, int]] = {}
+        self._prev_ns = 0
+
+    def model_latency(self, model: str) -> LatencyWindow:
+        return self._model_latency[model]
+
+    def report(self, bindings: list["Binding"], now_ns: int) -> tuple[list[ModelHealth],
+                                                                      list[BindingHealth]]:
+        period_s = (now_ns - self._prev_ns) / 1e9 if self._prev_ns else 0.0
+        self._prev_ns = now_ns
+        used = {b.config.model: b.config.name for b in bindings}
+        models = self._models(used, period_s)
+        ready = {m.name for m in models if m.state == "READY"}
+        return models, [self._binding(b, ready, period_s) for b in bindings]
+
+    # ---------------------------------------------------------------- models
+    def _models(self, used: dict[str, str], period_s: float) -> list[ModelHealth]:
+        out: list[ModelHealth] = []
+        entries = self._core.repository_index()
+        listed = set()
+        for entry in entries:
+            if not entry.state and entry.name not in used:
+                continue                         # in the repository, never loaded, unused
+            if entry.state == "UNAVAILABLE" and any(
+                    e.name == entry.name and e.state == "READY" for e in entries):
+                continue                         # an older version; the ready one reports
+            listed.add(entry.name)
+            out.append(self._model(entry.name, entry.version, entry.state, entry.reason,
+                                   used.get(entry.name), period_s))
+        for name, binding in used.items():
+            if name not in listed:
+                out.append(ModelHealth(name, "", "", ERROR,
+                                       f"not in the model repository (binding '{binding}')"))
+        return out
+
+    def _model(self, name: str, version: str, state: str, reason: str, binding: str | None,
+               period_s: float) -> ModelHealth:
+        p50, p99 = percentiles_ms(self._model_latency[name].drain())
+        if state != "READY":
+            if state in ("LOADING", "UNLOADING"):
+                level, message = WARN, state.lower()
+            elif reason == "unloaded" or not state:
+                level = WARN if binding else OK
+                message = "unloaded" if state else "not loaded"
+                if binding:
+                    message += f"; binding '{binding}' drops its frames"
+            else:
+                level, message = ERROR, reason or "unavailable"
+            return ModelHealth(name, version, state or "UNAVAILABLE", level, message)
+        try:
+            model = self._core.get_model(name, int(version) if version else -1)
+            stats = model.stats.snapshot()
+            queue_depth = model.pending_request_count()
+        except Exception as exc:                 # unloaded between the index and now
+            return ModelHealth(name, version, "UNAVAILABLE", WARN, str(exc))
+        key = (name, stats.version)
+        now = (stats.success.count, stats.fail.count, stats.inference_count, stats.execution_count,
+               stats.queue.ns, stats.compute_input.ns + stats.compute_infer.ns
+               + stats.compute_output.ns)
+        prev = self._prev_models.get(key, (0,) * len(now))
+        self._prev_models[key] = now
+        d_success, d_fail, d_inf, d_exec, d_queue_ns, d_compute_ns = (a - b for a, b in zip(now, prev))
+        health = ModelHealth(
+            name, version, state, OK, "ready", queue_depth=queue_depth,
+            failures=d_fail, failures_total=stats.fail.count,
+            mean_batch_size=d_inf / d_exec if d_exec else 0.0,
+            mean_batch_size_total=(stats.inference_count / stats.execution_count
+                                   if stats.execution_count else 0.0),
+            queue_ms=d_queue_ns / d_success / 1e6 if d_success else 0.0,
+            compute_ms=d_compute_ns / d_success / 1e6 if d_success else 0.0,
+            latency_p50_ms=p50, latency_p99_ms=p99)
+        if period_s > 0:
+            health.input_rate = (d_success + d_fail) / period_s
+            health.output_rate = d_success / period_s
+            health.execution_rate = d_exec / period_s
+        if d_fail:
+            health.level, health.message = WARN, f"{d_fail} failed requests in the last period"
+        return health
+
+    # ---------------------------------------------------------------- bindings
+    def _binding(self, binding: "Binding", ready: set[str], period_s: float) -> BindingHealth:
+        cfg = binding.config
+        health = BindingHealth(cfg.name, cfg.model, OK, "ok")
+        e2e: list[int] = []
+        inference: list[int] = []
+        period_in = period_out = period_drop = 0
+        period_bad = 0
+        totals = binding.retired.copy()        # sources unbound earlier still count
+        for source in binding.sources():
+            counters, in_flight, _ = source.snapshot()
+            e2e += source.e2e_latency.drain()
+            inference += source.infer_latency.drain()
+            key = (cfg.name, source.topic)
+            prev = self._prev_sources.get(key, (0, 0, 0, 0))
+            now = (counters.received, counters.published, counters.dropped,
+                   counters.dropped_malformed + counters.failed)
+            self._prev_sources[key] = now
+            d_in, d_out, d_drop, d_bad = (a - b for a, b in zip(now, prev))
+            period_in += d_in
+            period_out += d_out
+            period_drop += d_drop
+            period_bad += d_bad
+            health.source_count += 1
+            health.in_flight += in_flight
+            totals.add(counters)
+            health.sources.append(SourceHealth(
+                source.topic, source.output_topic,
+                d_in / period_s if period_s > 0 else 0.0,
+                d_out / period_s if period_s > 0 else 0.0, counters.dropped))
+        for name in ("dropped_stale", "dropped_superseded", "dropped_malformed",
+                     "dropped_unavailable", "failed", "received", "published"):
+            setattr(health, name, getattr(totals, name))
+        health.latency_p50_ms, health.latency_p99_ms = percentiles_ms(e2e)
+        health.inference_p50_ms, health.inference_p99_ms = percentiles_ms(inference)
+        if period_s > 0:
+            health.input_rate = period_in / period_s
+            health.output_rate = period_out / period_s
+            health.drop_rate = period_drop / period_s
+        if cfg.model not in ready:
+            health.level, health.message = ERROR, f"model '{cfg.model}' is not ready"
+        elif period_bad:
+            health.level = WARN
+            health.message = (f"{period_bad} malformed or failed frames in the last period "
+                              f"(see the node's log)")
+        elif not health.source_count:
+            health.level = WARN
+            health.message = "no input topic yet (waiting for " + \
+                ", ".join(cfg.topics + cfg.topic_patterns) + ")"
+        elif period_in and period_drop > DROP_WARN_FRACTION * period_in:
+            health.level = WARN
+            health.message = (f"dropping {period_drop} of {period_in} frames (overloaded: "
+                              f"lower the frame rate or raise max_in_flight)")
+        return health
+
+
+# --------------------------------------------------------------------------------------------
+# Messages
+# --------------------------------------------------------------------------------------------
+
+def _kv(key: str, value) -> "object":
+    from diagnostic_msgs.msg import KeyValue
+    if isinstance(value, float):
+        value = f"{value:.3f}"
+    return KeyValue(key=key, value=str(value))
+
+
+def diagnostic_array(stamp, node_name: str, models: list[ModelHealth],
+                     bindings: list[BindingHealth]):
+    """One DiagnosticStatus per model and per binding."""
+    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
+
+    array = DiagnosticArray()
+    array.header.stamp = stamp
+    for m in models:
+        status = DiagnosticStatus(level=bytes([m.level]), name=f"{node_name}: model {m.name}",
+                                  message=m.message, hardware_id=node_name)
+        status.values = [
+            _kv("state", m.state), _kv("version", m.version), _kv("queue_depth", m.queue_depth),
+            _kv("input_rate", m.input_rate), _kv("output_rate", m.output_rate),
+            _kv("execution_rate", m.execution_rate), _kv("mean_batch_size", m.mean_batch_size),
+            _kv("mean_batch_size_total", m.mean_batch_size_total),
+            _kv("failures", m.failures), _kv("failures_total", m.failures_total),
+            _kv("queue_ms", m.queue_ms), _kv("compute_ms", m.compute_ms),
+            _kv("latency_p50_ms", m.latency_p50_ms), _kv("latency_p99_ms", m.latency_p99_ms),
+        ]
+        array.status.append(status)
+    for b in bindings:
+        status = DiagnosticStatus(level=bytes([b.level]), name=f"{node_name}: binding {b.name}",
+                                  message=b.message, hardware_id=node_name)
+        status.values = [
+            _kv("model", b.model), _kv("sources", b.source_count), _kv("in_flight", b.in_flight),
+            _kv("input_rate", b.input_rate), _kv("output_rate", b.output_rate),
+            _kv("drop_rate", b.drop_rate), _kv("received", b.received),
+            _kv("published", b.published), _kv("dropped_stale", b.dropped_stale),
+            _kv("dropped_superseded", b.dropped_superseded),
+            _kv("dropped_malformed", b.dropped_malformed),
+            _kv("dropped_unavailable", b.dropped_unavailable), _kv("failed", b.failed),
+            _kv("latency_p50_ms", b.latency_p50_ms), _kv("latency_p99_ms", b.latency_p99_ms),
+            _kv("inference_p50_ms", b.inference_p50_ms),
+            _kv("inference_p99_ms", b.inference_p99_ms),
+        ] + [_kv(s.topic, f"in {s.input_rate:.1f}/s, out {s.output_rate:.1f}/s, dropped "
+                          f"{s.dropped} -> {s.output_topic}") for s in b.sources]
+        array.status.append(status)
+    return array
+
+
+def status_message(stamp, models: list[ModelHealth], bindings: list[BindingHealth]):
+    """The same figures as triton_ros_interfaces/InferenceStatus, for rqt_plot."""
+    from triton_ros_interfaces.msg import BindingStatus, InferenceStatus, ModelStatus
+
+    msg = InferenceStatus()
+    msg.header.stamp = stamp
+    msg.models = [ModelStatus(
+        name=m.name, version=m.version, state=m.state, level=m.level, queue_depth=m.queue_depth,
+        input_rate=m.input_rate, output_rate=m.output_rate, execution_rate=m.execution_rate,
+        mean_batch_size=m.mean_batch_size, failures=m.failures, failures_total=m.failures_total,
+        latency_p50_ms=m.latency_p50_ms, latency_p99_ms=m.latency_p99_ms) for m in models]
+    msg.bindings = [BindingStatus(
+        name=b.name, model=b.model, level=b.level, source_count=b.source_count,
+        in_flight=b.in_flight, input_rate=b.input_rate, output_rate=b.output_rate,
+        drop_rate=b.drop_rate, dropped_stale=b.dropped_stale,
+        dropped_superseded=b.dropped_superseded, dropped_malformed=b.dropped_malformed,
+        dropped_unavailable=b.dropped_unavailable, failed=b.failed, received=b.received,
+        published=b.published, latency_p50_ms=b.latency_p50_ms,
+        latency_p99_ms=b.latency_p99_ms, inference_p50_ms=b.inference_p50_ms,
+        inference_p99_ms=b.inference_p99_ms) for b in bindings]
+    return msg

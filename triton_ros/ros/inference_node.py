@@ -1,0 +1,200 @@
+"""The ``inference_node``: Triton's serving model inside one ROS 2 node.
+
+``ros2 run triton_ros inference_node --ros-args --params-file config/inference.yaml``
+
+The node embeds the core :class:`~triton_ros.core.server.InferenceServer` (model repository,
+control mode, dynamic batchers, statistics) and serves it three ways at once, all on the same
+models and batchers:
+
+- bindings: camera topics in, one result topic per camera out (:mod:`.bindings`);
+- the KServe v2 gRPC endpoint (and any other endpoint of :mod:`.frontends`);
+- services ~/load_model, ~/unload_model, ~/list_models, ~/get_model_statistics
+  (:mod:`.model_services`), with /diagnostics and ~/status (:mod:`.diagnostics`).
+
+Parameters are declared in :mod:`.parameters`. SIGINT and SIGTERM stop it cleanly: inputs and
+endpoints close, the executor is shut down and joined, in-flight frames finish and publish, the
+models unload, and the process exits 0.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from rclpy.logging import LoggingSeverity
+from rclpy.node import Node
+
+from ..core.errors import TritonRosError
+from ..core.server import InferenceServer
+from .bindings import Binding
+from .diagnostics import DiagnosticsReporter, diagnostic_array, status_message
+from .executor import NodeExecutor
+from .frontends import Frontends
+from .model_services import ModelServices
+from .package_files import package_file
+from .parameters import declare_and_read
+from .ros_logging import route_python_logging
+from .ros_process import init_ros
+
+NODE_NAME = "inference_node"
+
+
+class InferenceNode(Node):
+    """The node; :meth:`start` loads the models and opens everything, :meth:`close_inputs` and
+    :meth:`finish` shut it down in two steps around the executor's shutdown."""
+
+    def __init__(self, **kwargs) -> None:
+        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+
+        super().__init__(kwargs.pop("node_name", NODE_NAME), **kwargs)
+        debug = self.get_logger().get_effective_level() <= LoggingSeverity.DEBUG
+        route_python_logging(logging.DEBUG if debug else logging.INFO)   # --log-level applies
+        self.config = declare_and_read(self, bundled_repository=package_file("model_repository"))
+        for name in self.config.unknown_parameters:
+            self.get_logger().warning(f"parameter '{name}' is not a parameter of this node "
+                                      f"(misspelt, or a binding missing from 'bindings'?)")
+        self.core = InferenceServer(self.config.server)
+        self.reporter = DiagnosticsReporter(self.core)
+        self.workers = ThreadPoolExecutor(max_workers=self.config.worker_threads,
+                                          thread_name_prefix="triton_ros_worker")
+        self.frontends = Frontends(self.core, self.config.frontends)
+        # Everything runs on the executor's thread except the control group (load, unload).
+        self._image_group = MutuallyExclusiveCallbackGroup()
+        self.control_group = MutuallyExclusiveCallbackGroup()
+        self._query_group = MutuallyExclusiveCallbackGroup()
+        self._timer_group = MutuallyExclusiveCallbackGroup()
+        self.bindings = [Binding(cfg, node=self, core=self.core, workers=self.workers,
+                                 reporter=self.reporter, callback_group=self._image_group)
+                         for cfg in self.config.bindings]
+        self.model_services: ModelServices | None = None
+        self._diagnostics_pub = None
+        self._status_pub = None
+        self._started_core = False
+
+    # ---------------------------------------------------------------- start
+    def start(self) -> None:
+        from diagnostic_msgs.msg import DiagnosticArray
+        from triton_ros_interfaces.msg import InferenceStatus
+
+        log = self.get_logger()
+        repos = ", ".join(self.config.server.model_repositories)
+        log.info(f"model repository {repos} (control mode {self.config.server.model_control_mode})")
+        self.core.start()
+        self._started_core = True
+        for entry in self.core.repository_index():
+            if entry.state:
+                log.info(f"model '{entry.name}' version {entry.version}: {entry.state}"
+                         + (f" ({entry.reason})" if entry.reason else ""))
+        for line in self.frontends.start():
+            log.info(f"serving {line}")
+        self.model_services = ModelServices(self, self.core, control_group=self.control_group,
+                                            query_group=self._query_group)
+        self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._status_pub = self.create_publisher(InferenceStatus, "~/status", 10)
+        self.create_timer(self.config.diagnostics_period_s, self._publish_diagnostics,
+                          callback_group=self._timer_group)
+        for binding in self.bindings:
+            binding.start()
+        if any(b.config.topic_patterns for b in self.bindings):
+            self._discover()
+            self.create_timer(self.config.discovery_period_s, self._discover,
+                              callback_group=self._timer_group)
+        log.info(f"ready: {len(self.bindings)} binding(s) "
+                 f"[{', '.join(b.config.name + ' -> ' + b.config.model for b in self.bindings)}]")
+
+    # ---------------------------------------------------------------- periodic work
+    def _discover(self) -> None:
+        try:
+            topics = self.get_topic_names_and_types()
+            for binding in self.bindings:
+                binding.discover(topics, self.count_publishers)
+        except Exception as exc:               # graph queries can fail while shutting down
+            self.get_logger().warning(f"topic discovery failed: {exc}")
+
+    def _publish_diagnostics(self) -> None:
+        try:
+            models, bindings = self.reporter.report(self.bindings, time.monotonic_ns())
+            stamp = self.get_clock().now().to_msg()
+            self._diagnostics_pub.publish(
+                diagnostic_array(stamp, self.get_fully_qualified_name(), models, bindings))
+            self._status_pub.publish(status_message(stamp, models, bindings))
+        except Exception as exc:               # monitoring must never stop the node
+            self.get_logger().error(f"diagnostics failed: {exc}")
+
+    # ---------------------------------------------------------------- stop
+    def close_inputs(self) -> None:
+        """Stop taking frames and network requests (before the executor is shut down)."""
+        for binding in self.bindings:
+            binding.stop()
+        self.frontends.stop()
+
+    def finish(self) -> None:
+        """Let in-flight requests finish (their results are still published), unload models."""
+        if self._started_core:
+            self.core.stop()
+        self.workers.shutdown(wait=True)
+
+
+def main(args: list[str] | None = None) -> int:
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+
+    stop = init_ros(args)
+    node: InferenceNode | None = None
+    executor = None
+    spinner: threading.Thread | None = None
+    rc = 0
+    try:
+        node = InferenceNode()
+        node.start()
+        executor = NodeExecutor(blocking_groups=[node.control_group], logger=node.get_logger())
+        executor.add_node(node)
+
+        def spin() -> None:
+            try:
+                executor.spin()
+            except ExternalShutdownException:
+                pass
+
+        spinner = threading.Thread(target=spin, name="ros_executor")
+        spinner.start()
+        while not stop.wait(0.2):
+            if not spinner.is_alive():
+                node.get_logger().error("the executor stopped unexpectedly")
+                rc = 1
+                break
+        if stop.signal_name:
+            node.get_logger().info(f"{stop.signal_name} received, shutting down")
+    except TritonRosError as exc:
+        _log_error(node, f"cannot start: {exc.message}")
+        rc = 1
+    except Exception as exc:                   # e.g. the gRPC port is taken
+        _log_error(node, f"cannot start: {type(exc).__name__}: {exc}")
+        rc = 1
+    finally:
+        if node is not None:
+            node.close_inputs()
+        if executor is not None:
+            executor.shutdown()
+            if spinner is not None:
+                spinner.join()
+        if node is not None:
+            node.finish()
+            node.get_logger().info("stopped")
+            node.destroy_node()
+        rclpy.try_shutdown()
+    return rc
+
+
+def _log_error(node, text: str) -> None:
+    if node is not None:
+        node.get_logger().error(text)
+    else:
+        from rclpy.logging import get_logger
+        get_logger(NODE_NAME).error(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,427 @@
+"""Every ROS parameter of the inference node: declared in one place, parsed into typed settings.
+
+ROS parameters cannot be lists of dictionaries, so bindings are named in ``bindings`` (a string
+array) and each binding's settings are parameters under its name: ``<binding>.model``,
+``<binding>.topic_patterns``... (:data:`BINDING_PARAMS`). Every parameter has a default and a
+description (shown by ``ros2 param describe``) and is read-only: the node reads them once at start.
+
+Parameters are declared with dynamic typing and checked here instead, so that a YAML file may
+write ``0`` for a double, ``[]`` for an empty list or a single string for a list, and a wrong type
+gets an error naming the parameter. Parsing goes parameters -> checked values -> the frozen
+:class:`NodeConfig` and :class:`BindingConfig`; nothing past this module reads a raw parameter.
+config/inference.yaml documents the same parameters (a test keeps the two in step).
+"""
+from __future__ import annotations
+
+import re
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import invalid_arg
+from ..core.model_repository_manager import CONTROL_MODES
+from ..core.server import ServerOptions
+from .classification_decoder import ClassificationConfig
+from .detection_decoder import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
+from .frontends import DEFAULT_ADDRESS, FRONTENDS, FrontendConfig
+from .preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, PreprocessConfig
+
+BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
+FORMATS = ("detections", "tensors", "classification")
+RELIABILITIES = ("best_effort", "reliable")
+DEFAULT_OUTPUT_NAMES = {"detections": "detections", "tensors": "tensors",
+                        "classification": "classification"}
+TEMPLATE_FIELDS = ("namespace", "topic", "basename", "output_name", "binding", "model")
+_BINDING_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str                          # full name, or relative to "<binding>." in BINDING_PARAMS
+    default: Any
+    kind: str
+    description: str
+    choices: tuple[str, ...] = ()
+
+
+def _frontend_params() -> tuple[ParamSpec, ...]:
+    out = []
+    for spec in FRONTENDS:
+        out += [
+            ParamSpec(f"{spec.name}.enable", spec.enable, BOOL, f"Run the {spec.title}."),
+            ParamSpec(f"{spec.name}.address", DEFAULT_ADDRESS, STR,
+                      f"Address the {spec.name} endpoint binds (0.0.0.0: every interface)."),
+            ParamSpec(f"{spec.name}.port", spec.port, INT,
+                      f"Port of the {spec.name} endpoint (0: any free port, logged at start)."),
+        ]
+    return tuple(out)
+
+
+NODE_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("model_repository", "", STR_LIST,
+              "Model repository directory, or a list of them (tritonserver --model-repository). "
+              "Empty: the repository bundled with the package."),
+    ParamSpec("model_control_mode", "explicit", STR,
+              "Triton's model control mode. explicit: startup_models load at start and "
+              "~/load_model and ~/unload_model work; none: every model loads at start, the "
+              "services refuse; poll: as none, and the repository is re-scanned every "
+              "repository_poll_secs.", CONTROL_MODES),
+    ParamSpec("startup_models", ["*"], STR_LIST,
+              "With explicit control: models loaded at start ('*': every model of the "
+              "repository)."),
+    ParamSpec("strict_model_config", False, BOOL,
+              "Require a complete config.pbtxt; false auto-completes ONNX models."),
+    ParamSpec("strict_readiness", True, BOOL,
+              "Server readiness (gRPC ServerReady) requires every loaded model to be READY."),
+    ParamSpec("repository_poll_secs", 15.0, FLOAT, "Poll interval in poll mode, seconds."),
+    ParamSpec("exit_timeout_secs", 30.0, FLOAT,
+              "At shutdown, how long in-flight requests may take to finish, seconds."),
+    *_frontend_params(),
+    ParamSpec("bindings", [], STR_LIST,
+              "Names of the bindings (topics -> model input -> output topics). Each binding's "
+              "settings are the parameters '<name>.*'."),
+    ParamSpec("discovery_period_s", 1.0, FLOAT,
+              "How often topic_patterns are matched against the ROS graph, seconds."),
+    ParamSpec("diagnostics_period_s", 1.0, FLOAT,
+              "Period of /diagnostics and ~/status, seconds (rates and percentiles cover one "
+              "period)."),
+    ParamSpec("worker_threads", 4, INT,
+              "Threads that preprocess frames, decode results and publish them."),
+)
+
+BINDING_PARAMS: tuple[ParamSpec, ...] = (
+    # what is bound
+    ParamSpec("model", "", STR, "Model to run (required)."),
+    ParamSpec("model_version", -1, INT, "Model version; -1: the latest ready version."),
+    ParamSpec("input", "", STR,
+              "Model input that receives the image; empty: the model's only input."),
+    ParamSpec("topics", [], STR_LIST, "Input sensor_msgs/Image topics, bound at start."),
+    ParamSpec("topic_patterns", [], STR_LIST,
+              "Glob patterns of input topics, matched against the ROS graph every "
+              "discovery_period_s, so that robots may come and go: '*' and '?' stay within one "
+              "name segment, '**' spans segments, e.g. '/robot*/camera*/image_raw'. Only "
+              "sensor_msgs/msg/Image topics match."),
+    ParamSpec("forget_after_s", 30.0, FLOAT,
+              "A topic found by a pattern is unbound after having no publisher for this long, "
+              "seconds (0: never)."),
+    # outputs
+    ParamSpec("format", "detections", STR,
+              "What is published per input frame: detections (vision_msgs/Detection2DArray, or "
+              "triton_ros_interfaces/Detections without vision_msgs), classification "
+              "(vision_msgs/Classification, or triton_ros_interfaces/Classification) or tensors "
+              "(triton_ros_interfaces/TensorList).", FORMATS),
+    ParamSpec("output_name", "", STR,
+              "Name used by output_topic_template; empty: the format's name (detections, "
+              "classification, tensors)."),
+    ParamSpec("output_topic_template", "{namespace}/{output_name}", STR,
+              "Output topic of each input topic. Fields: {namespace} (the input topic without its "
+              "last name), {topic} (the input topic), {basename} (its last name), "
+              "{output_name}, {binding}, {model}. A relative result is in the node's namespace."),
+    ParamSpec("outputs", [], STR_LIST,
+              "Format tensors: the model outputs to publish; empty: all."),
+    # preprocessing
+    ParamSpec("resize", "letterbox", STR,
+              "letterbox: keep the aspect ratio and pad (boxes are mapped back to the source "
+              "image); stretch: resize to the input size.", RESIZE_MODES),
+    ParamSpec("interpolation", "bilinear", STR, "Resize interpolation.", INTERPOLATIONS),
+    ParamSpec("pad_value", 114, INT, "Letterbox padding, as a pixel value (0-255)."),
+    ParamSpec("color", "rgb", STR,
+              "Channel order of a 3-channel model input (images are converted from their "
+              "encoding).", COLORS),
+    ParamSpec("layout", "auto", STR,
+              "Model input layout; auto: from the input's format in config.pbtxt, else from "
+              "its dims.", LAYOUTS),
+    ParamSpec("width", 0, INT, "Model input width; 0: from the model's dims."),
+    ParamSpec("height", 0, INT, "Model input height; 0: from the model's dims."),
+    ParamSpec("scale", 0.0, FLOAT,
+              "Input value = (pixel * scale - mean) / std. 0: 1/255 for floating-point inputs, "
+              "1 for integer inputs (raw pixels)."),
+    ParamSpec("mean", [0.0], FLOAT_LIST, "Per-channel mean (one value: all channels)."),
+    ParamSpec("std", [1.0], FLOAT_LIST, "Per-channel standard deviation (one value: all)."),
+    # flow control
+    ParamSpec("max_in_flight", 1, INT,
+              "Frames of one input topic in the model at once (K). Further frames wait in a "
+              "one-frame slot where the latest frame wins; replaced frames count as dropped."),
+    ParamSpec("max_age_ms", 500, INT,
+              "Frames older than this (header stamp to now, on the node's clock) are dropped and "
+              "counted; 0: no limit."),
+    ParamSpec("priority", 0, INT,
+              "Triton request priority of this binding's frames (0: the model's default)."),
+    ParamSpec("timeout_us", 0, INT,
+              "Triton request queue timeout, microseconds (0: the model's queue policy)."),
+    ParamSpec("input_reliability", "best_effort", STR,
+              "Input QoS reliability (best_effort with depth 5 is the sensor_data profile).",
+              RELIABILITIES),
+    ParamSpec("input_depth", 5, INT, "Input QoS history depth."),
+    ParamSpec("output_reliability", "reliable", STR, "Output QoS reliability.", RELIABILITIES),
+    ParamSpec("output_depth", 10, INT, "Output QoS history depth."),
+    # detections
+    ParamSpec("detection_layout", "auto", STR,
+              "boxes_scores: raw boxes [A,4] and class scores [A,C] outputs; detections: one "
+              "decoded [K,6] output of rows (x1, y1, x2, y2, score, class_id), padding rows with "
+              "score 0; auto: detections if the model has detections_output, else "
+              "boxes_scores.", DETECTION_LAYOUTS),
+    ParamSpec("boxes_output", "boxes", STR, "Output holding boxes (boxes_scores layout)."),
+    ParamSpec("scores_output", "scores", STR,
+              "Output holding per-class scores (boxes_scores layout)."),
+    ParamSpec("detections_output", "detections", STR,
+              "Output holding decoded detections (detections layout)."),
+    ParamSpec("box_format", "xyxy", STR, "Box coordinates in the model's output.", BOX_FORMATS),
+    ParamSpec("box_normalized", False, BOOL,
+              "Boxes are fractions of the model input size instead of its pixels."),
+    ParamSpec("score_threshold", 0.25, FLOAT, "Detections scoring at or below this are dropped."),
+    ParamSpec("nms", True, BOOL,
+              "Run non-maximum suppression in the node (set false when the model already did)."),
+    ParamSpec("nms_iou_threshold", 0.45, FLOAT,
+              "Boxes overlapping a better one by more than this IoU are suppressed."),
+    ParamSpec("class_agnostic_nms", False, BOOL,
+              "NMS across classes instead of per class."),
+    ParamSpec("pre_nms_top_k", 1000, INT, "Best candidates kept before NMS (0: all)."),
+    ParamSpec("top_k", 100, INT, "Detections kept per image after NMS (0: all)."),
+    ParamSpec("class_names", [], STR_LIST,
+              "Class names by index; empty: the output's label_filename from config.pbtxt, else "
+              "the class index."),
+    # classification
+    ParamSpec("classification_output", "", STR,
+              "Output holding class scores; empty: the model's first output."),
+    ParamSpec("class_count", 5, INT, "Classes published per image, best first (0: all)."),
+    ParamSpec("softmax", False, BOOL, "Apply a softmax to the scores (the model gives logits)."),
+)
+
+
+@dataclass(frozen=True)
+class BindingConfig:
+    name: str
+    model: str
+    model_version: int
+    input: str
+    topics: tuple[str, ...]
+    topic_patterns: tuple[str, ...]
+    forget_after_s: float
+    format: str
+    output_name: str
+    output_topic_template: str
+    outputs: tuple[str, ...]
+    preprocess: PreprocessConfig
+    detection: DetectionConfig
+    classification: ClassificationConfig
+    max_in_flight: int
+    max_age_ms: int
+    priority: int
+    timeout_us: int
+    input_reliability: str
+    input_depth: int
+    output_reliability: str
+    output_depth: int
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    server: ServerOptions
+    frontends: tuple[FrontendConfig, ...]
+    bindings: tuple[BindingConfig, ...]
+    discovery_period_s: float
+    diagnostics_period_s: float
+    worker_threads: int
+    unknown_parameters: tuple[str, ...] = ()
+
+
+# --------------------------------------------------------------------------------------------
+# Declaring and reading
+# --------------------------------------------------------------------------------------------
+
+def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeConfig:
+    """Declare every parameter on ``node`` and parse them; INVALID_ARG names a bad parameter."""
+    values = {spec.name: _declare(node, spec.name, spec) for spec in NODE_PARAMS}
+    binding_names = values["bindings"]
+    seen: set[str] = set()
+    bindings = []
+    for name in binding_names:
+        if not _BINDING_NAME.match(name):
+            raise invalid_arg(f"binding name '{name}' must start with a letter and hold only "
+                              f"letters, digits and '_'")
+        if name in seen:
+            raise invalid_arg(f"binding '{name}' is listed twice in 'bindings'")
+        if any(name == spec.name.split(".")[0] for spec in NODE_PARAMS):
+            raise invalid_arg(f"binding name '{name}' is also a node parameter; choose another")
+        seen.add(name)
+        raw = {spec.name: _declare(node, f"{name}.{spec.name}", spec) for spec in BINDING_PARAMS}
+        bindings.append(binding_config(name, raw))
+
+    repositories = tuple(values["model_repository"]) or \
+        ((str(bundled_repository),) if bundled_repository else ())
+    if not repositories:
+        raise invalid_arg("parameter 'model_repository' is empty and no bundled repository "
+                          "was found")
+    server = ServerOptions(
+        model_repositories=repositories,
+        model_control_mode=values["model_control_mode"],
+        startup_models=tuple(values["startup_models"]),
+        strict_model_config=values["strict_model_config"],
+        strict_readiness=values["strict_readiness"],
+        repository_poll_secs=_positive(values, "repository_poll_secs"),
+        exit_timeout_secs=max(0.0, values["exit_timeout_secs"]),
+    )
+    frontends = tuple(
+        FrontendConfig(spec.name, values[f"{spec.name}.enable"], values[f"{spec.name}.address"],
+                       _port(values, f"{spec.name}.port"))
+        for spec in FRONTENDS)
+    declared = {spec.name for spec in NODE_PARAMS} | {
+        f"{b}.{spec.name}" for b in binding_names for spec in BINDING_PARAMS}
+    return NodeConfig(
+        server=server, frontends=frontends, bindings=tuple(bindings),
+        discovery_period_s=_positive(values, "discovery_period_s"),
+        diagnostics_period_s=_positive(values, "diagnostics_period_s"),
+        worker_threads=_at_least(values, "worker_threads", 1),
+        unknown_parameters=tuple(sorted(unknown_overrides(node, declared))),
+    )
+
+
+def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
+    """Check one binding's values (keyed by relative parameter name) and build its config."""
+    def where(param: str) -> str:
+        return f"parameter '{name}.{param}'"
+
+    if not raw["model"]:
+        raise invalid_arg(f"{where('model')} is required: the model this binding runs")
+    if not raw["topics"] and not raw["topic_patterns"]:
+        raise invalid_arg(f"binding '{name}' needs '{name}.topics' or '{name}.topic_patterns'")
+    for topic in raw["topics"]:
+        if not topic.startswith("/"):
+            raise invalid_arg(f"{where('topics')}: '{topic}' must be an absolute topic name")
+    for pattern in raw["topic_patterns"]:
+        if not pattern.startswith("/"):
+            raise invalid_arg(f"{where('topic_patterns')}: '{pattern}' must start with '/'")
+    fmt = raw["format"]
+    output_name = raw["output_name"] or DEFAULT_OUTPUT_NAMES[fmt]
+    template = raw["output_topic_template"]
+    fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    unknown = [f for f in fields if f not in TEMPLATE_FIELDS]
+    if unknown:
+        raise invalid_arg(f"{where('output_topic_template')}: unknown field(s) "
+                          f"{', '.join('{' + f + '}' for f in unknown)} (known: "
+                          f"{', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)})")
+    for param in ("score_threshold", "nms_iou_threshold"):
+        if not 0.0 <= raw[param] <= 1.0:
+            raise invalid_arg(f"{where(param)} must be within [0, 1], got {raw[param]}")
+    for param in ("max_in_flight", "input_depth", "output_depth"):
+        if raw[param] < 1:
+            raise invalid_arg(f"{where(param)} must be at least 1, got {raw[param]}")
+    for param in ("max_age_ms", "timeout_us", "priority", "top_k", "pre_nms_top_k",
+                  "class_count", "width", "height"):
+        if raw[param] < 0:
+            raise invalid_arg(f"{where(param)} must not be negative, got {raw[param]}")
+    if not 0 <= raw["pad_value"] <= 255:
+        raise invalid_arg(f"{where('pad_value')} must be within [0, 255]")
+    class_names = tuple(raw["class_names"])
+    return BindingConfig(
+        name=name, model=raw["model"], model_version=raw["model_version"], input=raw["input"],
+        topics=tuple(raw["topics"]), topic_patterns=tuple(raw["topic_patterns"]),
+        forget_after_s=max(0.0, raw["forget_after_s"]), format=fmt, output_name=output_name,
+        output_topic_template=template, outputs=tuple(raw["outputs"]),
+        preprocess=PreprocessConfig(
+            resize=raw["resize"], interpolation=raw["interpolation"], pad_value=raw["pad_value"],
+            color=raw["color"], layout=raw["layout"], width=raw["width"], height=raw["height"],
+            scale=raw["scale"], mean=tuple(raw["mean"]), std=tuple(raw["std"])),
+        detection=DetectionConfig(
+            layout=raw["detection_layout"], boxes_output=raw["boxes_output"],
+            scores_output=raw["scores_output"], detections_output=raw["detections_output"],
+            box_format=raw["box_format"], box_normalized=raw["box_normalized"],
+            score_threshold=raw["score_threshold"], nms=raw["nms"],
+            nms_iou_threshold=raw["nms_iou_threshold"],
+            class_agnostic_nms=raw["class_agnostic_nms"], pre_nms_top_k=raw["pre_nms_top_k"],
+            top_k=raw["top_k"], class_names=class_names),
+        classification=ClassificationConfig(
+            output=raw["classification_output"], class_count=raw["class_count"],
+            softmax=raw["softmax"], class_names=class_names),
+        max_in_flight=raw["max_in_flight"], max_age_ms=raw["max_age_ms"],
+        priority=raw["priority"], timeout_us=raw["timeout_us"],
+        input_reliability=raw["input_reliability"], input_depth=raw["input_depth"],
+        output_reliability=raw["output_reliability"], output_depth=raw["output_depth"],
+    )
+
+
+def _declare(node, full_name: str, spec: ParamSpec) -> Any:
+    from rcl_interfaces.msg import ParameterDescriptor
+
+    constraints = f"one of: {', '.join(spec.choices)}" if spec.choices else ""
+    descriptor = ParameterDescriptor(description=spec.description,
+                                     additional_constraints=constraints,
+                                     read_only=True, dynamic_typing=True)
+    value = node.declare_parameter(full_name, spec.default, descriptor).value
+    return check_value(full_name, value, spec)
+
+
+def check_value(full_name: str, value: Any, spec: ParamSpec) -> Any:
+    """Coerce a parameter value to the spec's kind, or raise INVALID_ARG naming the parameter."""
+    def bad(expected: str):
+        return invalid_arg(f"parameter '{full_name}' must be {expected}, got {value!r}")
+
+    kind = spec.kind
+    if value is None and kind in (STR_LIST, FLOAT_LIST):
+        value = []                     # YAML "[]" arrives as a parameter of no type
+    if kind == BOOL:
+        if not isinstance(value, bool):
+            raise bad("true or false")
+    elif kind == INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad("an integer")
+    elif kind == FLOAT:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad("a number")
+        value = float(value)
+    elif kind == STR:
+        if not isinstance(value, str):
+            raise bad("a string")
+        if spec.choices and value not in spec.choices:
+            raise bad(f"one of {', '.join(spec.choices)}")
+    elif kind == STR_LIST:
+        if isinstance(value, str):
+            value = [value] if value else []
+        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            value = list(value)
+        elif hasattr(value, "__len__") and len(value) == 0:   # [] of any array type
+            value = []
+        else:
+            raise bad("a list of strings")
+    elif kind == FLOAT_LIST:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = [float(value)]
+        else:
+            try:
+                items = list(value)
+            except TypeError:
+                raise bad("a list of numbers") from None
+            if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in items):
+                raise bad("a list of numbers")
+            value = [float(v) for v in items]
+        if not value:
+            raise bad("a non-empty list of numbers")
+    return value
+
+
+def _positive(values: dict, name: str) -> float:
+    if values[name] <= 0:
+        raise invalid_arg(f"parameter '{name}' must be positive, got {values[name]}")
+    return values[name]
+
+
+def _at_least(values: dict, name: str, low: int) -> int:
+    if values[name] < low:
+        raise invalid_arg(f"parameter '{name}' must be at least {low}, got {values[name]}")
+    return values[name]
+
+
+def _port(values: dict, name: str) -> int:
+    if not 0 <= values[name] <= 65535:
+        raise invalid_arg(f"parameter '{name}' must be a port number, got {values[name]}")
+    return values[name]
+
+
+def unknown_overrides(node, declared: set[str]) -> set[str]:
+    """Parameters given to the node (YAML, -p) that it does not declare: likely typos."""
+    overrides = getattr(node, "_parameter_overrides", None) or {}
+    builtin = {"use_sim_time", "start_type_description_service"}
+    return {name for name in overrides
+            if name not in declared and name not in builtin and not name.startswith("qos_overrides.")}

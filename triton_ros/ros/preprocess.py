@@ -1,0 +1,352 @@
+"""Camera image -> model input tensor, in numpy.
+
+A binding's preprocessing settings (:class:`PreprocessConfig`, from ROS parameters) are resolved
+once per loaded model version against the model's input (:func:`plan_input`): layout (NCHW or
+NHWC), size, channels, data type and normalization. Each frame then goes through
+:class:`Preprocessor`: check the image (:func:`check_image`), resize it with its aspect ratio
+kept (letterbox, the default) or stretched, convert its channels to what the model expects,
+normalize ``(pixel * scale - mean) / std`` and write it into a tensor of the model's input size. Cameras of
+any resolution therefore give tensors of one shape, so their frames batch together. The returned
+:class:`Letterbox` maps boxes back to the source image's pixels.
+
+Nothing here imports rclpy: images arrive as (encoding, height, width, step, data).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.datatypes import to_numpy_dtype
+from ..core.errors import invalid_arg
+from ..core.model_config import WILDCARD_DIM, TensorConfig
+
+# sensor_msgs/image_encodings: encoding -> (channels, channel order)
+ENCODINGS: dict[str, tuple[int, str]] = {
+    "rgb8": (3, "rgb"),
+    "bgr8": (3, "bgr"),
+    "rgba8": (4, "rgba"),
+    "bgra8": (4, "bgra"),
+    "mono8": (1, "mono"),
+    "8UC1": (1, "mono"),
+}
+RESIZE_MODES = ("letterbox", "stretch")
+INTERPOLATIONS = ("bilinear", "nearest")
+LAYOUTS = ("auto", "NCHW", "NHWC")
+COLORS = ("rgb", "bgr")
+_LUMA = np.array([0.299, 0.587, 0.114], np.float32)   # ITU-R BT.601, as cv2.COLOR_RGB2GRAY
+
+
+class MalformedImage(ValueError):
+    """An image that cannot be read as its header claims; the message says why."""
+
+
+@dataclass(frozen=True)
+class PreprocessConfig:
+    """A binding's preprocessing parameters (0 / "auto" means: take it from the model)."""
+
+    resize: str = "letterbox"
+    interpolation: str = "bilinear"
+    pad_value: int = 114
+    color: str = "rgb"                  # channel order of 3-channel model inputs
+    layout: str = "auto"
+    width: int = 0
+    height: int = 0
+    scale: float = 0.0                  # 0: 1/255 for floating-point inputs, 1 for integer inputs
+    mean: tuple[float, ...] = (0.0,)
+    std: tuple[float, ...] = (1.0,)
+
+
+@dataclass(frozen=True)
+class InputPlan:
+    """Preprocessing resolved against one model input."""
+
+    layout: str                         # "NCHW" or "NHWC"
+    height: int
+    width: int
+    channels: int                       # 1 or 3
+    color: str                          # "rgb", "bgr" or "mono"
+    dtype: np.dtype
+    resize: str
+    interpolation: str
+    pad_value: int
+    gain: np.ndarray | None             # per channel: x * gain + offset; None: raw pixel values
+    offset: np.ndarray | None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self.layout == "NCHW":
+            return (self.channels, self.height, self.width)
+        return (self.height, self.width, self.channels)
+
+
+@dataclass(frozen=True)
+class Letterbox:
+    """How a source image was placed in the model input: x_model = x_src * scale_x + pad_x."""
+
+    src_width: int
+    src_height: int
+    scale_x: float
+    scale_y: float
+    pad_x: float
+    pad_y: float
+
+    def to_source(self, boxes: np.ndarray) -> np.ndarray:
+        """xyxy boxes in model-input pixels -> source-image pixels, clipped to the image."""
+        out = np.empty_like(boxes, dtype=np.float64)
+        out[:, 0] = (boxes[:, 0] - self.pad_x) / self.scale_x
+        out[:, 2] = (boxes[:, 2] - self.pad_x) / self.scale_x
+        out[:, 1] = (boxes[:, 1] - self.pad_y) / self.scale_y
+        out[:, 3] = (boxes[:, 3] - self.pad_y) / self.scale_y
+        np.clip(out[:, 0::2], 0.0, float(self.src_width), out=out[:, 0::2])
+        np.clip(out[:, 1::2], 0.0, float(self.src_height), out=out[:, 1::2])
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Resolving a binding's settings against the model input
+# --------------------------------------------------------------------------------------------
+
+def plan_input(config: PreprocessConfig, tensor: TensorConfig, *, model: str) -> InputPlan:
+    """Resolve layout, size, channels, dtype and normalization; INVALID_ARG if they cannot fit."""
+    where = f"model '{model}' input '{tensor.name}'"
+    if len(tensor.dims) != 3:
+        raise invalid_arg(f"{where} has dims {list(tensor.dims)}: an image input needs 3 dims "
+                          f"(CHW or HWC, without the batch dimension)")
+    layout = config.layout
+    if layout == "auto":
+        if tensor.format == "FORMAT_NCHW":
+            layout = "NCHW"
+        elif tensor.format == "FORMAT_NHWC":
+            layout = "NHWC"
+        elif tensor.dims[0] in (1, 3) and tensor.dims[2] not in (1, 3):
+            layout = "NCHW"
+        elif tensor.dims[2] in (1, 3) and tensor.dims[0] not in (1, 3):
+            layout = "NHWC"
+        else:
+            raise invalid_arg(f"{where}: cannot tell NCHW from NHWC from dims "
+                              f"{list(tensor.dims)}; set the binding's 'layout' parameter")
+    if layout == "NCHW":
+        c, h, w = tensor.dims
+    else:
+        h, w, c = tensor.dims
+    if c == WILDCARD_DIM:
+        c = 3
+    if c not in (1, 3):
+        raise invalid_arg(f"{where} has {c} channels; images give 1 (mono) or 3 (color)")
+    h = _size(h, config.height, "height", where)
+    w = _size(w, config.width, "width", where)
+
+    try:
+        dtype = to_numpy_dtype(tensor.datatype)
+    except Exception:
+        dtype = None
+    if dtype is None or dtype.kind not in "uif":
+        raise invalid_arg(f"{where} has data type {tensor.datatype}; images need a numeric type")
+    floating = dtype.kind == "f"
+    scale = config.scale if config.scale != 0.0 else (1.0 / 255.0 if floating else 1.0)
+    mean = _per_channel(config.mean, c, "mean", where)
+    std = _per_channel(config.std, c, "std", where)
+    if np.any(std == 0):
+        raise invalid_arg(f"{where}: std must not contain 0")
+    gain, offset = scale / std, -mean / std
+    if not floating and np.all(gain == 1.0) and np.all(offset == 0.0):
+        gain = offset = None              # raw pixel values into an integer tensor
+    return InputPlan(layout=layout, height=h, width=w, channels=c,
+                     color="mono" if c == 1 else config.color, dtype=dtype,
+                     resize=config.resize, interpolation=config.interpolation,
+                     pad_value=int(config.pad_value), gain=gain, offset=offset)
+
+
+def _size(model_dim: int, param: int, what: str, where: str) -> int:
+    if model_dim == WILDCARD_DIM:
+        if param <= 0:
+            raise invalid_arg(f"{where} has a variable {what}; set the binding's '{what}' parameter")
+        return param
+    if param > 0 and param != model_dim:
+        raise invalid_arg(f"{where} has {what} {model_dim} but the binding's '{what}' is {param}")
+    return model_dim
+
+
+def _per_channel(values: tuple[float, ...], channels: int, what: str, where: str) -> np.ndarray:
+    arr = np.asarray(values, np.float32).reshape(-1)
+    if arr.size == 1:
+        return np.repeat(arr, channels)
+    if arr.size != channels:
+        raise invalid_arg(f"{where}: '{what}' has {arr.size} values for {channels} channels")
+    return arr
+
+
+# --------------------------------------------------------------------------------------------
+# Per frame
+# --------------------------------------------------------------------------------------------
+
+def check_image(encoding: str, height: int, width: int, step: int, data_len: int) -> int:
+    """Check an image header against its data; return its channel count or raise MalformedImage."""
+    spec = ENCODINGS.get(encoding)
+    if spec is None:
+        raise MalformedImage(f"unsupported encoding '{encoding}' (supported: "
+                             f"{', '.join(ENCODINGS)})")
+    channels = spec[0]
+    if height <= 0 or width <= 0:
+        raise MalformedImage(f"empty image ({width}x{height})")
+    if step < width * channels:
+        raise MalformedImage(f"step {step} is smaller than width x channels = {width * channels}")
+    if data_len < step * height:
+        raise MalformedImage(f"data has {data_len} bytes, fewer than step x height = "
+                             f"{step} x {height} = {step * height}")
+    return channels
+
+
+def letterbox_for(src_w: int, src_h: int, plan: InputPlan) -> tuple[Letterbox, int, int]:
+    """Where the resized image goes: the Letterbox and the resized (width, height)."""
+    if plan.resize == "stretch":
+        return Letterbox(src_w, src_h, plan.width / src_w, plan.height / src_h, 0.0, 0.0), \
+            plan.width, plan.height
+    r = min(plan.width / src_w, plan.height / src_h)
+    nw = max(1, min(plan.width, int(round(src_w * r))))
+    nh = max(1, min(plan.height, int(round(src_h * r))))
+    pad_x = (plan.width - nw) // 2
+    pad_y = (plan.height - nh) // 2
+    return Letterbox(src_w, src_h, nw / src_w, nh / src_h, float(pad_x), float(pad_y)), nw, nh
+
+
+class Preprocessor:
+    """Turns frames into input tensors for one :class:`InputPlan`.
+
+    Resizing, channel conversion and layout are one gather: for each source geometry (size,
+    step, encoding) a :class:`_Sampler` precomputes, for every output element, the byte offsets
+    of its source pixels in the image data and their bilinear weights. A frame then costs one
+    ``np.take`` per tap (4 for bilinear, 1 for nearest) straight from the message's bytes, a
+    weighted sum and the normalization, with no intermediate image.
+    """
+
+    def __init__(self, plan: InputPlan, *, cache_size: int = 16) -> None:
+        self.plan = plan
+        self._cache_size = cache_size
+        self._samplers: dict[tuple, _Sampler] = {}
+
+    def __call__(self, data, encoding: str, height: int, width: int,
+                 step: int) -> tuple[np.ndarray, Letterbox]:
+        """Checked image data -> (tensor without batch dimension, Letterbox)."""
+        key = (height, width, step, encoding)
+        sampler = self._samplers.get(key)
+        if sampler is None:
+            if len(self._samplers) >= self._cache_size:     # cameras changed: start over
+                self._samplers.clear()
+            sampler = self._samplers[key] = _Sampler(self.plan, height, width, step, encoding)
+        flat = np.frombuffer(data, np.uint8, count=step * height)
+        return sampler.run(flat), sampler.letterbox
+
+
+def preprocess(image: np.ndarray, encoding: str, plan: InputPlan) -> tuple[np.ndarray, Letterbox]:
+    """One contiguous (H, W, C) uint8 image -> (tensor, Letterbox); for tools and tests."""
+    h, w = image.shape[:2]
+    data = np.ascontiguousarray(image)
+    return Preprocessor(plan)(data.reshape(-1), encoding, h, w, data.strides[0])
+
+
+class _Sampler:
+    """Precomputed gathers from one source geometry into one InputPlan."""
+
+    def __init__(self, plan: InputPlan, h: int, w: int, step: int, encoding: str) -> None:
+        self.plan = plan
+        self.letterbox, nw, nh = letterbox_for(w, h, plan)
+        self.nw, self.nh = nw, nh
+        src_channels, order = ENCODINGS[encoding]
+        nchw = plan.layout == "NCHW"
+
+        # Spatial taps: (source rows, source columns, weights (nh, nw) or None).
+        if (nw, nh) == (w, h):
+            taps = [(np.arange(h), np.arange(w), None)]
+        elif plan.interpolation == "nearest":
+            taps = [(_nearest_axis(h, nh), _nearest_axis(w, nw), None)]
+        else:
+            y0, y1, wy = _bilinear_axis(h, nh)
+            x0, x1, wx = _bilinear_axis(w, nw)
+            taps = [(y0, x0, np.outer(1 - wy, 1 - wx)), (y0, x1, np.outer(1 - wy, wx)),
+                    (y1, x0, np.outer(wy, 1 - wx)), (y1, x1, np.outer(wy, wx))]
+
+        # Channels: each output channel is a sum of (source channel, coefficient).
+        sources = _channel_sources(order, plan.color)
+        per_channel = all(len(s) == 1 and s[0][1] == 1.0 for s in sources)
+        self.gathers: list[tuple[np.ndarray, np.ndarray | None]] = []
+        for ys, xs, weight in taps:
+            base = (ys[:, None] * step + xs[None, :] * src_channels).astype(np.int32)
+            if per_channel:
+                offsets = np.array([s[0][0] for s in sources], np.int32)
+                groups = [(offsets, weight)]
+            else:                       # luma: one output channel from three source channels
+                groups = [(np.array([c], np.int32),
+                           coef * (weight if weight is not None else np.ones((nh, nw))))
+                          for c, coef in sources[0]]
+            for offsets, wgt in groups:
+                if nchw:
+                    index = base[None, :, :] + offsets[:, None, None]
+                    wgt = None if wgt is None else wgt[None, :, :].astype(np.float32)
+                else:
+                    index = base[:, :, None] + offsets[None, None, :]
+                    wgt = None if wgt is None else wgt[:, :, None].astype(np.float32)
+                self.gathers.append((index, wgt))
+        shape = (-1, 1, 1) if nchw else (1, 1, -1)
+        self.gain = None if plan.gain is None else plan.gain.reshape(shape)
+        self.offset = None if plan.offset is None else plan.offset.reshape(shape)
+        pad = np.full(plan.channels, plan.pad_value, np.float32)
+        if plan.gain is not None:
+            pad = pad * plan.gain + plan.offset
+        self.pad = pad.reshape(shape).astype(plan.dtype) if plan.dtype.kind == "f" \
+            else np.rint(pad).reshape(shape).astype(plan.dtype)
+        self.full = (nw, nh) == (plan.width, plan.height)
+
+    def run(self, flat: np.ndarray) -> np.ndarray:
+        region = None
+        for index, weight in self.gathers:
+            values = np.take(flat, index)
+            if weight is None and len(self.gathers) == 1:
+                region = values          # nearest or same size: raw bytes, no arithmetic
+            elif region is None:
+                region = values * weight if weight is not None else values.astype(np.float32)
+            else:
+                region += values * weight if weight is not None else values
+        if self.gain is not None:
+            region = region * self.gain
+            region += self.offset
+        plan = self.plan
+        if plan.dtype.kind != "f" and region.dtype.kind == "f":
+            region = np.rint(region)
+        if self.full:
+            return region.astype(plan.dtype, copy=False)
+        out = np.empty(plan.shape, plan.dtype)
+        out[...] = self.pad
+        px, py = int(self.letterbox.pad_x), int(self.letterbox.pad_y)
+        if plan.layout == "NCHW":
+            out[:, py:py + self.nh, px:px + self.nw] = region
+        else:
+            out[py:py + self.nh, px:px + self.nw, :] = region
+        return out
+
+
+def _nearest_axis(src: int, dst: int) -> np.ndarray:
+    return np.minimum(((np.arange(dst) + 0.5) * (src / dst)).astype(np.int64), src - 1)
+
+
+def _bilinear_axis(src: int, dst: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Half-pixel-center source coordinates (as cv2.INTER_LINEAR), clamped at the borders."""
+    pos = np.clip((np.arange(dst) + 0.5) * (src / dst) - 0.5, 0.0, src - 1)
+    i0 = np.floor(pos).astype(np.int64)
+    i1 = np.minimum(i0 + 1, src - 1)
+    return i0, i1, pos - i0
+
+
+def _channel_sources(src: str, dst: str) -> list[list[tuple[int, float]]]:
+    """For each output channel, its (source channel, coefficient) terms.
+
+    src: "rgb", "bgr", "rgba", "bgra" or "mono"; dst: "rgb", "bgr" or "mono".
+    """
+    if src == "mono":
+        return [[(0, 1.0)]] * (1 if dst == "mono" else 3)
+    r, g, b = (0, 1, 2) if src.startswith("rgb") else (2, 1, 0)
+    if dst == "mono":
+        return [[(r, float(_LUMA[0])), (g, float(_LUMA[1])), (b, float(_LUMA[2]))]]
+    order = (r, g, b) if dst == "rgb" else (b, g, r)
+    return [[(c, 1.0)] for c in order]
