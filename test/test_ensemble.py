@@ -13,7 +13,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import MODEL_REPOSITORY, ROOT, ServerProcess
+from server_process import MODEL_REPOSITORY, ROOT, ServerProcess
 
 ENSEMBLE_MODELS = ROOT / "test" / "ensemble_models"
 SCORE_THRESHOLD = 0.018      # model_repository/detector_postprocess/config.pbtxt

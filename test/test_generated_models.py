@@ -2,7 +2,7 @@
 import subprocess
 import sys
 
-from conftest import ROOT
+from server_process import ROOT
 
 
 def test_committed_models_match_the_generator():

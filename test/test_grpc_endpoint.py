@@ -14,7 +14,7 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from conftest import MODEL_REPOSITORY, ServerProcess
+from server_process import MODEL_REPOSITORY, ServerProcess
 from model_factory import identity_graph, write_model
 
 NUMERIC_TYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",

@@ -18,7 +18,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import MODEL_REPOSITORY, ROOT
+from server_process import MODEL_REPOSITORY, ROOT
 
 PERF_ANALYZER = ROOT / ".venv" / "bin" / "perf_analyzer"
 

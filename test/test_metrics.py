@@ -13,7 +13,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import MODEL_REPOSITORY
+from server_process import MODEL_REPOSITORY
 from prometheus_text import parse, scrape
 
 MODEL_FAMILIES = (
@@ -191,7 +191,7 @@ def test_grafana_dashboard_uses_exported_metrics():
     import json
     import re
 
-    from conftest import ROOT
+    from server_process import ROOT
     from triton_ros.core.metrics import FAMILIES
 
     dashboard = json.loads((ROOT / "config" / "grafana" / "triton_ros_dashboard.json").read_text())

@@ -12,7 +12,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import ROOT, ServerProcess
+from server_process import ROOT, ServerProcess
 
 PYTHON_MODELS = ROOT / "test" / "python_models"
 

@@ -11,7 +11,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from conftest import MODEL_REPOSITORY, ServerProcess
+from server_process import MODEL_REPOSITORY, ServerProcess
 from prometheus_text import scrape
 
 # One cached response of "simple": a 16-byte key, and OUTPUT0 and OUTPUT1 (7-byte names,

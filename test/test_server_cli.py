@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from conftest import MODEL_REPOSITORY, ROOT
+from server_process import MODEL_REPOSITORY, ROOT
 from model_factory import slow_config, slow_graph, write_model
 
 PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"

@@ -20,7 +20,7 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.utils import (InferenceServerException, serialize_byte_tensor,
                                 serialized_byte_size)
 
-from conftest import MODEL_REPOSITORY, ROOT, ServerProcess
+from server_process import MODEL_REPOSITORY, ROOT, ServerProcess
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.shared_memory_manager import SharedMemoryManager
 from triton_ros.frontend import grpc_codec, http_codec

@@ -11,7 +11,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2 as mc
 
-from conftest import MODEL_REPOSITORY
+from server_process import MODEL_REPOSITORY
 from triton_ros.core.backends.tensorrt_backend import (
     EngineDescription, EngineTensor, ProfileShapes, auto_complete_from_engine, binding_plan,
     check_config, describe_engine, engine_max_batch_size, instance_profiles, select_profile)

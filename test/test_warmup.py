@@ -12,7 +12,7 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from conftest import MODEL_REPOSITORY
+from server_process import MODEL_REPOSITORY
 
 
 def _model_with_warmup(repo: Path, source: str, name: str, warmup: str) -> None:

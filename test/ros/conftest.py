@@ -1,25 +1,14 @@
 """Fixtures of the ROS tests: a ROS domain of their own, node processes and a probe node.
 
-Other programs may run ROS tests on this host at the same time, so every test session picks a
-random ROS_DOMAIN_ID (before any rclpy context exists), keeps discovery on this host, and names its
-nodes and topics with a random token.
+The domain and the naming token come from ros_env (a plain module, importable from the tests).
 """
 from __future__ import annotations
 
-import os
-import random
 import secrets
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-
-os.environ["ROS_DOMAIN_ID"] = str(random.SystemRandom().randint(1, 100))
-os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
-os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
-
-TOKEN = secrets.token_hex(3)
+from ros_env import TOKEN
 
 
 @pytest.fixture

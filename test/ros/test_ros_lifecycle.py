@@ -6,7 +6,7 @@ import socket
 
 import numpy as np
 
-from conftest import TOKEN
+from ros_env import TOKEN
 from ros_probe import TIMEOUT, image_message, wait_until
 from triton_ros.ros.output_messages import DETECTIONS_TYPE
 

@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import TOKEN
+from ros_env import TOKEN
 from ros_models import make_repository
 from ros_probe import (TIMEOUT, NodeProcess, Probe, image_message, stamp_ns, wait_until)
 from triton_ros.ros.output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
