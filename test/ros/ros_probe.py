@@ -56,6 +56,8 @@ class NodeProcess:
         self._log = open(self.log_path, "w")
         cmd = [sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
                "--params-file", str(self.params_file), "-p", f"grpc.port:={self.grpc_port}",
+               # HTTP and metrics take any free port, so that concurrent nodes never collide.
+               "-p", "http.port:=0", "-p", "metrics.port:=0",
                "-r", f"__node:={name}"]
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
         self.stopped_rc: int | None = None

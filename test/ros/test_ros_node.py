@@ -363,3 +363,21 @@ def test_grpc_requests_share_the_models_of_the_node(env):
     assert after.inference_count >= before.inference_count + 2
     assert int(grpc_stats["inference_count"]) >= before.inference_count + 2
     assert client.is_model_ready("classifier")
+
+
+def test_the_node_serves_http_and_prometheus_metrics_of_the_same_models(env):
+    import re
+    import urllib.request
+
+    import tritonclient.http as httpclient
+
+    log = env.node.log()
+    http_port = int(re.search(r"HTTP/REST endpoint at 127\.0\.0\.1:(\d+)", log).group(1))
+    metrics_port = int(re.search(r"metrics endpoint \(/metrics\) at 127\.0\.0\.1:(\d+)", log).group(1))
+    client = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+    assert client.is_model_ready("detector")
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30).read().decode()
+    served = re.search(r'^nv_inference_count\{model="detector",version="1"\} (\d+)', text, re.M)
+    # the camera frames of the earlier tests were counted by the node's own core
+    assert served and int(served.group(1)) > 0
+    assert int(served.group(1)) <= env.statistics("detector").inference_count

@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
           f"-> inference_node (detector); ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} (to watch: "
           f"ros2 topic echo /robot1/camera_front/detections); logs in {logs}", flush=True)
     node_proc = _start([py, "-m", "triton_ros.ros.inference_node", "--ros-args", "--params-file",
-                        args.params_file, "-p", f"grpc.port:={port}"], logs / "inference_node.log")
+                        args.params_file, "-p", f"grpc.port:={port}", "-p", "http.port:=0",
+                        "-p", "metrics.port:=0"], logs / "inference_node.log")
     cameras: list[subprocess.Popen] = []
     stop = init_ros(argv)
     node = Node("triton_ros_demo")

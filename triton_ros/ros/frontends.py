@@ -5,8 +5,8 @@ request and a camera frame reach the same model's dynamic batcher. Each kind is 
 :class:`FrontendSpec`: its parameter prefix, defaults and a factory that imports its transport only
 when enabled. The node declares ``<prefix>.enable``, ``<prefix>.address`` and ``<prefix>.port`` for
 every spec and starts the enabled ones in order (stopping them in reverse). Adding an endpoint
-with the same ``start()`` / ``stop()`` shape (Triton's HTTP endpoint on 8000, metrics on 8002) is
-one more entry in :data:`FRONTENDS`.
+with the same ``start()`` / ``stop()`` shape is one more entry in :data:`FRONTENDS`: gRPC (8001),
+HTTP/REST (8000) and Prometheus metrics (8002) are there, as in tritonserver.
 """
 from __future__ import annotations
 
@@ -53,9 +53,21 @@ def _grpc(core: InferenceServer, address: str, port: int) -> Endpoint:
     return GrpcServer(core, address=address, port=port)
 
 
+def _http(core: InferenceServer, address: str, port: int) -> Endpoint:
+    from ..frontend.http_server import HttpServer
+    return HttpServer(core, address=address, port=port)
+
+
+def _metrics(core: InferenceServer, address: str, port: int) -> Endpoint:
+    from ..frontend.metrics_server import MetricsServer
+    return MetricsServer(core, address=address, port=port)
+
+
 FRONTENDS: tuple[FrontendSpec, ...] = (
     FrontendSpec("grpc", "KServe v2 gRPC endpoint (inference.GRPCInferenceService)", True, 8001,
                  _grpc),
+    FrontendSpec("http", "KServe v2 HTTP/REST endpoint", True, 8000, _http),
+    FrontendSpec("metrics", "Prometheus metrics endpoint (/metrics)", True, 8002, _metrics),
 )
 DEFAULT_ADDRESS = "127.0.0.1"          # never expose an endpoint unless told to
 
