@@ -7,7 +7,7 @@
 For each configuration, in one run and on the same machine:
 
 - ``batched``: the node on the bundled ``detector`` (dynamic batching: preferred batch sizes 4 and
-  8, 1 ms queue delay, 2 CPU instances);
+  8, no queue delay, 2 CPU instances);
 - ``batch-1``: the same node and model with ``dynamic_batching`` removed from its config.pbtxt,
   so that every frame executes alone on the next free instance, the way per-camera nodes run.
 
@@ -253,7 +253,7 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
         "- The node: bundled `detector` (FP32 [3,256,256], 2 CPU instances with one ONNX Runtime "
         "thread each), letterbox + bilinear preprocessing in the node, detections decoded and "
         "published per camera, `max_in_flight` 1, `max_age_ms` 500 (the defaults).",
-        "- `batched`: the model's dynamic batcher (preferred 4 and 8, 1 ms delay). `batch-1`: the "
+        "- `batched`: the model's dynamic batcher (preferred 4 and 8, no queue delay). `batch-1`: the "
         "same with `dynamic_batching` removed, so every frame runs alone (per-camera nodes).",
         "- Frames/s and drops: counted by the node (`~/status`) between two status messages; "
         "drops as a fraction of the frames the node received. Latency: the camera's header "

@@ -87,6 +87,11 @@ def make_repository(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     shutil.copytree(ROOT / "model_repository" / "detector", dest / "detector")
     shutil.copytree(ROOT / "model_repository" / "detector", dest / "detector_b")
+    # The bundled detector batches only what queues while its instances are busy (no delay); here
+    # a 20 ms window makes the frames of several cameras meet in one batch on any machine.
+    config = dest / "detector" / "config.pbtxt"
+    config.write_text(config.read_text().replace("max_queue_delay_microseconds: 0",
+                                                 "max_queue_delay_microseconds: 20000"))
     config = dest / "detector_b" / "config.pbtxt"
     config.write_text(config.read_text().replace('name: "detector"', 'name: "detector_b"'))
     decoded_detector(dest / "decoded")
