@@ -240,8 +240,8 @@ def main() -> int:
 
     lines = ["# Ensemble overhead and Python-backend scaling", "",
              f"Run {datetime.datetime.now().isoformat(timespec='seconds')} by "
-             f"`bench/bench_ensemble.py --seconds {args.seconds:g}`. Provisional: the machine was "
-             f"shared with other work; compare the ratios within this run.", "",
+             f"`bench/bench_ensemble.py --seconds {args.seconds:g}`. Compare the ratios within this "
+             f"run; the load average below says how busy the machine was.", "",
              *[f"- {m}" for m in machine()],
              f"- load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", "",
              "Reading: 1a is what a client gains by sending one ensemble request instead of three "

@@ -237,9 +237,6 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
         f"{args.width} --height {args.height} --seconds {args.seconds:g} --warmup "
         f"{args.warmup:g} --rounds {args.rounds}`, run {started}.",
         "",
-        "**Provisional:** measured while other programs shared this machine; the lead re-runs it "
-        "on a quiet one.",
-        "",
         "## Machine",
         "",
         machine(),

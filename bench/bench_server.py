@@ -155,6 +155,23 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         lines.append(f"| {r['concurrency']} | {r['throughput']:.1f} | {r['throughput'] / raw:.2f}x | "
                      f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['mean_batch']:.2f} |")
+    by_c = {r["concurrency"]: r for r in rows}
+    if 16 in by_c:
+        r16 = by_c[16]
+        lines += [
+            "",
+            "Targets (issue: core server), at concurrency 16:",
+            f"- served images/s >= 0.7x raw: {r16['throughput'] / raw:.2f}x "
+            f"({'met' if r16['throughput'] >= 0.7 * raw else 'NOT met'})",
+            f"- p99 below the PyTriton reference (~95 ms, ../shared/notes/perf-analyzer.md: PyTriton "
+            f"0.7.0 on this machine type, c=16 ~340 infer/s): {r16['p99_ms']:.1f} ms "
+            f"({'met' if r16['p99_ms'] < 95 else 'NOT met'})",
+        ]
+    batches = [r["mean_batch"] for r in rows]
+    if len(batches) > 1:
+        grows = all(b2 >= b1 for b1, b2 in zip(batches, batches[1:]))
+        lines.append(f"- mean executed batch grows with concurrency: "
+                     f"{' -> '.join(f'{b:.2f}' for b in batches)} ({'met' if grows else 'NOT met'})")
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0

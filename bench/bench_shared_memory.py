@@ -59,7 +59,7 @@ def main() -> int:
         f"{args.concurrency}, up to 3 trials of {args.interval_ms} ms; `shm` is "
         f"`--shared-memory system` (inputs and outputs in regions perf_analyzer registers). "
         f"perf_analyzer shares the CPU with the server: read the ratios, not the absolute "
-        f"numbers. Provisional while other work shares the machine.",
+        f"numbers.",
         "",
         "| model | protocol | in request infer/s | shm infer/s | shm/request | request p50/p99 µs "
         "| shm p50/p99 µs |",

@@ -118,8 +118,7 @@ def main() -> int:
         f"Machine: {machine()}.",
         f"perf_analyzer 2.50.0, batch-1 requests, `--input-data zero`, concurrency "
         f"{args.concurrency}, up to 3 trials of {args.interval_ms} ms. perf_analyzer shares the "
-        f"CPU with the server: read the ratios, not the absolute numbers. Provisional while other "
-        f"work shares the machine.",
+        f"CPU with the server: read the ratios, not the absolute numbers.",
         "",
         "| model | gRPC infer/s | HTTP infer/s | HTTP/gRPC | gRPC p50/p99 µs | HTTP p50/p99 µs |",
         "|---|---|---|---|---|---|",
