@@ -65,6 +65,16 @@ def sample(datatype: str, rows: int = 2) -> np.ndarray:
     return rng.integers(info.min, info.max, (rows, 3), dtype=getattr(np, datatype.lower()), endpoint=True)
 
 
+def simple_inputs(value: int) -> list:
+    """INPUT0 = INPUT1 = a [1,16] INT32 tensor of ``value`` (so OUTPUT0 = 2 * value)."""
+    inputs = []
+    for name in ("INPUT0", "INPUT1"):
+        t = grpcclient.InferInput(name, [1, 16], "INT32")
+        t.set_data_from_numpy(np.full((1, 16), value, np.int32))
+        inputs.append(t)
+    return inputs
+
+
 def test_health_and_server_metadata(client):
     assert client.is_server_live()
     assert client.is_server_ready()
@@ -161,13 +171,7 @@ def test_stream_infer_answers_every_request(client):
     try:
         expected = {}
         for i in range(10):
-            data = np.full((1, 16), i, np.int32)
-            inputs = []
-            for name in ("INPUT0", "INPUT1"):
-                t = grpcclient.InferInput(name, [1, 16], "INT32")
-                t.set_data_from_numpy(data)
-                inputs.append(t)
-            client.async_stream_infer("simple", inputs, request_id=str(i))
+            client.async_stream_infer("simple", simple_inputs(i), request_id=str(i))
             expected[str(i)] = 2 * i
         bad = grpcclient.InferInput("INPUT0", [1, 16], "INT32")
         bad.set_data_from_numpy(np.zeros((1, 16), np.int32))
@@ -222,13 +226,8 @@ def test_async_infer_many_concurrent_clients(client):
     results: queue.Queue = queue.Queue()
     sent = {}
     for i in range(40):
-        data = np.full((1, 16), i, np.int32)
-        inputs = []
-        for name in ("INPUT0", "INPUT1"):
-            t = grpcclient.InferInput(name, [1, 16], "INT32")
-            t.set_data_from_numpy(data)
-            inputs.append(t)
-        client.async_infer("simple", inputs, partial(lambda i, result, error: results.put((i, result, error)), i))
+        client.async_infer("simple", simple_inputs(i),
+                           partial(lambda i, result, error: results.put((i, result, error)), i))
         sent[i] = 2 * i
     for _ in range(40):
         i, result, error = results.get(timeout=60)
