@@ -15,18 +15,11 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from model_factory import save  # test/: on sys.path through its conftest
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _save(graph, path: Path) -> None:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path))
 
 
 def decoded_detector(path: Path) -> None:
@@ -51,7 +44,7 @@ def decoded_detector(path: Path) -> None:
         [helper.make_tensor_value_info("images", TensorProto.UINT8, ["N", 256, 256, 3])],
         [helper.make_tensor_value_info("detections", TensorProto.FLOAT, ["N", 100, 6])],
         initializer=inits)
-    _save(graph, path / "1" / "model.onnx")
+    save(graph, path / "1" / "model.onnx")
     (path / "config.pbtxt").write_text(
         'name: "decoded"\nbackend: "onnxruntime"\nmax_batch_size: 16\n'
         'input [ { name: "images" data_type: TYPE_UINT8 dims: [ 256, 256, 3 ] } ]\n'
@@ -74,7 +67,7 @@ def classifier(path: Path) -> None:
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 32, 32])],
         [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", 4])],
         initializer=inits)
-    _save(graph, path / "1" / "model.onnx")
+    save(graph, path / "1" / "model.onnx")
     (path / "labels.txt").write_text("red\ngreen\nblue\nbias\n")
     (path / "config.pbtxt").write_text(
         'name: "classifier"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
