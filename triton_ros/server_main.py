@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL",
                    help="verbose logging level (>0 enables debug logging)")
     p.add_argument("--log-info", type=parse_bool, default=True, metavar="BOOL")
+    p.add_argument("--log-warning", type=parse_bool, default=True, metavar="BOOL")
+    p.add_argument("--log-error", type=parse_bool, default=True, metavar="BOOL")
+    p.add_argument("--log-format", choices=("default", "ISO8601"), default="default")
     return p
 
 
@@ -146,9 +149,15 @@ def main(argv: list[str] | None = None) -> int:
         server_id=args.server_id,
         cache_config=cache_config,
         allow_client_shm=args.allow_client_shm,
+        log_info=args.log_info,
+        log_warning=args.log_warning,
+        log_error=args.log_error,
+        log_verbose=args.log_verbose,
+        log_format=args.log_format,
     )
     try:
         core = InferenceServer(options)
+        core.log_settings.apply(core.log_settings.get())
         core.start()
     except TritonRosError as exc:
         print(f"error: creating server: {exc.code.name} - {exc.message}", file=sys.stderr)

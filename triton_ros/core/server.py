@@ -21,6 +21,7 @@ from .cache_manager import CacheConfig, LocalCache, create_cache
 from .errors import TritonRosError, invalid_arg, unavailable
 from .infer_request import InferRequest, InferResponse
 from .infer_stats import StatsSnapshot
+from .log_settings import LogSettings
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
 from .model_repository_manager import READY, ModelRepositoryManager, RepositoryEntry
@@ -38,6 +39,7 @@ EXTENSIONS = (
     "parameters",
     "statistics",
     "system_shared_memory",
+    "logging",
 )
 
 
@@ -55,6 +57,11 @@ class ServerOptions:
     server_id: str = "triton"
     cache_config: CacheConfig | None = None      # --cache-config local,size=N
     allow_client_shm: bool = False               # --allow-client-shm (Triton's default: off)
+    log_info: bool = True                        # --log-info
+    log_warning: bool = True                     # --log-warning
+    log_error: bool = True                       # --log-error
+    log_verbose: int = 0                         # --log-verbose
+    log_format: str = "default"                  # --log-format default|ISO8601
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,9 @@ class InferenceServer:
         )
         # Client shared memory regions, one registry for every frontend.
         self.shared_memory = SharedMemoryManager(allow_client_shm=options.allow_client_shm)
+        self.log_settings = LogSettings(info=options.log_info, warning=options.log_warning,
+                                        error=options.log_error, verbose_level=options.log_verbose,
+                                        log_format=options.log_format)
         self._started = False
         self._stopping = False
         self._lock = threading.Lock()

@@ -264,3 +264,17 @@ def encode_cuda_shm_status(regions: list[CudaRegionStatus]) -> pb.CudaSharedMemo
         out.regions[r.name].CopyFrom(pb.CudaSharedMemoryStatusResponse.RegionStatus(
             name=r.name, device_id=r.device_id, byte_size=r.byte_size))
     return out
+
+
+def encode_log_settings(values: dict) -> pb.LogSettingsResponse:
+    """Triton's LogSettings answer: strings, booleans and the verbose level as uint32."""
+    out = pb.LogSettingsResponse()
+    for key, value in values.items():
+        entry = out.settings[key]
+        if isinstance(value, bool):
+            entry.bool_param = value
+        elif isinstance(value, int):
+            entry.uint32_param = value
+        else:
+            entry.string_param = str(value)
+    return out

@@ -143,6 +143,15 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             return pb.CudaSharedMemoryUnregisterResponse()
         return await self._call(context, unregister)
 
+    # ---------------------------------------------------------------- logging
+    async def LogSettings(self, request, context):
+        def settings():
+            changes = {k: codec.param_value(v) for k, v in request.settings.items()}
+            values = (self._core.log_settings.update(changes) if changes
+                      else self._core.log_settings.get())
+            return codec.encode_log_settings(values)
+        return await self._call(context, settings)
+
     # ---------------------------------------------------------------- inference
     async def ModelInfer(self, request, context):
         try:

@@ -17,6 +17,7 @@ Routes, methods, status codes and JSON error bodies (``{"error": "..."}``) are T
 | ``/v2/systemsharedmemory/region/{r}/register`` | POST (``key``, ``offset``, ``byte_size``) |
 | ``/v2/systemsharedmemory[/region/{r}]/unregister`` | POST: one region, or all |
 | ``/v2/cudasharedmemory/...`` | the same routes: no CUDA region exists; register is 501 |
+| ``/v2/logging`` | GET: log settings; POST: change them (Triton's dynamic logging) |
 
 Core errors map as in Triton: INVALID_ARG (and UNKNOWN, ALREADY_EXISTS, CANCELLED) -> 400,
 NOT_FOUND -> 404, UNAVAILABLE -> 503, UNSUPPORTED -> 501, INTERNAL -> 500; a wrong method is
@@ -183,6 +184,12 @@ class HttpService:
                 await self._blocking(lambda: self._core.unload_model(
                     name, unload_dependents=dependents))
             return Response(200)
+        if path == "/v2/logging":
+            if method == "POST":
+                changes = codec.parse_json_object(request.body, "log settings")
+                return Response(200, codec.dumps(self._core.log_settings.update(changes)))
+            self._require(method, "GET")
+            return Response(200, codec.dumps(self._core.log_settings.get()))
         match = _SHM_RE.fullmatch(path)
         if match:
             return self._shared_memory(request, match.group(1) == "cudasharedmemory",
