@@ -124,6 +124,9 @@ class ModelBase(abc.ABC):
             self._schedule(request)
         except TritonRosError:
             self._done()
+            if self.stopping:
+                # Unload began after the check above: let the caller look for a successor.
+                raise ModelStopping(self.name, self.version) from None
             self.record_rejection(request, reason="REJECTED")
             raise
 
