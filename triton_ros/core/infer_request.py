@@ -58,7 +58,6 @@ class InferRequest:
     arrival_ns: int = field(default_factory=time.monotonic_ns, repr=False)
     batch_size: int = 1                # rows this request adds to a batch
     shape_key: tuple = ()              # requests batch together only with equal keys
-    resolved_version: int = -1
     queue_start_ns: int = 0
     compute_start_ns: int = 0
     cache_key: bytes | None = field(default=None, repr=False)   # set on a response-cache miss

@@ -115,7 +115,6 @@ class ModelBase(abc.ABC):
         except TritonRosError:
             self.record_rejection(request, reason="OTHER")
             raise
-        request.resolved_version = self.version
         if self.response_cache is not None and self._answer_from_cache(request):
             return
         with self._in_flight_lock:
@@ -177,10 +176,6 @@ class ModelBase(abc.ABC):
     def _done(self, n: int = 1) -> None:
         with self._in_flight_lock:
             self._in_flight -= n
-
-    def not_ready_error(self) -> TritonRosError:
-        return unavailable(f"Request for unknown model: '{self.name}' version {self.version} is "
-                           f"not at ready state")
 
 
 class Model(ModelBase):

@@ -124,7 +124,6 @@ class ModelRepositoryManager:
         self._records_lock = threading.Lock()
         self._stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
-        self._listeners: list[Callable[[str], None]] = []
         self._loading = threading.local()   # per thread: ensembles whose dependencies load
 
     # ---------------------------------------------------------------- start / stop
@@ -170,17 +169,6 @@ class ModelRepositoryManager:
             order.extend(free)
             remaining = [n for n in remaining if n not in free]
         return order
-
-    def add_listener(self, callback: Callable[[str], None]) -> None:
-        """Called with a model name after its state changed (load, reload, unload)."""
-        self._listeners.append(callback)
-
-    def _notify(self, name: str) -> None:
-        for callback in list(self._listeners):
-            try:
-                callback(name)
-            except Exception as exc:  # a frontend's listener must not break the core
-                _log.warning("model state listener failed: %s", exc)
 
     # ---------------------------------------------------------------- lookups
     def get_model(self, name: str, version: int = -1) -> ModelBase:
@@ -288,7 +276,6 @@ class ModelRepositoryManager:
                 if not paths:
                     record.model_error = (f"failed to load '{name}', failed to poll from model "
                                           f"repository")
-                    self._notify(name)
                     raise TritonRosError(StatusCode.INTERNAL, record.model_error)
                 if len(paths) > 1:
                     record.model_error = REASON_DUPLICATE
@@ -321,12 +308,10 @@ class ModelRepositoryManager:
                     record.model_error = exc.message
                 # Remember what failed so that polling retries only once the files change.
                 record.path, record.signature = path, signature
-                self._notify(name)
                 raise invalid_arg(f"load failed for model '{name}': {exc.message}") from None
             if record.temp_dir and record.temp_dir != temp_dir:
                 shutil.rmtree(record.temp_dir, ignore_errors=True)
             record.temp_dir = temp_dir
-        self._notify(name)
 
     def _load_dependencies(self, config: ModelConfig) -> None:
         """Load the models an ensemble composes (explicit mode loads them with it, as Triton)."""
@@ -426,7 +411,6 @@ class ModelRepositoryManager:
         if record is not None and record.versions.get(model.version) is model:
             record.states[model.version] = (UNAVAILABLE, reason)
             _log.error("model '%s' version %d is unavailable: %s", model.name, model.version, reason)
-            self._notify(model.name)
 
     def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version of a model (RepositoryModelUnload)."""
@@ -455,7 +439,6 @@ class ModelRepositoryManager:
                 shutil.rmtree(record.temp_dir, ignore_errors=True)
                 record.temp_dir = None
             record.signature = ()
-        self._notify(name)
 
     # ---------------------------------------------------------------- repository scanning
     def _record(self, name: str) -> _ModelRecord:

@@ -103,7 +103,6 @@ def _run_sample(config: ModelConfig, version: int, instance: BackendModelInstanc
             normalize_request(config, request)
         except TritonRosError as exc:
             raise invalid_arg(prefix + exc.message) from None
-        request.resolved_version = version
         requests.append(request)
     # A batching model gets the whole sample as one batch; others execute one request at a time.
     groups = [requests] if config.max_batch_size > 0 else [[r] for r in requests]
