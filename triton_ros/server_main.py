@@ -24,6 +24,7 @@ import threading
 
 from .core.cache_manager import parse_cache_config
 from .core.errors import TritonRosError
+from .core.log_settings import LogSettings
 from .core.model_repository_manager import CONTROL_MODES, RepositoryEntry
 from .core.server import InferenceServer, ServerOptions
 
@@ -121,7 +122,8 @@ def model_table(entries: list[RepositoryEntry]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    level = logging.DEBUG if args.log_verbose > 0 else (logging.INFO if args.log_info else logging.WARNING)
+    level = LogSettings.python_level({"log_verbose_level": args.log_verbose, "log_info": args.log_info,
+                                      "log_warning": args.log_warning, "log_error": args.log_error})
     logging.basicConfig(level=level, format="%(levelname).1s%(asctime)s %(name)s] %(message)s",
                         datefmt="%m%d %H:%M:%S")
 

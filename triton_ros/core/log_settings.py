@@ -63,19 +63,22 @@ class LogSettings:
         return values
 
     @staticmethod
+    def python_level(values: Mapping[str, object]) -> int:
+        """The lowest Python logging level the settings enable."""
+        if int(values["log_verbose_level"]) > 0:
+            return logging.DEBUG
+        if values["log_info"]:
+            return logging.INFO
+        if values["log_warning"]:
+            return logging.WARNING
+        if values["log_error"]:
+            return logging.ERROR
+        return logging.CRITICAL + 1
+
+    @staticmethod
     def apply(values: Mapping[str, object]) -> None:
         logger = logging.getLogger(LOGGER)
-        if int(values["log_verbose_level"]) > 0:
-            level = logging.DEBUG
-        elif values["log_info"]:
-            level = logging.INFO
-        elif values["log_warning"]:
-            level = logging.WARNING
-        elif values["log_error"]:
-            level = logging.ERROR
-        else:
-            level = logging.CRITICAL + 1
-        logger.setLevel(level)
+        logger.setLevel(LogSettings.python_level(values))
         datefmt = _DATEFMT[str(values["log_format"])]
         for handler in logging.getLogger().handlers + logger.handlers:
             if handler.formatter is not None:
