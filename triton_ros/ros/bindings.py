@@ -2,69 +2,83 @@
 
 A :class:`Binding` owns its sources (one per input topic: explicit ``topics`` bound at start,
 and topics matching ``topic_patterns`` bound and unbound as the graph changes), their
-subscriptions and publishers. Each frame goes through:
+subscriptions and publishers. It talks to its model only through a
+:class:`~triton_ros.ros.model_target.ModelTarget` (the embedded core's model of any kind, or a
+remote one), so ONNX, Python and ensemble models are fed and read alike. Each frame goes through:
 
 1. the image callback (executor thread): header checks (malformed images are counted, logged
    and dropped) and the source's flow control (:class:`~triton_ros.ros.source.Source`);
-2. a worker thread: preprocessing into the model's input and ``InferenceServer.infer`` - one
-   request per frame, so the model's dynamic batcher batches frames of every source (and gRPC
-   requests) together;
+2. a worker thread: preprocessing into the model's input and ``target.infer`` - one request per
+   frame, so the model's dynamic batcher batches frames of every source (and gRPC requests)
+   together;
 3. a worker thread again when the response arrives: decoding (detections, classification or
    tensors), publication with the input's header, then the source's next waiting frame.
 
-How to preprocess and decode is resolved once per loaded model version (:class:`ModelPlan`), so a
-reloaded model with another input size is picked up at its first frame.
+How to preprocess and decode is resolved once per serving model version (:class:`ModelPlan`,
+built from the target's :class:`~triton_ros.ros.model_target.ModelSpec`), so a reloaded model
+with another input size is picked up at its first frame.
+
+No failure on a frame's path is silent: whatever goes wrong (the plan, preprocessing, inference,
+decoding, publishing, or an unexpected exception anywhere) is counted by reason
+(:data:`~triton_ros.ros.failures.FAIL_REASONS`), logged at once and then throttled with a count
+(:class:`~triton_ros.ros.failures.FailureLog`), and shown on the binding's ``/diagnostics``
+status with the last error text. The source's in-flight slot is always released, so the next
+frame runs. Stale frames are explained (age, topic, likely cause) the same way, as warnings.
 """
 from __future__ import annotations
 
 import threading
 import time
-import weakref
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg
-from ..core.infer_request import InferRequest, RequestedOutput
-from ..core.server import InferenceServer
 from . import output_messages
 from .classification_decoder import (ClassificationPlan, decode_classification,
                                      plan_classification)
 from .detection_decoder import DetectionPlan, decode_detections, plan_detections
 from .diagnostics import DiagnosticsReporter
+from .failures import STALE_CAUSES, FailureLog
+from .model_target import ModelSpec, ModelTarget, TargetState
 from .parameters import BindingConfig
 from .preprocess import (InputPlan, Letterbox, MalformedImage, Preprocessor, check_image,
                          plan_input)
 from .source import Frame, Source, SourceCounters
 from .topic_discovery import TopicMatcher
 
-LOG_EVERY_NS = 5_000_000_000           # repeated errors of one kind: one log line per 5 s
+# Inference errors that mean "the model is not serving now" (dropped_unavailable, a warning),
+# not "this frame failed" (failed_inference, an error).
+UNAVAILABLE_CODES = (StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND)
 
 
 @dataclass(frozen=True)
 class ModelPlan:
-    """How this binding feeds and reads one loaded model version."""
+    """How this binding feeds and reads one serving model version."""
 
-    model: weakref.ref
-    version: int
+    spec: ModelSpec
     input_name: str
     batching: bool
     input: InputPlan
     preprocessor: Preprocessor
-    requested: tuple[RequestedOutput, ...] | None
+    requested: tuple[str, ...] | None
     decoder: DetectionPlan | ClassificationPlan | None
+
+    @property
+    def version(self) -> int:
+        return self.spec.version
 
 
 class Binding:
     """Runtime of one binding inside the node."""
 
-    def __init__(self, config: BindingConfig, *, node, core: InferenceServer, workers: Executor,
+    def __init__(self, config: BindingConfig, *, node, target: ModelTarget, workers: Executor,
                  reporter: DiagnosticsReporter, callback_group) -> None:
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
         self.config = config
         self._node = node
-        self._core = core
+        self.target = target
         self._workers = workers
         self._reporter = reporter
         self._group = callback_group
@@ -81,9 +95,9 @@ class Binding:
         self._sources_lock = threading.Lock()
         self.retired = SourceCounters()        # totals of unbound sources, kept for the totals
         self._plan: ModelPlan | None = None
-        self._plan_error: tuple[Any, TritonRosError] | None = None
+        self._plan_error: tuple[ModelSpec, TritonRosError] | None = None
         self._plan_lock = threading.Lock()
-        self._logged: dict[str, int] = {}
+        self.failures = FailureLog(self._log)
         self._stopped = False
 
     # ---------------------------------------------------------------- sources
@@ -114,7 +128,8 @@ class Binding:
                                 f"input topic itself; check output_topic_template")
                 return None
             source = Source(topic, output, max_in_flight=self.config.max_in_flight,
-                            max_age_ms=self.config.max_age_ms, discovered=discovered)
+                            max_age_ms=self.config.max_age_ms, discovered=discovered,
+                            on_stale=self._on_stale)
             source.last_seen_publisher_ns = time.monotonic_ns()
             source.publisher = self._node.create_publisher(self._message_type, output,
                                                            self._output_qos)
@@ -165,68 +180,118 @@ class Binding:
 
     # ---------------------------------------------------------------- per frame
     def _now_ns(self) -> int:
+        """Now on the node's clock: ROS time (the /clock topic) with use_sim_time, else the
+        system clock; header stamps are compared with it."""
         return self._node.get_clock().now().nanoseconds
 
     def _on_image(self, source: Source, msg) -> None:
         if self._stopped:
             return
-        now = self._now_ns()
+        frame = None
         try:
-            check_image(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
-        except MalformedImage as exc:
-            if source.count_malformed(now):
-                self._log.warning(
+            now = self._now_ns()
+            try:
+                check_image(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
+            except MalformedImage as exc:
+                source.count_malformed()
+                self.failures.report(
+                    f"malformed:{source.topic}", "dropped_malformed",
                     f"binding '{self.config.name}': malformed image on {source.topic} (frame_id "
                     f"'{msg.header.frame_id}'): {exc}; dropped (counted as dropped_malformed in "
-                    f"/diagnostics)")
-            return
-        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-        frame = source.offer(Frame(msg, stamp, now), now)
-        if frame is not None:
-            self._submit(self._run, source, frame)
+                    f"/diagnostics)", level="warn")
+                return
+            stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            frame = source.offer(Frame(msg, stamp, now), now)
+            if frame is not None:
+                start, frame = frame, None     # _submit owns its slot from here
+                self._submit(self._run, source, start)
+        except Exception as exc:               # never lose a frame (or the callback) silently
+            self._fail(source, "failed_internal", f"handling a frame of {source.topic}", exc)
+            if frame is not None:              # it holds an in-flight slot: hand it on
+                self._submit(self._run, source, self._finish_source(source))
 
-    def _submit(self, fn, *args) -> None:
+    def _on_stale(self, source: Source, frame: Frame, age_ns: int) -> None:
+        what = (f"a frame of {source.topic} (frame_id '{frame.msg.header.frame_id}') was "
+                f"{age_ns / 1e9:.3f} s old on this node's {self._clock_name()} clock")
+        self.failures.report(
+            f"stale:{source.topic}", "dropped_stale",
+            f"binding '{self.config.name}': {what}, over max_age_ms {self.config.max_age_ms}; "
+            f"dropped as stale. Likely cause: {STALE_CAUSES}", level="warn", summary=what)
+
+    def _clock_name(self) -> str:
         try:
-            self._workers.submit(fn, *args)
-        except RuntimeError:                   # workers shut down: the node is stopping
-            source = args[0]
-            source.count("failed")
-            source.finish(self._now_ns())
+            from rclpy.clock import ClockType
+            clock = self._node.get_clock()
+            if clock.clock_type == ClockType.ROS_TIME and clock.ros_time_is_active:
+                return "ROS (/clock, use_sim_time)"
+        except Exception:                      # only for the message
+            pass
+        return "system"
+
+    def _submit(self, fn, source: Source, *args) -> None:
+        """Run ``fn(source, *args)`` on a worker. If that is impossible (the workers are shut
+        down: the node is stopping), the frame ``fn`` would carry is counted and its slot freed."""
+        try:
+            self._workers.submit(fn, source, *args)
+        except Exception as exc:
+            if fn is self._run and (not args or args[0] is None):
+                return                         # nothing holds a slot
+            if self._stopped:
+                source.count("dropped_unavailable")
+            else:
+                self._fail(source, "failed_internal", f"queueing a frame of {source.topic}", exc)
+            self._finish_quietly(source)
+
+    def _finish_quietly(self, source: Source) -> None:
+        """Release the slot without starting the waiting frame (the node is stopping)."""
+        nxt = source.finish(self._now_ns())
+        while nxt is not None:
+            source.count("dropped_unavailable")
+            nxt = source.finish(self._now_ns())
+
+    def _finish_source(self, source: Source) -> Frame | None:
+        try:
+            return source.finish(self._now_ns())
+        except Exception:                      # the clock failed (shutdown): release anyway
+            return source.finish(0)
 
     def _run(self, source: Source, frame: Frame | None) -> None:
+        """Start frames of a source until one is in the model (or none waits)."""
         while frame is not None:
-            frame = self._start_frame(source, frame)
+            try:
+                frame = self._start_frame(source, frame)
+            except Exception as exc:           # a defect of ours: count, log, keep serving
+                self._fail(source, "failed_internal", f"starting a frame of {source.topic}", exc)
+                frame = self._finish_source(source)
 
     def _start_frame(self, source: Source, frame: Frame) -> Frame | None:
         """Preprocess and queue one frame; return the next frame if this one ended here."""
         try:
             plan = self.plan()
         except TritonRosError as exc:
-            unavailable = exc.code in (StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND) or \
-                "unknown model" in exc.message
-            source.count("dropped_unavailable" if unavailable else "failed")
-            self._log_throttled(f"plan:{exc.message}",
-                                f"binding '{self.config.name}': {exc.message}; frames are dropped "
-                                f"until the model is ready" if unavailable else
-                                f"binding '{self.config.name}': cannot feed model "
-                                f"'{self.config.model}': {exc.message}")
-            return source.finish(self._now_ns())
+            if exc.code in UNAVAILABLE_CODES:
+                source.count("dropped_unavailable")
+                self.failures.report(f"plan:{exc.code.name}", "dropped_unavailable",
+                                     f"binding '{self.config.name}': {exc.message}; frames are "
+                                     f"dropped until the model is ready", level="warn")
+            else:
+                source.count("failed_plan")
+                self.failures.report(f"plan:{exc.code.name}", "failed_plan",
+                                     f"binding '{self.config.name}': cannot feed model "
+                                     f"'{self.config.model}': {exc.message}")
+            return self._finish_source(source)
         msg = frame.msg
         try:
             tensor, box = plan.preprocessor(msg.data, msg.encoding, msg.height, msg.width,
                                             msg.step)
         except Exception as exc:               # a frame's fault: count it, keep serving
-            source.count("failed")
-            self._log_throttled("preprocess", f"binding '{self.config.name}': preprocessing a "
-                                f"frame of {source.topic} failed: {exc}")
-            return source.finish(self._now_ns())
-        request = InferRequest(
-            model_name=self.config.model,
-            inputs={plan.input_name: tensor[None] if plan.batching else tensor},
-            model_version=self.config.model_version, requested_outputs=plan.requested,
-            priority=self.config.priority, timeout_us=self.config.timeout_us)
+            self._fail(source, "failed_preprocess", f"preprocessing a frame of {source.topic}",
+                       exc)
+            return self._finish_source(source)
         started = time.monotonic_ns()
-        future = self._core.infer(request)
+        future = self.target.infer({plan.input_name: tensor[None] if plan.batching else tensor},
+                                   outputs=plan.requested, priority=self.config.priority,
+                                   timeout_us=self.config.timeout_us)
         future.add_done_callback(
             lambda f: self._submit(self._finish_frame, source, frame, plan, box, started, f))
         return None
@@ -234,115 +299,139 @@ class Binding:
     def _finish_frame(self, source: Source, frame: Frame, plan: ModelPlan, box: Letterbox,
                       started: int, future: Future) -> None:
         try:
-            response = future.result()
-        except Exception as exc:
-            error = as_triton_error(exc)
-            unloading = error.code == StatusCode.UNAVAILABLE and "stopping" in error.message
-            source.count("dropped_unavailable" if unloading else "failed")
-            self._log_throttled(f"infer:{error.code.name}",
-                                f"binding '{self.config.name}': inference of a frame of "
-                                f"{source.topic} failed: {error.message}")
-        else:
-            elapsed = time.monotonic_ns() - started
-            source.infer_latency.add(elapsed)
-            self._reporter.model_latency(self.config.model).add(elapsed)
-            try:
-                self._publish(source, frame, plan, box, response)
-            except Exception as exc:           # decoding or publishing one frame failed
-                source.count("failed")
-                self._log_throttled("publish", f"binding '{self.config.name}': publishing the "
-                                    f"result of a frame of {source.topic} failed: {exc}")
-        self._run(source, source.finish(self._now_ns()))
+            self._complete(source, frame, plan, box, started, future)
+        except Exception as exc:               # a defect of ours: count, log, keep serving
+            self._fail(source, "failed_internal", f"finishing a frame of {source.topic}", exc)
+        finally:
+            nxt = self._finish_source(source)
+        self._run(source, nxt)
 
-    def _publish(self, source: Source, frame: Frame, plan: ModelPlan, box: Letterbox,
-                 response) -> None:
+    def _complete(self, source: Source, frame: Frame, plan: ModelPlan, box: Letterbox,
+                  started: int, future: Future) -> None:
+        try:
+            response = future.result()
+        except BaseException as exc:           # the future's failure, whatever its type
+            error = as_triton_error(exc)
+            if error.code in UNAVAILABLE_CODES:
+                source.count("dropped_unavailable")
+                self.failures.report(f"infer:{error.code.name}", "dropped_unavailable",
+                                     f"binding '{self.config.name}': model '{self.config.model}' "
+                                     f"did not serve a frame of {source.topic}: {error.message}",
+                                     level="warn")
+            else:
+                source.count("failed_inference")
+                self.failures.report(f"infer:{error.code.name}", "failed_inference",
+                                     f"binding '{self.config.name}': inference of a frame of "
+                                     f"{source.topic} on model '{self.config.model}' failed "
+                                     f"({error.code.name}): {error.message}")
+            return
+        elapsed = time.monotonic_ns() - started
+        source.infer_latency.add(elapsed)
+        self._reporter.model_latency(self.config.model).add(elapsed)
+        try:
+            msg = self._decode(plan, box, frame, response)
+        except Exception as exc:               # the outputs do not decode as configured
+            self._fail(source, "failed_decode", f"decoding the result of a frame of "
+                       f"{source.topic} ({self.config.format})", exc)
+            return
+        try:
+            source.publisher.publish(msg)
+        except Exception as exc:
+            self._fail(source, "failed_publish", f"publishing on {source.output_topic}", exc)
+            return
+        source.count("published")
+        source.e2e_latency.add(self._now_ns() - (frame.stamp_ns or frame.received_ns))
+
+    def _decode(self, plan: ModelPlan, box: Letterbox, frame: Frame, response):
         outputs = {name: (value[0] if plan.batching else value)
                    for name, value in response.outputs.items()}
         header = frame.msg.header
         fmt = self.config.format
         if fmt == "detections":
             result = decode_detections(outputs, plan.decoder, box)
-            msg = output_messages.detections(header, result, plan.decoder.labels)
-        elif fmt == "classification":
+            return output_messages.detections(header, result, plan.decoder.labels)
+        if fmt == "classification":
             result = decode_classification(outputs, plan.decoder)
-            msg = output_messages.classification(header, result, plan.decoder.labels)
-        else:
-            shaped = ((name, value[None] if plan.batching else value)
-                      for name, value in outputs.items())
-            msg = output_messages.tensor_list(header, response.model_name,
-                                              response.model_version, shaped)
-        source.publisher.publish(msg)
-        now = self._now_ns()
-        source.count("published")
-        source.e2e_latency.add(now - (frame.stamp_ns or frame.received_ns))
+            return output_messages.classification(header, result, plan.decoder.labels)
+        shaped = ((name, value[None] if plan.batching else value)
+                  for name, value in outputs.items())
+        return output_messages.tensor_list(header, response.model_name, response.model_version,
+                                           shaped)
 
-    def _log_throttled(self, key: str, text: str) -> None:
-        now = time.monotonic_ns()
-        last = self._logged.get(key)
-        if last is None or now - last >= LOG_EVERY_NS:
-            self._logged[key] = now
-            self._log.error(text)
+    def _fail(self, source: Source, reason: str, what: str, exc: BaseException) -> None:
+        """Count a frame's failure by reason and log it (throttled), with its cause."""
+        source.count(reason)
+        cause = exc.message if isinstance(exc, TritonRosError) else f"{type(exc).__name__}: {exc}"
+        self.failures.report(reason, reason,
+                             f"binding '{self.config.name}': {what} failed: {cause}")
 
     # ---------------------------------------------------------------- model plan
+    def target_state(self) -> TargetState:
+        return self.target.state()
+
     def plan(self) -> ModelPlan:
         """The plan for the model version that serves now (built at its first frame)."""
-        model = self._core.get_model(self.config.model, self.config.model_version)
+        spec = self.target.describe()
         plan = self._plan
-        if plan is not None and plan.model() is model:
+        if plan is not None and plan.spec is spec:
             return plan
         with self._plan_lock:
+            plan = self._plan
+            if plan is not None and plan.spec is spec:
+                return plan
             failed = self._plan_error
-            if failed is not None and failed[0]() is model:
+            if failed is not None and failed[0] is spec:
                 raise failed[1]
             try:
-                plan = build_plan(self.config, model)
+                plan = build_plan(self.config, spec)
             except TritonRosError as exc:
-                self._plan_error = (weakref.ref(model), exc)
+                self._plan_error = (spec, exc)
                 raise
             self._plan = plan
-            self._log.info(f"binding '{self.config.name}': model '{model.name}' version "
-                           f"{model.version}, input '{plan.input_name}' "
-                           f"{plan.input.layout} {plan.input.dtype} "
+            self._log.info(f"binding '{self.config.name}': model '{spec.name}' version "
+                           f"{spec.version} ({spec.platform}, {self.target.location}), input "
+                           f"'{plan.input_name}' {plan.input.layout} {plan.input.dtype} "
                            f"{plan.input.width}x{plan.input.height}x{plan.input.channels}, "
-                           f"{self.config.preprocess.resize}")
+                           f"{self.config.preprocess.resize}, format {self.config.format}")
             return plan
 
 
-def build_plan(config: BindingConfig, model) -> ModelPlan:
-    """Resolve a binding's settings against a loaded model; INVALID_ARG when they do not fit."""
-    mc = model.config
+def build_plan(config: BindingConfig, spec: ModelSpec) -> ModelPlan:
+    """Resolve a binding's settings against a serving model; INVALID_ARG when they do not fit.
+
+    Works alike for every model kind: ``spec`` carries the effective inputs, outputs and labels.
+    """
     if config.input:
-        tensor = mc.input(config.input)
+        tensor = spec.input(config.input)
         if tensor is None:
-            raise invalid_arg(f"model '{mc.name}' has no input '{config.input}' (inputs: "
-                              f"{', '.join(t.name for t in mc.inputs)})")
+            raise invalid_arg(f"model '{spec.name}' has no input '{config.input}' (inputs: "
+                              f"{', '.join(t.name for t in spec.inputs)})")
     else:
-        required = [t for t in mc.inputs if not t.optional]
+        required = [t for t in spec.inputs if not t.optional]
         if len(required) != 1:
-            raise invalid_arg(f"model '{mc.name}' has inputs "
-                              f"{', '.join(t.name for t in mc.inputs)}; set the binding's "
+            raise invalid_arg(f"model '{spec.name}' has inputs "
+                              f"{', '.join(t.name for t in spec.inputs)}; set the binding's "
                               f"'input' parameter")
         tensor = required[0]
-    others = [t.name for t in mc.inputs if not t.optional and t.name != tensor.name]
+    others = [t.name for t in spec.inputs if not t.optional and t.name != tensor.name]
     if others:
-        raise invalid_arg(f"model '{mc.name}' also requires input(s) {', '.join(others)}, which "
+        raise invalid_arg(f"model '{spec.name}' also requires input(s) {', '.join(others)}, which "
                           f"an image binding cannot provide")
-    input_plan = plan_input(config.preprocess, tensor, model=mc.name)
+    input_plan = plan_input(config.preprocess, tensor, model=spec.name)
     decoder: DetectionPlan | ClassificationPlan | None = None
-    requested: tuple[RequestedOutput, ...] | None = None
+    requested: tuple[str, ...] | None = None
     if config.format == "detections":
-        decoder = plan_detections(config.detection, mc, model.labels, input_plan)
-        requested = tuple(RequestedOutput(name) for name in decoder.outputs)
+        decoder = plan_detections(config.detection, spec, spec.labels, input_plan)
+        requested = tuple(decoder.outputs)
     elif config.format == "classification":
-        decoder = plan_classification(config.classification, mc, model.labels)
-        requested = (RequestedOutput(decoder.output),)
+        decoder = plan_classification(config.classification, spec, spec.labels)
+        requested = (decoder.output,)
     elif config.outputs:
         for name in config.outputs:
-            if mc.output(name) is None:
-                raise invalid_arg(f"model '{mc.name}' has no output '{name}'")
-        requested = tuple(RequestedOutput(name) for name in config.outputs)
-    return ModelPlan(model=weakref.ref(model), version=model.version, input_name=tensor.name,
-                     batching=mc.max_batch_size > 0, input=input_plan,
-                     preprocessor=Preprocessor(input_plan), requested=requested,
+            if spec.output(name) is None:
+                raise invalid_arg(f"model '{spec.name}' has no output '{name}' (outputs: "
+                                  f"{', '.join(t.name for t in spec.outputs)})")
+        requested = tuple(config.outputs)
+    return ModelPlan(spec=spec, input_name=tensor.name, batching=spec.max_batch_size > 0,
+                     input=input_plan, preprocessor=Preprocessor(input_plan), requested=requested,
                      decoder=decoder)
-

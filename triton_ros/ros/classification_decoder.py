@@ -7,12 +7,12 @@ binding's ``class_names`` or the output's ``label_filename``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from ..core.errors import invalid_arg
-from ..core.model_config import ModelConfig
+from .model_target import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,8 @@ class ClassificationPlan:
     labels: tuple[str, ...]
 
 
-def plan_classification(config: ClassificationConfig, model: ModelConfig,
-                        labels: Mapping[str, list[str]]) -> ClassificationPlan:
+def plan_classification(config: ClassificationConfig, model: ModelSpec,
+                        labels: Mapping[str, Sequence[str]]) -> ClassificationPlan:
     output = config.output or model.outputs[0].name
     if model.output(output) is None:
         raise invalid_arg(f"model '{model.name}' has no output '{output}'")

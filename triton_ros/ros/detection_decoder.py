@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..core.errors import invalid_arg
-from ..core.model_config import ModelConfig
+from .model_target import ModelSpec
 from .preprocess import InputPlan, Letterbox
 
 DETECTION_LAYOUTS = ("auto", "boxes_scores", "detections")
@@ -71,7 +71,7 @@ class DetectionResult:
         return int(self.scores.shape[0])
 
 
-def plan_detections(config: DetectionConfig, model: ModelConfig, labels: Mapping[str, list[str]],
+def plan_detections(config: DetectionConfig, model: ModelSpec, labels: Mapping[str, Sequence[str]],
                     input_plan: InputPlan) -> DetectionPlan:
     """Resolve the layout and labels against the model's outputs; INVALID_ARG if they do not fit."""
     names = {t.name: t for t in model.outputs}

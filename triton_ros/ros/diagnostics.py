@@ -10,11 +10,18 @@ executed batch over the period. :func:`diagnostic_array` renders them as
 Rates and percentiles cover the last period; totals count since start. Model figures include
 every frontend's requests (gRPC too); the latency percentiles of a model are those of this node's
 frame requests (the core keeps sums, not distributions).
+
+A binding's level says what went wrong in the last period, worst first: its model is not ready
+(ERROR), frames failed (ERROR when none was published, else WARN), frames are stuck in the model
+(WARN after :data:`STALLED_WARN_S`), malformed or stale frames (WARN, with the likely cause),
+no input topic yet, or overload. The message carries the last error text; the values carry the
+drops and failures by reason, the last error and its age.
 """
 from __future__ import annotations
 
 import collections
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
@@ -23,10 +30,12 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from ..core.server import InferenceServer
     from .bindings import Binding
+    from .source import SourceCounters
 
 OK, WARN, ERROR = 0, 1, 2
 LEVEL_NAMES = {OK: "OK", WARN: "WARN", ERROR: "ERROR"}
 DROP_WARN_FRACTION = 0.1             # a binding dropping more than this is WARN (overloaded)
+STALLED_WARN_S = 10.0                # frames in the model this long without a result: WARN
 
 
 class LatencyWindow:
@@ -102,12 +111,21 @@ class BindingHealth:
     dropped_malformed: int = 0
     dropped_unavailable: int = 0
     failed: int = 0
+    failed_plan: int = 0
+    failed_preprocess: int = 0
+    failed_inference: int = 0
+    failed_decode: int = 0
+    failed_publish: int = 0
+    failed_internal: int = 0
     received: int = 0
     published: int = 0
     latency_p50_ms: float = 0.0
     latency_p99_ms: float = 0.0
     inference_p50_ms: float = 0.0
     inference_p99_ms: float = 0.0
+    state: str = ""                  # the model's state as the binding's target reports it
+    last_error: str = ""
+    last_error_age_s: float = -1.0   # -1: no error yet
     sources: list[SourceHealth] = field(default_factory=list)
 
 
@@ -118,7 +136,7 @@ class DiagnosticsReporter:
         self._core = core
         self._model_latency: dict[str, LatencyWindow] = collections.defaultdict(LatencyWindow)
         self._prev_models: dict[tuple[str, int], tuple] = {}
-        self._prev_sources: dict[tuple[str, str], tuple[int, int, int]] = {}
+        self._prev_sources: dict[tuple[str, str], "SourceCounters"] = {}
         self._prev_ns = 0
 
     def model_latency(self, model: str) -> LatencyWindow:
@@ -128,10 +146,10 @@ class DiagnosticsReporter:
                                                                       list[BindingHealth]]:
         period_s = (now_ns - self._prev_ns) / 1e9 if self._prev_ns else 0.0
         self._prev_ns = now_ns
-        used = {b.config.model: b.config.name for b in bindings}
+        # Models of the embedded core used by bindings are listed even when not loaded.
+        used = {b.config.model: b.config.name for b in bindings if b.target.location == "local"}
         models = self._models(used, period_s)
-        ready = {m.name for m in models if m.state == "READY"}
-        return models, [self._binding(b, ready, period_s) for b in bindings]
+        return models, [self._binding(b, period_s) for b in bindings]
 
     # ---------------------------------------------------------------- models
     def _models(self, used: dict[str, str], period_s: float) -> list[ModelHealth]:
@@ -198,58 +216,95 @@ class DiagnosticsReporter:
         return health
 
     # ---------------------------------------------------------------- bindings
-    def _binding(self, binding: "Binding", ready: set[str], period_s: float) -> BindingHealth:
+    def _binding(self, binding: "Binding", period_s: float) -> BindingHealth:
+        from .failures import DROP_REASONS, FAIL_REASONS, STALE_CAUSES
+        from .source import SourceCounters
+
         cfg = binding.config
         health = BindingHealth(cfg.name, cfg.model, OK, "ok")
         e2e: list[int] = []
         inference: list[int] = []
-        period_in = period_out = period_drop = 0
-        period_bad = 0
+        period = SourceCounters()              # what happened in the last period, by reason
         totals = binding.retired.copy()        # sources unbound earlier still count
+        stalled_ns = 0
+        mono_now = time.monotonic_ns()
         for source in binding.sources():
             counters, in_flight, _ = source.snapshot()
             e2e += source.e2e_latency.drain()
             inference += source.infer_latency.drain()
             key = (cfg.name, source.topic)
-            prev = self._prev_sources.get(key, (0, 0, 0, 0))
-            now = (counters.received, counters.published, counters.dropped,
-                   counters.dropped_malformed + counters.failed)
-            self._prev_sources[key] = now
-            d_in, d_out, d_drop, d_bad = (a - b for a, b in zip(now, prev))
-            period_in += d_in
-            period_out += d_out
-            period_drop += d_drop
-            period_bad += d_bad
+            prev = self._prev_sources.get(key) or SourceCounters()
+            self._prev_sources[key] = counters
+            delta = SourceCounters(**{name: getattr(counters, name) - getattr(prev, name)
+                                      for name in SourceCounters.__dataclass_fields__})
+            period.add(delta)
+            stalled_ns = max(stalled_ns, source.stalled_for_ns(mono_now))
             health.source_count += 1
             health.in_flight += in_flight
             totals.add(counters)
             health.sources.append(SourceHealth(
                 source.topic, source.output_topic,
-                d_in / period_s if period_s > 0 else 0.0,
-                d_out / period_s if period_s > 0 else 0.0, counters.dropped))
-        for name in ("dropped_stale", "dropped_superseded", "dropped_malformed",
-                     "dropped_unavailable", "failed", "received", "published"):
+                delta.received / period_s if period_s > 0 else 0.0,
+                delta.published / period_s if period_s > 0 else 0.0, counters.dropped))
+        for name in ("received", "published", "failed") + DROP_REASONS + FAIL_REASONS:
             setattr(health, name, getattr(totals, name))
         health.latency_p50_ms, health.latency_p99_ms = percentiles_ms(e2e)
         health.inference_p50_ms, health.inference_p99_ms = percentiles_ms(inference)
         if period_s > 0:
-            health.input_rate = period_in / period_s
-            health.output_rate = period_out / period_s
-            health.drop_rate = period_drop / period_s
-        if cfg.model not in ready:
-            health.level, health.message = ERROR, f"model '{cfg.model}' is not ready"
-        elif period_bad:
+            health.input_rate = period.received / period_s
+            health.output_rate = period.published / period_s
+            health.drop_rate = period.dropped / period_s
+        last = binding.failures.last
+        if last is not None:
+            health.last_error, health.last_error_age_s = last.text, last.age_s(mono_now)
+        last_text = f"; last error: {last.text}" if last is not None else ""
+
+        try:
+            state = binding.target_state()
+        except Exception as exc:               # a target that cannot even say: not ready
+            from .model_target import TargetState
+            state = TargetState(False, "UNKNOWN", f"{type(exc).__name__}: {exc}")
+        health.state = state.state
+        failed = {name: getattr(period, name) for name in FAIL_REASONS if getattr(period, name)}
+        if not state.ready:
+            detail = state.state or "not loaded"
+            if state.reason:
+                detail += f": {state.reason}"
+            health.level = ERROR
+            health.message = (f"model '{cfg.model}' is not ready ({detail}); frames are dropped "
+                              f"as unavailable")
+        elif failed:
+            health.level = ERROR if period.published == 0 else WARN
+            reasons = ", ".join(f"{n} {name}" for name, n in failed.items())
+            health.message = (f"{period.failed} of {period.received} frames failed in the last "
+                              f"period ({reasons}){last_text}")
+        elif stalled_ns > STALLED_WARN_S * 1e9:
             health.level = WARN
-            health.message = (f"{period_bad} malformed or failed frames in the last period "
-                              f"(see the node's log)")
+            health.message = (f"{health.in_flight} frame(s) in the model without a result for "
+                              f"{stalled_ns / 1e9:.0f} s")
+        elif period.dropped_malformed:
+            health.level = WARN
+            health.message = (f"{period.dropped_malformed} malformed frames in the last period"
+                              f"{last_text}")
+        elif period.dropped_stale:
+            stale = binding.failures.last_stale
+            health.level = WARN
+            health.message = (f"{period.dropped_stale} of {period.received} frames dropped as "
+                              f"stale (older than max_age_ms {cfg.max_age_ms})"
+                              + (f"; last: {stale.summary}" if stale is not None else "")
+                              + f". Likely cause: {STALE_CAUSES}")
+        elif period.dropped_unavailable:
+            health.level = WARN
+            health.message = (f"{period.dropped_unavailable} frames dropped while the model "
+                              f"was not serving{last_text}")
         elif not health.source_count:
             health.level = WARN
             health.message = "no input topic yet (waiting for " + \
                 ", ".join(cfg.topics + cfg.topic_patterns) + ")"
-        elif period_in and period_drop > DROP_WARN_FRACTION * period_in:
+        elif period.received and period.dropped > DROP_WARN_FRACTION * period.received:
             health.level = WARN
-            health.message = (f"dropping {period_drop} of {period_in} frames (overloaded: "
-                              f"lower the frame rate or raise max_in_flight)")
+            health.message = (f"dropping {period.dropped} of {period.received} frames "
+                              f"(overloaded: lower the frame rate or raise max_in_flight)")
         return health
 
 
@@ -295,6 +350,11 @@ def diagnostic_array(stamp, node_name: str, models: list[ModelHealth],
             _kv("dropped_superseded", b.dropped_superseded),
             _kv("dropped_malformed", b.dropped_malformed),
             _kv("dropped_unavailable", b.dropped_unavailable), _kv("failed", b.failed),
+            _kv("failed_plan", b.failed_plan), _kv("failed_preprocess", b.failed_preprocess),
+            _kv("failed_inference", b.failed_inference), _kv("failed_decode", b.failed_decode),
+            _kv("failed_publish", b.failed_publish), _kv("failed_internal", b.failed_internal),
+            _kv("model_state", b.state), _kv("last_error", b.last_error),
+            _kv("last_error_age_s", b.last_error_age_s),
             _kv("latency_p50_ms", b.latency_p50_ms), _kv("latency_p99_ms", b.latency_p99_ms),
             _kv("inference_p50_ms", b.inference_p50_ms),
             _kv("inference_p99_ms", b.inference_p99_ms),

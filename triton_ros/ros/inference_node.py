@@ -33,6 +33,7 @@ from .diagnostics import DiagnosticsReporter, diagnostic_array, status_message
 from .executor import NodeExecutor
 from .frontends import Frontends
 from .model_services import ModelServices
+from .model_target import model_target_for
 from .package_files import package_file
 from .parameters import declare_and_read
 from .ros_logging import route_python_logging
@@ -65,8 +66,9 @@ class InferenceNode(Node):
         self.control_group = MutuallyExclusiveCallbackGroup()
         self._query_group = MutuallyExclusiveCallbackGroup()
         self._timer_group = MutuallyExclusiveCallbackGroup()
-        self.bindings = [Binding(cfg, node=self, core=self.core, workers=self.workers,
-                                 reporter=self.reporter, callback_group=self._image_group)
+        self.bindings = [Binding(cfg, node=self, target=model_target_for(cfg, self.core),
+                                 workers=self.workers, reporter=self.reporter,
+                                 callback_group=self._image_group)
                          for cfg in self.config.bindings]
         self.model_services: ModelServices | None = None
         self._diagnostics_pub = None

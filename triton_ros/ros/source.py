@@ -5,17 +5,21 @@ while K are in flight waits in a one-frame slot where the latest frame wins: the
 is dropped as *superseded*. A frame older than ``max_age_ms`` (its header stamp to now, on the
 node's clock) is dropped as *stale* when it arrives and again when it leaves the slot. Every
 received frame ends up counted exactly once: published, dropped (stale, superseded, malformed,
-model unavailable) or failed, or is still in flight or waiting.
+model unavailable) or failed (by stage, :data:`~triton_ros.ros.failures.FAIL_REASONS`), or is
+still in flight or waiting. Each stale drop is reported to ``on_stale`` with the frame's age, so
+that the binding can explain it.
 
 This module is plain Python: the node passes stamps and times in nanoseconds.
 """
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .diagnostics import LatencyWindow
+from .failures import FAIL_REASONS
 
 
 @dataclass
@@ -28,7 +32,12 @@ class SourceCounters:
     dropped_superseded: int = 0
     dropped_malformed: int = 0
     dropped_unavailable: int = 0
-    failed: int = 0
+    failed_plan: int = 0
+    failed_preprocess: int = 0
+    failed_inference: int = 0
+    failed_decode: int = 0
+    failed_publish: int = 0
+    failed_internal: int = 0
 
     def add(self, other: "SourceCounters") -> None:
         for name in self.__dataclass_fields__:
@@ -38,6 +47,11 @@ class SourceCounters:
         out = SourceCounters()
         out.add(self)
         return out
+
+    @property
+    def failed(self) -> int:
+        """Frames that failed on their way, every stage together."""
+        return sum(getattr(self, name) for name in FAIL_REASONS)
 
     @property
     def dropped(self) -> int:
@@ -58,7 +72,8 @@ class Source:
     """Flow control and statistics of one input topic."""
 
     def __init__(self, topic: str, output_topic: str, *, max_in_flight: int, max_age_ms: int,
-                 discovered: bool) -> None:
+                 discovered: bool,
+                 on_stale: Callable[["Source", Frame, int], None] | None = None) -> None:
         self.topic = topic
         self.output_topic = output_topic
         self.discovered = discovered           # found by a pattern (may be unbound later)
@@ -73,54 +88,79 @@ class Source:
         self._lock = threading.Lock()
         self._in_flight = 0
         self._pending: Frame | None = None
-        self._malformed_logged_ns = 0
+        self._on_stale = on_stale              # (source, frame, age ns), called outside the lock
+        self._progress_ns = 0                  # monotonic: a frame last started idle or left
+        self.last_stale_age_ns = 0
 
     # ---------------------------------------------------------------- flow control
     def offer(self, frame: Frame, now_ns: int) -> Frame | None:
         """A new frame arrived: return it if it may start now, else keep or drop it."""
+        stale = None
         with self._lock:
             self.counters.received += 1
             if self._is_stale(frame, now_ns):
                 self.counters.dropped_stale += 1
-                return None
-            if self._in_flight < self.max_in_flight:
+                stale = frame
+            elif self._in_flight < self.max_in_flight:
+                if self._in_flight == 0:
+                    self._progress_ns = time.monotonic_ns()
                 self._in_flight += 1
                 return frame
-            if self._pending is not None:
-                self.counters.dropped_superseded += 1
-            self._pending = frame
-            return None
+            else:
+                if self._pending is not None:
+                    self.counters.dropped_superseded += 1
+                self._pending = frame
+                return None
+        self._stale(stale, now_ns)
+        return None
 
     def finish(self, now_ns: int) -> Frame | None:
-        """A frame left the model (published, dropped or failed): return the next one to start."""
+        """A frame left the model (published, dropped or failed): return the next one to start.
+
+        Call exactly once per frame that :meth:`offer` or :meth:`finish` returned."""
+        stale: list[Frame] = []
         with self._lock:
+            self._progress_ns = time.monotonic_ns()
+            frame = None
             while self._pending is not None:
-                frame, self._pending = self._pending, None
-                if self._is_stale(frame, now_ns):
+                waiting, self._pending = self._pending, None
+                if self._is_stale(waiting, now_ns):
                     self.counters.dropped_stale += 1
+                    stale.append(waiting)
                     continue
-                return frame                   # takes over the finished frame's place
-            self._in_flight -= 1
-            return None
+                frame = waiting                # takes over the finished frame's place
+            if frame is None:
+                self._in_flight -= 1
+        for old in stale:
+            self._stale(old, now_ns)
+        return frame
 
     def _is_stale(self, frame: Frame, now_ns: int) -> bool:
         return self.max_age_ns > 0 and frame.stamp_ns > 0 and now_ns - frame.stamp_ns > self.max_age_ns
+
+    def _stale(self, frame: Frame, now_ns: int) -> None:
+        age = now_ns - frame.stamp_ns
+        self.last_stale_age_ns = age
+        if self._on_stale is not None:
+            self._on_stale(self, frame, age)
 
     # ---------------------------------------------------------------- accounting
     def count(self, field: str) -> None:
         with self._lock:
             setattr(self.counters, field, getattr(self.counters, field) + 1)
 
-    def count_malformed(self, now_ns: int, log_every_ns: int = 5_000_000_000) -> bool:
-        """Count a malformed frame (received and dropped); True when it should be logged (the
-        first one, then at most one per ``log_every_ns``)."""
+    def count_malformed(self) -> None:
+        """Count a malformed frame: received, and dropped before flow control."""
         with self._lock:
             self.counters.received += 1
             self.counters.dropped_malformed += 1
-            if self._malformed_logged_ns == 0 or now_ns - self._malformed_logged_ns >= log_every_ns:
-                self._malformed_logged_ns = now_ns
-                return True
-            return False
+
+    def stalled_for_ns(self, now_monotonic_ns: int) -> int:
+        """How long frames have been in the model without any leaving it (0: none in flight)."""
+        with self._lock:
+            if self._in_flight <= 0:
+                return 0
+            return max(0, now_monotonic_ns - self._progress_ns)
 
     def snapshot(self) -> tuple[SourceCounters, int, bool]:
         """(counters copy, frames in flight, whether a frame waits)."""

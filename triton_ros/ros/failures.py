@@ -1,0 +1,88 @@
+"""Why a frame did not become a result: reasons, and a throttled log that keeps the last error.
+
+Every frame a binding receives ends counted exactly once (:class:`~triton_ros.ros.source.
+SourceCounters`): published, or dropped or failed for one of the reasons below. Failures are also
+reported through a :class:`FailureLog`: the first occurrence of a kind is logged at once, later
+ones at most once per period with the number suppressed meanwhile, and the last error (text,
+level, time) is kept for ``/diagnostics``.
+
+This module is plain Python (no rclpy): the node passes its logger.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+LOG_EVERY_NS = 5_000_000_000           # one log line per kind every 5 s at most
+
+# Frames dropped on purpose (bounded latency, bad input, model not serving): WARN.
+DROP_REASONS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable")
+# Frames that failed on their way (ERROR), by stage:
+FAIL_REASONS = (
+    "failed_plan",         # the binding's settings do not fit the model (INVALID_ARG ...)
+    "failed_preprocess",   # the image could not be turned into the model's input
+    "failed_inference",    # the model answered with an error (TritonError, exception, timeout)
+    "failed_decode",       # the model's outputs could not be decoded into the message
+    "failed_publish",      # the message could not be published
+    "failed_internal",     # an unexpected exception in the node's own code
+)
+
+STALE_CAUSES = ("the publisher's clock is not synchronised with this host's (use chrony/NTP, or "
+                "set max_age_ms: 0), or a bag is replayed without --clock and use_sim_time:=true")
+
+
+@dataclass
+class _Throttle:
+    logged_ns: int
+    suppressed: int = 0
+
+
+@dataclass(frozen=True)
+class LastError:
+    """The most recent failure of a binding."""
+
+    text: str
+    reason: str
+    level: str                          # "warn" or "error"
+    monotonic_ns: int
+    summary: str = ""                   # a shorter text for a diagnostics message
+
+    def age_s(self, now_ns: int | None = None) -> float:
+        return ((now_ns or time.monotonic_ns()) - self.monotonic_ns) / 1e9
+
+
+class FailureLog:
+    """Throttled, counted log lines of one binding and its last error."""
+
+    def __init__(self, logger: Any, every_ns: int = LOG_EVERY_NS) -> None:
+        self._logger = logger
+        self._every_ns = every_ns
+        self._lock = threading.Lock()
+        self._throttles: dict[str, _Throttle] = {}
+        self.last: LastError | None = None
+        self.last_stale: LastError | None = None
+
+    def report(self, key: str, reason: str, text: str, *, level: str = "error",
+               summary: str = "") -> bool:
+        """Record a failure; log it unless one of the same ``key`` was logged within the period.
+        Returns whether it was logged."""
+        now = time.monotonic_ns()
+        record = LastError(text, reason, level, now, summary or text)
+        with self._lock:
+            if reason == "dropped_stale":
+                self.last_stale = record
+            else:
+                self.last = record
+            throttle = self._throttles.get(key)
+            if throttle is not None and now - throttle.logged_ns < self._every_ns:
+                throttle.suppressed += 1
+                return False
+            suppressed = throttle.suppressed if throttle is not None else 0
+            since_s = (now - throttle.logged_ns) / 1e9 if throttle is not None else 0.0
+            self._throttles[key] = _Throttle(now)
+        if suppressed:
+            text += f" [{suppressed} more like this in the last {since_s:.0f} s]"
+        (self._logger.warning if level == "warn" else self._logger.error)(text)
+        return True

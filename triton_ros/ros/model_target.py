@@ -1,0 +1,253 @@
+"""The seam between a binding and the model it feeds: :class:`ModelTarget`.
+
+A binding (:mod:`.bindings`) talks to "the model" only through this small interface, the same
+for every model kind the core serves (ONNX Runtime, TensorRT, Python models and ensembles) and
+for a model served elsewhere (a remote Triton server). Planning (which input gets the image, how
+to preprocess it, which outputs to request and how to decode them) and running (one asynchronous
+request per frame) need exactly this:
+
+``target.name`` / ``target.version``
+    The model name and the version asked for (-1: the latest ready version), as configured.
+``target.location``
+    Where the model runs, for log lines and diagnostics: ``"local"`` for the embedded core, else
+    e.g. the remote server's URL.
+``target.describe() -> ModelSpec``
+    The version that serves now: its effective configuration (inputs and outputs with data type,
+    dims without the batch dimension, format; ``max_batch_size``) and the labels of each output
+    (an empty tuple where the output, or the model kind, has none: labels are resolved here, in
+    one place, for every kind). It returns *the same object* for as long as the same loaded
+    version serves, and a new one once another version (or a reloaded one) serves: the binding
+    re-plans when the object changes. Raises :class:`~triton_ros.core.errors.TritonRosError`:
+    ``UNAVAILABLE`` when the model is known but not ready (loading, unloaded, failed) and
+    ``NOT_FOUND`` when there is no such model; the message says why.
+``target.state() -> TargetState``
+    Readiness with the state's name and reason, for ``/diagnostics`` (called about once per
+    diagnostics period; may be slower than ``describe``).
+``target.infer(inputs, outputs=..., priority=..., timeout_us=...) -> Future``
+    Queue one request (numpy arrays by input name, with the batch dimension when
+    ``max_batch_size > 0``; ``outputs``: names to return, ``None`` for all). Never raises: the
+    returned :class:`concurrent.futures.Future` gives a :class:`TargetResult` (``model_name``,
+    ``model_version``, ``outputs`` by name, with the batch dimension) or fails with a
+    ``TritonRosError`` whose :class:`~triton_ros.core.errors.StatusCode` classifies the failure
+    (``UNAVAILABLE``: the model is not serving; ``INVALID_ARG``: the request does not fit it;
+    ``INTERNAL`` / ``UNKNOWN``: the model itself failed, e.g. a Python model's TritonError).
+    A failure of any other type is treated as ``INTERNAL``.
+
+:class:`ModelSpec` and :class:`TensorSpec` are plain frozen dataclasses, free of the core's
+internal types, so a remote implementation builds them from a server's model configuration and
+metadata (:func:`spec_from_config` builds one from a core ``ModelConfig``, which
+``core.model_config`` can also parse from a remote ``ModelConfig`` protobuf).
+
+:class:`LocalModelTarget` implements the interface over the embedded
+:class:`~triton_ros.core.server.InferenceServer`; :func:`model_target_for` picks the
+implementation of a binding (the one place a remote target is chosen).
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ..core.errors import StatusCode, TritonRosError, unavailable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..core.model_config import ModelConfig
+    from ..core.server import InferenceServer
+    from .parameters import BindingConfig
+
+READY = "READY"
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a model as a client sees it."""
+
+    name: str
+    datatype: str                      # KServe name: "FP32", "UINT8", "BYTES", ...
+    dims: tuple[int, ...]              # without the batch dimension when max_batch_size > 0; -1: any
+    format: str = "FORMAT_NONE"        # inputs: FORMAT_NCHW, FORMAT_NHWC or FORMAT_NONE
+    optional: bool = False             # inputs: may be left out of a request
+
+
+@dataclass(frozen=True, eq=False)
+class ModelSpec:
+    """The model version that serves a binding now: what planning needs, for every model kind.
+
+    Compared by identity: a target returns the same object while the same version serves.
+    """
+
+    name: str
+    version: int
+    platform: str                      # "onnxruntime_onnx", "ensemble", "python", ...
+    max_batch_size: int                # 0: no batch dimension in requests
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    # Labels by output name (label_filename); outputs without labels are absent.
+    labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def input(self, name: str) -> TensorSpec | None:
+        return next((t for t in self.inputs if t.name == name), None)
+
+    def output(self, name: str) -> TensorSpec | None:
+        return next((t for t in self.outputs if t.name == name), None)
+
+    def labels_of(self, output: str) -> tuple[str, ...]:
+        """The output's labels; () when it has none (or the model kind has no labels)."""
+        return tuple(self.labels.get(output, ()))
+
+
+@dataclass(frozen=True)
+class TargetState:
+    """Readiness of a target, for diagnostics."""
+
+    ready: bool
+    state: str                         # READY, LOADING, UNLOADING, UNAVAILABLE; "": not loaded
+    reason: str = ""                   # why it is not ready ("unloaded", a load error, ...)
+    version: str = ""                  # the version this state is about, if any
+
+
+class TargetResult(Protocol):
+    """What a target's future gives (the core's InferResponse has these attributes)."""
+
+    model_name: str
+    model_version: int
+    outputs: Mapping[str, np.ndarray]
+
+
+@runtime_checkable
+class ModelTarget(Protocol):
+    """The model a binding feeds (see the module docstring for the contract)."""
+
+    name: str
+    version: int
+    location: str
+
+    def describe(self) -> ModelSpec: ...
+
+    def state(self) -> TargetState: ...
+
+    def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
+              priority: int = 0, timeout_us: int = 0) -> Future: ...
+
+
+def spec_from_config(config: "ModelConfig", version: int,
+                     labels: Mapping[str, Sequence[str]] | None = None) -> ModelSpec:
+    """A :class:`ModelSpec` from a core (or remotely fetched and parsed) ``ModelConfig``."""
+    def tensors(items, inputs: bool) -> tuple[TensorSpec, ...]:
+        return tuple(TensorSpec(name=t.name, datatype=t.datatype, dims=tuple(int(d) for d in t.dims),
+                                format=t.format if inputs else "FORMAT_NONE",
+                                optional=bool(t.optional) if inputs else False) for t in items)
+
+    return ModelSpec(name=config.name, version=int(version),
+                     platform=config.platform or config.backend,
+                     max_batch_size=int(config.max_batch_size),
+                     inputs=tensors(config.inputs, True), outputs=tensors(config.outputs, False),
+                     labels={k: tuple(v) for k, v in (labels or {}).items()})
+
+
+def read_labels(model_path: Path, config: "ModelConfig") -> dict[str, tuple[str, ...]]:
+    """Labels of the outputs with ``label_filename`` (one per line, as Triton reads them), for
+    every model kind: plain models, Python models and ensembles alike."""
+    labels: dict[str, tuple[str, ...]] = {}
+    for out in config.outputs:
+        if out.label_filename:
+            path = Path(model_path) / out.label_filename
+            try:
+                labels[out.name] = tuple(path.read_text(encoding="utf-8").splitlines())
+            except OSError as exc:
+                raise TritonRosError(StatusCode.INTERNAL, f"model '{config.name}': cannot read "
+                                     f"label file {path}: {exc}") from None
+    return labels
+
+
+class LocalModelTarget:
+    """A model of the embedded core (any kind it serves)."""
+
+    location = "local"
+
+    def __init__(self, core: "InferenceServer", name: str, version: int = -1) -> None:
+        self.name = name
+        self.version = version
+        self._core = core
+        # One spec per loaded version object; weak, so that an unloaded version is not kept alive.
+        self._specs: "weakref.WeakKeyDictionary[object, ModelSpec]" = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self._requested: dict[tuple[str, ...], tuple] = {}
+        self._not_ready_state: tuple[int, TargetState] | None = None
+
+    def describe(self) -> ModelSpec:
+        try:
+            model = self._core.get_model(self.name, self.version)
+        except TritonRosError:
+            raise self._not_ready() from None
+        spec = self._specs.get(model)
+        if spec is None:
+            with self._lock:
+                spec = self._specs.get(model)
+                if spec is None:
+                    labels = read_labels(model.model_path, model.config)
+                    spec = spec_from_config(model.config, model.version, labels)
+                    self._specs[model] = spec
+        return spec
+
+    def _not_ready(self) -> TritonRosError:
+        # Frames keep arriving while a model is not ready: look its state up twice a second at
+        # most (the repository index scans the repository's directories).
+        now = time.monotonic_ns()
+        cached = self._not_ready_state
+        if cached is not None and now - cached[0] < 500_000_000:
+            state = cached[1]
+        else:
+            state = self.state()
+            self._not_ready_state = (now, state)
+        if state.ready:                        # it became ready meanwhile: try the next frame
+            return unavailable(f"model '{self.name}' was changing versions")
+        if not state.state and state.reason.startswith("not in"):
+            return TritonRosError(StatusCode.NOT_FOUND,
+                                  f"model '{self.name}' is not in the model repository")
+        what = f"version {self.version}" if self.version != -1 else "no version"
+        detail = state.state or "not loaded"
+        if state.reason:
+            detail += f": {state.reason}"
+        return unavailable(f"model '{self.name}' has {what} ready ({detail})")
+
+    def state(self) -> TargetState:
+        entries = [e for e in self._core.repository_index() if e.name == self.name and
+                   (self.version == -1 or e.version in ("", str(self.version)))]
+        if not entries:
+            return TargetState(False, "", "not in the model repository")
+        for wanted in (READY, "LOADING", "UNLOADING", "UNAVAILABLE"):
+            found = [e for e in entries if e.state == wanted]
+            if found:
+                entry = found[-1]              # the highest version in that state
+                return TargetState(wanted == READY, wanted, entry.reason, entry.version)
+        return TargetState(False, "", "not loaded")
+
+    def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
+              priority: int = 0, timeout_us: int = 0) -> Future:
+        from ..core.infer_request import InferRequest, RequestedOutput
+
+        requested = None
+        if outputs is not None:
+            key = tuple(outputs)
+            requested = self._requested.get(key)
+            if requested is None:
+                requested = self._requested[key] = tuple(RequestedOutput(n) for n in key)
+        return self._core.infer(InferRequest(
+            model_name=self.name, inputs=dict(inputs), model_version=self.version,
+            requested_outputs=requested, priority=priority, timeout_us=timeout_us))
+
+
+def model_target_for(config: "BindingConfig", core: "InferenceServer") -> ModelTarget:
+    """The target of a binding: the embedded core's model (remote targets plug in here)."""
+    return LocalModelTarget(core, config.model, config.model_version)
+
+
+__all__ = ["ModelTarget", "ModelSpec", "TensorSpec", "TargetState", "TargetResult",
+           "LocalModelTarget", "model_target_for", "spec_from_config", "read_labels"]
