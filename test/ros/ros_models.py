@@ -90,3 +90,101 @@ def make_repository(dest: Path) -> Path:
     decoded_detector(dest / "decoded")
     classifier(dest / "classifier")
     return dest
+
+
+# --------------------------------------------------------------------------------------------
+# Python models and ensembles (model kinds other than ONNX), and models that fail
+# --------------------------------------------------------------------------------------------
+
+PY_VISION_CONFIG = '''name: "{name}"
+backend: "python"
+max_batch_size: 8
+input [ {{ name: "image" data_type: TYPE_UINT8 format: FORMAT_NHWC dims: [ 64, 64, 3 ] }} ]
+output [
+  {{ name: "detections" data_type: TYPE_FP32 dims: [ 4, 6 ] label_filename: "labels.txt" }},
+  {{ name: "probs" data_type: TYPE_FP32 dims: [ 3 ] label_filename: "colours.txt" }}
+]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+dynamic_batching {{ }}
+'''
+
+# Good behaviour: row 0 of detections is the box (16,16)-(48,48) in the 64x64 input, class 1,
+# score = mean input byte / 255; other rows padding. probs = mean R, G, B / 255 of the input.
+PY_VISION_GOOD = '''import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            image = pb_utils.get_input_tensor_by_name(request, "image").as_numpy()
+            image = image.astype(np.float32) / 255.0              # [N, 64, 64, 3]
+            n = image.shape[0]
+            det = np.zeros((n, 4, 6), np.float32)
+            det[:, 0, :4] = (16, 16, 48, 48)
+            det[:, 0, 4] = image.mean(axis=(1, 2, 3))
+            det[:, 0, 5] = 1
+            probs = image.mean(axis=(1, 2)).astype(np.float32)    # [N, 3]
+            responses.append(pb_utils.InferenceResponse(output_tensors=[
+                pb_utils.Tensor("detections", det), pb_utils.Tensor("probs", probs)]))
+        return responses
+'''
+
+# Answers every request with a pb_utils.TritonError (the model stays loaded and READY).
+PY_VISION_TRITON_ERROR = '''import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        return [pb_utils.InferenceResponse(
+            error=pb_utils.TritonError("camera model rejected the frame: calibration missing"))
+            for _ in requests]
+'''
+
+# Raises a plain Python exception from execute.
+PY_VISION_RAISES = '''class TritonPythonModel:
+    def execute(self, requests):
+        raise ZeroDivisionError("exposure divided by zero in the model")
+'''
+
+
+def python_vision(path: Path, name: str, model_py: str, version: int = 1) -> None:
+    """A Python model with a UINT8 HWC image input and both a decoded ``detections`` output and
+    a class-score output (``probs``), each with its own labels."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.pbtxt").write_text(PY_VISION_CONFIG.format(name=name))
+    (path / "labels.txt").write_text("zero\none\ntwo\nthree\n")
+    (path / "colours.txt").write_text("red\ngreen\nblue\n")
+    write_version(path, model_py, version)
+
+
+def write_version(path: Path, model_py: str, version: int) -> None:
+    (path / str(version)).mkdir(parents=True, exist_ok=True)
+    (path / str(version) / "model.py").write_text(model_py)
+
+
+def classify_pipeline(path: Path) -> None:
+    """An ensemble of one step over ``classifier`` with labels of its own (``R``, ``G``, ``B``,
+    ``bias``), so that a binding must read the ensemble's label file, not the step's."""
+    (path / "1").mkdir(parents=True, exist_ok=True)
+    (path / "labels.txt").write_text("R\nG\nB\nbias\n")
+    (path / "config.pbtxt").write_text(
+        'name: "classify_pipeline"\nplatform: "ensemble"\nmax_batch_size: 8\n'
+        'input [ { name: "pixels" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 32, 32 ] } ]\n'
+        'output [ { name: "classes" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" } ]\n'
+        'ensemble_scheduling { step [ { model_name: "classifier" model_version: -1\n'
+        '  input_map { key: "image" value: "pixels" }\n'
+        '  output_map { key: "probs" value: "classes" } } ] }\n')
+
+
+def make_kinds_repository(dest: Path) -> Path:
+    """ONNX (detector, classifier), Python (py_vision) and ensembles (the bundled
+    detector_pipeline verbatim, classify_pipeline)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("detector", "detector_pipeline", "detector_preprocess", "detector_postprocess"):
+        shutil.copytree(ROOT / "model_repository" / name, dest / name)
+    classifier(dest / "classifier")
+    classify_pipeline(dest / "classify_pipeline")
+    python_vision(dest / "py_vision", "py_vision", PY_VISION_GOOD)
+    return dest
