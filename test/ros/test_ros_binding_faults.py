@@ -1,0 +1,121 @@
+"""A binding in this process (real rclpy node, real core with the bundled detector) whose model
+target breaks its contract: ``infer`` raises instead of failing its future, or the future fails
+with an untyped exception. Such defects are counted (failed_internal, failed_inference), kept as
+the last error, reported on the binding's health, and never leave the source's in-flight slot
+taken: later frames still publish.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from ros_env import ROOT, TOKEN
+from ros_probe import image_message, wait_until
+from triton_ros.core.server import InferenceServer, ServerOptions
+from triton_ros.ros.model_target import LocalModelTarget
+
+TOPIC = f"/faults{TOKEN}/cam/image_raw"
+
+
+class BrokenTarget:
+    """The local detector, except that the first ``raises`` calls of infer raise and the next
+    ``untyped`` calls return a future failing with a plain ValueError."""
+
+    def __init__(self, inner: LocalModelTarget, raises: int, untyped: int) -> None:
+        self._inner = inner
+        self.name, self.version, self.location = inner.name, inner.version, inner.location
+        self.raises, self.untyped = raises, untyped
+        self.calls = 0
+
+    def describe(self):
+        return self._inner.describe()
+
+    def state(self):
+        return self._inner.state()
+
+    def infer(self, inputs, **kwargs):
+        self.calls += 1
+        if self.calls <= self.raises:
+            raise RuntimeError("target defect: infer raised")
+        if self.calls <= self.raises + self.untyped:
+            future: Future = Future()
+            future.set_exception(ValueError("target defect: untyped failure"))
+            return future
+        return self._inner.infer(inputs, **kwargs)
+
+
+@pytest.fixture
+def ros_node():
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node(
+        f"faults_{TOKEN}", context=context, parameter_overrides=[
+            Parameter("bindings", value=["cam"]), Parameter("cam.model", value="detector"),
+            Parameter("cam.topics", value=[TOPIC]), Parameter("cam.score_threshold", value=0.0),
+            Parameter("cam.top_k", value=1)])
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    yield node
+    executor.shutdown()
+    thread.join(timeout=30)
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
+    from triton_ros.ros.bindings import Binding
+    from triton_ros.ros.diagnostics import ERROR, WARN, DiagnosticsReporter
+    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+    from triton_ros.ros.parameters import declare_and_read
+
+    config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
+    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
+                                         model_control_mode="explicit",
+                                         startup_models=("detector",)))
+    core.start()
+    workers = ThreadPoolExecutor(2)
+    target = BrokenTarget(LocalModelTarget(core, "detector"), raises=3, untyped=2)
+    reporter = DiagnosticsReporter(core)
+    binding = Binding(config.bindings[0], node=ros_node, target=target, workers=workers,
+                      reporter=reporter, callback_group=None)
+    results = []
+    ros_node.create_subscription(DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections",
+                                 results.append, 10)
+    pub = ros_node.create_publisher(type(image_message(np.zeros((1, 1, 3), np.uint8), "rgb8", "",
+                                                       ros_node.get_clock().now().to_msg())),
+                                    TOPIC, 10)
+    try:
+        reporter.report([binding], time.monotonic_ns())
+        binding.start()
+        pixels = np.zeros((48, 64, 3), np.uint8)
+
+        def published():
+            pub.publish(image_message(pixels, "rgb8", "cam",
+                                      ros_node.get_clock().now().to_msg()))
+            return len(results) >= 2
+        wait_until(published, what="results after the target's defects", interval=0.1)
+
+        counters, in_flight, _ = binding.sources()[0].snapshot()
+        assert counters.failed_internal == 3 and counters.failed_inference == 2
+        assert counters.published >= 2
+        assert binding.failures.last is not None
+        _, [health] = reporter.report([binding], time.monotonic_ns())
+        assert health.failed_internal == 3 and health.failed_inference == 2
+        assert health.level in (WARN, ERROR) and "failed_internal" in health.message
+        assert "ValueError: target defect: untyped failure" in health.last_error or \
+            "RuntimeError: target defect: infer raised" in health.last_error
+    finally:
+        binding.stop()
+        workers.shutdown(wait=True)
+        core.stop()
