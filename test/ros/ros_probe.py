@@ -46,12 +46,17 @@ def wait_until(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str
 class NodeProcess:
     """``python -m triton_ros.ros.inference_node`` with a params file; logs to a file."""
 
-    def __init__(self, params: dict, tmp_path: Path, *, name: str,
-                 grpc_port: int | None = None) -> None:
+    def __init__(self, params: dict | None, tmp_path: Path, *, name: str,
+                 grpc_port: int | None = None, params_file: Path | None = None) -> None:
+        """``params`` (written as a params file), or ``params_file`` used as it is; the ports
+        given with -p on the command line take precedence over either."""
         self.name = name
         self.grpc_port = grpc_port or free_port()
-        self.params_file = tmp_path / f"{name}.yaml"
-        self.params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
+        if params_file is not None:
+            self.params_file = params_file
+        else:
+            self.params_file = tmp_path / f"{name}.yaml"
+            self.params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
         self.log_path = tmp_path / f"{name}.log"
         self._log = open(self.log_path, "w")
         cmd = [sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",

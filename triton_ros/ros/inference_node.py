@@ -103,6 +103,13 @@ class InferenceNode(Node):
             self._discover()
             self.create_timer(self.config.discovery_period_s, self._discover,
                               callback_group=self._timer_group)
+        if any(b.config.format in ("detections", "classification") for b in self.bindings):
+            from .output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
+            log.info("results are published as " + ", ".join(
+                f"{t.__module__.split('.')[0]}/{t.__name__}"
+                for t in (DETECTIONS_TYPE, CLASSIFICATION_TYPE))
+                + ("" if VISION_MSGS else " (vision_msgs is not installed: the package's "
+                   "fallback messages, same field names, no results[].pose)"))
         log.info(f"ready: {len(self.bindings)} binding(s) "
                  f"[{', '.join(b.config.name + ' -> ' + b.config.model for b in self.bindings)}]")
 

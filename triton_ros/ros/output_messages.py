@@ -1,10 +1,12 @@
 """Result messages of one frame: TensorList, detections and classification.
 
-Detections are ``vision_msgs/Detection2DArray`` where vision_msgs is importable (every ROS 2
-install from apt has it) and ``triton_ros_interfaces/Detections`` otherwise; classifications are
+Detections are ``vision_msgs/Detection2DArray`` where vision_msgs is importable (the separate
+apt package ``ros-<distro>-vision-msgs``, which rosdep installs from package.xml; the ``.venv``
+set-up has none) and ``triton_ros_interfaces/Detections`` otherwise; classifications are
 ``vision_msgs/Classification`` or ``triton_ros_interfaces/Classification``. The fallback messages
-keep vision_msgs' field layout (``detections[i].bbox.center.position.x``,
-``detections[i].results[j].hypothesis.class_id``), so subscribers read either the same way. The
+keep vision_msgs' field names (``detections[i].bbox.center.position.x``,
+``detections[i].results[j].hypothesis.class_id``), so subscribers read either the same way; a
+fallback result has no ``pose``. The
 header of every result is the input image's header (stamp and frame_id).
 """
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""Docs cannot drift: every YAML snippet of README.md and every YAML file of config/ is a params
+file that the inference node starts with, verbatim, and every binding it declares publishes.
+
+For each snippet, the node runs in its own process with the snippet as its ``--params-file``
+(only the ports are overridden on the command line, so that concurrent nodes never collide).
+Frames are published on each binding's topics (a topic pattern gets a concrete name that
+matches it), and a result must come back on the output topic the node logs for it, with the
+frame's header.
+"""
+from __future__ import annotations
+
+import re
+import signal
+
+import numpy as np
+import pytest
+import yaml
+
+from ros_env import ROOT, TOKEN
+from ros_probe import NodeProcess, image_message, wait_until
+
+SNIPPET = re.compile(r"^```ya?ml\n(.*?)^```", re.M | re.S)
+
+
+def snippets() -> list[tuple[str, str]]:
+    found = []
+    readme = (ROOT / "README.md").read_text()
+    for match in SNIPPET.finditer(readme):
+        line = readme.count("\n", 0, match.start()) + 1
+        found.append((f"README.md:{line}", match.group(1)))
+    for path in sorted((ROOT / "config").rglob("*.y*ml")):
+        found.append((str(path.relative_to(ROOT)), path.read_text()))
+    return found
+
+
+SNIPPETS = snippets()
+
+
+def test_the_readme_and_config_have_yaml_snippets():
+    where = [w for w, _ in SNIPPETS]
+    assert any(w.startswith("README.md") for w in where)
+    assert "config/inference.yaml" in where
+
+
+def instantiate(pattern: str) -> str:
+    """A topic name matching a binding's glob pattern."""
+    name = pattern.replace("**", "deep/er").replace("*", "1").replace("?", "x")
+    return re.sub(r"\[([^\]]+)\]", lambda m: m.group(1)[0], name)
+
+
+def node_parameters(doc: dict) -> dict:
+    entries = [v["ros__parameters"] for v in doc.values() if isinstance(v, dict)
+               and "ros__parameters" in v]
+    assert len(entries) == 1, "a params file for one node (e.g. '/**: ros__parameters:')"
+    return entries[0]
+
+
+@pytest.mark.parametrize("where,text", SNIPPETS, ids=[w for w, _ in SNIPPETS])
+def test_the_node_starts_with_the_snippet_and_every_binding_publishes(where, text, tmp_path,
+                                                                      probe):
+    from triton_ros_interfaces.msg import TensorList
+
+    from triton_ros.ros.output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
+
+    params = node_parameters(yaml.safe_load(text))
+    params_file = tmp_path / "snippet.yaml"
+    params_file.write_text(text)                          # verbatim
+    node = NodeProcess(None, tmp_path, name=f"docs_node_{TOKEN}", params_file=params_file)
+    try:
+        node.wait_ready(probe, timeout=120)
+        types = {"detections": DETECTIONS_TYPE, "classification": CLASSIFICATION_TYPE,
+                 "tensors": TensorList}
+        bindings = params.get("bindings", [])
+        if isinstance(bindings, str):
+            bindings = [bindings]
+        assert bindings, f"{where} declares no binding"
+        inputs: dict[str, tuple[str, str]] = {}          # input topic -> (binding, format)
+        for name in bindings:
+            settings = params.get(name, {})
+            topics = settings.get("topics", [])
+            patterns = settings.get("topic_patterns", [])
+            topics = [topics] if isinstance(topics, str) else list(topics)
+            patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+            for t in topics + [instantiate(p) for p in patterns]:
+                inputs[t] = (name, settings.get("format", "detections"))
+
+        publishers = {t: probe.image_publisher(t) for t in inputs}
+        pixels = np.full((480, 640, 3), 90, np.uint8)
+        recorders: dict[str, object] = {}
+
+        def every_binding_published() -> bool:
+            log = node.log()
+            for t, (name, fmt) in inputs.items():
+                match = re.search(rf"binding '{name}': (?:bound|found) {re.escape(t)} -> (\S+)",
+                                  log)
+                if match and t not in recorders:
+                    recorders[t] = probe.subscribe(types[fmt], match.group(1))
+                stamp = probe.node.get_clock().now().to_msg()
+                publishers[t].publish(image_message(pixels, "rgb8", f"docs_{TOKEN}", stamp))
+            return len(recorders) == len(inputs) and all(
+                any(m.header.frame_id == f"docs_{TOKEN}" for m in rec.messages())
+                for rec in recorders.values())
+        try:
+            wait_until(every_binding_published, what=f"a result of every binding of {where}",
+                       interval=0.3)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{node.log()}") from None
+        log = node.log()
+        assert "[ERROR]" not in log, log
+        assert f"grpc endpoint (inference.GRPCInferenceService) at 127.0.0.1:{node.grpc_port}" \
+            in log.replace("gRPC", "grpc"), "the ports given with -p take precedence"
+    finally:
+        node.stop_and_check(signal.SIGINT)
