@@ -119,3 +119,67 @@ def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
         binding.stop()
         workers.shutdown(wait=True)
         core.stop()
+
+
+class StuckTarget(BrokenTarget):
+    """Returns futures that nobody answers until the test does."""
+
+    def __init__(self, inner: LocalModelTarget) -> None:
+        super().__init__(inner, raises=0, untyped=0)
+        self.futures: list[Future] = []
+
+    def infer(self, inputs, **kwargs):
+        future: Future = Future()
+        self.futures.append(future)
+        return future
+
+
+def test_a_frame_stuck_in_the_model_is_reported(ros_node, monkeypatch):
+    from triton_ros.core.errors import unavailable
+    from triton_ros.ros import diagnostics
+    from triton_ros.ros.bindings import Binding
+    from triton_ros.ros.parameters import declare_and_read
+
+    monkeypatch.setattr(diagnostics, "STALLED_WARN_S", 0.5)
+    config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
+    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
+                                         model_control_mode="explicit",
+                                         startup_models=("detector",)))
+    core.start()
+    workers = ThreadPoolExecutor(2)
+    target = StuckTarget(LocalModelTarget(core, "detector"))
+    reporter = diagnostics.DiagnosticsReporter(core)
+    binding = Binding(config.bindings[0], node=ros_node, target=target, workers=workers,
+                      reporter=reporter, callback_group=None)
+    pub = ros_node.create_publisher(type(image_message(np.zeros((1, 1, 3), np.uint8), "rgb8", "",
+                                                       ros_node.get_clock().now().to_msg())),
+                                    TOPIC, 10)
+    try:
+        reporter.report([binding], time.monotonic_ns())
+        binding.start()
+        pixels = np.zeros((48, 64, 3), np.uint8)
+
+        def sent():
+            pub.publish(image_message(pixels, "rgb8", "cam", ros_node.get_clock().now().to_msg()))
+            return target.futures
+        wait_until(sent, what="a frame in the model", interval=0.1)
+        time.sleep(1.0)
+        _, [health] = reporter.report([binding], time.monotonic_ns())
+        assert health.level == diagnostics.WARN and health.in_flight == 1
+        assert "in the model without a result for" in health.message
+        # the model answers at last (with an error): counted, and the next frame may run
+        target.futures[0].set_exception(unavailable("gave up"))
+        wait_until(lambda: sent() and len(target.futures) >= 2,
+                   what="the next frame after the stuck one", interval=0.1)
+        counters, _, _ = binding.sources()[0].snapshot()
+        assert counters.dropped_unavailable == 1
+        # the frame that waited behind the stuck one aged in the slot: said so, not "clocks"
+        assert counters.dropped_stale >= 1
+        assert "waited behind frames still in the model" in binding.failures.last_stale.text
+    finally:
+        binding.stop()
+        for future in target.futures:
+            if not future.done():
+                future.set_exception(unavailable("test over"))
+        workers.shutdown(wait=True)
+        core.stop()

@@ -39,7 +39,7 @@ from .classification_decoder import (ClassificationPlan, decode_classification,
                                      plan_classification)
 from .detection_decoder import DetectionPlan, decode_detections, plan_detections
 from .diagnostics import DiagnosticsReporter
-from .failures import STALE_CAUSES, FailureLog
+from .failures import STALE_CAUSES, WAITED_CAUSE, FailureLog
 from .model_target import ModelSpec, ModelTarget, TargetState
 from .parameters import BindingConfig
 from .preprocess import (InputPlan, Letterbox, MalformedImage, Preprocessor, check_image,
@@ -210,13 +210,15 @@ class Binding:
             if frame is not None:              # it holds an in-flight slot: hand it on
                 self._submit(self._run, source, self._finish_source(source))
 
-    def _on_stale(self, source: Source, frame: Frame, age_ns: int) -> None:
+    def _on_stale(self, source: Source, frame: Frame, age_ns: int, waited: bool) -> None:
         what = (f"a frame of {source.topic} (frame_id '{frame.msg.header.frame_id}') was "
                 f"{age_ns / 1e9:.3f} s old on this node's {self._clock_name()} clock")
+        cause = WAITED_CAUSE if waited else STALE_CAUSES
         self.failures.report(
-            f"stale:{source.topic}", "dropped_stale",
+            f"stale:{source.topic}:{waited}", "dropped_stale",
             f"binding '{self.config.name}': {what}, over max_age_ms {self.config.max_age_ms}; "
-            f"dropped as stale. Likely cause: {STALE_CAUSES}", level="warn", summary=what)
+            f"dropped as stale. Likely cause: {cause}", level="warn",
+            summary=f"{what}. Likely cause: {cause}")
 
     def _clock_name(self) -> str:
         try:

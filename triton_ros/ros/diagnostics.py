@@ -291,8 +291,8 @@ class DiagnosticsReporter:
             health.level = WARN
             health.message = (f"{period.dropped_stale} of {period.received} frames dropped as "
                               f"stale (older than max_age_ms {cfg.max_age_ms})"
-                              + (f"; last: {stale.summary}" if stale is not None else "")
-                              + f". Likely cause: {STALE_CAUSES}")
+                              + (f"; last: {stale.summary}" if stale is not None
+                                 else f". Likely cause: {STALE_CAUSES}"))
         elif period.dropped_unavailable:
             health.level = WARN
             health.message = (f"{period.dropped_unavailable} frames dropped while the model "

@@ -31,6 +31,9 @@ FAIL_REASONS = (
 
 STALE_CAUSES = ("the publisher's clock is not synchronised with this host's (use chrony/NTP, or "
                 "set max_age_ms: 0), or a bag is replayed without --clock and use_sim_time:=true")
+WAITED_CAUSE = ("it arrived in time but waited behind frames still in the model: inference is "
+                "slower than this topic's frame rate (raise max_in_flight or max_age_ms, lower "
+                "the rate, or check the model's latency in /diagnostics)")
 
 
 @dataclass

@@ -6,8 +6,9 @@ is dropped as *superseded*. A frame older than ``max_age_ms`` (its header stamp 
 node's clock) is dropped as *stale* when it arrives and again when it leaves the slot. Every
 received frame ends up counted exactly once: published, dropped (stale, superseded, malformed,
 model unavailable) or failed (by stage, :data:`~triton_ros.ros.failures.FAIL_REASONS`), or is
-still in flight or waiting. Each stale drop is reported to ``on_stale`` with the frame's age, so
-that the binding can explain it.
+still in flight or waiting. Each stale drop is reported to ``on_stale`` with the frame's age and
+whether it arrived fresh and aged waiting in the slot (the model is too slow) or arrived stale
+(clocks), so that the binding can explain it.
 
 This module is plain Python: the node passes stamps and times in nanoseconds.
 """
@@ -73,7 +74,7 @@ class Source:
 
     def __init__(self, topic: str, output_topic: str, *, max_in_flight: int, max_age_ms: int,
                  discovered: bool,
-                 on_stale: Callable[["Source", Frame, int], None] | None = None) -> None:
+                 on_stale: Callable[["Source", Frame, int, bool], None] | None = None) -> None:
         self.topic = topic
         self.output_topic = output_topic
         self.discovered = discovered           # found by a pattern (may be unbound later)
@@ -88,7 +89,8 @@ class Source:
         self._lock = threading.Lock()
         self._in_flight = 0
         self._pending: Frame | None = None
-        self._on_stale = on_stale              # (source, frame, age ns), called outside the lock
+        # (source, frame, age ns, whether it aged waiting in the slot), called outside the lock
+        self._on_stale = on_stale
         self._progress_ns = 0                  # monotonic: a frame last started idle or left
         self.last_stale_age_ns = 0
 
@@ -111,7 +113,7 @@ class Source:
                     self.counters.dropped_superseded += 1
                 self._pending = frame
                 return None
-        self._stale(stale, now_ns)
+        self._stale(stale, now_ns, waited=False)
         return None
 
     def finish(self, now_ns: int) -> Frame | None:
@@ -132,17 +134,17 @@ class Source:
             if frame is None:
                 self._in_flight -= 1
         for old in stale:
-            self._stale(old, now_ns)
+            self._stale(old, now_ns, waited=True)
         return frame
 
     def _is_stale(self, frame: Frame, now_ns: int) -> bool:
         return self.max_age_ns > 0 and frame.stamp_ns > 0 and now_ns - frame.stamp_ns > self.max_age_ns
 
-    def _stale(self, frame: Frame, now_ns: int) -> None:
+    def _stale(self, frame: Frame, now_ns: int, *, waited: bool) -> None:
         age = now_ns - frame.stamp_ns
         self.last_stale_age_ns = age
         if self._on_stale is not None:
-            self._on_stale(self, frame, age)
+            self._on_stale(self, frame, age, waited)
 
     # ---------------------------------------------------------------- accounting
     def count(self, field: str) -> None:
