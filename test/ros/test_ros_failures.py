@@ -89,8 +89,11 @@ def test_failing_models_are_reported_and_recover_while_other_bindings_keep_publi
         failing_node):
     from triton_ros_interfaces.srv import LoadModel
 
+    from triton_ros_interfaces.msg import InferenceStatus
+
     node, probe, repo = failing_node
     diagnostics = Diagnostics(probe, node)
+    status = probe.subscribe(InferenceStatus, f"/{node.name}/status")
     outputs = {"err": probe.subscribe(DETECTIONS_TYPE, f"{NS}/err/detections"),
                "exc": probe.subscribe(CLASSIFICATION_TYPE, f"{NS}/exc/classification"),
                "good": probe.subscribe(DETECTIONS_TYPE, f"{NS}/good/detections"),
@@ -130,6 +133,13 @@ def test_failing_models_are_reported_and_recover_while_other_bindings_keep_publi
         assert ERROR_TEXT in err["last_error"] and err["model_state"] == "READY"
         assert int(err["published"]) == 0
         assert RAISE_TEXT in Diagnostics.values(diagnostics.binding("exc"))["last_error"]
+        # ~/status carries the same for rqt_plot
+        wait_until(lambda: status.last() is not None, what="~/status")
+        on_status = next(b for b in status.last().bindings if b.name == "err")
+        assert on_status.level == 2 and on_status.failed_inference > 0
+        assert on_status.failed == on_status.failed_inference
+        assert ERROR_TEXT in on_status.last_error and ERROR_TEXT in on_status.message
+        assert on_status.last_error_age_s >= 0
 
         # A binding whose settings do not fit its model, and outputs that do not decode.
         assert ("binding 'misfit': cannot feed model 'py_good': model 'py_good' has no input "

@@ -380,7 +380,12 @@ def status_message(stamp, models: list[ModelHealth], bindings: list[BindingHealt
         in_flight=b.in_flight, input_rate=b.input_rate, output_rate=b.output_rate,
         drop_rate=b.drop_rate, dropped_stale=b.dropped_stale,
         dropped_superseded=b.dropped_superseded, dropped_malformed=b.dropped_malformed,
-        dropped_unavailable=b.dropped_unavailable, failed=b.failed, received=b.received,
+        dropped_unavailable=b.dropped_unavailable, failed=b.failed,
+        failed_plan=b.failed_plan, failed_preprocess=b.failed_preprocess,
+        failed_inference=b.failed_inference, failed_decode=b.failed_decode,
+        failed_publish=b.failed_publish, failed_internal=b.failed_internal,
+        message=b.message, last_error=b.last_error, last_error_age_s=b.last_error_age_s,
+        received=b.received,
         published=b.published, latency_p50_ms=b.latency_p50_ms,
         latency_p99_ms=b.latency_p99_ms, inference_p50_ms=b.inference_p50_ms,
         inference_p99_ms=b.inference_p99_ms) for b in bindings]
