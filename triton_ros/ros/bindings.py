@@ -246,10 +246,10 @@ class Binding:
 
     def _finish_quietly(self, source: Source) -> None:
         """Release the slot without starting the waiting frame (the node is stopping)."""
-        nxt = source.finish(self._now_ns())
+        nxt = self._finish_source(source)
         while nxt is not None:
             source.count("dropped_unavailable")
-            nxt = source.finish(self._now_ns())
+            nxt = self._finish_source(source)
 
     def _finish_source(self, source: Source) -> Frame | None:
         try:
