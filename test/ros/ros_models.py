@@ -98,14 +98,14 @@ def make_repository(dest: Path) -> Path:
 
 PY_VISION_CONFIG = '''name: "{name}"
 backend: "python"
-max_batch_size: 8
+max_batch_size: {max_batch_size}
 input [ {{ name: "image" data_type: TYPE_UINT8 format: FORMAT_NHWC dims: [ 64, 64, 3 ] }} ]
 output [
   {{ name: "detections" data_type: TYPE_FP32 dims: [ 4, 6 ] label_filename: "labels.txt" }},
   {{ name: "probs" data_type: TYPE_FP32 dims: [ 3 ] label_filename: "colours.txt" }}
 ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-dynamic_batching {{ }}
+{batching}
 '''
 
 # Good behaviour: row 0 of detections is the box (16,16)-(48,48) in the 64x64 input, class 1,
@@ -119,13 +119,16 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             image = pb_utils.get_input_tensor_by_name(request, "image").as_numpy()
-            image = image.astype(np.float32) / 255.0              # [N, 64, 64, 3]
-            n = image.shape[0]
+            batched = image.ndim == 4                             # max_batch_size > 0
+            image = (image if batched else image[None]).astype(np.float32) / 255.0
+            n = image.shape[0]                                    # [N, 64, 64, 3]
             det = np.zeros((n, 4, 6), np.float32)
             det[:, 0, :4] = (16, 16, 48, 48)
             det[:, 0, 4] = image.mean(axis=(1, 2, 3))
             det[:, 0, 5] = 1
             probs = image.mean(axis=(1, 2)).astype(np.float32)    # [N, 3]
+            if not batched:
+                det, probs = det[0], probs[0]
             responses.append(pb_utils.InferenceResponse(output_tensors=[
                 pb_utils.Tensor("detections", det), pb_utils.Tensor("probs", probs)]))
         return responses
@@ -149,11 +152,15 @@ PY_VISION_RAISES = '''class TritonPythonModel:
 '''
 
 
-def python_vision(path: Path, name: str, model_py: str, version: int = 1) -> None:
+def python_vision(path: Path, name: str, model_py: str, version: int = 1, *,
+                  max_batch_size: int = 8) -> None:
     """A Python model with a UINT8 HWC image input and both a decoded ``detections`` output and
-    a class-score output (``probs``), each with its own labels."""
+    a class-score output (``probs``), each with its own labels (``max_batch_size`` 0: no batch
+    dimension anywhere)."""
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.pbtxt").write_text(PY_VISION_CONFIG.format(name=name))
+    (path / "config.pbtxt").write_text(PY_VISION_CONFIG.format(
+        name=name, max_batch_size=max_batch_size,
+        batching="dynamic_batching { }" if max_batch_size else ""))
     (path / "labels.txt").write_text("zero\none\ntwo\nthree\n")
     (path / "colours.txt").write_text("red\ngreen\nblue\n")
     write_version(path, model_py, version)
@@ -178,13 +185,25 @@ def classify_pipeline(path: Path) -> None:
         '  output_map { key: "probs" value: "classes" } } ] }\n')
 
 
+def classifier_batch_of_one(path: Path) -> None:
+    """``classifier`` exported the way many detectors are: no batching (max_batch_size 0) and a
+    fixed leading batch of one, input [1, 3, 32, 32], output [1, 4]."""
+    classifier(path)
+    (path / "config.pbtxt").write_text(
+        'name: "classifier_b1"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
+        'input [ { name: "image" data_type: TYPE_FP32 dims: [ 1, 3, 32, 32 ] } ]\n'
+        'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 1, 4 ] label_filename: "labels.txt" } ]\n')
+
+
 def make_kinds_repository(dest: Path) -> Path:
-    """ONNX (detector, classifier), Python (py_vision) and ensembles (the bundled
-    detector_pipeline verbatim, classify_pipeline)."""
+    """ONNX (detector, classifier, classifier_b1), Python (py_vision, py_vision_nb without
+    batching) and ensembles (the bundled detector_pipeline verbatim, classify_pipeline)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in ("detector", "detector_pipeline", "detector_preprocess", "detector_postprocess"):
         shutil.copytree(ROOT / "model_repository" / name, dest / name)
     classifier(dest / "classifier")
     classify_pipeline(dest / "classify_pipeline")
     python_vision(dest / "py_vision", "py_vision", PY_VISION_GOOD)
+    python_vision(dest / "py_vision_nb", "py_vision_nb", PY_VISION_GOOD, max_batch_size=0)
+    classifier_batch_of_one(dest / "classifier_b1")
     return dest

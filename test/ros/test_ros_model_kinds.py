@@ -30,6 +30,9 @@ BINDINGS = {
     "py_cls": ("py_vision", "classification", {"classification_output": "probs",
                                                "class_count": 3}),
     "py_ten": ("py_vision", "tensors", {}),
+    "onnx_b1": ("classifier_b1", "classification", {"class_count": 4}),
+    "py_nb_det": ("py_vision_nb", "detections", {"nms": False}),
+    "py_nb_ten": ("py_vision_nb", "tensors", {"outputs": ["probs"]}),
     "ens_det": ("detector_pipeline", "detections", {"nms": False}),
     "ens_cls": ("classify_pipeline", "classification", {"class_count": 4}),
     "ens_ten": ("detector_pipeline", "tensors", {}),
@@ -101,6 +104,9 @@ FRAMES = {
     "py_det": _solid(64, 64, PY_RGB),
     "py_cls": _solid(64, 64, PY_RGB),
     "py_ten": _solid(64, 64, PY_RGB),
+    "onnx_b1": _solid(32, 32, (250, 20, 30)),
+    "py_nb_det": _solid(64, 64, PY_RGB),
+    "py_nb_ten": _solid(64, 64, PY_RGB),
     "ens_det": _solid(480, 640, (128, 64, 32)),
     "ens_cls": _solid(32, 32, ENS_RGB),
     "ens_ten": _solid(256, 256, (128, 64, 32)),
@@ -151,6 +157,19 @@ def test_python_model_detections_classification_and_tensors(results):
     assert shapes == {"detections": ("FP32", [1, 4, 6]), "probs": ("FP32", [1, 3])}
     probs = np.frombuffer(bytes(next(t for t in ten.tensors if t.name == "probs").data), "<f4")
     assert probs == pytest.approx([c / 255 for c in PY_RGB], abs=1e-4)   # float32 sums
+
+
+def test_models_without_batching(results):
+    msgs, _ = results
+    # ONNX with a fixed leading batch of one ([1, 3, 32, 32]): the same answer as batching
+    assert [r.class_id for r in msgs["onnx_b1"][0].results] == \
+        [r.class_id for r in msgs["onnx_cls"][0].results] == ["red", "bias", "blue", "green"]
+    # Python without a batch dimension anywhere
+    det = msgs["py_nb_det"][0]
+    assert len(det.detections) == 1 and det.detections[0].results[0].hypothesis.class_id == "one"
+    assert det.detections[0].bbox.size_x == pytest.approx(32.0)
+    ten = msgs["py_nb_ten"][0]
+    assert [(t.name, list(t.shape)) for t in ten.tensors] == [("probs", [3])]   # as the model has it
 
 
 def test_ensembles_detections_classification_and_tensors(results):

@@ -30,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg
@@ -58,7 +58,8 @@ class ModelPlan:
 
     spec: ModelSpec
     input_name: str
-    batching: bool
+    batching: bool                     # the model batches: a batch dimension on every tensor
+    leading_one: bool                  # a non-batching model whose image input is [1, C, H, W]
     input: InputPlan
     preprocessor: Preprocessor
     requested: tuple[str, ...] | None
@@ -291,7 +292,8 @@ class Binding:
                        exc)
             return self._finish_source(source)
         started = time.monotonic_ns()
-        future = self.target.infer({plan.input_name: tensor[None] if plan.batching else tensor},
+        batched = plan.batching or plan.leading_one
+        future = self.target.infer({plan.input_name: tensor[None] if batched else tensor},
                                    outputs=plan.requested, priority=self.config.priority,
                                    timeout_us=self.config.timeout_us)
         future.add_done_callback(
@@ -419,6 +421,12 @@ def build_plan(config: BindingConfig, spec: ModelSpec) -> ModelPlan:
     if others:
         raise invalid_arg(f"model '{spec.name}' also requires input(s) {', '.join(others)}, which "
                           f"an image binding cannot provide")
+    # A model exported with a fixed batch of one and no batching (max_batch_size 0, input
+    # [1, 3, H, W], as many detector exports are) takes one image like a batching model; its
+    # outputs keep their leading 1, which the decoders' reshapes absorb.
+    leading_one = spec.max_batch_size == 0 and len(tensor.dims) == 4 and tensor.dims[0] in (1, -1)
+    if leading_one:
+        tensor = replace(tensor, dims=tuple(tensor.dims[1:]))
     input_plan = plan_input(config.preprocess, tensor, model=spec.name)
     decoder: DetectionPlan | ClassificationPlan | None = None
     requested: tuple[str, ...] | None = None
@@ -435,5 +443,6 @@ def build_plan(config: BindingConfig, spec: ModelSpec) -> ModelPlan:
                                   f"{', '.join(t.name for t in spec.outputs)})")
         requested = tuple(config.outputs)
     return ModelPlan(spec=spec, input_name=tensor.name, batching=spec.max_batch_size > 0,
+                     leading_one=leading_one,
                      input=input_plan, preprocessor=Preprocessor(input_plan), requested=requested,
                      decoder=decoder)
