@@ -86,6 +86,6 @@ class FailureLog:
             since_s = (now - throttle.logged_ns) / 1e9 if throttle is not None else 0.0
             self._throttles[key] = _Throttle(now)
         if suppressed:
-            text += f" [{suppressed} more like this in the last {since_s:.0f} s]"
+            text += f" [{suppressed} more like this in the last {since_s:.1f} s]"
         (self._logger.warning if level == "warn" else self._logger.error)(text)
         return True
