@@ -163,19 +163,23 @@ def test_a_frame_stuck_in_the_model_is_reported(ros_node, monkeypatch):
             pub.publish(image_message(pixels, "rgb8", "cam", ros_node.get_clock().now().to_msg()))
             return target.futures
         wait_until(sent, what="a frame in the model", interval=0.1)
-        time.sleep(1.0)
+        source = binding.sources()[0]
+        wait_until(lambda: sent() and source.snapshot()[2], what="a frame waiting behind it",
+                   interval=0.1)
+        time.sleep(1.0)                                   # max_age_ms is 500
         _, [health] = reporter.report([binding], time.monotonic_ns())
         assert health.level == diagnostics.WARN and health.in_flight == 1
         assert "in the model without a result for" in health.message
-        # the model answers at last (with an error): counted, and the next frame may run
+        # The model answers at last (with an error): counted. The frame that waited behind the
+        # stuck one aged in the slot: dropped as stale, and said so (not "clocks").
         target.futures[0].set_exception(unavailable("gave up"))
+        wait_until(lambda: source.snapshot()[1] == 0, what="the slot released")
+        counters, _, waiting = source.snapshot()
+        assert counters.dropped_unavailable == 1 and counters.dropped_stale == 1 and not waiting
+        assert "waited behind frames still in the model" in binding.failures.last_stale.text
+        # and the next frame runs
         wait_until(lambda: sent() and len(target.futures) >= 2,
                    what="the next frame after the stuck one", interval=0.1)
-        counters, _, _ = binding.sources()[0].snapshot()
-        assert counters.dropped_unavailable == 1
-        # the frame that waited behind the stuck one aged in the slot: said so, not "clocks"
-        assert counters.dropped_stale >= 1
-        assert "waited behind frames still in the model" in binding.failures.last_stale.text
     finally:
         binding.stop()
         for future in target.futures:
