@@ -107,9 +107,11 @@ def test_stale_frames_are_explained_and_sim_time_ages_follow_the_clock(start_nod
         log = on_sim.log()
         line = next(ln for ln in log.splitlines() if f"a frame of {OLD}" in ln)
         age = float(line.split(" s old on this node's ")[0].rsplit(" ", 1)[1])
-        assert 4.9 <= age < 6.0, line                    # /clock ticks every 20 ms
+        assert 4.5 <= age < 6.5, line                    # /clock ticks every 20 ms (+ load)
         assert "on this node's ROS (/clock, use_sim_time) clock, over max_age_ms 1000" in line
-        assert f"a frame of {FRESH}" not in log
+        # (a fresh frame may only go stale by waiting behind a slow model on a loaded machine)
+        assert not [ln for ln in log.splitlines()
+                    if f"a frame of {FRESH}" in ln and "waited behind" not in ln]
 
         # On the system clock, every frame stamped on the sim clock is stale, and said why.
         assert wall_results.count() == 0
