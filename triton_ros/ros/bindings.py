@@ -212,8 +212,18 @@ class Binding:
                 self._submit(self._run, source, self._finish_source(source))
 
     def _on_stale(self, source: Source, frame: Frame, age_ns: int, waited: bool) -> None:
-        what = (f"a frame of {source.topic} (frame_id '{frame.msg.header.frame_id}') was "
-                f"{age_ns / 1e9:.3f} s old on this node's {self._clock_name()} clock")
+        clock = self._clock_name()
+        head = f"a frame of {source.topic} (frame_id '{frame.msg.header.frame_id}')"
+        if age_ns < 0:                         # stamped ahead: published, but the clocks differ
+            what = f"{head} was stamped {-age_ns / 1e9:.3f} s ahead of this node's {clock} clock"
+            self.failures.report(
+                f"ahead:{source.topic}", "stamped_ahead",
+                f"binding '{self.config.name}': {what} (more than max_age_ms "
+                f"{self.config.max_age_ms}); processed, but ages and latencies of this topic are "
+                f"wrong. Likely cause: {STALE_CAUSES}", level="warn",
+                summary=f"{what}. Likely cause: {STALE_CAUSES}")
+            return
+        what = f"{head} was {age_ns / 1e9:.3f} s old on this node's {clock} clock"
         cause = WAITED_CAUSE if waited else STALE_CAUSES
         self.failures.report(
             f"stale:{source.topic}:{waited}", "dropped_stale",

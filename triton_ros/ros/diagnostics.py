@@ -110,6 +110,7 @@ class BindingHealth:
     dropped_superseded: int = 0
     dropped_malformed: int = 0
     dropped_unavailable: int = 0
+    stamped_ahead: int = 0
     failed: int = 0
     failed_plan: int = 0
     failed_preprocess: int = 0
@@ -246,7 +247,8 @@ class DiagnosticsReporter:
                 source.topic, source.output_topic,
                 delta.received / period_s if period_s > 0 else 0.0,
                 delta.published / period_s if period_s > 0 else 0.0, counters.dropped))
-        for name in ("received", "published", "failed") + DROP_REASONS + FAIL_REASONS:
+        for name in ("received", "published", "failed", "stamped_ahead") + DROP_REASONS + \
+                FAIL_REASONS:
             setattr(health, name, getattr(totals, name))
         health.latency_p50_ms, health.latency_p99_ms = percentiles_ms(e2e)
         health.inference_p50_ms, health.inference_p99_ms = percentiles_ms(inference)
@@ -291,6 +293,14 @@ class DiagnosticsReporter:
             health.level = WARN
             health.message = (f"{period.dropped_stale} of {period.received} frames dropped as "
                               f"stale (older than max_age_ms {cfg.max_age_ms})"
+                              + (f"; last: {stale.summary}" if stale is not None
+                                 else f". Likely cause: {STALE_CAUSES}"))
+        elif period.stamped_ahead:
+            stale = binding.failures.last_stale
+            health.level = WARN
+            health.message = (f"{period.stamped_ahead} of {period.received} frames stamped more "
+                              f"than max_age_ms {cfg.max_age_ms} ahead of this node's clock "
+                              f"(processed)"
                               + (f"; last: {stale.summary}" if stale is not None
                                  else f". Likely cause: {STALE_CAUSES}"))
         elif period.dropped_unavailable:
@@ -349,7 +359,8 @@ def diagnostic_array(stamp, node_name: str, models: list[ModelHealth],
             _kv("published", b.published), _kv("dropped_stale", b.dropped_stale),
             _kv("dropped_superseded", b.dropped_superseded),
             _kv("dropped_malformed", b.dropped_malformed),
-            _kv("dropped_unavailable", b.dropped_unavailable), _kv("failed", b.failed),
+            _kv("dropped_unavailable", b.dropped_unavailable),
+            _kv("stamped_ahead", b.stamped_ahead), _kv("failed", b.failed),
             _kv("failed_plan", b.failed_plan), _kv("failed_preprocess", b.failed_preprocess),
             _kv("failed_inference", b.failed_inference), _kv("failed_decode", b.failed_decode),
             _kv("failed_publish", b.failed_publish), _kv("failed_internal", b.failed_internal),

@@ -74,8 +74,8 @@ class FailureLog:
         now = time.monotonic_ns()
         record = LastError(text, reason, level, now, summary or text)
         with self._lock:
-            if reason == "dropped_stale":
-                self.last_stale = record
+            if reason in ("dropped_stale", "stamped_ahead"):
+                self.last_stale = record       # clock trouble, kept apart from failures
             else:
                 self.last = record
             throttle = self._throttles.get(key)

@@ -8,7 +8,9 @@ received frame ends up counted exactly once: published, dropped (stale, supersed
 model unavailable) or failed (by stage, :data:`~triton_ros.ros.failures.FAIL_REASONS`), or is
 still in flight or waiting. Each stale drop is reported to ``on_stale`` with the frame's age and
 whether it arrived fresh and aged waiting in the slot (the model is too slow) or arrived stale
-(clocks), so that the binding can explain it.
+(clocks), so that the binding can explain it; a frame stamped more than ``max_age_ms`` ahead of
+the node's clock (clock skew the other way) is reported the same way with a negative age, counted
+as ``stamped_ahead`` and processed all the same.
 
 This module is plain Python: the node passes stamps and times in nanoseconds.
 """
@@ -33,6 +35,9 @@ class SourceCounters:
     dropped_superseded: int = 0
     dropped_malformed: int = 0
     dropped_unavailable: int = 0
+    # Not a drop: frames stamped more than max_age_ms ahead of the node's clock (clock skew),
+    # processed and published all the same.
+    stamped_ahead: int = 0
     failed_plan: int = 0
     failed_preprocess: int = 0
     failed_inference: int = 0
@@ -92,14 +97,19 @@ class Source:
         # (source, frame, age ns, whether it aged waiting in the slot), called outside the lock
         self._on_stale = on_stale
         self._progress_ns = 0                  # monotonic: a frame last started idle or left
-        self.last_stale_age_ns = 0
 
     # ---------------------------------------------------------------- flow control
     def offer(self, frame: Frame, now_ns: int) -> Frame | None:
         """A new frame arrived: return it if it may start now, else keep or drop it."""
         stale = None
+        ahead = (self.max_age_ns > 0 and frame.stamp_ns > 0
+                 and frame.stamp_ns - now_ns > self.max_age_ns)
+        if ahead:
+            self._stale(frame, now_ns, waited=False)      # told with a negative age
         with self._lock:
             self.counters.received += 1
+            if ahead:
+                self.counters.stamped_ahead += 1
             if self._is_stale(frame, now_ns):
                 self.counters.dropped_stale += 1
                 stale = frame
@@ -142,7 +152,6 @@ class Source:
 
     def _stale(self, frame: Frame, now_ns: int, *, waited: bool) -> None:
         age = now_ns - frame.stamp_ns
-        self.last_stale_age_ns = age
         if self._on_stale is not None:
             self._on_stale(self, frame, age, waited)
 
