@@ -345,6 +345,10 @@ def test_frames_older_than_max_age_are_dropped_and_counted(env):
         return status is not None and status.dropped_stale >= 3
     wait_until(stale_counted, what="stale frames counted", interval=0.3)
     assert rec.count() == 0
+    # and explained: the topic, the age, the likely cause
+    line = next(ln for ln in env.node.log().splitlines() if f"a frame of {NS}/old_cam/image_raw" in ln)
+    assert "[WARN]" in line and "old on this node's system clock, over max_age_ms 1000" in line
+    assert "clock is not synchronised" in line
 
 
 def test_grpc_requests_share_the_models_of_the_node(env):
