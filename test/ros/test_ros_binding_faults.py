@@ -37,6 +37,9 @@ class BrokenTarget:
     def state(self):
         return self._inner.state()
 
+    def close(self):
+        self._inner.close()
+
     def infer(self, inputs, **kwargs):
         self.calls += 1
         if self.calls <= self.raises:

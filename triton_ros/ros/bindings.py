@@ -179,6 +179,10 @@ class Binding:
         """Take no new frames; frames in the model still finish and publish."""
         self._stopped = True
 
+    def in_flight(self) -> int:
+        """Frames of this binding in its model now."""
+        return sum(source.snapshot()[1] for source in self.sources())
+
     # ---------------------------------------------------------------- per frame
     def _now_ns(self) -> int:
         """Now on the node's clock: ROS time (the /clock topic) with use_sim_time, else the

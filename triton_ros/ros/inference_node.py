@@ -143,7 +143,17 @@ class InferenceNode(Node):
         """Let in-flight requests finish (their results are still published), unload models."""
         if self._started_core:
             self.core.stop()
+        # Frames still in a model (a remote one too) finish and publish before the workers stop.
+        deadline = time.monotonic() + self.config.server.exit_timeout_secs
+        while any(b.in_flight() for b in self.bindings) and time.monotonic() < deadline:
+            time.sleep(0.05)
         self.workers.shutdown(wait=True)
+        for binding in self.bindings:
+            try:
+                binding.target.close()
+            except Exception as exc:           # shutting down: report, carry on
+                self.get_logger().error(f"binding '{binding.config.name}': closing its model "
+                                        f"target failed: {type(exc).__name__}: {exc}")
 
 
 def main(args: list[str] | None = None) -> int:

@@ -32,6 +32,9 @@ request per frame) need exactly this:
     (``UNAVAILABLE``: the model is not serving; ``INVALID_ARG``: the request does not fit it;
     ``INTERNAL`` / ``UNKNOWN``: the model itself failed, e.g. a Python model's TritonError).
     A failure of any other type is treated as ``INTERNAL``.
+``target.close()``
+    Release what the target holds (a remote client's connections); called once when the node
+    stops, after the last frame finished. The local target holds nothing.
 
 :class:`ModelSpec` and :class:`TensorSpec` are plain frozen dataclasses, free of the core's
 internal types, so a remote implementation builds them from a server's model configuration and
@@ -134,6 +137,8 @@ class ModelTarget(Protocol):
 
     def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
               priority: int = 0, timeout_us: int = 0) -> Future: ...
+
+    def close(self) -> None: ...
 
 
 def spec_from_config(config: "ModelConfig", version: int,
@@ -242,6 +247,10 @@ class LocalModelTarget:
         return self._core.infer(InferRequest(
             model_name=self.name, inputs=dict(inputs), model_version=self.version,
             requested_outputs=requested, priority=priority, timeout_us=timeout_us))
+
+
+    def close(self) -> None:
+        """Nothing to release: the core is the node's and stops with it."""
 
 
 def model_target_for(config: "BindingConfig", core: "InferenceServer") -> ModelTarget:
