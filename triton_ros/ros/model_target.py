@@ -27,7 +27,8 @@ request per frame) need exactly this:
     Queue one request (numpy arrays by input name, with the batch dimension when
     ``max_batch_size > 0``; ``outputs``: names to return, ``None`` for all). Never raises: the
     returned :class:`concurrent.futures.Future` gives a :class:`TargetResult` (``model_name``,
-    ``model_version``, ``outputs`` by name, with the batch dimension) or fails with a
+    ``model_version``, ``outputs`` by name, shaped as the model declares them: with the batch
+    dimension when ``max_batch_size > 0``) or fails with a
     ``TritonRosError`` whose :class:`~triton_ros.core.errors.StatusCode` classifies the failure
     (``UNAVAILABLE``: the model is not serving; ``INVALID_ARG``: the request does not fit it;
     ``INTERNAL`` / ``UNKNOWN``: the model itself failed, e.g. a Python model's TritonError).
@@ -39,7 +40,9 @@ request per frame) need exactly this:
 :class:`ModelSpec` and :class:`TensorSpec` are plain frozen dataclasses, free of the core's
 internal types, so a remote implementation builds them from a server's model configuration and
 metadata (:func:`spec_from_config` builds one from a core ``ModelConfig``, which
-``core.model_config`` can also parse from a remote ``ModelConfig`` protobuf).
+``core.model_config`` can also parse from a remote ``ModelConfig`` protobuf). The KServe protocol
+carries a ``label_filename`` but not the file's contents, so a remote target leaves ``labels``
+empty unless it knows them; the binding's ``class_names`` then name the classes.
 
 :class:`LocalModelTarget` implements the interface over the embedded
 :class:`~triton_ros.core.server.InferenceServer`; :func:`model_target_for` picks the
