@@ -151,6 +151,15 @@ PY_VISION_RAISES = '''class TritonPythonModel:
         raise ZeroDivisionError("exposure divided by zero in the model")
 '''
 
+# Fails to load: initialize raises (the model is UNAVAILABLE with this reason).
+PY_VISION_LOAD_FAILS = '''class TritonPythonModel:
+    def initialize(self, args):
+        raise RuntimeError("no calibration file for this camera model")
+
+    def execute(self, requests):
+        return []
+'''
+
 
 def python_vision(path: Path, name: str, model_py: str, version: int = 1, *,
                   max_batch_size: int = 8) -> None:

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from ros_env import TOKEN
-from ros_models import (PY_VISION_GOOD, PY_VISION_RAISES, PY_VISION_TRITON_ERROR, classifier,
-                        python_vision, write_version)
+from ros_models import (PY_VISION_GOOD, PY_VISION_LOAD_FAILS, PY_VISION_RAISES,
+                        PY_VISION_TRITON_ERROR, classifier, python_vision, write_version)
 from ros_probe import NodeProcess, Probe, wait_until
 from triton_ros.ros.output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
 from triton_ros.ros.synthetic_cameras import parse_camera
@@ -59,10 +59,11 @@ def failing_node(tmp_path):
     python_vision(repo / "py_err", "py_err", PY_VISION_TRITON_ERROR)
     python_vision(repo / "py_raise", "py_raise", PY_VISION_RAISES)
     python_vision(repo / "py_good", "py_good", PY_VISION_GOOD)
+    python_vision(repo / "py_broken", "py_broken", PY_VISION_LOAD_FAILS)
     classifier(repo / "classifier")
     params = {
         "model_repository": str(repo), "startup_models": ["*"],
-        "bindings": ["err", "exc", "good", "cls", "misfit", "undecodable"],
+        "bindings": ["err", "exc", "good", "cls", "misfit", "undecodable", "broken", "missing"],
         "err": {"model": "py_err", "topics": [topic("err")], "nms": False},
         "exc": {"model": "py_raise", "topics": [topic("exc")], "format": "classification",
                 "classification_output": "probs"},
@@ -74,6 +75,9 @@ def failing_node(tmp_path):
         "undecodable": {"model": "py_good", "topics": [topic("undecodable")],
                         "detection_layout": "boxes_scores", "boxes_output": "detections",
                         "scores_output": "probs"},
+        # a model that failed to load, and one that is not in the repository
+        "broken": {"model": "py_broken", "topics": [topic("broken")]},
+        "missing": {"model": "no_such_model", "topics": [topic("missing")]},
     }
     node = NodeProcess(params, tmp_path, name=f"failing_node_{TOKEN}")
     probe = Probe(f"failing_probe_{TOKEN}")
@@ -98,7 +102,7 @@ def test_failing_models_are_reported_and_recover_while_other_bindings_keep_publi
                "exc": probe.subscribe(CLASSIFICATION_TYPE, f"{NS}/exc/classification"),
                "good": probe.subscribe(DETECTIONS_TYPE, f"{NS}/good/detections"),
                "cls": probe.subscribe(CLASSIFICATION_TYPE, f"{NS}/cls/classification")}
-    names = list(outputs) + ["misfit", "undecodable"]
+    names = list(outputs) + ["misfit", "undecodable", "broken", "missing"]
     rig = probe.cameras([parse_camera(f"r/c{i}:64x64") for i in range(len(names))], rate=10.0,
                         topics=[topic(b) for b in names])
     try:
@@ -150,6 +154,19 @@ def test_failing_models_are_reported_and_recover_while_other_bindings_keep_publi
         assert "binding 'undecodable': decoding the result of a frame of" in log
         undecodable = Diagnostics.values(diagnostics.binding("undecodable"))
         assert int(undecodable["failed_decode"]) > 0 and "reshape" in undecodable["last_error"]
+
+        # A model that failed to load, and one that does not exist: ERROR with the reason.
+        broken = diagnostics.binding("broken")
+        assert broken.level == b"\x02", broken.message
+        assert "model 'py_broken' is not ready (UNAVAILABLE: " in broken.message
+        assert "no calibration file for this camera model" in broken.message
+        assert int(Diagnostics.values(broken)["dropped_unavailable"]) > 0
+        assert "binding 'broken': model 'py_broken' has no version ready (UNAVAILABLE: " in log
+        missing = diagnostics.binding("missing")
+        assert missing.level == b"\x02"
+        assert "model 'no_such_model' is not ready (not in the model repository)" in missing.message
+        assert "binding 'missing': model 'no_such_model' is not in the model repository; " \
+            "frames are dropped until the model is ready" in log
 
         # Throttled with a count: frames keep failing at 10 Hz, one line per 5 s per kind.
         good_before = {b: outputs[b].count() for b in ("good", "cls")}

@@ -27,6 +27,7 @@ frame runs. Stale frames are explained (age, topic, likely cause) the same way, 
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from concurrent.futures import Executor, Future
@@ -249,7 +250,7 @@ class Binding:
         """Run ``fn(source, *args)`` on a worker. If that is impossible (the workers are shut
         down: the node is stopping), the frame ``fn`` would carry is counted and its slot freed."""
         try:
-            self._workers.submit(fn, source, *args)
+            self._workers.submit(fn, source, *args).add_done_callback(self._job_done)
         except Exception as exc:
             if fn is self._run and (not args or args[0] is None):
                 return                         # nothing holds a slot
@@ -258,6 +259,17 @@ class Binding:
             else:
                 self._fail(source, "failed_internal", f"queueing a frame of {source.topic}", exc)
             self._finish_quietly(source)
+
+    def _job_done(self, job: Future) -> None:
+        # Worker jobs handle their own failures; anything escaping is a defect of ours, and a
+        # worker's future would swallow it: say so.
+        if job.cancelled():
+            return
+        exc = job.exception()
+        if exc is not None:
+            self.failures.report("job", "failed_internal",
+                                 f"binding '{self.config.name}': a worker job failed: "
+                                 f"{type(exc).__name__}: {exc}")
 
     def _finish_quietly(self, source: Source) -> None:
         """Release the slot without starting the waiting frame (the node is stopping)."""
@@ -320,9 +332,8 @@ class Binding:
             self._complete(source, frame, plan, box, started, future)
         except Exception as exc:               # a defect of ours: count, log, keep serving
             self._fail(source, "failed_internal", f"finishing a frame of {source.topic}", exc)
-        finally:
-            nxt = self._finish_source(source)
-        self._run(source, nxt)
+        finally:                               # whatever happened, the slot goes on
+            self._run(source, self._finish_source(source))
 
     def _complete(self, source: Source, frame: Frame, plan: ModelPlan, box: Letterbox,
                   started: int, future: Future) -> None:
@@ -377,11 +388,17 @@ class Binding:
                                            shaped)
 
     def _fail(self, source: Source, reason: str, what: str, exc: BaseException) -> None:
-        """Count a frame's failure by reason and log it (throttled), with its cause."""
-        source.count(reason)
-        cause = exc.message if isinstance(exc, TritonRosError) else f"{type(exc).__name__}: {exc}"
-        self.failures.report(reason, reason,
-                             f"binding '{self.config.name}': {what} failed: {cause}")
+        """Count a frame's failure by reason and log it (throttled), with its cause. Never
+        raises: it runs on the paths that must release the frame's slot afterwards."""
+        try:
+            source.count(reason)
+            cause = (exc.message if isinstance(exc, TritonRosError)
+                     else f"{type(exc).__name__}: {exc}")
+            self.failures.report(reason, reason,
+                                 f"binding '{self.config.name}': {what} failed: {cause}")
+        except Exception as inner:             # last resort: the cause must not be lost
+            print(f"binding '{self.config.name}': {what} failed: {exc!r}; reporting it failed: "
+                  f"{inner!r}", file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------- model plan
     def target_state(self) -> TargetState:

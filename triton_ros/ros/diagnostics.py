@@ -269,9 +269,10 @@ class DiagnosticsReporter:
         health.state = state.state
         failed = {name: getattr(period, name) for name in FAIL_REASONS if getattr(period, name)}
         if not state.ready:
-            detail = state.state or "not loaded"
-            if state.reason:
-                detail += f": {state.reason}"
+            if state.state:
+                detail = f"{state.state}: {state.reason}" if state.reason else state.state
+            else:
+                detail = state.reason or "not loaded"
             health.level = ERROR
             health.message = (f"model '{cfg.model}' is not ready ({detail}); frames are dropped "
                               f"as unavailable")

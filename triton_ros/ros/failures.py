@@ -10,6 +10,7 @@ This module is plain Python (no rclpy): the node passes its logger.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -87,5 +88,17 @@ class FailureLog:
             self._throttles[key] = _Throttle(now)
         if suppressed:
             text += f" [{suppressed} more like this in the last {since_s:.1f} s]"
-        (self._logger.warning if level == "warn" else self._logger.error)(text)
+        self._emit(level, text)
         return True
+
+    def _emit(self, level: str, text: str) -> None:
+        # One call site per severity: rclpy's logger refuses a call site whose severity changes
+        # between calls ("Logger severity cannot be changed between calls").
+        try:
+            if level == "warn":
+                self._logger.warning(text)
+            else:
+                self._logger.error(text)
+        except Exception as exc:               # the log line must not be lost with it
+            print(f"[{level.upper()}] {text} (logger failed: {type(exc).__name__}: {exc})",
+                  file=sys.stderr, flush=True)
