@@ -13,13 +13,15 @@ import signal
 import numpy as np
 import pytest
 
-from ros_env import TOKEN
+from ros_env import ROOT, TOKEN
 from ros_models import make_kinds_repository
 from ros_probe import NodeProcess, Probe, image_message, stamp_ns, wait_until
 from triton_ros.ros.output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
 
 NS = f"/k{TOKEN}"
-DETECTOR_LABELS = ("person", "bicycle", "car", "motorcycle", "bus", "truck", "robot", "pallet")
+BUNDLED = ROOT / "model_repository"
+DETECTOR_LABELS = tuple((BUNDLED / "detector" / "labels.txt").read_text().splitlines())
+PIPELINE_LABELS = tuple((BUNDLED / "detector_pipeline" / "labels.txt").read_text().splitlines())
 
 # binding -> (model, format, extra parameters)
 BINDINGS = {
@@ -176,7 +178,7 @@ def test_ensembles_detections_classification_and_tensors(results):
     msgs, _ = results
     det = msgs["ens_det"][0]
     for d in det.detections:                            # the pipeline's own labels.txt
-        assert d.results[0].hypothesis.class_id in DETECTOR_LABELS
+        assert d.results[0].hypothesis.class_id in PIPELINE_LABELS
         assert 0 <= d.bbox.center.position.x <= 640 and 0 <= d.bbox.center.position.y <= 480
     cls = msgs["ens_cls"][0]
     # classify_pipeline's own labels (R, G, B, bias), not those of its step (red, green, ...)

@@ -149,8 +149,11 @@ class InferenceNode(Node):
             time.sleep(0.05)
         self.workers.shutdown(wait=True)
         for binding in self.bindings:
+            close = getattr(binding.target, "close", None)
+            if close is None:
+                continue
             try:
-                binding.target.close()
+                close()
             except Exception as exc:           # shutting down: report, carry on
                 self.get_logger().error(f"binding '{binding.config.name}': closing its model "
                                         f"target failed: {type(exc).__name__}: {exc}")
