@@ -369,7 +369,9 @@ class Binding:
             self._fail(source, "failed_publish", f"publishing on {source.output_topic}", exc)
             return
         source.count("published")
-        source.e2e_latency.add(self._now_ns() - (frame.stamp_ns or frame.received_ns))
+        latency = self._now_ns() - (frame.stamp_ns or frame.received_ns)
+        if latency >= 0:                       # a stamp ahead of our clock has no latency to tell
+            source.e2e_latency.add(latency)
 
     def _decode(self, plan: ModelPlan, box: Letterbox, frame: Frame, response):
         outputs = {name: (value[0] if plan.batching else value)
