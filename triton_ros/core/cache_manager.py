@@ -29,8 +29,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .datatypes import tensor_to_bytes
-from .errors import invalid_arg, unsupported
+from .errors import TritonRosError, invalid_arg, unsupported
 from .infer_request import InferRequest
+from .strict_parse import parse_size
 
 _log = logging.getLogger("triton_ros.cache")
 
@@ -80,10 +81,10 @@ def create_cache(config: CacheConfig | None) -> "LocalCache | None":
         raise invalid_arg("Failed to initialize LocalCache: config didn't contain a valid 'size' "
                           "field.")
     try:
-        size = int(text)
-    except ValueError:
+        size = parse_size(text, "cache size")
+    except TritonRosError as exc:
         raise invalid_arg(f"Failed to initialize LocalCache: 'size' must be an integer number of "
-                          f"bytes, got '{text}'") from None
+                          f"bytes ({exc.message})") from None
     if size <= 0:
         raise invalid_arg(f"Failed to initialize LocalCache: 'size' must be > 0, got {size}")
     for key in config.settings:
