@@ -215,6 +215,21 @@ class ModelRepositoryManager:
         except TritonRosError:
             return False
 
+    def all_live_models_ready(self) -> bool:
+        """Triton's strict readiness, from memory (no disk scan): every model the server has
+        tried to load has its versions READY, except versions unloaded on purpose; a model whose
+        load failed before any version (config, files) is not ready. A load of a name that is in
+        no repository leaves no record, so it cannot make the server unready."""
+        for record in list(self._records.values()):
+            states = list(record.states.values())
+            if not states:
+                if record.model_error:
+                    return False
+                continue
+            if any(state != READY and reason != "unloaded" for state, reason in states):
+                return False
+        return True
+
     def ready_models(self) -> list[ModelBase]:
         out = []
         for record in list(self._records.values()):
@@ -256,59 +271,98 @@ class ModelRepositoryManager:
     # ---------------------------------------------------------------- load / unload
     def load(self, name: str, *, config_json: str | None = None,
              files: dict[str, bytes] | None = None, _internal: bool = False) -> None:
-        """Load (or reload) a model; raise with the failure. The API's RepositoryModelLoad."""
+        """Load (or reload) a model; raise with the failure. The API's RepositoryModelLoad.
+
+        Errors as tritonserver gives them: a ``config`` override that does not parse, or file
+        overrides that cannot be written, are logged and answered INTERNAL "failed to load
+        '<name>', failed to poll from model repository" (what Triton's model-control examples
+        check); file paths that leave the model folder or collide are INVALID_ARG; a
+        configuration the core does not serve keeps its UNSUPPORTED code. The temporary folder of
+        file overrides is removed whatever happens, unless the model now serves from it.
+        """
         if not _internal and self.control_mode != "explicit":
             raise unavailable("explicit model load / unload is not allowed if polling is enabled")
         check_model_name(name)
-        override = parse_config_json(config_json, model_name=name) if config_json else None
+        poll_failed = f"failed to load '{name}', failed to poll from model repository"
+        override = None
+        if config_json:
+            try:
+                override = parse_config_json(config_json, model_name=name)
+            except TritonRosError as exc:
+                _log.error("%s", exc.message)
+                raise TritonRosError(StatusCode.INTERNAL, poll_failed) from None
         if files and override is None:
             raise invalid_arg(f"failed to load '{name}': file overrides require the 'config' "
                               f"parameter")
+        if files:
+            _check_override_paths(name, files, poll_failed)
         record = self._record(name)
         with record.lock:
+            if self._records.get(name) is not record:
+                # A concurrent load of a name in no repository dropped this record: start over.
+                return self.load(name, config_json=config_json, files=files, _internal=_internal)
             temp_dir = None
             if files:
-                temp_dir = tempfile.mkdtemp(prefix=f"triton_ros_{name}_")
+                temp_dir = tempfile.mkdtemp(prefix=f"triton_ros_{name[:32]}_")
                 path = Path(temp_dir) / name
-                _write_override_files(path, files, name)
+                try:
+                    _write_override_files(path, files, name)
+                except OSError as exc:
+                    shutil.rmtree(temp_dir, ignore_errors=True)
+                    # The cause goes to the log, without the server's temporary path.
+                    _log.error("failed to write the file overrides of model '%s': %s", name,
+                               exc.strerror or type(exc).__name__)
+                    raise TritonRosError(StatusCode.INTERNAL, poll_failed) from None
+                except BaseException:
+                    shutil.rmtree(temp_dir, ignore_errors=True)
+                    raise
             else:
                 paths = self._scan().get(name, [])
                 if not paths:
-                    record.model_error = (f"failed to load '{name}', failed to poll from model "
-                                          f"repository")
-                    raise TritonRosError(StatusCode.INTERNAL, record.model_error)
+                    # Not in any repository: nothing was loaded, so nothing is remembered (Triton
+                    # keeps no state for it, and the server stays ready).
+                    self._forget_if_unused(record)
+                    raise TritonRosError(StatusCode.INTERNAL, poll_failed)
                 if len(paths) > 1:
                     record.model_error = REASON_DUPLICATE
                     raise invalid_arg(f"load failed for model '{name}': {REASON_DUPLICATE}")
                 path = paths[0]
 
-            signature = _signature(path)
-            if (not files and override is None and record.versions and record.path == path
-                    and record.signature == signature
-                    and all(s == READY for s, _ in record.states.values())):
-                return  # unchanged: Triton does not reload an unmodified model
-
             try:
-                config = load_model_config(name, path, strict=self.strict, override=override,
-                                           backend_auto_complete=_auto_complete_for,
-                                           backend_can_use_gpu=_can_use_gpu)
-                for warning in config.warnings:
-                    _log.warning("%s", warning)
-                if config.response_cache and self.response_cache is None:
-                    _log.warning("model '%s' enables response_cache but the server has no cache "
-                                 "(--cache-config local,size=N); its responses are not cached",
-                                 name)
-                if config.is_ensemble:
-                    self._load_dependencies(config)
-                self._load_versions(record, config, path, signature)
-            except TritonRosError as exc:
-                if temp_dir:
+                signature = _signature(path)
+                if (not files and override is None and record.versions and record.path == path
+                        and record.signature == signature
+                        and all(s == READY for s, _ in record.states.values())):
+                    return  # unchanged: Triton does not reload an unmodified model
+
+                try:
+                    config = load_model_config(name, path, strict=self.strict, override=override,
+                                               backend_auto_complete=_auto_complete_for,
+                                               backend_can_use_gpu=_can_use_gpu)
+                    for warning in config.warnings:
+                        _log.warning("%s", warning)
+                    if config.response_cache and self.response_cache is None:
+                        _log.warning("model '%s' enables response_cache but the server has no "
+                                     "cache (--cache-config local,size=N); its responses are not "
+                                     "cached", name)
+                    if config.is_ensemble:
+                        self._load_dependencies(config)
+                    self._load_versions(record, config, path, signature)
+                except TritonRosError as exc:
+                    if not record.versions:
+                        record.model_error = exc.message
+                    # Remember what failed so that polling retries only once the files change.
+                    record.path, record.signature = path, signature
+                    # Triton answers INVALID_ARG for a failed load; a feature the core does not
+                    # serve stays UNSUPPORTED (the README's promise).
+                    code = (StatusCode.UNSUPPORTED if exc.code is StatusCode.UNSUPPORTED
+                            else StatusCode.INVALID_ARG)
+                    raise TritonRosError(code, f"load failed for model '{name}': "
+                                               f"{exc.message}") from None
+            except BaseException:
+                if temp_dir and record.temp_dir != temp_dir:
                     shutil.rmtree(temp_dir, ignore_errors=True)
-                if not record.versions:
-                    record.model_error = exc.message
-                # Remember what failed so that polling retries only once the files change.
-                record.path, record.signature = path, signature
-                raise invalid_arg(f"load failed for model '{name}': {exc.message}") from None
+                raise
             if record.temp_dir and record.temp_dir != temp_dir:
                 shutil.rmtree(record.temp_dir, ignore_errors=True)
             record.temp_dir = temp_dir
@@ -441,6 +495,14 @@ class ModelRepositoryManager:
             record.signature = ()
 
     # ---------------------------------------------------------------- repository scanning
+    def _forget_if_unused(self, record: _ModelRecord) -> None:
+        """Drop a record that holds nothing (no version, no state, no error)."""
+        if record.versions or record.states or record.model_error or record.temp_dir:
+            return
+        with self._records_lock:
+            if self._records.get(record.name) is record:
+                del self._records[record.name]
+
     def _record(self, name: str) -> _ModelRecord:
         with self._records_lock:
             record = self._records.get(name)
@@ -521,14 +583,48 @@ def _auto_complete_for(backend: str):
         return None
 
 
+#: The longest file name a component of an override path may have (Linux NAME_MAX).
+NAME_MAX = 255
+
+
+def _check_override_paths(name: str, files: dict[str, bytes], poll_failed: str) -> None:
+    """Refuse ``file:`` override paths before anything is written: paths that leave the model
+    folder or collide (one file where another needs a folder, or two spellings of one file) are
+    INVALID_ARG; a component longer than NAME_MAX cannot be written (Triton: INTERNAL, "failed to
+    poll from model repository"); messages never show server paths."""
+    seen: dict[tuple[str, ...], str] = {}
+    for rel in files:
+        if not isinstance(rel, str) or not rel or "\x00" in rel:
+            raise invalid_arg(f"failed to load '{name}': invalid file override path")
+        shown = rel if len(rel) <= 80 else rel[:80] + "..."
+        parts = tuple(p for p in rel.replace("\\", "/").split("/") if p not in ("", "."))
+        if rel.startswith(("/", "\\")) or ".." in parts or not parts:
+            raise invalid_arg(f"failed to load '{name}': file override '{shown}' is outside the "
+                              f"model directory")
+        if any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX for p in parts):
+            _log.error("file override of model '%s' has a path component longer than %d bytes: "
+                       "%s", name, NAME_MAX, shown)
+            raise TritonRosError(StatusCode.INTERNAL, poll_failed)
+        if parts in seen:
+            raise invalid_arg(f"failed to load '{name}': file overrides '{seen[parts]}' and "
+                              f"'{shown}' name the same file")
+        seen[parts] = shown
+    for parts, shown in seen.items():
+        for i in range(1, len(parts)):
+            if parts[:i] in seen:
+                raise invalid_arg(f"failed to load '{name}': file override '{seen[parts[:i]]}' "
+                                  f"is a file but '{shown}' needs it to be a folder")
+
+
 def _write_override_files(path: Path, files: dict[str, bytes], name: str) -> None:
-    """Write the load API's ``file:<version>/<name>`` contents into a private model directory."""
+    """Write the load API's ``file:<version>/<name>`` contents into a private model directory
+    (paths already checked by :func:`_check_override_paths`)."""
     path.mkdir(parents=True)
     root = path.resolve()
     for rel, content in files.items():
         target = (path / rel).resolve()
         if root not in target.parents:
-            raise invalid_arg(f"failed to load '{name}': file override '{rel}' is outside the "
-                              f"model directory")
+            raise invalid_arg(f"failed to load '{name}': a file override is outside the model "
+                              f"directory")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)

@@ -24,7 +24,7 @@ from .infer_stats import StatsSnapshot
 from .log_settings import LogSettings
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
-from .model_repository_manager import READY, ModelRepositoryManager, RepositoryEntry
+from .model_repository_manager import ModelRepositoryManager, RepositoryEntry
 from .shared_memory_manager import SharedMemoryManager
 
 _log = logging.getLogger("triton_ros.server")
@@ -134,8 +134,7 @@ class InferenceServer:
             return False
         if not self.options.strict_readiness:
             return True
-        return all(entry.state == READY for entry in self.repository.index()
-                   if entry.state not in ("",) and entry.reason != "unloaded")
+        return self.repository.all_live_models_ready()
 
     def model_ready(self, name: str, version: int = -1) -> bool:
         return self.repository.is_ready(name, version)
