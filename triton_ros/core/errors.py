@@ -22,10 +22,19 @@ class StatusCode(enum.Enum):
     CANCELLED = "CANCELLED"
 
 
+#: The longest message an error carries; longer ones are cut (the rest is counted).
+MAX_MESSAGE_CHARS = 2048
+
+
 class TritonRosError(Exception):
     """An error with a Triton status code; the message is what a client sees."""
 
     def __init__(self, code: StatusCode, message: str) -> None:
+        if len(message) > MAX_MESSAGE_CHARS:
+            # Messages quote what the client sent (names, values): a huge one must not turn into
+            # a reply the transport cannot carry (gRPC's 8 KiB metadata limit).
+            message = (message[:MAX_MESSAGE_CHARS]
+                       + f"... ({len(message) - MAX_MESSAGE_CHARS} more characters)")
         super().__init__(message)
         self.code = code
         self.message = message

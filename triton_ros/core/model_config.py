@@ -225,8 +225,12 @@ def parse_config_json(text: str, *, model_name: str) -> mc.ModelConfig:
     """A configuration given as JSON (the repository load API's ``config`` parameter)."""
     proto = mc.ModelConfig()
     try:
-        json_format.Parse(text, proto)
-    except (json_format.ParseError, ValueError) as exc:
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise ValueError(f"a model configuration is a JSON object, not "
+                             f"{type(value).__name__}")
+        json_format.ParseDict(value, proto)
+    except (json_format.ParseError, ValueError, RecursionError) as exc:
         raise invalid_arg(f"failed to parse JSON config of model '{model_name}': {exc}") from None
     return proto
 

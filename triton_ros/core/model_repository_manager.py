@@ -65,6 +65,7 @@ class _ModelRecord:
     model_error: str = ""   # a failure before any version (config, files)
     signature: tuple = ()
     temp_dir: str | None = None
+    overridden: bool = False    # the serving config came from the load API's ``config``
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -330,8 +331,8 @@ class ModelRepositoryManager:
 
             try:
                 signature = _signature(path)
-                if (not files and override is None and record.versions and record.path == path
-                        and record.signature == signature
+                if (not files and override is None and not record.overridden and record.versions
+                        and record.path == path and record.signature == signature
                         and all(s == READY for s, _ in record.states.values())):
                     return  # unchanged: Triton does not reload an unmodified model
 
@@ -357,8 +358,12 @@ class ModelRepositoryManager:
                     # serve stays UNSUPPORTED (the README's promise).
                     code = (StatusCode.UNSUPPORTED if exc.code is StatusCode.UNSUPPORTED
                             else StatusCode.INVALID_ARG)
+                    message = exc.message
+                    if temp_dir:   # a backend's message names files: not the server's temp path
+                        message = message.replace(str(path), f"<file override of '{name}'>")
+                        message = message.replace(temp_dir, "<file override>")
                     raise TritonRosError(code, f"load failed for model '{name}': "
-                                               f"{exc.message}") from None
+                                               f"{message}") from None
             except BaseException:
                 if temp_dir and record.temp_dir != temp_dir:
                     shutil.rmtree(temp_dir, ignore_errors=True)
@@ -366,6 +371,7 @@ class ModelRepositoryManager:
             if record.temp_dir and record.temp_dir != temp_dir:
                 shutil.rmtree(record.temp_dir, ignore_errors=True)
             record.temp_dir = temp_dir
+            record.overridden = override is not None
 
     def _load_dependencies(self, config: ModelConfig) -> None:
         """Load the models an ensemble composes (explicit mode loads them with it, as Triton)."""
@@ -420,6 +426,10 @@ class ModelRepositoryManager:
                 continue
             new_models[version] = model
 
+        if not new_models and record.versions:
+            # A failed reload leaves the versions that serve untouched (tritonserver keeps an
+            # already-loaded model when its new configuration or files fail to load).
+            raise TritonRosError(StatusCode.UNAVAILABLE, "; ".join(failures))
         # Swap: new versions serve from now on; old ones drain and unload. States first, so that a
         # lookup between the two steps still finds a READY version in whichever map it reads.
         old = record.versions
@@ -489,10 +499,17 @@ class ModelRepositoryManager:
                 model.unload(drain=True, timeout=timeout)
                 record.states[version] = (UNAVAILABLE, reason)
                 _log.info("successfully unloaded '%s' version %d", name, version)
+            # Versions that had failed to load are unloaded too (Triton: state "unloaded"), and
+            # a load failure before any version is forgotten: an unload leaves nothing unready.
+            for version, (state, _) in list(record.states.items()):
+                if state != READY:
+                    record.states[version] = (UNAVAILABLE, reason)
+            record.model_error = ""
             if record.temp_dir:
                 shutil.rmtree(record.temp_dir, ignore_errors=True)
                 record.temp_dir = None
             record.signature = ()
+            record.overridden = False
 
     # ---------------------------------------------------------------- repository scanning
     def _forget_if_unused(self, record: _ModelRecord) -> None:
