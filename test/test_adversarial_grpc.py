@@ -152,8 +152,11 @@ HOSTILE_INFER = {
                               INVALID, "sequence_start"),
     "double sequence_id": (_param(_simple_request(), "sequence_id", double_param=1.5), INVALID,
                            "sequence_id"),
-    "reserved triton_ parameter": (_param(_simple_request(), "triton_enable_empty_final_response",
+    "reserved triton_ parameter": (_param(_simple_request(), "triton_frobnicate",
                                           bool_param=True), INVALID, "reserved"),
+    "string triton_enable_empty_final_response": (
+        _param(_simple_request(), "triton_enable_empty_final_response", string_param="yes"),
+        INVALID, "triton_enable_empty_final_response"),
     "raw contents count mismatch": (
         (lambda m: (m.raw_input_contents.append(b"\0" * 64), m)[1])(_simple_request()),
         INVALID, "raw input contents"),

@@ -46,6 +46,22 @@ class TritonRosError(Exception):
         return self.message
 
 
+class UnknownModelError(TritonRosError):
+    """A request named a model, or a version, that the server does not serve now.
+
+    The code is Triton's for the case (an unknown name, no ready version, an unknown version);
+    the type lets callers (the ROS bindings) tell "the model is not there" from other failures
+    without reading the message."""
+
+
+class StoppingError(TritonRosError):
+    """UNAVAILABLE because the server, or the model version, is stopping (unload, reload,
+    shutdown): the request was refused, not failed by the model."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(StatusCode.UNAVAILABLE, message)
+
+
 def invalid_arg(message: str) -> TritonRosError:
     return TritonRosError(StatusCode.INVALID_ARG, message)
 

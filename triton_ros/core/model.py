@@ -20,8 +20,8 @@ import numpy as np
 from .backend_model import BackendModel, BackendModelInstance, ExecuteResult, backend_class
 from .cache_manager import LocalCache, request_cache_key
 from .dynamic_batch_scheduler import DynamicBatchScheduler
-from .errors import (StatusCode, TritonRosError, as_triton_error, internal, invalid_arg,
-                     unavailable)
+from .errors import (StoppingError, TritonRosError, as_triton_error, internal,
+                     invalid_arg, unavailable)
 from .infer_request import InferRequest, InferResponse, normalize_request
 from .infer_stats import ModelStats
 from .model_config import ModelConfig, check_label_filename
@@ -80,11 +80,11 @@ def classify(array: np.ndarray, class_count: int, labels: list[str] | None, batc
     return out if batched else out.reshape(k)
 
 
-class ModelStopping(TritonRosError):
+class ModelStopping(StoppingError):
     """The version is being unloaded or replaced; a newer lookup may find its successor."""
 
     def __init__(self, name: str, version: int) -> None:
-        super().__init__(StatusCode.UNAVAILABLE, f"model '{name}' version {version} is unloading")
+        super().__init__(f"model '{name}' version {version} is unloading")
 
 
 class ModelBase(abc.ABC):

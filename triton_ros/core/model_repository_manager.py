@@ -30,7 +30,8 @@ from concurrent.futures import Future
 
 from .backend_model import backend_class
 from .cache_manager import LocalCache
-from .errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unavailable
+from .errors import (StatusCode, TritonRosError, UnknownModelError, as_triton_error, invalid_arg,
+                     unavailable)
 from .infer_request import InferRequest
 from .model import Model, ModelBase, ModelStopping
 from .model_config import ModelConfig, load_model_config, parse_config_json, version_dirs
@@ -176,20 +177,21 @@ class ModelRepositoryManager:
         """The version that serves a request (-1: the highest READY version)."""
         record = self._records.get(name)
         if record is None or (not record.states and not record.versions):
-            raise invalid_arg(f"Request for unknown model: '{name}' is not found")
+            raise UnknownModelError(StatusCode.INVALID_ARG,
+                                    f"Request for unknown model: '{name}' is not found")
         if version == -1:
             for v in sorted(record.versions, reverse=True):
                 if record.states.get(v, ("", ""))[0] == READY:
                     return record.versions[v]
-            raise TritonRosError(StatusCode.NOT_FOUND,
+            raise UnknownModelError(StatusCode.NOT_FOUND,
                                  f"Request for unknown model: '{name}' has no available versions")
         if version not in record.states:
-            raise TritonRosError(StatusCode.NOT_FOUND,
+            raise UnknownModelError(StatusCode.NOT_FOUND,
                                  f"Request for unknown model: '{name}' version {version} is not found")
         model = record.versions.get(version)
         if model is None or record.states[version][0] != READY:
-            raise unavailable(f"Request for unknown model: '{name}' version {version} is not at "
-                              f"ready state")
+            raise UnknownModelError(StatusCode.UNAVAILABLE, f"Request for unknown model: '{name}' "
+                                    f"version {version} is not at ready state")
         return model
 
     def infer(self, request: InferRequest) -> Future:

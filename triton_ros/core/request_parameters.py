@@ -9,7 +9,8 @@ way it came, as in tritonserver's ``SetInferenceRequestMetadata``:
   then ignored. tritonserver ignores them on models without ``sequence_batching``, and a model
   with ``sequence_batching`` never loads in triton_ros (UNSUPPORTED), so every model they can
   reach is one that ignores them;
-- keys starting with ``triton_`` are reserved;
+- keys starting with ``triton_`` are reserved, except ``triton_enable_empty_final_response``
+  (a boolean; it only matters to decoupled models, which do not load here, so it is ignored);
 - every other parameter must be a boolean, an integer, a float or a string, and is passed to
   the model (Python models read them; the response cache key covers them).
 
@@ -65,6 +66,12 @@ def split_request_parameters(params: Mapping[str, Any]) -> RequestParameters:
             if not isinstance(value, bool):
                 raise invalid_arg(f"invalid value type for '{key}' parameter, expected "
                                   f"bool_param.")
+        elif key == "triton_enable_empty_final_response":
+            # Sent by perf_analyzer and streaming clients; meaningful for decoupled models only,
+            # which triton_ros does not serve (refused at load): typed, then ignored.
+            if not isinstance(value, bool):
+                raise invalid_arg("invalid value type for 'triton_enable_empty_final_response' "
+                                  "parameter, expected bool_param.")
         elif key.startswith("triton_"):
             raise invalid_arg("parameter keys starting with 'triton_' are reserved for Triton "
                               "usage and should not be specified.")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from .cache_manager import CacheConfig, LocalCache, create_cache
-from .errors import TritonRosError, invalid_arg, unavailable
+from .errors import StoppingError, TritonRosError, invalid_arg
 from .infer_request import InferRequest, InferResponse
 from .infer_stats import StatsSnapshot
 from .log_settings import LogSettings
@@ -193,8 +193,8 @@ class InferenceServer:
         Never raises: a bad request fails its own future and nothing else.
         """
         if self._stopping:
-            request.set_error(unavailable("Server is stopping, no new inference requests are "
-                                          "accepted"))
+            request.set_error(StoppingError("Server is stopping, no new inference requests are "
+                                            "accepted"))
             return request.future
         return self.repository.infer(request)
 
