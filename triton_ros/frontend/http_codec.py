@@ -69,7 +69,7 @@ def parse_json_object(body: bytes | memoryview, what: str, *, allow_empty: bool 
         return {}
     try:
         value = json.loads(bytes(body))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:   # too deep: 400, as Triton
         raise invalid_arg(f"failed to parse the {what} request JSON buffer: {exc}") from None
     if not isinstance(value, dict):
         raise invalid_arg(f"the {what} request JSON must be an object, got "
