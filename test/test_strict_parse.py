@@ -40,3 +40,18 @@ def test_require_size_refuses_non_sizes(value):
 def test_require_size_accepts_ints_and_strict_strings():
     assert require_size(5, "x") == 5
     assert require_size("5", "x") == 5
+
+
+@pytest.mark.parametrize("text,value", [("", -1), ("-1", -1), ("0", 0), ("17", 17)])
+def test_model_versions(text, value):
+    from triton_ros.core.strict_parse import parse_model_version
+    assert parse_model_version(text) == value
+
+
+@pytest.mark.parametrize("text", ["0x1", "1e3", " 1", "+1", "-2", "1_0", "9" * 400, "one"])
+def test_hostile_model_versions_are_invalid(text):
+    from triton_ros.core.strict_parse import parse_model_version
+    with pytest.raises(TritonRosError) as info:
+        parse_model_version(text)
+    assert info.value.code is StatusCode.INVALID_ARG
+    assert "must be integral" in info.value.message

@@ -183,3 +183,67 @@ def test_a_burst_of_hostile_frames_costs_no_good_frame_and_logs_are_throttled(en
     wait_until(lambda: env.counter("dropped_malformed") >= before + 10,
                what="the burst counted")
     assert env.node.log().count("malformed image on") - lines_before < 20
+
+
+# -------------------------------------------------------------------------------------------
+# Model control through the node's services
+# -------------------------------------------------------------------------------------------
+
+def _detector_config(**changes) -> str:
+    import json
+    from triton_ros.core.model_config import load_model_config, model_config_to_json
+    from ros_env import ROOT
+
+    config = load_model_config("detector", ROOT / "model_repository" / "detector")
+    value = json.loads(model_config_to_json(config.proto))
+    for key, item in changes.items():
+        if key == "label_filename":
+            value["output"][0]["label_filename"] = item
+        else:
+            if key == "sequence_batching":
+                value.pop("dynamic_batching", None)     # one scheduling choice at a time
+            value[key] = item
+    return json.dumps(value)
+
+
+HOSTILE_LOADS = {
+    "unknown name": ("no_such_model", "", "failed to poll from model repository"),
+    "path traversal name": ("../detector", "", "path traversal"),
+    "empty name": ("", "", "cannot be empty"),
+    "unparsable config": ("detector", "{not json", "failed to poll from model repository"),
+    "config of the wrong type": ("detector", "[1, 2]", "failed to poll from model repository"),
+    "label file /etc/passwd": ("detector", "label_filename:/etc/passwd", "label_filename"),
+    "label file ../": ("detector", "label_filename:../x.txt", "label_filename"),
+    "sequence batching": ("detector", "sequence_batching", "sequence_batching is not supported"),
+}
+CASES.extend(f"load {case}" for case in HOSTILE_LOADS)
+
+
+@pytest.mark.parametrize("case", list(HOSTILE_LOADS))
+def test_hostile_load_request_fails_cleanly_and_frames_keep_flowing(env, case):
+    from triton_ros_interfaces.srv import ListModels, LoadModel
+
+    name, config, fragment = HOSTILE_LOADS[case]
+    if config.startswith("label_filename:"):
+        config = _detector_config(label_filename=config.split(":", 1)[1])
+    elif config == "sequence_batching":
+        config = _detector_config(sequence_batching={})
+    response = env.probe.call(LoadModel, env.node.service("load_model"), model_name=name,
+                              config=config)
+    assert not response.success
+    assert fragment in response.message, response.message
+    listed = env.probe.call(ListModels, env.node.service("list_models"), ready_only=True)
+    assert listed.success and "detector" in {m.name for m in listed.models}
+    assert_good_frame_answered(env, f"load {case}")
+
+
+def test_statistics_with_a_hostile_version_fail_cleanly(env):
+    from triton_ros_interfaces.srv import GetModelStatistics
+
+    for version in ("0x1", "1e3", " 1", "-2", "9" * 400):
+        response = env.probe.call(GetModelStatistics, env.node.service("get_model_statistics"),
+                                  model_name="detector", model_version=version)
+        assert not response.success and "version" in response.message
+    response = env.probe.call(GetModelStatistics, env.node.service("get_model_statistics"),
+                              model_name="detector", model_version="")
+    assert response.success and response.model_stats[0].name == "detector"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import invalid_arg
+from .errors import TritonRosError, invalid_arg
 
 #: Sizes above this are refused outright (no request, region or cache is this large); it keeps
 #: a 4000-digit "size" from costing a quadratic int conversion.
@@ -42,6 +42,18 @@ def parse_size(text: str | bytes, what: str, *, maximum: int = MAX_SIZE) -> int:
     if value > maximum:
         raise invalid_arg(f"invalid {what}: {value} exceeds the maximum of {maximum}")
     return value
+
+
+def parse_model_version(text: str) -> int:
+    """A model version as the protocols give it: '' or '-1' -> -1 (the latest ready version), '3' -> 3;
+    anything else (signs, spaces, ``0x``, ``1e3``) is INVALID_ARG with Triton's message."""
+    if text in ("", "-1"):
+        return -1
+    try:
+        return parse_size(text, "model version")
+    except TritonRosError:
+        raise invalid_arg(f"failed to get model version from specified version string "
+                          f"'{text[:64]}' (must be integral)") from None
 
 
 def require_size(value: Any, what: str, *, maximum: int = MAX_SIZE) -> int:

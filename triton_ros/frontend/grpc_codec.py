@@ -20,6 +20,7 @@ from ..core.datatypes import (PROTOCOL_DATATYPES, check_input_shape, from_numpy_
 from ..core.errors import invalid_arg
 from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
 from ..core.infer_stats import Duration, StatsSnapshot
+from ..core.strict_parse import parse_model_version
 from ..core.request_parameters import classification_count, split_request_parameters
 from ..core.model_repository_manager import RepositoryEntry
 from ..core.server import ModelMetadata, ServerMetadata
@@ -37,17 +38,8 @@ _CONTENTS_FIELD = {
 
 
 def parse_version(text: str) -> int:
-    """'' -> -1 (latest); '3' -> 3; anything else is an INVALID_ARG error."""
-    if text == "":
-        return -1
-    try:
-        version = int(text)
-    except ValueError:
-        raise invalid_arg(f"failed to get model version from specified version string '{text}' "
-                          f"(must be integral)") from None
-    if version < -1:
-        raise invalid_arg(f"invalid model version {text}")
-    return version
+    """'' -> -1 (latest); '3' -> 3; anything else is an INVALID_ARG error (the core's rule)."""
+    return parse_model_version(text)
 
 
 def param_value(p) -> object:
