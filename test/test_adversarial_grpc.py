@@ -452,3 +452,76 @@ def test_unknown_load_parameter_is_invalid(server, stub):
     got, details = call_status(stub.RepositoryModelLoad, request)
     assert got == INVALID and "frobnicate" in details
     assert_healthy(server, stub)
+
+
+# -------------------------------------------------------------------------------------------
+# Response cache and request parameters; hostile requests inside a stream
+# -------------------------------------------------------------------------------------------
+
+def test_cached_response_is_never_served_for_other_parameters(start_server, tmp_path):
+    """The same input with ``suffix: -bob`` must not get ``suffix: -alice``'s cached answer
+    (a Python model reads the parameter); the same parameters do hit the cache."""
+    import shutil as _shutil
+
+    repo = tmp_path / "models"
+    repo.mkdir()
+    _shutil.copytree(Path(__file__).parent / "python_models" / "strings", repo / "strings")
+    config = repo / "strings" / "config.pbtxt"
+    config.write_text(config.read_text() + "response_cache { enable: true }\n")
+    server = start_server("--model-repository", str(repo), "--cache-config", "local,size=1048576")
+    client = grpcclient.InferenceServerClient(server.url)
+    text = grpcclient.InferInput("TEXT", [1, 1], "BYTES")
+    text.set_data_from_numpy(np.array([[b"robot"]], dtype=np.object_))
+    for suffix in ("-alice", "-bob", "-alice", "-bob"):
+        got = client.infer("strings", [text], parameters={"suffix": suffix}).as_numpy("UPPER")
+        assert got[0][0] == b"ROBOT" + suffix.encode()
+    got = client.infer("strings", [text]).as_numpy("UPPER")
+    assert got[0][0] == b"ROBOT"
+    stats = client.get_inference_statistics("strings").model_stats[0].inference_stats
+    assert stats.cache_hit.count == 2 and stats.cache_miss.count == 3
+    client.close()
+
+
+def test_hostile_requests_inside_a_stream_fail_alone(server, stub):
+    """ModelStreamInfer: each hostile request gets its error in the stream; the good request
+    after it on the same stream gets its right answer."""
+    import queue
+
+    results: queue.Queue = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.url)
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    good = [grpcclient.InferInput("INPUT0", [1, 16], "INT32"),
+            grpcclient.InferInput("INPUT1", [1, 16], "INT32")]
+    good[0].set_data_from_numpy(a)
+    good[1].set_data_from_numpy(a)
+    bad_shape = grpcclient.InferInput("INPUT0", [0, 2**62, 2**62], "INT32")
+    bad_shape._raw_content = b""
+    for bad, fragment in (([bad_shape, good[1]], "overflows"),
+                          (good, "classification")):
+        if fragment == "classification":
+            out = grpcclient.InferRequestedOutput("OUTPUT0")
+            out._output.parameters["classification"].string_param = "3"
+            client.async_stream_infer("simple", bad, outputs=[out], request_id="bad")
+        else:
+            client.async_stream_infer("simple", bad, request_id="bad")
+        client.async_stream_infer("simple", good, request_id="good")
+        got = [results.get(timeout=30) for _ in range(2)]
+        errors = [e for _, e in got if e is not None]
+        oks = [r for r, e in got if e is None]
+        assert len(errors) == 1 and fragment in errors[0].message()
+        assert len(oks) == 1
+        np.testing.assert_array_equal(oks[0].as_numpy("OUTPUT0"), 2 * a)
+    client.stop_stream()
+    client.close()
+    assert_healthy(server, stub)
+
+
+def test_ten_thousand_inputs_are_refused_quickly(server, stub):
+    msg = pb.ModelInferRequest(model_name="simple")
+    for i in range(10_000):
+        msg.inputs.add(name=f"X{i}", datatype="INT32", shape=[1, 16])
+        msg.raw_input_contents.append(bytes(64))
+    got, details = call_status(stub.ModelInfer, msg)
+    assert got == INVALID and "unexpected inference input" in details
+    assert_healthy(server, stub)
