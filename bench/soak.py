@@ -82,7 +82,8 @@ def machine() -> str:
     return (f"- `uname -a`: {' '.join(platform.uname())}\n- `nproc`: {os.cpu_count()}\n"
             f"- CPU: {cpu}\n- memory: {int(mem) // 1024} MiB\n"
             f"- Python: {platform.python_version()}\n"
-            f"- load average (1, 5, 15 min) at start: {LOAD_AT_START}")
+            f"- load average (1, 5, 15 min) at start: {LOAD_AT_START}, at the end: "
+            f"{open('/proc/loadavg').read().split()[:3]} (other programs share this machine)")
 
 
 def tree_rss_bytes(pid: int) -> int:
@@ -114,6 +115,11 @@ def simple_config() -> dict:
     return {"name": "simple", "platform": "onnxruntime_onnx", "max_batch_size": 8,
             "input": tensors("INPUT0", "INPUT1"), "output": tensors("OUTPUT0", "OUTPUT1"),
             "dynamic_batching": {}}
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Stats:
@@ -512,8 +518,10 @@ def percentile(values, q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
-    p.add_argument("--warmup", type=float, default=20.0,
-                   help="seconds of load before the starting RSS is taken (default 20)")
+    p.add_argument("--warmup", type=float, default=60.0,
+                   help="seconds of load before the starting RSS is taken (default 60: the "
+                        "allocators of Python and onnxruntime settle in the first minute; every "
+                        "5 s sample is in the per-minute table)")
     p.add_argument("--reload-every", type=float, default=30.0)
     p.add_argument("--grpc-workers", type=int, default=2)
     p.add_argument("--http-workers", type=int, default=2)
@@ -557,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     stats = Stats(time.monotonic())
     rss_start = rss_end = 0
     node_rc = None
+    node_cpu = float("nan")
     try:
         import tritonclient.grpc as grpcclient
         client = grpcclient.InferenceServerClient(grpc_url)
@@ -575,6 +584,7 @@ def main(argv: list[str] | None = None) -> int:
         client.close()
         ros = RosSide(node_name, args.cameras, args.fps, stats)
         stats = ros.stats = Stats(time.monotonic())
+        cpu_start = cpu_seconds(node.pid)
         start = lambda fn, *a: threads.append(threading.Thread(target=fn, args=a, daemon=True))  # noqa: E731
         for i in range(args.grpc_workers):
             start(grpc_worker, grpc_url, stats, stop, args.rate, i)
@@ -604,6 +614,8 @@ def main(argv: list[str] | None = None) -> int:
                 next_rss = now + 5.0
             time.sleep(0.2)
         rss_end = tree_rss_bytes(node.pid) if node.poll() is None else 0
+        if node.poll() is None:
+            node_cpu = (cpu_seconds(node.pid) - cpu_start) / (time.monotonic() - stats.t0)
         stop.set()
         for t in threads:
             t.join(timeout=60)
@@ -704,6 +716,7 @@ def main(argv: list[str] | None = None) -> int:
                   "received", "published", "dropped_stale", "dropped_superseded",
                   "dropped_malformed", "dropped_unavailable", "failed")) if binding else "none")
               + f"; {ros.bad_sent if ros else 0} malformed frames sent",
+              f"- the node's CPU use: {node_cpu:.2f} cores on average (of {os.cpu_count()})",
               f"- reloads of `simple`: {len(stats.reloads)} ok "
               f"(mean {np.mean(stats.reloads) if stats.reloads else float('nan'):.2f} s), "
               f"{len(stats.reload_failures)} failed",
@@ -717,7 +730,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"{'no' if (name, got) in stats.hostile_unexpected else 'yes'} |")
     lines += ["", "## Per minute", "",
               "| minute | gRPC ok | gRPC p99 ms | HTTP ok | HTTP p99 ms | detections | hostile "
-              "| health max ms | RSS MiB |", "|---|---|---|---|---|---|---|---|---|"]
+              "| health max ms | RSS MiB (last sample) |", "|---|---|---|---|---|---|---|---|---|"]
     for m in minutes:
         rss_m = [r for t, r in stats.rss if int(t // 60) == m]
         lines.append(
