@@ -525,3 +525,12 @@ def test_ten_thousand_inputs_are_refused_quickly(server, stub):
     got, details = call_status(stub.ModelInfer, msg)
     assert got == INVALID and "unexpected inference input" in details
     assert_healthy(server, stub)
+
+
+def test_overlong_model_name_with_file_overrides_leaves_nothing(server, stub):
+    name = "m" * 300
+    got, details = _load(stub, name, config=_simple_config(name=name),
+                         files={"file:1/model.onnx": ONNX})
+    assert got == INTERNAL and "failed to poll from model repository" in details
+    assert leftover_temp_dirs(server) == []
+    assert_healthy(server, stub)
