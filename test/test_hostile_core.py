@@ -101,3 +101,82 @@ def test_overflowing_shape_is_refused_by_the_core(core):
             tensor_from_bytes(b"", "INT32", tuple(shape), input_name="X", model_name="m")
         assert err.value.code is StatusCode.INVALID_ARG
     assert check_input_shape([0, 4, 4], "FP32", input_name="X", model_name="m") == (0, 4, 4)
+
+
+def test_random_malformed_grpc_requests_never_get_internal(core):
+    """500 seeded random ModelInferRequests (datatypes, shapes, raw sizes, parameters) through
+    the real gRPC codec into the real core: every refusal is a client error, never INTERNAL or an
+    untyped exception, and the model still answers a normal request afterwards."""
+    from tritonclient.grpc import service_pb2 as pb
+
+    from triton_ros.frontend.grpc_codec import decode_infer_request
+
+    rng = np.random.default_rng(1234)
+    datatypes = ["INT32", "FP32", "BYTES", "UINT8", "BOOL", "FP16", "BF16", "INT64", "", "X"]
+    dims = [0, 1, 2, 16, 17, 2**31, 2**62, 2**63 - 1, -1, -(2**63)]
+    codes = {}
+    for i in range(500):
+        msg = pb.ModelInferRequest(model_name=str(rng.choice(["simple", "simple", "nope", ""])))
+        for name in rng.choice(["INPUT0", "INPUT1", "X"], size=int(rng.integers(0, 4))):
+            shape = [int(rng.choice(dims)) for _ in range(int(rng.integers(0, 4)))]
+            msg.inputs.add(name=str(name), datatype=str(rng.choice(datatypes)), shape=shape)
+            if rng.random() < 0.9:
+                msg.raw_input_contents.append(bytes(int(rng.choice([0, 3, 4, 64, 65, 128]))))
+        if rng.random() < 0.3:
+            msg.parameters[str(rng.choice(["priority", "timeout", "sequence_id", "tag"]))] \
+                .string_param = "x"
+        if rng.random() < 0.2:
+            msg.outputs.add(name=str(rng.choice(["OUTPUT0", "NOPE"])))
+        try:
+            request = decode_infer_request(msg, core.shared_memory)
+            core.infer_sync(request, timeout=30)
+            code = "OK"
+        except TritonRosError as exc:
+            code = exc.code.name
+            assert exc.code is not StatusCode.INTERNAL, (msg, exc.message)
+        codes[code] = codes.get(code, 0) + 1
+    assert codes.get("INVALID_ARG", 0) > 300, codes
+    x = np.arange(16, dtype=np.int32).reshape(1, 16)
+    response = core.infer_sync(InferRequest("simple", {"INPUT0": x, "INPUT1": x}), timeout=30)
+    np.testing.assert_array_equal(response.outputs["OUTPUT0"], 2 * x)
+
+
+def test_random_malformed_http_requests_never_get_internal(core):
+    """The same for the HTTP/REST codec: 500 seeded random JSON inference headers."""
+    import json
+
+    from triton_ros.frontend.http_codec import decode_infer_request
+
+    rng = np.random.default_rng(4321)
+    values = [0, 1, -1, 2**62, 2**64, 1.5, "16", True, None, [], {}, [16], [1, 16], "x" * 50]
+    codes = {}
+    for i in range(500):
+        inputs = []
+        for name in rng.choice(["INPUT0", "INPUT1", "X"], size=int(rng.integers(0, 4))):
+            item = {"name": str(name), "datatype": str(rng.choice(["INT32", "FP32", "BYTES", "?"])),
+                    "shape": [values[int(rng.integers(len(values)))]
+                              for _ in range(int(rng.integers(0, 4)))]}
+            if rng.random() < 0.7:
+                item["data"] = values[int(rng.integers(len(values)))]
+            if rng.random() < 0.3:
+                item["parameters"] = {str(rng.choice(["binary_data_size", "shared_memory_region",
+                                                      "x"])): values[int(rng.integers(len(values)))]}
+            inputs.append(item)
+        header = {"inputs": inputs}
+        if rng.random() < 0.3:
+            header["parameters"] = {str(rng.choice(["priority", "timeout", "sequence_start",
+                                                    "triton_x", "tag"])):
+                                    values[int(rng.integers(len(values)))]}
+        if rng.random() < 0.3:
+            header["outputs"] = [{"name": "OUTPUT0", "parameters": {
+                "classification": values[int(rng.integers(len(values)))]}}]
+        body = json.dumps(header).encode()
+        try:
+            request, _ = decode_infer_request("simple", -1, body, None, core.shared_memory)
+            core.infer_sync(request, timeout=30)
+            code = "OK"
+        except TritonRosError as exc:
+            code = exc.code.name
+            assert exc.code is not StatusCode.INTERNAL, (header, exc.message)
+        codes[code] = codes.get(code, 0) + 1
+    assert codes.get("INVALID_ARG", 0) > 300, codes
