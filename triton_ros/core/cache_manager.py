@@ -6,8 +6,11 @@ responses to make room, as Triton's local cache does. A model uses it only when 
 configuration also says ``response_cache { enable: true }``.
 
 A request's key (:func:`request_cache_key`) is a 128-bit BLAKE2b digest of the model name and
-version, every input (name, datatype, shape and bytes, in name order) and the requested outputs
-(names and classification counts, in order). Triton hashes only the name, version and input
+version, every input (name, datatype, shape and bytes, in name order), the request's parameters
+(names, types and values, which a model may read: the same input with ``tag: bob`` must not get
+``tag: alice``'s answer) and the requested outputs (names and classification counts, in order).
+Requests with parameters are cached too, under their own key, rather than not cached: a client
+that always sends the same parameters keeps its hits. Triton hashes only the name, version and input
 names and bytes with a 64-bit hash; including the types, shapes and requested outputs means two
 requests share a response only when they are really the same request.
 
@@ -29,8 +32,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from .datatypes import tensor_to_bytes
-from .errors import invalid_arg, unsupported
+from .errors import TritonRosError, invalid_arg, unsupported
 from .infer_request import InferRequest
+from .strict_parse import parse_size
 
 _log = logging.getLogger("triton_ros.cache")
 
@@ -80,10 +84,10 @@ def create_cache(config: CacheConfig | None) -> "LocalCache | None":
         raise invalid_arg("Failed to initialize LocalCache: config didn't contain a valid 'size' "
                           "field.")
     try:
-        size = int(text)
-    except ValueError:
+        size = parse_size(text, "cache size")
+    except TritonRosError as exc:
         raise invalid_arg(f"Failed to initialize LocalCache: 'size' must be an integer number of "
-                          f"bytes, got '{text}'") from None
+                          f"bytes ({exc.message})") from None
     if size <= 0:
         raise invalid_arg(f"Failed to initialize LocalCache: 'size' must be > 0, got {size}")
     for key in config.settings:
@@ -117,6 +121,15 @@ def request_cache_key(model_name: str, version: int, request: InferRequest) -> b
         data = tensor_to_bytes(array)
         h.update(len(data).to_bytes(8, "little"))
         h.update(data)
+    # The request's parameters reach the model (a Python model reads them), so two requests
+    # that differ only in a parameter may get different answers: the key covers them, with their
+    # types (1, 1.0, True and "1" differ). priority and timeout are not among them.
+    put(str(len(request.parameters)))
+    for key in sorted(request.parameters):
+        value = request.parameters[key]
+        put(key)
+        put(type(value).__name__)
+        put(repr(value))
     if request.requested_outputs is None:
         put("*")
     else:

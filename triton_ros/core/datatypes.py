@@ -116,12 +116,47 @@ def tensor_to_bytes(array: np.ndarray) -> bytes | memoryview:
     return memoryview(np.ascontiguousarray(array)).cast("B")
 
 
+#: The most dimensions an input may have (numpy 1.x's limit; numpy 2 allows 64).
+MAX_RANK = 32
+_MAX_BYTES = 2 ** 63 - 1
+
+
+def check_input_shape(shape, datatype: str, *, input_name: str, model_name: str) -> tuple[int, ...]:
+    """The shape of an input as a tuple of ints, refused with INVALID_ARG before anything is
+    allocated when a dimension is negative or not an integer, the rank is absurd, or the tensor's
+    size overflows (``[0, 2**62, 2**62]`` holds no element, but no array of that shape can exist:
+    the product of its non-zero dimensions times the element size must fit in int64).
+    Shared by every frontend, so that gRPC, HTTP and shared memory inputs get the same answer."""
+    dims = []
+    for d in shape:
+        if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
+            raise invalid_arg(f"invalid shape for input '{input_name}' for model '{model_name}': "
+                              f"dimensions must be integers")
+        dims.append(int(d))
+    if any(d < 0 for d in dims):
+        raise invalid_arg(f"All input dimensions should be specified for input '{input_name}' for "
+                          f"model '{model_name}', got {dims[:MAX_RANK + 1]}")
+    if len(dims) > MAX_RANK:
+        raise invalid_arg(f"input '{input_name}' for model '{model_name}' has {len(dims)} "
+                          f"dimensions; at most {MAX_RANK} are supported")
+    itemsize = _NP_OF[datatype].itemsize if datatype in _NP_OF else 8
+    total = itemsize
+    for d in dims:
+        if d:
+            total *= d
+            if total > _MAX_BYTES:
+                raise invalid_arg(f"input '{input_name}' for model '{model_name}': shape {dims} "
+                                  f"is too large, its byte size overflows int64")
+    return tuple(dims)
+
+
 def tensor_from_bytes(raw: bytes | memoryview, datatype: str, shape: tuple[int, ...], *,
                       input_name: str, model_name: str) -> np.ndarray:
     """An input tensor from its wire bytes (raw contents, binary data or shared memory), with
     Triton's errors for a byte count that does not match the shape. Fixed-size types are wrapped
     without a copy (read-only)."""
     dtype = to_numpy_dtype(datatype)
+    shape = check_input_shape(shape, datatype, input_name=input_name, model_name=model_name)
     count = math.prod(shape)
     if datatype == "BYTES":
         try:

@@ -22,10 +22,19 @@ class StatusCode(enum.Enum):
     CANCELLED = "CANCELLED"
 
 
+#: The longest message an error carries; longer ones are cut (the rest is counted).
+MAX_MESSAGE_CHARS = 2048
+
+
 class TritonRosError(Exception):
     """An error with a Triton status code; the message is what a client sees."""
 
     def __init__(self, code: StatusCode, message: str) -> None:
+        if len(message) > MAX_MESSAGE_CHARS:
+            # Messages quote what the client sent (names, values): a huge one must not turn into
+            # a reply the transport cannot carry (gRPC's 8 KiB metadata limit).
+            message = (message[:MAX_MESSAGE_CHARS]
+                       + f"... ({len(message) - MAX_MESSAGE_CHARS} more characters)")
         super().__init__(message)
         self.code = code
         self.message = message
@@ -35,6 +44,22 @@ class TritonRosError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+class UnknownModelError(TritonRosError):
+    """A request named a model, or a version, that the server does not serve now.
+
+    The code is Triton's for the case (an unknown name, no ready version, an unknown version);
+    the type lets callers (the ROS bindings) tell "the model is not there" from other failures
+    without reading the message."""
+
+
+class StoppingError(TritonRosError):
+    """UNAVAILABLE because the server, or the model version, is stopping (unload, reload,
+    shutdown): the request was refused, not failed by the model."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(StatusCode.UNAVAILABLE, message)
 
 
 def invalid_arg(message: str) -> TritonRosError:

@@ -19,6 +19,7 @@ LOGGER = "triton_ros"
 FORMATS = ("default", "ISO8601")
 _DATEFMT = {"default": "%m%d %H:%M:%S", "ISO8601": "%Y-%m-%dT%H:%M:%S"}
 _BOOLS = ("log_info", "log_warning", "log_error")
+MAX_VERBOSE_LEVEL = 2 ** 31 - 1
 
 
 class LogSettings:
@@ -27,6 +28,9 @@ class LogSettings:
     def __init__(self, *, info: bool = True, warning: bool = True, error: bool = True,
                  verbose_level: int = 0, log_format: str = "default") -> None:
         self._lock = threading.Lock()
+        if not 0 <= verbose_level <= MAX_VERBOSE_LEVEL:
+            raise invalid_arg(f"--log-verbose must be in [0, {MAX_VERBOSE_LEVEL}], got "
+                              f"{verbose_level}")
         self._values: dict[str, object] = {
             "log_file": "", "log_info": info, "log_warning": warning, "log_error": error,
             "log_verbose_level": verbose_level, "log_format": log_format,
@@ -46,8 +50,11 @@ class LogSettings:
                 if not isinstance(value, bool):
                     raise invalid_arg(f"expect boolean for '{key}'")
             elif key == "log_verbose_level":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise invalid_arg(f"expect int32 for '{key}'")
+                # Triton's level is a uint32 on the wire and an int32 in the core: bounded, so
+                # that what is accepted can always be answered (gRPC LogSettings, uint32_param).
+                if (isinstance(value, bool) or not isinstance(value, int) or value < 0
+                        or value > MAX_VERBOSE_LEVEL):
+                    raise invalid_arg(f"expect int32 for '{key}' in [0, {MAX_VERBOSE_LEVEL}]")
             elif key == "log_format":
                 if not isinstance(value, str):
                     raise invalid_arg(f"expect string for '{key}'")

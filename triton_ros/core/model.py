@@ -20,25 +20,48 @@ import numpy as np
 from .backend_model import BackendModel, BackendModelInstance, ExecuteResult, backend_class
 from .cache_manager import LocalCache, request_cache_key
 from .dynamic_batch_scheduler import DynamicBatchScheduler
-from .errors import StatusCode, TritonRosError, as_triton_error, internal, unavailable
+from .errors import (StoppingError, TritonRosError, as_triton_error, internal,
+                     invalid_arg, unavailable)
 from .infer_request import InferRequest, InferResponse, normalize_request
 from .infer_stats import ModelStats
-from .model_config import ModelConfig
+from .model_config import ModelConfig, check_label_filename
 from .model_warmup import run_warmup
 
 _log = logging.getLogger("triton_ros.model")
 
 
+#: A label file is one short line per class; anything this large is not one.
+MAX_LABEL_FILE_BYTES = 64 * 1024 * 1024
+
+
 def load_labels(model_path: Path, config: ModelConfig) -> dict[str, list[str]]:
     """Labels of outputs with ``label_filename`` (one label per line, as Triton reads them)."""
     labels: dict[str, list[str]] = {}
+    root = model_path.resolve()
     for out in config.outputs:
         if out.label_filename:
-            path = model_path / out.label_filename
+            check_label_filename(config.name, out.name, out.label_filename)
+            # Resolved, so that a symbolic link cannot lead outside the model's folder either.
+            path = (model_path / out.label_filename).resolve()
+            if root not in path.parents:
+                raise invalid_arg(f"model '{config.name}': label_filename "
+                                  f"'{out.label_filename}' of output '{out.name}' is outside "
+                                  f"the model's folder")
             try:
+                if not path.is_file():
+                    raise invalid_arg(f"model '{config.name}': label file "
+                                      f"'{out.label_filename}' of output '{out.name}' is not a "
+                                      f"regular file")
+                if path.stat().st_size > MAX_LABEL_FILE_BYTES:
+                    raise invalid_arg(f"model '{config.name}': label file "
+                                      f"'{out.label_filename}' is larger than "
+                                      f"{MAX_LABEL_FILE_BYTES} bytes")
                 labels[out.name] = path.read_text(encoding="utf-8").splitlines()
-            except OSError as exc:
-                raise internal(f"model '{config.name}': cannot read label file {path}: {exc}") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise internal(f"model '{config.name}': cannot read label file "
+                               f"'{out.label_filename}': "
+                               f"{exc.strerror if isinstance(exc, OSError) else 'not UTF-8 text'}"
+                               ) from None
     return labels
 
 
@@ -57,11 +80,11 @@ def classify(array: np.ndarray, class_count: int, labels: list[str] | None, batc
     return out if batched else out.reshape(k)
 
 
-class ModelStopping(TritonRosError):
+class ModelStopping(StoppingError):
     """The version is being unloaded or replaced; a newer lookup may find its successor."""
 
     def __init__(self, name: str, version: int) -> None:
-        super().__init__(StatusCode.UNAVAILABLE, f"model '{name}' version {version} is unloading")
+        super().__init__(f"model '{name}' version {version} is unloading")
 
 
 class ModelBase(abc.ABC):

@@ -225,8 +225,12 @@ def parse_config_json(text: str, *, model_name: str) -> mc.ModelConfig:
     """A configuration given as JSON (the repository load API's ``config`` parameter)."""
     proto = mc.ModelConfig()
     try:
-        json_format.Parse(text, proto)
-    except (json_format.ParseError, ValueError) as exc:
+        value = json.loads(text)
+        if not isinstance(value, dict):
+            raise ValueError(f"a model configuration is a JSON object, not "
+                             f"{type(value).__name__}")
+        json_format.ParseDict(value, proto)
+    except (json_format.ParseError, ValueError, RecursionError) as exc:
         raise invalid_arg(f"failed to parse JSON config of model '{model_name}': {exc}") from None
     return proto
 
@@ -427,6 +431,16 @@ def _chunks(dims) -> list[int]:
     return out
 
 
+def check_label_filename(model: str, output: str, label_filename: str) -> None:
+    """A label file is a path relative to the model's folder that stays inside it: no absolute
+    path, no ``..`` component, no NUL (Triton joins it to the model directory)."""
+    parts = label_filename.replace("\\", "/").split("/")
+    if (label_filename.startswith(("/", "\\")) or os.path.isabs(label_filename)
+            or ".." in parts or "\x00" in label_filename):
+        raise invalid_arg(f"model '{model}': label_filename '{label_filename}' of output "
+                          f"'{output}' must be a relative path inside the model's folder")
+
+
 def validate(proto: mc.ModelConfig) -> list[str]:
     """Raise on an invalid or unsupported configuration; return warnings for ignored fields."""
     name = proto.name
@@ -515,6 +529,8 @@ def validate(proto: mc.ModelConfig) -> list[str]:
     seen = set()
     for io in proto.output:
         _validate_io(proto, io, "output")
+        if io.label_filename:
+            check_label_filename(name, io.name, io.label_filename)
         if io.name in seen:
             raise invalid_arg(f"model '{name}': output '{io.name}' is declared twice")
         seen.add(io.name)

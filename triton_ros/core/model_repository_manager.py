@@ -30,7 +30,8 @@ from concurrent.futures import Future
 
 from .backend_model import backend_class
 from .cache_manager import LocalCache
-from .errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unavailable
+from .errors import (StatusCode, TritonRosError, UnknownModelError, as_triton_error, invalid_arg,
+                     unavailable)
 from .infer_request import InferRequest
 from .model import Model, ModelBase, ModelStopping
 from .model_config import ModelConfig, load_model_config, parse_config_json, version_dirs
@@ -65,6 +66,7 @@ class _ModelRecord:
     model_error: str = ""   # a failure before any version (config, files)
     signature: tuple = ()
     temp_dir: str | None = None
+    overridden: bool = False    # the serving config came from the load API's ``config``
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -175,20 +177,21 @@ class ModelRepositoryManager:
         """The version that serves a request (-1: the highest READY version)."""
         record = self._records.get(name)
         if record is None or (not record.states and not record.versions):
-            raise invalid_arg(f"Request for unknown model: '{name}' is not found")
+            raise UnknownModelError(StatusCode.INVALID_ARG,
+                                    f"Request for unknown model: '{name}' is not found")
         if version == -1:
             for v in sorted(record.versions, reverse=True):
                 if record.states.get(v, ("", ""))[0] == READY:
                     return record.versions[v]
-            raise TritonRosError(StatusCode.NOT_FOUND,
+            raise UnknownModelError(StatusCode.NOT_FOUND,
                                  f"Request for unknown model: '{name}' has no available versions")
         if version not in record.states:
-            raise TritonRosError(StatusCode.NOT_FOUND,
+            raise UnknownModelError(StatusCode.NOT_FOUND,
                                  f"Request for unknown model: '{name}' version {version} is not found")
         model = record.versions.get(version)
         if model is None or record.states[version][0] != READY:
-            raise unavailable(f"Request for unknown model: '{name}' version {version} is not at "
-                              f"ready state")
+            raise UnknownModelError(StatusCode.UNAVAILABLE, f"Request for unknown model: '{name}' "
+                                    f"version {version} is not at ready state")
         return model
 
     def infer(self, request: InferRequest) -> Future:
@@ -214,6 +217,21 @@ class ModelRepositoryManager:
             return True
         except TritonRosError:
             return False
+
+    def all_live_models_ready(self) -> bool:
+        """Triton's strict readiness, from memory (no disk scan): every model the server has
+        tried to load has its versions READY, except versions unloaded on purpose; a model whose
+        load failed before any version (config, files) is not ready. A load of a name that is in
+        no repository leaves no record, so it cannot make the server unready."""
+        for record in list(self._records.values()):
+            states = list(record.states.values())
+            if not states:
+                if record.model_error:
+                    return False
+                continue
+            if any(state != READY and reason != "unloaded" for state, reason in states):
+                return False
+        return True
 
     def ready_models(self) -> list[ModelBase]:
         out = []
@@ -256,62 +274,106 @@ class ModelRepositoryManager:
     # ---------------------------------------------------------------- load / unload
     def load(self, name: str, *, config_json: str | None = None,
              files: dict[str, bytes] | None = None, _internal: bool = False) -> None:
-        """Load (or reload) a model; raise with the failure. The API's RepositoryModelLoad."""
+        """Load (or reload) a model; raise with the failure. The API's RepositoryModelLoad.
+
+        Errors as tritonserver gives them: a ``config`` override that does not parse, or file
+        overrides that cannot be written, are logged and answered INTERNAL "failed to load
+        '<name>', failed to poll from model repository" (what Triton's model-control examples
+        check); file paths that leave the model folder or collide are INVALID_ARG; a
+        configuration the core does not serve keeps its UNSUPPORTED code. The temporary folder of
+        file overrides is removed whatever happens, unless the model now serves from it.
+        """
         if not _internal and self.control_mode != "explicit":
             raise unavailable("explicit model load / unload is not allowed if polling is enabled")
         check_model_name(name)
-        override = parse_config_json(config_json, model_name=name) if config_json else None
+        poll_failed = f"failed to load '{name}', failed to poll from model repository"
+        override = None
+        if config_json:
+            try:
+                override = parse_config_json(config_json, model_name=name)
+            except TritonRosError as exc:
+                _log.error("%s", exc.message)
+                raise TritonRosError(StatusCode.INTERNAL, poll_failed) from None
         if files and override is None:
             raise invalid_arg(f"failed to load '{name}': file overrides require the 'config' "
                               f"parameter")
+        if files:
+            _check_override_paths(name, files, poll_failed)
         record = self._record(name)
         with record.lock:
+            if self._records.get(name) is not record:
+                # A concurrent load of a name in no repository dropped this record: start over.
+                return self.load(name, config_json=config_json, files=files, _internal=_internal)
             temp_dir = None
             if files:
-                temp_dir = tempfile.mkdtemp(prefix=f"triton_ros_{name}_")
+                temp_dir = tempfile.mkdtemp(prefix=f"triton_ros_{name[:32]}_")
                 path = Path(temp_dir) / name
-                _write_override_files(path, files, name)
+                try:
+                    _write_override_files(path, files, name)
+                except OSError as exc:
+                    shutil.rmtree(temp_dir, ignore_errors=True)
+                    # The cause goes to the log, without the server's temporary path.
+                    _log.error("failed to write the file overrides of model '%s': %s", name,
+                               exc.strerror or type(exc).__name__)
+                    raise TritonRosError(StatusCode.INTERNAL, poll_failed) from None
+                except BaseException:
+                    shutil.rmtree(temp_dir, ignore_errors=True)
+                    raise
             else:
                 paths = self._scan().get(name, [])
                 if not paths:
-                    record.model_error = (f"failed to load '{name}', failed to poll from model "
-                                          f"repository")
-                    raise TritonRosError(StatusCode.INTERNAL, record.model_error)
+                    # Not in any repository: nothing was loaded, so nothing is remembered (Triton
+                    # keeps no state for it, and the server stays ready).
+                    self._forget_if_unused(record)
+                    raise TritonRosError(StatusCode.INTERNAL, poll_failed)
                 if len(paths) > 1:
                     record.model_error = REASON_DUPLICATE
                     raise invalid_arg(f"load failed for model '{name}': {REASON_DUPLICATE}")
                 path = paths[0]
 
-            signature = _signature(path)
-            if (not files and override is None and record.versions and record.path == path
-                    and record.signature == signature
-                    and all(s == READY for s, _ in record.states.values())):
-                return  # unchanged: Triton does not reload an unmodified model
-
             try:
-                config = load_model_config(name, path, strict=self.strict, override=override,
-                                           backend_auto_complete=_auto_complete_for,
-                                           backend_can_use_gpu=_can_use_gpu)
-                for warning in config.warnings:
-                    _log.warning("%s", warning)
-                if config.response_cache and self.response_cache is None:
-                    _log.warning("model '%s' enables response_cache but the server has no cache "
-                                 "(--cache-config local,size=N); its responses are not cached",
-                                 name)
-                if config.is_ensemble:
-                    self._load_dependencies(config)
-                self._load_versions(record, config, path, signature)
-            except TritonRosError as exc:
-                if temp_dir:
+                signature = _signature(path)
+                if (not files and override is None and not record.overridden and record.versions
+                        and record.path == path and record.signature == signature
+                        and all(s == READY for s, _ in record.states.values())):
+                    return  # unchanged: Triton does not reload an unmodified model
+
+                try:
+                    config = load_model_config(name, path, strict=self.strict, override=override,
+                                               backend_auto_complete=_auto_complete_for,
+                                               backend_can_use_gpu=_can_use_gpu)
+                    for warning in config.warnings:
+                        _log.warning("%s", warning)
+                    if config.response_cache and self.response_cache is None:
+                        _log.warning("model '%s' enables response_cache but the server has no "
+                                     "cache (--cache-config local,size=N); its responses are not "
+                                     "cached", name)
+                    if config.is_ensemble:
+                        self._load_dependencies(config)
+                    self._load_versions(record, config, path, signature)
+                except TritonRosError as exc:
+                    if not record.versions:
+                        record.model_error = exc.message
+                    # Remember what failed so that polling retries only once the files change.
+                    record.path, record.signature = path, signature
+                    # Triton answers INVALID_ARG for a failed load; a feature the core does not
+                    # serve stays UNSUPPORTED (the README's promise).
+                    code = (StatusCode.UNSUPPORTED if exc.code is StatusCode.UNSUPPORTED
+                            else StatusCode.INVALID_ARG)
+                    message = exc.message
+                    if temp_dir:   # a backend's message names files: not the server's temp path
+                        message = message.replace(str(path), f"<file override of '{name}'>")
+                        message = message.replace(temp_dir, "<file override>")
+                    raise TritonRosError(code, f"load failed for model '{name}': "
+                                               f"{message}") from None
+            except BaseException:
+                if temp_dir and record.temp_dir != temp_dir:
                     shutil.rmtree(temp_dir, ignore_errors=True)
-                if not record.versions:
-                    record.model_error = exc.message
-                # Remember what failed so that polling retries only once the files change.
-                record.path, record.signature = path, signature
-                raise invalid_arg(f"load failed for model '{name}': {exc.message}") from None
+                raise
             if record.temp_dir and record.temp_dir != temp_dir:
                 shutil.rmtree(record.temp_dir, ignore_errors=True)
             record.temp_dir = temp_dir
+            record.overridden = override is not None
 
     def _load_dependencies(self, config: ModelConfig) -> None:
         """Load the models an ensemble composes (explicit mode loads them with it, as Triton)."""
@@ -366,6 +428,10 @@ class ModelRepositoryManager:
                 continue
             new_models[version] = model
 
+        if not new_models and record.versions:
+            # A failed reload leaves the versions that serve untouched (tritonserver keeps an
+            # already-loaded model when its new configuration or files fail to load).
+            raise TritonRosError(StatusCode.UNAVAILABLE, "; ".join(failures))
         # Swap: new versions serve from now on; old ones drain and unload. States first, so that a
         # lookup between the two steps still finds a READY version in whichever map it reads.
         old = record.versions
@@ -435,12 +501,27 @@ class ModelRepositoryManager:
                 model.unload(drain=True, timeout=timeout)
                 record.states[version] = (UNAVAILABLE, reason)
                 _log.info("successfully unloaded '%s' version %d", name, version)
+            # Versions that had failed to load are unloaded too (Triton: state "unloaded"), and
+            # a load failure before any version is forgotten: an unload leaves nothing unready.
+            for version, (state, _) in list(record.states.items()):
+                if state != READY:
+                    record.states[version] = (UNAVAILABLE, reason)
+            record.model_error = ""
             if record.temp_dir:
                 shutil.rmtree(record.temp_dir, ignore_errors=True)
                 record.temp_dir = None
             record.signature = ()
+            record.overridden = False
 
     # ---------------------------------------------------------------- repository scanning
+    def _forget_if_unused(self, record: _ModelRecord) -> None:
+        """Drop a record that holds nothing (no version, no state, no error)."""
+        if record.versions or record.states or record.model_error or record.temp_dir:
+            return
+        with self._records_lock:
+            if self._records.get(record.name) is record:
+                del self._records[record.name]
+
     def _record(self, name: str) -> _ModelRecord:
         with self._records_lock:
             record = self._records.get(name)
@@ -521,14 +602,48 @@ def _auto_complete_for(backend: str):
         return None
 
 
+#: The longest file name a component of an override path may have (Linux NAME_MAX).
+NAME_MAX = 255
+
+
+def _check_override_paths(name: str, files: dict[str, bytes], poll_failed: str) -> None:
+    """Refuse ``file:`` override paths before anything is written: paths that leave the model
+    folder or collide (one file where another needs a folder, or two spellings of one file) are
+    INVALID_ARG; a component longer than NAME_MAX cannot be written (Triton: INTERNAL, "failed to
+    poll from model repository"); messages never show server paths."""
+    seen: dict[tuple[str, ...], str] = {}
+    for rel in files:
+        if not isinstance(rel, str) or not rel or "\x00" in rel:
+            raise invalid_arg(f"failed to load '{name}': invalid file override path")
+        shown = rel if len(rel) <= 80 else rel[:80] + "..."
+        parts = tuple(p for p in rel.replace("\\", "/").split("/") if p not in ("", "."))
+        if rel.startswith(("/", "\\")) or ".." in parts or not parts:
+            raise invalid_arg(f"failed to load '{name}': file override '{shown}' is outside the "
+                              f"model directory")
+        if any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX for p in parts):
+            _log.error("file override of model '%s' has a path component longer than %d bytes: "
+                       "%s", name, NAME_MAX, shown)
+            raise TritonRosError(StatusCode.INTERNAL, poll_failed)
+        if parts in seen:
+            raise invalid_arg(f"failed to load '{name}': file overrides '{seen[parts]}' and "
+                              f"'{shown}' name the same file")
+        seen[parts] = shown
+    for parts, shown in seen.items():
+        for i in range(1, len(parts)):
+            if parts[:i] in seen:
+                raise invalid_arg(f"failed to load '{name}': file override '{seen[parts[:i]]}' "
+                                  f"is a file but '{shown}' needs it to be a folder")
+
+
 def _write_override_files(path: Path, files: dict[str, bytes], name: str) -> None:
-    """Write the load API's ``file:<version>/<name>`` contents into a private model directory."""
+    """Write the load API's ``file:<version>/<name>`` contents into a private model directory
+    (paths already checked by :func:`_check_override_paths`)."""
     path.mkdir(parents=True)
     root = path.resolve()
     for rel, content in files.items():
         target = (path / rel).resolve()
         if root not in target.parents:
-            raise invalid_arg(f"failed to load '{name}': file override '{rel}' is outside the "
-                              f"model directory")
+            raise invalid_arg(f"failed to load '{name}': a file override is outside the model "
+                              f"directory")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)

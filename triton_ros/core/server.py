@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from .cache_manager import CacheConfig, LocalCache, create_cache
-from .errors import TritonRosError, invalid_arg, unavailable
+from .errors import StoppingError, TritonRosError, invalid_arg
 from .infer_request import InferRequest, InferResponse
 from .infer_stats import StatsSnapshot
 from .log_settings import LogSettings
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
-from .model_repository_manager import READY, ModelRepositoryManager, RepositoryEntry
+from .model_repository_manager import ModelRepositoryManager, RepositoryEntry
 from .shared_memory_manager import SharedMemoryManager
 
 _log = logging.getLogger("triton_ros.server")
@@ -134,8 +134,7 @@ class InferenceServer:
             return False
         if not self.options.strict_readiness:
             return True
-        return all(entry.state == READY for entry in self.repository.index()
-                   if entry.state not in ("",) and entry.reason != "unloaded")
+        return self.repository.all_live_models_ready()
 
     def model_ready(self, name: str, version: int = -1) -> bool:
         return self.repository.is_ready(name, version)
@@ -194,8 +193,8 @@ class InferenceServer:
         Never raises: a bad request fails its own future and nothing else.
         """
         if self._stopping:
-            request.set_error(unavailable("Server is stopping, no new inference requests are "
-                                          "accepted"))
+            request.set_error(StoppingError("Server is stopping, no new inference requests are "
+                                            "accepted"))
             return request.future
         return self.repository.infer(request)
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from .datatypes import tensor_to_bytes
 from .errors import StatusCode, TritonRosError, internal, invalid_arg, not_found, unsupported
+from .strict_parse import require_size
 
 _log = logging.getLogger("triton_ros.shared_memory")
 
@@ -144,7 +145,7 @@ def _object_name(name: str, key: str) -> str:
         if stripped.startswith(prefix):
             raise invalid_arg(f"cannot register shared memory region '{name}' with key '{key}' "
                               f"as the key contains the reserved prefix '{prefix}'")
-    if "/" in stripped or stripped in (".", ".."):
+    if "/" in stripped or "\x00" in stripped or stripped in (".", ".."):
         # shm_open fails with EINVAL: a key names one object directly under /dev/shm.
         raise internal(f"Unable to open shared memory region: '{key}'")
     return stripped
@@ -198,8 +199,11 @@ def shared_memory_params(tensor_name: str,
     if "shared_memory_byte_size" not in params:
         raise invalid_arg(f"'shared_memory_byte_size' must be specified along with "
                           f"'shared_memory_region' parameter for tensor '{tensor_name}'")
-    return (str(region), int(params.get("shared_memory_offset", 0)),
-            int(params["shared_memory_byte_size"]))
+    if not isinstance(region, str):
+        raise invalid_arg(f"invalid value type for 'shared_memory_region' parameter for tensor "
+                          f"'{tensor_name}', expected a string")
+    return (region, require_size(params.get("shared_memory_offset", 0), "shared_memory_offset"),
+            require_size(params["shared_memory_byte_size"], "shared_memory_byte_size"))
 
 
 def write_outputs(outputs: Mapping[str, np.ndarray],
@@ -236,8 +240,10 @@ class SharedMemoryManager:
         if not name:
             raise invalid_arg("'region name' is necessary to register system shared memory "
                               "region")
-        if offset < 0 or byte_size < 0:
-            raise invalid_arg(f"failed to register shared memory region '{name}': invalid args")
+        if not isinstance(name, str) or not isinstance(key, str):
+            raise invalid_arg("shared memory region name and key must be strings")
+        offset = require_size(offset, "offset")
+        byte_size = require_size(byte_size, "byte_size")
         if byte_size == 0:
             raise invalid_arg(f"failed to register shared memory region '{name}': byte_size "
                               f"must be greater than 0")

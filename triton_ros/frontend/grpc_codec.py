@@ -15,11 +15,13 @@ from typing import Mapping
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
-from ..core.datatypes import (PROTOCOL_DATATYPES, from_numpy_dtype, tensor_from_bytes,
-                              tensor_to_bytes, to_numpy_dtype)
-from ..core.errors import invalid_arg, unsupported
+from ..core.datatypes import (PROTOCOL_DATATYPES, check_input_shape, from_numpy_dtype,
+                              tensor_from_bytes, tensor_to_bytes, to_numpy_dtype)
+from ..core.errors import invalid_arg
 from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
 from ..core.infer_stats import Duration, StatsSnapshot
+from ..core.strict_parse import parse_model_version
+from ..core.request_parameters import classification_count, split_request_parameters
 from ..core.model_repository_manager import RepositoryEntry
 from ..core.server import ModelMetadata, ServerMetadata
 from ..core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
@@ -36,17 +38,8 @@ _CONTENTS_FIELD = {
 
 
 def parse_version(text: str) -> int:
-    """'' -> -1 (latest); '3' -> 3; anything else is an INVALID_ARG error."""
-    if text == "":
-        return -1
-    try:
-        version = int(text)
-    except ValueError:
-        raise invalid_arg(f"failed to get model version from specified version string '{text}' "
-                          f"(must be integral)") from None
-    if version < -1:
-        raise invalid_arg(f"invalid model version {text}")
-    return version
+    """'' -> -1 (latest); '3' -> 3; anything else is an INVALID_ARG error (the core's rule)."""
+    return parse_model_version(text)
 
 
 def param_value(p) -> object:
@@ -60,17 +53,7 @@ def decode_infer_request(msg: pb.ModelInferRequest,
     region now; outputs in shared memory are checked against theirs (``shared_memory`` is the
     server's registry; by default no region exists)."""
     model = msg.model_name
-    params = {k: param_value(v) for k, v in msg.parameters.items()}
-    priority = params.pop("priority", 0) or 0
-    timeout = params.pop("timeout", 0) or 0
-    if not isinstance(priority, int) or priority < 0:
-        raise invalid_arg(f"request parameter 'priority' must be a non-negative integer, got {priority!r}")
-    if not isinstance(timeout, int) or timeout < 0:
-        raise invalid_arg(f"request parameter 'timeout' must be a non-negative integer, got {timeout!r}")
-    for unsupported_param in ("sequence_id", "sequence_start", "sequence_end"):
-        if params.get(unsupported_param):
-            raise unsupported(f"sequence batching parameters are not supported (got "
-                              f"'{unsupported_param}' for model '{model}')")
+    params = split_request_parameters({k: param_value(v) for k, v in msg.parameters.items()})
 
     shm_inputs = [_shared_memory_params(t) for t in msg.inputs]
     raw = msg.raw_input_contents
@@ -98,20 +81,21 @@ def decode_infer_request(msg: pb.ModelInferRequest,
         outs = []
         for out in msg.outputs:
             shm = _shared_memory_params(out)
-            count = param_value(out.parameters["classification"]) if "classification" in out.parameters else 0
+            count = (classification_count(param_value(out.parameters["classification"]), out.name)
+                     if "classification" in out.parameters else 0)
             block = None
             if shm is not None:
                 if "classification" in out.parameters:
                     raise invalid_arg("output can't set both 'shared_memory_region' and "
                                       "'classification'")
                 block = shared_memory.block(*shm)
-            outs.append(RequestedOutput(out.name, int(count or 0), shared_memory=block))
+            outs.append(RequestedOutput(out.name, count, shared_memory=block))
         requested = tuple(outs)
 
     return InferRequest(model_name=model, inputs=inputs,
                         model_version=parse_version(msg.model_version), id=msg.id,
-                        requested_outputs=requested, priority=int(priority),
-                        timeout_us=int(timeout), parameters=params)
+                        requested_outputs=requested, priority=params.priority,
+                        timeout_us=params.timeout_us, parameters=params.user)
 
 
 def _shared_memory_params(tensor) -> tuple[str, int, int] | None:
@@ -133,10 +117,7 @@ def _decode_tensor(model: str, tensor, raw: bytes | None) -> np.ndarray:
     if datatype not in PROTOCOL_DATATYPES:
         raise invalid_arg(f"invalid datatype '{datatype}' for input '{name}' of model '{model}'")
     dtype = to_numpy_dtype(datatype)
-    shape = tuple(int(d) for d in tensor.shape)
-    if any(d < 0 for d in shape):
-        raise invalid_arg(f"All input dimensions should be specified for input '{name}' for model "
-                          f"'{model}', got {list(shape)}")
+    shape = check_input_shape(tensor.shape, datatype, input_name=name, model_name=model)
     count = math.prod(shape)
     has_contents = tensor.HasField("contents") and tensor.contents.ByteSize() > 0
     if raw is not None:

@@ -24,11 +24,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..core.datatypes import (PROTOCOL_DATATYPES, from_numpy_dtype, tensor_from_bytes,
-                              tensor_to_bytes, to_numpy_dtype)
-from ..core.errors import invalid_arg, unsupported
+from ..core.datatypes import (PROTOCOL_DATATYPES, check_input_shape, from_numpy_dtype,
+                              tensor_from_bytes, tensor_to_bytes, to_numpy_dtype)
+from ..core.errors import invalid_arg
 from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
 from ..core.infer_stats import Duration, StatsSnapshot
+from ..core.request_parameters import classification_count, split_request_parameters
 from ..core.model_repository_manager import RepositoryEntry
 from ..core.server import ModelMetadata, ServerMetadata
 from ..core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
@@ -37,7 +38,6 @@ from ..core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegion
 
 INFER_HEADER = "inference-header-content-length"
 MAX_JSON_NESTING_DEPTH = 100     # HTTP_MAX_JSON_NESTING_DEPTH
-_RESERVED_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
 
 
 @dataclass
@@ -69,7 +69,7 @@ def parse_json_object(body: bytes | memoryview, what: str, *, allow_empty: bool 
         return {}
     try:
         value = json.loads(bytes(body))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:   # too deep: 400, as Triton
         raise invalid_arg(f"failed to parse the {what} request JSON buffer: {exc}") from None
     if not isinstance(value, dict):
         raise invalid_arg(f"the {what} request JSON must be an object, got "
@@ -119,30 +119,14 @@ def decode_infer_request(model_name: str, version: int, body: bytes | memoryview
         raise invalid_arg("Unable to parse 'id': expected a string")
 
     plan = OutputPlan()
-    priority = timeout = 0
-    parameters: dict[str, Any] = {}
     params = header.get("parameters", {})
     if not isinstance(params, dict):
         raise invalid_arg("failed to get request params: 'parameters' must be an object")
-    for key, value in params.items():
-        if key == "priority":
-            priority = _uint(value, "priority")
-        elif key == "timeout":
-            timeout = _uint(value, "timeout")
-        elif key == "binary_data_output":
-            plan.default_binary = _bool(value, "binary_data_output")
-        elif key in _RESERVED_PARAMETERS:
-            if value not in (0, False, ""):
-                raise unsupported(f"sequence batching parameters are not supported (got '{key}' "
-                                  f"for model '{model_name}')")
-        elif key.startswith("triton_"):
-            raise invalid_arg("parameter keys starting with 'triton_' are reserved for Triton "
-                              "usage and should not be specified.")
-        elif isinstance(value, (str, int, float, bool)):
-            parameters[key] = value
-        else:
-            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either "
-                              f"'int', 'bool', or 'string'.")
+    params = dict(params)
+    if "binary_data_output" in params:
+        plan.default_binary = _bool(params.pop("binary_data_output"), "binary_data_output")
+    typed = split_request_parameters(params)
+    priority, timeout, parameters = typed.priority, typed.timeout_us, typed.user
 
     inputs_json = header.get("inputs")
     if not isinstance(inputs_json, list):
@@ -174,7 +158,7 @@ def decode_infer_request(model_name: str, version: int, body: bytes | memoryview
             out_params = item.get("parameters", {})
             if not isinstance(out_params, dict):
                 raise invalid_arg(f"Unable to parse 'parameters' of output '{name}'")
-            class_count = _uint(out_params.get("classification", 0), "classification")
+            class_count = classification_count(out_params.get("classification", 0), name)
             plan.binary[name] = _bool(out_params.get("binary_data", False), "binary_data")
             block = None
             shm = _shared_memory_params(name, out_params)
@@ -216,7 +200,8 @@ def _decode_input(model: str, name: str, item: dict, binary: memoryview,
     shape_json = item.get("shape")
     if not isinstance(shape_json, list):
         raise invalid_arg("Unable to parse 'shape'")
-    shape = tuple(_uint(d, "shape") for d in shape_json)
+    shape = check_input_shape(shape_json, datatype if isinstance(datatype, str) else "",
+                              input_name=name, model_name=model)
     params = item.get("parameters", {})
     if not isinstance(params, dict):
         raise invalid_arg(f"Unable to parse 'parameters' of input '{name}'")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..core.errors import as_triton_error
 from ..core.infer_stats import Duration, StatsSnapshot
 from ..core.server import InferenceServer
-from ..frontend.grpc_codec import parse_version
+from ..core.strict_parse import parse_model_version
 
 
 class ModelServices:
@@ -79,7 +79,7 @@ class ModelServices:
     def _statistics(self, request, response):
         try:
             snapshots = self._core.model_statistics(request.model_name,
-                                                    parse_version(request.model_version))
+                                                    parse_model_version(request.model_version))
         except Exception as exc:
             return self._fail(response, "~/get_model_statistics", exc)
         response.model_stats = [statistics_message(s) for s in snapshots]

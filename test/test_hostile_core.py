@@ -1,0 +1,182 @@
+"""The core's answers to hostile input, in process on the real core and real models: readiness
+from memory, the cache key and request parameters, message bounds."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from server_process import MODEL_REPOSITORY
+from triton_ros.core.cache_manager import request_cache_key
+from triton_ros.core.errors import MAX_MESSAGE_CHARS, StatusCode, TritonRosError, invalid_arg
+from triton_ros.core.infer_request import InferRequest
+from triton_ros.core.request_parameters import classification_count, split_request_parameters
+from triton_ros.core.server import InferenceServer, ServerOptions
+
+
+@pytest.fixture
+def core():
+    server = InferenceServer(ServerOptions((str(MODEL_REPOSITORY),), model_control_mode="explicit",
+                                           startup_models=("simple",)))
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_readiness_answers_from_memory_without_scanning_the_disk(core, monkeypatch):
+    """ServerReady is asked by every load balancer probe: it must not list directories."""
+    calls = []
+    real = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda *a, **k: calls.append(a) or real(*a, **k))
+    for _ in range(100):
+        assert core.is_ready()
+    assert calls == []
+
+
+def test_failed_load_of_an_unknown_name_leaves_no_trace(core):
+    for i in range(50):
+        with pytest.raises(TritonRosError) as err:
+            core.load_model(f"ghost{i}")
+        assert err.value.code is StatusCode.INTERNAL
+        assert err.value.message == (f"failed to load 'ghost{i}', failed to poll from model "
+                                     f"repository")
+    assert core.is_ready()
+    assert not any(e.name.startswith("ghost") for e in core.repository_index())
+    assert not any(name.startswith("ghost") for name in core.repository._records)
+    core.unload_model("ghost1")
+    assert core.is_ready()
+
+
+def _request(**parameters) -> InferRequest:
+    x = np.arange(16, dtype=np.int32).reshape(1, 16)
+    return InferRequest("simple", {"INPUT0": x, "INPUT1": x}, parameters=parameters)
+
+
+def test_cache_key_covers_request_parameters_and_their_types():
+    keys = {request_cache_key("simple", 1, _request(**p)) for p in (
+        {}, {"tag": "alice"}, {"tag": "bob"}, {"n": 1}, {"n": 1.0}, {"n": True}, {"n": "1"},
+        {"tag": "alice", "n": 1})}
+    assert len(keys) == 8
+    assert (request_cache_key("simple", 1, _request(a=1, b=2))
+            == request_cache_key("simple", 1, _request(b=2, a=1)))
+
+
+@pytest.mark.parametrize("params", [
+    {"priority": "1"}, {"priority": True}, {"priority": -1}, {"priority": 2**64},
+    {"timeout": 1.5}, {"timeout": -5}, {"sequence_id": 1.5}, {"sequence_id": None},
+    {"sequence_start": 1}, {"sequence_end": "true"}, {"triton_x": 1}, {"tag": None},
+    {"tag": [1, 2]}, {"tag": {"a": 1}}, {"big": 2**70},
+])
+def test_every_parameter_type_is_checked(params):
+    with pytest.raises(TritonRosError) as err:
+        split_request_parameters(params)
+    assert err.value.code is StatusCode.INVALID_ARG
+
+
+def test_valid_parameters_split_into_priority_timeout_and_the_models():
+    got = split_request_parameters({"priority": 2, "timeout": 100, "sequence_id": "r1",
+                                    "sequence_start": True, "sequence_end": False, "tag": "bob",
+                                    "gain": 0.5, "flag": True})
+    assert (got.priority, got.timeout_us) == (2, 100)
+    assert got.user == {"tag": "bob", "gain": 0.5, "flag": True}
+
+
+@pytest.mark.parametrize("value", ["3", 3.0, True, -1, None])
+def test_classification_count_must_be_a_non_negative_integer(value):
+    with pytest.raises(TritonRosError):
+        classification_count(value, "OUT")
+
+
+def test_error_messages_are_bounded():
+    err = invalid_arg("x" * 100_000)
+    assert len(err.message) < MAX_MESSAGE_CHARS + 100
+    assert err.message.endswith("(97952 more characters)")
+
+
+def test_overflowing_shape_is_refused_by_the_core(core):
+    from triton_ros.core.datatypes import check_input_shape, tensor_from_bytes
+    for shape in ([0, 2**62, 2**62], [2**40, 2**40], [1] * 33):
+        with pytest.raises(TritonRosError) as err:
+            tensor_from_bytes(b"", "INT32", tuple(shape), input_name="X", model_name="m")
+        assert err.value.code is StatusCode.INVALID_ARG
+    assert check_input_shape([0, 4, 4], "FP32", input_name="X", model_name="m") == (0, 4, 4)
+
+
+def test_random_malformed_grpc_requests_never_get_internal(core):
+    """500 seeded random ModelInferRequests (datatypes, shapes, raw sizes, parameters) through
+    the real gRPC codec into the real core: every refusal is a client error, never INTERNAL or an
+    untyped exception, and the model still answers a normal request afterwards."""
+    from tritonclient.grpc import service_pb2 as pb
+
+    from triton_ros.frontend.grpc_codec import decode_infer_request
+
+    rng = np.random.default_rng(1234)
+    datatypes = ["INT32", "FP32", "BYTES", "UINT8", "BOOL", "FP16", "BF16", "INT64", "", "X"]
+    dims = [0, 1, 2, 16, 17, 2**31, 2**62, 2**63 - 1, -1, -(2**63)]
+    codes = {}
+    for i in range(500):
+        msg = pb.ModelInferRequest(model_name=str(rng.choice(["simple", "simple", "nope", ""])))
+        for name in rng.choice(["INPUT0", "INPUT1", "X"], size=int(rng.integers(0, 4))):
+            shape = [int(rng.choice(dims)) for _ in range(int(rng.integers(0, 4)))]
+            msg.inputs.add(name=str(name), datatype=str(rng.choice(datatypes)), shape=shape)
+            if rng.random() < 0.9:
+                msg.raw_input_contents.append(bytes(int(rng.choice([0, 3, 4, 64, 65, 128]))))
+        if rng.random() < 0.3:
+            msg.parameters[str(rng.choice(["priority", "timeout", "sequence_id", "tag"]))] \
+                .string_param = "x"
+        if rng.random() < 0.2:
+            msg.outputs.add(name=str(rng.choice(["OUTPUT0", "NOPE"])))
+        try:
+            request = decode_infer_request(msg, core.shared_memory)
+            core.infer_sync(request, timeout=30)
+            code = "OK"
+        except TritonRosError as exc:
+            code = exc.code.name
+            assert exc.code is not StatusCode.INTERNAL, (msg, exc.message)
+        codes[code] = codes.get(code, 0) + 1
+    assert codes.get("INVALID_ARG", 0) > 300, codes
+    x = np.arange(16, dtype=np.int32).reshape(1, 16)
+    response = core.infer_sync(InferRequest("simple", {"INPUT0": x, "INPUT1": x}), timeout=30)
+    np.testing.assert_array_equal(response.outputs["OUTPUT0"], 2 * x)
+
+
+def test_random_malformed_http_requests_never_get_internal(core):
+    """The same for the HTTP/REST codec: 500 seeded random JSON inference headers."""
+    import json
+
+    from triton_ros.frontend.http_codec import decode_infer_request
+
+    rng = np.random.default_rng(4321)
+    values = [0, 1, -1, 2**62, 2**64, 1.5, "16", True, None, [], {}, [16], [1, 16], "x" * 50]
+    codes = {}
+    for i in range(500):
+        inputs = []
+        for name in rng.choice(["INPUT0", "INPUT1", "X"], size=int(rng.integers(0, 4))):
+            item = {"name": str(name), "datatype": str(rng.choice(["INT32", "FP32", "BYTES", "?"])),
+                    "shape": [values[int(rng.integers(len(values)))]
+                              for _ in range(int(rng.integers(0, 4)))]}
+            if rng.random() < 0.7:
+                item["data"] = values[int(rng.integers(len(values)))]
+            if rng.random() < 0.3:
+                item["parameters"] = {str(rng.choice(["binary_data_size", "shared_memory_region",
+                                                      "x"])): values[int(rng.integers(len(values)))]}
+            inputs.append(item)
+        header = {"inputs": inputs}
+        if rng.random() < 0.3:
+            header["parameters"] = {str(rng.choice(["priority", "timeout", "sequence_start",
+                                                    "triton_x", "tag"])):
+                                    values[int(rng.integers(len(values)))]}
+        if rng.random() < 0.3:
+            header["outputs"] = [{"name": "OUTPUT0", "parameters": {
+                "classification": values[int(rng.integers(len(values)))]}}]
+        body = json.dumps(header).encode()
+        try:
+            request, _ = decode_infer_request("simple", -1, body, None, core.shared_memory)
+            core.infer_sync(request, timeout=30)
+            code = "OK"
+        except TritonRosError as exc:
+            code = exc.code.name
+            assert exc.code is not StatusCode.INTERNAL, (header, exc.message)
+        codes[code] = codes.get(code, 0) + 1
+    assert codes.get("INVALID_ARG", 0) > 300, codes

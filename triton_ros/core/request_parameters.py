@@ -1,0 +1,92 @@
+"""Inference request parameters: Triton's reserved ones typed and checked, the rest passed on.
+
+One set of rules for every frontend (gRPC ``ModelInferRequest.parameters``, HTTP
+``"parameters"``), so that a mistyped parameter is INVALID_ARG with the same message whichever
+way it came, as in tritonserver's ``SetInferenceRequestMetadata``:
+
+- ``priority``: a non-negative integer; ``timeout``: a non-negative integer (microseconds);
+- ``sequence_id`` (integer or string), ``sequence_start``, ``sequence_end`` (booleans): checked,
+  then ignored. tritonserver ignores them on models without ``sequence_batching``, and a model
+  with ``sequence_batching`` never loads in triton_ros (UNSUPPORTED), so every model they can
+  reach is one that ignores them;
+- keys starting with ``triton_`` are reserved, except ``triton_enable_empty_final_response``
+  (a boolean; it only matters to decoupled models, which do not load here, so it is ignored);
+- every other parameter must be a boolean, an integer, a float or a string, and is passed to
+  the model (Python models read them; the response cache key covers them).
+
+A requested output's ``classification`` parameter (Triton's classification extension) must be a
+non-negative integer: :func:`classification_count`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import invalid_arg
+
+SEQUENCE_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
+_MAX_INT64 = 2 ** 63 - 1
+_MAX_UINT64 = 2 ** 64 - 1
+
+
+@dataclass
+class RequestParameters:
+    """What a request's parameters mean to the core."""
+
+    priority: int = 0
+    timeout_us: int = 0
+    user: dict[str, Any] = field(default_factory=dict)   # passed to the model
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def split_request_parameters(params: Mapping[str, Any]) -> RequestParameters:
+    """Check every parameter's type; return priority, timeout and the model's parameters."""
+    out = RequestParameters()
+    for key, value in params.items():
+        if not isinstance(key, str):
+            raise invalid_arg("request parameter names must be strings")
+        if key == "priority":
+            if not _is_int(value) or not 0 <= value <= _MAX_UINT64:
+                raise invalid_arg("invalid value type for 'priority' parameter, expected "
+                                  "int64_param or uint64_param.")
+            out.priority = value
+        elif key == "timeout":
+            if not _is_int(value) or not 0 <= value <= _MAX_INT64:
+                raise invalid_arg("invalid value type for 'timeout' parameter, expected "
+                                  "int64_param.")
+            out.timeout_us = value
+        elif key == "sequence_id":
+            if not (_is_int(value) or isinstance(value, str)):
+                raise invalid_arg("invalid value type for 'sequence_id' parameter, expected "
+                                  "int64_param or string_param.")
+        elif key in ("sequence_start", "sequence_end"):
+            if not isinstance(value, bool):
+                raise invalid_arg(f"invalid value type for '{key}' parameter, expected "
+                                  f"bool_param.")
+        elif key == "triton_enable_empty_final_response":
+            # Sent by perf_analyzer and streaming clients; meaningful for decoupled models only,
+            # which triton_ros does not serve (refused at load): typed, then ignored.
+            if not isinstance(value, bool):
+                raise invalid_arg("invalid value type for 'triton_enable_empty_final_response' "
+                                  "parameter, expected bool_param.")
+        elif key.startswith("triton_"):
+            raise invalid_arg("parameter keys starting with 'triton_' are reserved for Triton "
+                              "usage and should not be specified.")
+        elif isinstance(value, (bool, str, float)) or (_is_int(value)
+                                                       and -_MAX_INT64 - 1 <= value <= _MAX_UINT64):
+            out.user[key] = value
+        else:
+            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', "
+                              f"'bool', 'double' or 'string'.")
+    return out
+
+
+def classification_count(value: Any, output_name: str) -> int:
+    """A requested output's ``classification`` parameter: a non-negative integer."""
+    if not _is_int(value) or not 0 <= value <= _MAX_INT64:
+        raise invalid_arg(f"invalid value type for 'classification' parameter of output "
+                          f"'{output_name}', expected a non-negative int64_param")
+    return value
