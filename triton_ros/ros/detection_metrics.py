@@ -94,8 +94,9 @@ class FrameMatcher:
     ``unanswered``, never as a miss.
     """
 
-    def __init__(self, *, keep: int = 300, min_iou: float = 0.5) -> None:
+    def __init__(self, *, keep: int = 300, min_iou: float = 0.5, on_pair=None) -> None:
         self.score = Score()
+        self._on_pair = on_pair          # called with (truth, detections) of each matched frame
         self.unanswered = 0          # ground truth frames with no detections (dropped by the node)
         self.unknown = 0             # detections with no ground truth (should stay 0)
         self._truths: OrderedDict = OrderedDict()
@@ -121,6 +122,8 @@ class FrameMatcher:
             if partner is not None:
                 truth, det = (partner, msg) if truth_first else (msg, partner)
                 self.score.add(truth, det, min_iou=self._min_iou)
+                if self._on_pair is not None:
+                    self._on_pair(truth, det)
                 return
             mine[key] = msg
             while len(mine) > self._keep:
