@@ -10,7 +10,7 @@
 h=$( (cat "$ROOT/scripts/setup.d/30-ament-index.sh" "$ROOT/setup.py" "$ROOT/setup.cfg"; echo "$ROOT") |
      sha256sum | cut -d' ' -f1)
 if step_needed ament_index "$h" || [ ! -e "$VENV/share/ament_index/resource_index/packages/triton_ros" ]; then
-  echo "setup: registering triton_ros in the ament index of .venv"
+  echo "setup: registering triton_ros in the ament index of ${VENV#"$ROOT"/}"
   share="$VENV/share/triton_ros"
   lib="$VENV/lib/triton_ros"
   rm -rf "$share" "$lib"
