@@ -259,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({spec.width}x{spec.height} {spec.encoding}): recall {score.recall:.3f} "
               f"({score.matched}/{score.truths}), precision {score.precision:.3f} "
               f"({score.matched}/{score.detections}), mean IoU {score.mean_iou:.3f}; "
-              f"{watch.matcher.unanswered} frames dropped by the node"
+              f"{watch.matcher.unmatched_truths()} frames without detections (dropped by the "
+              f"node, counted in its status, or in flight at the end)"
               + (f"  <- {', '.join(verdict)}" if verdict else ""))
         ok = ok and not verdict
     print(f"gRPC requests answered meanwhile: {grpc_counts['ok']} (failed {grpc_counts['failed']}"

@@ -133,6 +133,11 @@ class FrameMatcher:
                 else:
                     self.unknown += 1
 
+    def unmatched_truths(self) -> int:
+        """Ground truth frames without detections so far: forgotten ones and those waiting."""
+        with self._lock:
+            return self.unanswered + len(self._truths)
+
     def snapshot(self) -> Score:
         with self._lock:
             return Score(**vars(self.score))
