@@ -13,7 +13,7 @@ import yaml
 
 from ros_probe import ROOT
 
-SECONDS = 8
+SECONDS = 10
 
 
 def run_demo(*args: str) -> subprocess.CompletedProcess:
