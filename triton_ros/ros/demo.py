@@ -184,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
         node.create_subscription(
             DETECTIONS_TYPE, watch.topic,
             lambda msg, w=watch: (w.on_message(msg, node.get_clock().now().nanoseconds),
-                                  w.matcher.on_detections(msg)), 50)
+                                  w.matcher.on_detections(msg)), 200)
         node.create_subscription(DETECTIONS_TYPE, ground_truth_topic(spec.topic()),
-                                 watch.matcher.on_truth, 50)
+                                 watch.matcher.on_truth, 200)
     status: dict = {}
     node.create_subscription(InferenceStatus, f"{NODE}/status",
                              lambda msg: status.__setitem__("last", msg), 10)
@@ -259,8 +259,10 @@ def main(argv: list[str] | None = None) -> int:
               f"({spec.width}x{spec.height} {spec.encoding}): recall {score.recall:.3f} "
               f"({score.matched}/{score.truths}), precision {score.precision:.3f} "
               f"({score.matched}/{score.detections}), mean IoU {score.mean_iou:.3f}; "
-              f"{watch.matcher.unmatched_truths()} frames without detections (dropped by the "
-              f"node, counted in its status, or in flight at the end)"
+              f"not scored: {watch.matcher.unmatched_truths()} frames without detections "
+              f"(sent before the node bound the topic, dropped by the node as its status counts, "
+              f"or in flight at the end), {watch.matcher.unmatched_detections()} detections "
+              f"without ground truth (sent before this subscription matched)"
               + (f"  <- {', '.join(verdict)}" if verdict else ""))
         ok = ok and not verdict
     print(f"gRPC requests answered meanwhile: {grpc_counts['ok']} (failed {grpc_counts['failed']}"

@@ -138,6 +138,11 @@ class FrameMatcher:
         with self._lock:
             return self.unanswered + len(self._truths)
 
+    def unmatched_detections(self) -> int:
+        """Detections whose ground truth has not arrived (lost or late): not scored."""
+        with self._lock:
+            return self.unknown + len(self._detections)
+
     def snapshot(self) -> Score:
         with self._lock:
             return Score(**vars(self.score))

@@ -178,9 +178,10 @@ class SyntheticCameras:
 
         self.publishers = [node.create_publisher(Image, s.topic(prefix), qos_profile_sensor_data)
                            for s in specs]
-        # Ground truth is small and each message matters to whoever scores the detector: reliable.
+        # Ground truth is small and each message matters to whoever scores the detector:
+        # reliable, with a history deep enough (a few seconds) for a subscriber that lags.
         self.truth_publishers = [node.create_publisher(
-            DETECTIONS_TYPE, ground_truth_topic(s.topic(prefix)), 10) for s in specs]
+            DETECTIONS_TYPE, ground_truth_topic(s.topic(prefix)), 100) for s in specs]
         self.sent = [0] * len(specs)
         self._t0 = time.monotonic()
 
