@@ -148,3 +148,27 @@ def test_tritonclient_requests_with_the_same_images(served, resize):
             assert (np.diff(kept[:, 4]) <= 0).all() and not rows[len(kept):].any()
             assert_boxes_match(letterbox.to_source(kept[:, :4]), kept[:, 5], truth,
                                tolerance(w, h, resize))
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_the_ground_truth_is_where_the_pixels_are(encoding):
+    """Each ground-truth box holds its class's colour in the camera's encoding, edge to edge, and
+    the row and column just outside it do not (so the boxes are exact, x2/y2 exclusive)."""
+    from triton_ros.ros.synthetic_cameras import CLASS_COLOURS, to_encoding
+
+    for i, (w, h) in enumerate(SIZES):
+        pixels, truth = frame(w, h, encoding, seed=i, t=1.9)
+        assert len(truth.classes) == (2 if encoding == "mono8" else 6)
+        for box, cls in zip(truth.boxes.astype(int), truth.classes):
+            x1, y1, x2, y2 = box
+            assert 0 <= x1 < x2 <= w and 0 <= y1 < y2 <= h
+            colour = to_encoding(np.array([[CLASS_COLOURS[CLASS_NAMES[cls]]]], np.uint8),
+                                 encoding).reshape(-1)
+            inside = pixels[y1:y2, x1:x2].reshape(-1, pixels.shape[2])
+            assert (inside == colour).all(), (encoding, CLASS_NAMES[cls])
+            for outside in (pixels[y1:y2, x1 - 1] if x1 > 0 else None,
+                            pixels[y1:y2, x2] if x2 < w else None,
+                            pixels[y1 - 1, x1:x2] if y1 > 0 else None,
+                            pixels[y2, x1:x2] if y2 < h else None):
+                if outside is not None:
+                    assert not (outside == colour).all(axis=-1).all(), (encoding, box)
