@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Ensemble overhead and Python-backend scaling, side by side in one run.
 
-1. ``detector_pipeline`` (ensemble: Python preprocess -> ONNX detector -> Python postprocess)
+1. ``detector_pipeline`` (ensemble: Python preprocess -> ONNX color_detector -> Python
+   postprocess)
    against calling its three steps one after the other, each way
    a. over gRPC with tritonclient (the direct chain makes three round trips and carries the
       intermediate tensors through the client), and
@@ -172,9 +173,9 @@ def grpc_calls(url: str):
     def direct(rng):
         c = client()
         pre = c.infer("detector_preprocess", [tensor("images", image(rng), "UINT8")])
-        det = c.infer("detector", [tensor("images", pre.as_numpy("preprocessed"), "FP32")])
-        c.infer("detector_postprocess", [tensor("boxes", det.as_numpy("boxes"), "FP32"),
-                                         tensor("scores", det.as_numpy("scores"), "FP32")])
+        det = c.infer("color_detector", [tensor("images", pre.as_numpy("preprocessed"), "FP32")])
+        c.infer("detector_postprocess",
+                [tensor("class_detections", det.as_numpy("detections"), "FP32")])
 
     def cpu_bound(model: str):
         n = np.array([LOOP], np.int64)
@@ -198,8 +199,8 @@ def core_calls(core):
 
     def direct(rng):
         pre = run("detector_preprocess", {"images": image(rng)})
-        det = run("detector", {"images": pre["preprocessed"]})
-        run("detector_postprocess", {"boxes": det["boxes"], "scores": det["scores"]})
+        det = run("color_detector", {"images": pre["preprocessed"]})
+        run("detector_postprocess", {"class_detections": det["detections"]})
 
     return ensemble, direct
 

@@ -8,6 +8,18 @@
   prior so that only a few boxes pass a threshold). No NMS inside: the ROS node or the ensemble's
   postprocess step does it. About 0.14 GMAC per image. The weights are random (seeded): the model
   is realistic in shape and cost, not trained.
+- ``color_detector``: a detector that sees what ``synthetic_cameras`` draws, with weights
+  *constructed*, not trained: six classes of solid shapes (``red``, ``green``, ``blue``, ``yellow``
+  by hue; ``black`` and ``white`` by brightness, which also works on mono8 cameras) on a mid-grey
+  background. Input ``images`` FP32 [N,3,256,256] RGB in [0,1] (the ``detector``'s contract);
+  output ``detections`` FP32 [N,6,6]: one row per class, (x1, y1, x2, y2, score, class_id) in
+  input pixels (x2, y2 exclusive: the box covers pixels x1..x2-1). Per class a per-pixel margin is
+  computed by channel arithmetic (e.g. red: R - max(G, B) - 0.35), averaged over 3x3 (an isolated
+  noisy pixel does not pass), thresholded at 0 into a mask; the box is the first and last
+  occupied row and column of the mask (ReduceMax + ArgMax). Its score is the mask's fill of the box
+  times min(1, pixels / 16): a solid object scores 1, an absent class 0 (its row is all zero).
+  At most one object per class per image, which is how the synthetic scenes are drawn; a
+  swapped channel order turns red into blue, so a wrong rgb8/bgr8 conversion cannot pass.
 - ``simple``: Triton's classic two-input example: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 -
   INPUT1, INT32 [N,16].
 - ``simple_string``: Triton's string variant of ``simple``: the same sums and differences of
@@ -34,6 +46,8 @@ IR_VERSION = 8           # loadable by onnxruntime >= 1.10 (JetPack 5 ships 1.1x
 DETECTOR_SIZE = 256
 DETECTOR_STRIDE = 16
 DETECTOR_CLASSES = ["person", "bicycle", "car", "motorcycle", "bus", "truck", "robot", "pallet"]
+COLOR_CLASSES = ["red", "green", "blue", "yellow", "black", "white"]
+COLOR_MIN_PIXELS = 16.0          # an object smaller than this (model pixels) scores below 1
 DETECTOR_CHANNELS = [(3, 16, 2), (16, 32, 2), (32, 64, 2), (64, 64, 1),
                      (64, 128, 2), (128, 128, 1)]
 
@@ -100,6 +114,80 @@ def build_detector(seed: int = 20261129) -> onnx.ModelProto:
     return _finish(graph)
 
 
+def build_color_detector() -> onnx.ModelProto:
+    size, n_cls = DETECTOR_SIZE, len(COLOR_CLASSES)
+    c = lambda name, value, dtype=np.float32: numpy_helper.from_array(  # noqa: E731
+        np.asarray(value, dtype), name)
+    inits = [
+        c("split_rgb", [1, 1, 1], np.int64),
+        # Per-class thresholds on the margins below; black and white are absolute levels.
+        c("thresholds", np.array([0.35, 0.35, 0.35, 0.35, -0.25, 0.80]).reshape(1, n_cls, 1, 1)),
+        c("black_sign", np.array([1, 1, 1, 1, -1, 1]).reshape(1, n_cls, 1, 1)),
+        c("zero", 0.0), c("one", 1.0), c("min_pixels", COLOR_MIN_PIXELS),
+        c("class_ids", np.arange(n_cls).reshape(1, n_cls)),
+        c("hw_axes", [2, 3], np.int64), c("last_axis", [2], np.int64),
+    ]
+    nodes = [
+        helper.make_node("Split", ["images", "split_rgb"], ["r", "g", "b"], axis=1),
+        helper.make_node("Max", ["g", "b"], ["max_gb"]),
+        helper.make_node("Max", ["r", "b"], ["max_rb"]),
+        helper.make_node("Max", ["r", "g"], ["max_rg"]),
+        helper.make_node("Min", ["r", "g"], ["min_rg"]),
+        helper.make_node("Max", ["r", "g", "b"], ["max_rgb"]),
+        helper.make_node("Min", ["r", "g", "b"], ["min_rgb"]),
+        helper.make_node("Sub", ["r", "max_gb"], ["red"]),           # red: R above G and B
+        helper.make_node("Sub", ["g", "max_rb"], ["green"]),
+        helper.make_node("Sub", ["b", "max_rg"], ["blue"]),
+        helper.make_node("Sub", ["min_rg", "b"], ["yellow"]),        # yellow: R and G above B
+        # [N,6,H,W]: "black" holds max(R,G,B), turned into -max(R,G,B) by black_sign, so that
+        # margin = value * sign - threshold is > 0 for max(R,G,B) < 0.25; white: min(R,G,B) > 0.8.
+        helper.make_node("Concat", ["red", "green", "blue", "yellow", "max_rgb", "min_rgb"],
+                         ["values"], axis=1),
+        helper.make_node("Mul", ["values", "black_sign"], ["signed"]),
+        helper.make_node("Sub", ["signed", "thresholds"], ["margin"]),
+        helper.make_node("AveragePool", ["margin"], ["smooth"], kernel_shape=[3, 3],
+                         strides=[1, 1], pads=[1, 1, 1, 1]),
+        helper.make_node("Greater", ["smooth", "zero"], ["mask_bool"]),
+        helper.make_node("Cast", ["mask_bool"], ["mask"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceMax", ["mask"], ["rows"], axes=[3], keepdims=0),   # [N,6,H]
+        helper.make_node("ReduceMax", ["mask"], ["cols"], axes=[2], keepdims=0),   # [N,6,W]
+        helper.make_node("ArgMax", ["rows"], ["y_first"], axis=2, keepdims=0),
+        helper.make_node("ArgMax", ["rows"], ["y_last"], axis=2, keepdims=0, select_last_index=1),
+        helper.make_node("ArgMax", ["cols"], ["x_first"], axis=2, keepdims=0),
+        helper.make_node("ArgMax", ["cols"], ["x_last"], axis=2, keepdims=0, select_last_index=1),
+    ]
+    for name in ("y_first", "y_last", "x_first", "x_last"):
+        nodes.append(helper.make_node("Cast", [name], [name + "_f"], to=TensorProto.FLOAT))
+    nodes += [
+        helper.make_node("Add", ["x_last_f", "one"], ["x_end"]),        # exclusive right edge
+        helper.make_node("Add", ["y_last_f", "one"], ["y_end"]),
+        helper.make_node("ReduceSum", ["mask", "hw_axes"], ["count"], keepdims=0),  # [N,6]
+        helper.make_node("Sub", ["x_end", "x_first_f"], ["box_w"]),
+        helper.make_node("Sub", ["y_end", "y_first_f"], ["box_h"]),
+        helper.make_node("Mul", ["box_w", "box_h"], ["box_area"]),       # >= 1: never divides by 0
+        helper.make_node("Div", ["count", "box_area"], ["fill"]),
+        helper.make_node("Div", ["count", "min_pixels"], ["size_ratio"]),
+        helper.make_node("Min", ["size_ratio", "one"], ["size_score"]),
+        helper.make_node("Mul", ["fill", "size_score"], ["score"]),
+        helper.make_node("Min", ["count", "one"], ["present"]),          # 0 for an absent class
+        helper.make_node("Mul", ["x_first_f", "present"], ["x1"]),
+        helper.make_node("Mul", ["y_first_f", "present"], ["y1"]),
+        helper.make_node("Mul", ["x_end", "present"], ["x2"]),
+        helper.make_node("Mul", ["y_end", "present"], ["y2"]),
+        helper.make_node("Mul", ["present", "class_ids"], ["class_id"]),
+    ]
+    columns = ["x1", "y1", "x2", "y2", "score", "class_id"]
+    for name in columns:
+        nodes.append(helper.make_node("Unsqueeze", [name, "last_axis"], [name + "_col"]))
+    nodes.append(helper.make_node("Concat", [n + "_col" for n in columns], ["detections"], axis=2))
+    graph = helper.make_graph(
+        nodes, "color_detector",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, size, size])],
+        [helper.make_tensor_value_info("detections", TensorProto.FLOAT, ["N", n_cls, 6])],
+        initializer=inits)
+    return _finish(graph)
+
+
 def build_simple() -> onnx.ModelProto:
     graph = helper.make_graph(
         [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
@@ -139,6 +227,7 @@ def _finish(graph) -> onnx.ModelProto:
 
 MODELS = {
     REPO / "detector" / "1" / "model.onnx": build_detector,
+    REPO / "color_detector" / "1" / "model.onnx": build_color_detector,
     REPO / "simple" / "1" / "model.onnx": build_simple,
     REPO / "simple_string" / "1" / "model.onnx": build_simple_string,
 }
@@ -170,10 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         onnx.save(model, str(path))
         print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
     if not args.check:
-        # The detector's class names, and the same for the detections of detector_pipeline.
-        for model in ("detector", "detector_pipeline"):
-            (REPO / model / "labels.txt").write_text("\n".join(DETECTOR_CLASSES) + "\n",
-                                                     encoding="utf-8")
+        # The class names of detector, and of color_detector (and detector_pipeline, built on it).
+        for model, classes in (("detector", DETECTOR_CLASSES), ("color_detector", COLOR_CLASSES),
+                               ("detector_pipeline", COLOR_CLASSES)):
+            (REPO / model / "labels.txt").write_text("\n".join(classes) + "\n", encoding="utf-8")
     return status
 
 

@@ -4,22 +4,56 @@
 # Idempotent: each step records a stamp of its inputs and is skipped when they have not changed,
 # so a second run takes about a second. Everything comes from PyPI (and Debian apt for the
 # optional perf_analyzer library); nothing else is reached.
+#
+# CPython 3.10, 3.11 or 3.12 (the ROS 2 PyPI wheels exist for each; Jetsons with JetPack 6 run
+# 3.10, Ubuntu 24.04 runs 3.12). Environment:
+#   TRITON_ROS_PYTHON=3.10 | /path/to/python   the interpreter (default: python3, else the
+#                                              first of python3.11, python3.12, python3.10)
+#   TRITON_ROS_VENV=/path                      the virtual environment (default: <repo>/.venv)
+# A version number is looked up on PATH and in pyenv's versions (~/.pyenv/versions/X.Y.*).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-VENV="$ROOT/.venv"
+VENV="${TRITON_ROS_VENV:-$ROOT/.venv}"
 STAMPS="$VENV/.stamps"
 
+supported() {  # supported PYTHON: CPython 3.10-3.12?
+  "$1" -c 'import sys, platform
+sys.exit(0 if platform.python_implementation() == "CPython" and (3, 10) <= sys.version_info[:2] <= (3, 12) else 1)' \
+    >/dev/null 2>&1
+}
+
+candidates_for() {  # candidates_for X.Y: interpreters that may be CPython X.Y
+  echo "python$1"
+  local root="${PYENV_ROOT:-$HOME/.pyenv}"
+  ls -d "$root"/versions/"$1".*/bin/"python$1" 2>/dev/null | sort -rV || true
+  echo "/usr/bin/python$1"
+}
+
 find_python() {
-  # The ROS 2 wheels are built for CPython 3.11.
-  for py in "${TRITON_ROS_PYTHON:-}" python3.11 python3; do
-    [ -n "$py" ] || continue
-    if command -v "$py" >/dev/null 2>&1 && \
-       "$py" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' 2>/dev/null; then
-      echo "$py"; return 0
+  local want="${TRITON_ROS_PYTHON:-}" candidates=()
+  if [ -n "$want" ]; then
+    if [[ "$want" =~ ^3\.[0-9]+$ ]]; then
+      mapfile -t candidates < <(candidates_for "$want")
+    else
+      candidates=("$want")
+    fi
+  else
+    candidates=(python3)
+    for v in 3.11 3.12 3.10; do mapfile -t -O "${#candidates[@]}" candidates < <(candidates_for "$v"); done
+  fi
+  for py in "${candidates[@]}"; do
+    if command -v "$py" >/dev/null 2>&1 && supported "$py"; then
+      if [ -n "$want" ] && [[ "$want" =~ ^3\.[0-9]+$ ]] && \
+         [ "$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')" != "$want" ]; then
+        continue
+      fi
+      command -v "$py"; return 0
     fi
   done
-  echo "setup: CPython 3.11 is required (the ROS 2 PyPI wheels are built for it)" >&2
+  echo "setup: no CPython ${want:-3.10-3.12} found (tried: ${candidates[*]}); the ROS 2 PyPI" \
+       "wheels exist for CPython 3.10, 3.11 and 3.12: install one (e.g. apt-get install" \
+       "python3-venv) or set TRITON_ROS_PYTHON to its path" >&2
   return 1
 }
 
@@ -30,9 +64,14 @@ step_needed() {  # step_needed NAME HASH
 }
 step_done() { mkdir -p "$STAMPS"; echo "$2" > "$STAMPS/$1"; }
 
+if [ -x "$VENV/bin/python" ] && ! supported "$VENV/bin/python"; then
+  echo "setup: $VENV has $("$VENV/bin/python" --version 2>&1), not CPython 3.10-3.12: remove it" \
+       "(rm -rf $VENV) and run again" >&2
+  exit 1
+fi
 if [ ! -x "$VENV/bin/python" ]; then
   PY="$(find_python)"
-  echo "setup: creating $VENV with $PY"
+  echo "setup: creating $VENV with $PY ($("$PY" --version 2>&1))"
   "$PY" -m venv "$VENV"
 fi
 

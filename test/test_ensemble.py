@@ -1,5 +1,6 @@
 """Ensembles served by a real ``triton-ros-server``, checked with tritonclient over 127.0.0.1:
-the bundled detector_pipeline against its steps run by hand (ONNX Runtime + numpy), error
+the bundled detector_pipeline against its steps run by hand (ONNX Runtime + numpy) and against
+the ground truth of synthetic frames, error
 propagation, DAGs with outputs from different steps, nested ensembles, load-time validation,
 statistics and explicit-mode loading."""
 from __future__ import annotations
@@ -16,8 +17,7 @@ from tritonclient.utils import InferenceServerException
 from server_process import MODEL_REPOSITORY, ROOT, ServerProcess
 
 ENSEMBLE_MODELS = ROOT / "test" / "ensemble_models"
-SCORE_THRESHOLD = 0.018      # model_repository/detector_postprocess/config.pbtxt
-IOU_THRESHOLD = 0.45
+SCORE_THRESHOLD = 0.5        # model_repository/detector_postprocess/config.pbtxt
 MAX_DETECTIONS = 100
 SIZE = 256
 
@@ -39,60 +39,42 @@ def server(tmp_path_factory):
 def detector_session():
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    return ort.InferenceSession(str(MODEL_REPOSITORY / "detector" / "1" / "model.onnx"), options,
-                                providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(str(MODEL_REPOSITORY / "color_detector" / "1" / "model.onnx"),
+                                options, providers=["CPUExecutionProvider"])
 
 
 # ------------------------------------------------------------------------------------------
 # The pipeline's steps by hand
 # ------------------------------------------------------------------------------------------
 
-def _iou(a: np.ndarray, b: np.ndarray) -> float:
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    inter = max(w, 0.0) * max(h, 0.0)
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
-
-
-def reference_detections(boxes: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Threshold, clip, class-wise greedy NMS, best first: written plainly, one loop."""
-    threshold = np.float32(SCORE_THRESHOLD)
-    candidates = [(float(scores[i, c]), c, i) for i in range(scores.shape[0])
-                  for c in range(scores.shape[1]) if scores[i, c] >= threshold]
-    candidates.sort(key=lambda t: (-t[0], t[1], t[2]))
-    kept: list[tuple[float, int, np.ndarray]] = []
-    for score, cls, i in candidates:
-        box = np.clip(boxes[i], np.float32(0), np.float32(SIZE))
-        if any(k_cls == cls and _iou(box, k_box) > IOU_THRESHOLD for _, k_cls, k_box in kept):
-            continue
-        kept.append((score, cls, box))
-        if len(kept) == MAX_DETECTIONS:
-            break
+def reference_detections(rows: np.ndarray) -> np.ndarray:
+    """Threshold, clip, best first: written plainly, one loop."""
+    kept = sorted((tuple(float(v) for v in row) for row in rows
+                   if row[4] >= np.float32(SCORE_THRESHOLD)), key=lambda r: (-r[4], r[5]))
     out = np.zeros((MAX_DETECTIONS, 6), np.float32)
-    for row, (score, cls, box) in enumerate(kept):
-        out[row, :4] = box
-        out[row, 4] = score
-        out[row, 5] = cls
+    for i, (x1, y1, x2, y2, score, cls) in enumerate(kept[:MAX_DETECTIONS]):
+        out[i] = (min(max(x1, 0), SIZE), min(max(y1, 0), SIZE), min(max(x2, 0), SIZE),
+                  min(max(y2, 0), SIZE), score, cls)
     return out
 
 
 def pipeline_by_hand(session, images: np.ndarray) -> np.ndarray:
     chw = images.transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255.0)
-    boxes, scores = session.run(["boxes", "scores"], {"images": chw})
-    return np.stack([reference_detections(b, s) for b, s in zip(boxes, scores)])
+    (rows,) = session.run(["detections"], {"images": chw})
+    return np.stack([reference_detections(r) for r in rows])
+
+
+def _scenes(seed: int, n: int) -> tuple[np.ndarray, list]:
+    """256x256 rgb8 frames of the synthetic cameras, and their ground truth."""
+    from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
+
+    scene = SyntheticScene(parse_camera("robot/camera:256x256:rgb8"), seed=seed)
+    frames = [scene.render(0.37 * k) for k in range(n)]
+    return np.stack([f for f, _ in frames]), [t for _, t in frames]
 
 
 def _images(seed: int, n: int) -> np.ndarray:
-    """Camera-like test images: flat regions, blocks and noise (so some boxes pass, not all)."""
-    rng = np.random.default_rng(seed)
-    images = np.empty((n, SIZE, SIZE, 3), np.uint8)
-    for k in range(n):
-        blocks = rng.integers(0, 256, (16, 16, 3), dtype=np.uint8)
-        images[k] = blocks.repeat(16, axis=0).repeat(16, axis=1)
-        if k % 2:
-            images[k] = rng.integers(0, 256, (SIZE, SIZE, 3), dtype=np.uint8)
-    return images
+    return _scenes(seed, n)[0]
 
 
 def _infer_pipeline(client, images: np.ndarray) -> np.ndarray:
@@ -124,15 +106,20 @@ def test_pipeline_metadata_is_the_ros_contract(server):
 
 def test_pipeline_equals_the_steps_run_by_hand(server, detector_session):
     client = server.client()
-    images = _images(seed=7, n=3)
+    images, truths = _scenes(seed=7, n=3)
     got = _infer_pipeline(client, images)
     expected = pipeline_by_hand(detector_session, images)
     assert got.shape == (3, MAX_DETECTIONS, 6) and got.dtype == np.float32
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
-    kept = (expected[:, :, 4] > 0).sum(axis=1)
-    assert (kept > 0).all() and (kept < MAX_DETECTIONS).any(), kept  # a meaningful case
-    # A flat image has no box above the threshold: every row is zero.
-    empty = _infer_pipeline(client, np.zeros((1, SIZE, SIZE, 3), np.uint8))
+    # And the boxes are the objects drawn: every class once, its box within a pixel.
+    for detections, truth in zip(got, truths):
+        found = detections[detections[:, 4] > 0]
+        assert sorted(found[:, 5].astype(int)) == sorted(truth.classes.tolist())
+        assert (found[:, 4] > 0.9).all() and (np.diff(found[:, 4]) <= 0).all()
+        for box, cls in zip(truth.boxes, truth.classes):
+            np.testing.assert_allclose(found[found[:, 5] == cls][0, :4], box, atol=1.0)
+    # A flat mid-grey image has no object: every row is zero.
+    empty = _infer_pipeline(client, np.full((1, SIZE, SIZE, 3), 128, np.uint8))
     assert not empty.any()
 
 
@@ -152,7 +139,8 @@ def test_pipeline_with_concurrent_clients(server, detector_session):
         sent = sum(f.result(timeout=240) for f in [pool.submit(worker, s) for s in range(4)])
     after = {s.name: s for s in client.get_inference_statistics().model_stats}
     # Statistics for the ensemble and for each of its steps.
-    for name in ("detector_pipeline", "detector_preprocess", "detector", "detector_postprocess"):
+    for name in ("detector_pipeline", "detector_preprocess", "color_detector",
+                 "detector_postprocess"):
         assert after[name].inference_stats.success.count - before[name] == sent, name
     ensemble = after["detector_pipeline"]
     assert ensemble.execution_count >= sent
@@ -221,11 +209,12 @@ def test_explicit_load_of_an_ensemble_loads_its_composing_models(start_server):
     server = start_server("--model-repository", str(MODEL_REPOSITORY),
                           "--model-control-mode", "explicit")
     client = server.client()
-    assert not client.is_model_ready("detector")
+    assert not client.is_model_ready("color_detector")
     client.load_model("detector_pipeline")
-    for name in ("detector_pipeline", "detector_preprocess", "detector", "detector_postprocess"):
+    for name in ("detector_pipeline", "detector_preprocess", "color_detector",
+                 "detector_postprocess"):
         assert client.is_model_ready(name), name
-    assert not client.is_model_ready("simple")
+    assert not client.is_model_ready("simple") and not client.is_model_ready("detector")
     detections = _infer_pipeline(client, _images(seed=3, n=1))
     assert detections.shape == (1, MAX_DETECTIONS, 6)
     client.unload_model("detector_pipeline", unload_dependents=True)

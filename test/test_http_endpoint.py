@@ -147,7 +147,7 @@ def test_statistics_routes(bundled_server):
         assert set(after["inference_stats"][key]) == {"count", "ns"}
     assert after["batch_stats"][0]["batch_size"] == 1
     every = c.get_inference_statistics()["model_stats"]
-    assert {s["name"] for s in every} == {"simple", "simple_string", "detector",
+    assert {s["name"] for s in every} == {"simple", "simple_string", "detector", "color_detector",
                                           "detector_pipeline", "detector_preprocess",
                                           "detector_postprocess"}
     # the gRPC endpoint reports the same numbers

@@ -8,7 +8,7 @@ IFACE_BUILD="$VENV/build/triton_ros_interfaces"
 h=$( (cd "$ROOT" && find triton_ros_interfaces -type f | LC_ALL=C sort | xargs cat;
       cat requirements-interfaces.txt scripts/setup.d/10-interfaces.sh) | sha256sum | cut -d' ' -f1)
 if step_needed interfaces "$h"; then
-  echo "setup: building triton_ros_interfaces into .venv (about a minute)"
+  echo "setup: building triton_ros_interfaces into ${VENV#"$ROOT"/} (about a minute)"
   if ! command -v c++ >/dev/null 2>&1; then
     echo "setup: a C++ compiler is needed to build triton_ros_interfaces (apt-get install g++)" >&2
     exit 1

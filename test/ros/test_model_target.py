@@ -14,17 +14,18 @@ from triton_ros.ros.model_target import LocalModelTarget, ModelSpec, ModelTarget
 
 BUNDLED = ROOT / "model_repository"
 DETECTOR_LABELS = tuple((BUNDLED / "detector" / "labels.txt").read_text().splitlines())
+PIPELINE_LABELS = tuple((BUNDLED / "detector_pipeline" / "labels.txt").read_text().splitlines())
 
 
 @pytest.fixture(scope="module")
 def core(tmp_path_factory):
     repo = tmp_path_factory.mktemp("target_models")
-    for name in ("detector", "detector_pipeline", "detector_preprocess", "detector_postprocess",
-                 "simple"):
+    for name in ("detector", "color_detector", "detector_pipeline", "detector_preprocess",
+                 "detector_postprocess", "simple"):
         shutil.copytree(BUNDLED / name, repo / name)
     server = InferenceServer(ServerOptions(model_repositories=(str(repo),),
                                            model_control_mode="explicit",
-                                           startup_models=("detector_pipeline", "simple")))
+                                           startup_models=("detector_pipeline", "detector", "simple")))
     server.start()
     yield server
     server.stop()
@@ -53,7 +54,7 @@ def test_every_model_kind_is_described_alike(core):
     assert spec.input("images").datatype == "UINT8" and spec.input("images").format == "FORMAT_NHWC"
     assert spec.output("detections").dims == (100, 6)
     # an ensemble's own label_filename, read in the same one place as a plain model's
-    assert spec.labels_of("detections") == DETECTOR_LABELS
+    assert spec.labels_of("detections") == PIPELINE_LABELS != DETECTOR_LABELS
     # the same object while the same version serves: the binding re-plans only on a change
     assert ensemble.describe() is spec
 

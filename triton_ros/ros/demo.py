@@ -3,18 +3,23 @@
 ``python -m triton_ros.ros.demo [--seconds 20] [--rate 30] [--params-file FILE]``
 
 1. starts ``inference_node`` with config/inference.yaml (every ``/robot*/camera*/image_raw`` topic
-   -> the bundled ``detector``), its gRPC endpoint on a free port;
+   -> the bundled ``color_detector``, which sees what the synthetic cameras draw), its gRPC
+   endpoint on a free port;
 2. starts robot1's synthetic cameras, then robot2's a few seconds later, as separate processes
    (four cameras at ``--rate`` Hz, four resolutions and encodings): the node finds robot2 through
    its topic pattern while running;
 3. sends gRPC requests to the same detector meanwhile (tritonclient), which share its batcher
-   with the camera frames;
+   with the camera frames: synthetic frames whose boxes are checked against their ground truth;
 4. prints live, every ``--interval`` seconds, the model's and the binding's status (~/status)
-   and each camera's detections (rate, end-to-end latency, best boxes);
-5. at the end prints the per-model statistics (~/get_model_statistics), stops the cameras and the
-   node with SIGINT and checks that everything exited 0.
+   and each camera's detections (rate, end-to-end latency, best boxes) with their recall,
+   precision and mean IoU against the ground truth the cameras publish next to each image
+   (``.../ground_truth``, matched by header stamp and frame_id; see ``detection_metrics``);
+5. at the end prints the per-model statistics (~/get_model_statistics) and the per-camera
+   scores, stops the cameras and the node with SIGINT and checks that everything exited 0.
 
-Exits 0 when every camera's detections arrived and every process exited cleanly.
+Exits 0 when every camera's detections arrived with recall >= ``--min-recall`` (0.95) and mean
+IoU >= ``--min-iou`` (0.8) against the ground truth, every gRPC answer found the objects of its
+frame, and every process exited cleanly; 1 otherwise, saying which.
 """
 from __future__ import annotations
 
@@ -33,13 +38,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .detection_metrics import FrameMatcher, match
 from .package_files import package_file
 from .ros_process import init_ros, strip_ros_args
-from .synthetic_cameras import DEFAULT_CAMERAS, CameraSpec, parse_camera
+from .synthetic_cameras import (CLASS_NAMES, DEFAULT_CAMERAS, CameraSpec, SyntheticScene,
+                                ground_truth_topic, parse_camera)
 
 ROBOT1 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot1/"))
 ROBOT2 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot2/"))
 NODE = "/inference_node"
+GRPC_MODEL = "color_detector"          # the model config/inference.yaml binds the cameras to
 
 
 def free_port() -> int:
@@ -58,6 +66,7 @@ class CameraWatch:
         self.latency_ms: collections.deque[float] = collections.deque(maxlen=300)
         self.last = None
         self.lock = threading.Lock()
+        self.matcher = FrameMatcher()
 
     def on_message(self, msg, now_ns: int) -> None:
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
@@ -73,7 +82,9 @@ class CameraWatch:
             self.window = 0
             lat = np.median(self.latency_ms) if self.latency_ms else float("nan")
             last = self.last
-        text = f"  {self.topic:36s} {rate:5.1f} Hz  e2e p50 {lat:6.1f} ms"
+        score = self.matcher.snapshot()
+        text = (f"  {self.topic:36s} {rate:5.1f} Hz  e2e p50 {lat:6.1f} ms  recall "
+                f"{score.recall:5.3f} precision {score.precision:5.3f} IoU {score.mean_iou:5.3f}")
         if last is None:
             return text + "  (no detections yet)"
         best = sorted(last.detections, key=lambda d: -d.results[0].hypothesis.score)[:2]
@@ -101,19 +112,32 @@ def _stop(proc: subprocess.Popen, timeout: float = 60.0) -> int:
 
 
 def _grpc_load(url: str, stop: threading.Event, counts: dict) -> None:
-    """Batch-1 requests at about 10 Hz from a gRPC client, into the same detector."""
+    """Batch-1 requests at about 10 Hz from a gRPC client, into the same detector: synthetic
+    256x256 frames, each answer checked against the frame's ground truth."""
     import tritonclient.grpc as grpcclient
 
     client = grpcclient.InferenceServerClient(url)
-    image = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
-    x = grpcclient.InferInput("images", list(image.shape), "FP32")
-    x.set_data_from_numpy(image)
+    scene = SyntheticScene(parse_camera("grpc/client:256x256:rgb8"), seed=99)
+    t = 0.0
     while not stop.wait(0.1):
+        t += 0.1
+        frame, truth = scene.render(t)
+        image = (frame.transpose(2, 0, 1)[None] / np.float32(255.0)).astype(np.float32)
+        x = grpcclient.InferInput("images", list(image.shape), "FP32")
+        x.set_data_from_numpy(image)
         try:
-            client.infer("detector", [x])
-            counts["ok"] += 1
-        except Exception:
+            rows = client.infer(GRPC_MODEL, [x]).as_numpy("detections")[0]
+        except Exception as exc:
             counts["failed"] += 1
+            counts["last_error"] = str(exc)
+            continue
+        counts["ok"] += 1
+        rows = rows[rows[:, 4] > 0.5]
+        names = [CLASS_NAMES[int(c)] for c in truth.classes]
+        found = match(truth.boxes, names, rows[:, :4], [CLASS_NAMES[int(c)] for c in rows[:, 5]],
+                      min_iou=0.8)
+        if len(found) == len(names) and len(rows) == len(names):
+            counts["correct"] += 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between reports")
     parser.add_argument("--params-file", default=str(package_file("config", "inference.yaml")),
                         help="the node's parameters")
+    parser.add_argument("--min-recall", type=float, default=0.95,
+                        help="fail when a camera's recall against the ground truth is lower")
+    parser.add_argument("--min-iou", type=float, default=0.8,
+                        help="fail when a camera's mean IoU of matched boxes is lower")
     args = parser.parse_args(strip_ros_args(argv)[1:])
 
     if not os.environ.get("ROS_DOMAIN_ID"):
@@ -141,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     py = sys.executable
     print(f"triton_ros ROS demo: {args.seconds:g} s, 2 robots x 2 cameras at {args.rate:g} Hz "
-          f"-> inference_node (detector); ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} (to watch: "
+          f"-> inference_node ({GRPC_MODEL}); ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} (to watch: "
           f"ros2 topic echo /robot1/camera_front/detections); logs in {logs}", flush=True)
     node_proc = _start([py, "-m", "triton_ros.ros.inference_node", "--ros-args", "--params-file",
                         args.params_file, "-p", f"grpc.port:={port}", "-p", "http.port:=0",
@@ -151,10 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     node = Node("triton_ros_demo")
     specs: list[CameraSpec] = [parse_camera(c) for c in ROBOT1 + ROBOT2]
     watches = {s.topic(): CameraWatch(s.topic().rsplit("/", 1)[0] + "/detections") for s in specs}
-    for watch in watches.values():
+    for spec in specs:
+        watch = watches[spec.topic()]
         node.create_subscription(
             DETECTIONS_TYPE, watch.topic,
-            lambda msg, w=watch: w.on_message(msg, node.get_clock().now().nanoseconds), 10)
+            lambda msg, w=watch: (w.on_message(msg, node.get_clock().now().nanoseconds),
+                                  w.matcher.on_detections(msg)), 200)
+        node.create_subscription(DETECTIONS_TYPE, ground_truth_topic(spec.topic()),
+                                 watch.matcher.on_truth, 200)
     status: dict = {}
     node.create_subscription(InferenceStatus, f"{NODE}/status",
                              lambda msg: status.__setitem__("last", msg), 10)
@@ -164,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     spinner = threading.Thread(target=executor.spin, name="demo_executor")
     spinner.start()
     grpc_stop = threading.Event()
-    grpc_counts = {"ok": 0, "failed": 0}
+    grpc_counts = {"ok": 0, "failed": 0, "correct": 0, "last_error": ""}
     grpc_thread = None
     ok = True
     try:
@@ -209,13 +241,37 @@ def main(argv: list[str] | None = None) -> int:
         node.destroy_node()
         rclpy.try_shutdown()
 
-    print("\ndetections received per camera:")
+    print(f"\ndetections per camera against the ground truth (matched by stamp and frame_id; a "
+          f"detection counts when its class is right and IoU >= 0.5; the demo fails below recall "
+          f"{args.min_recall:g} or mean IoU {args.min_iou:g}):")
     for spec in specs:
         watch = watches[spec.topic()]
-        print(f"  {watch.topic:36s} {watch.count:5d} messages "
-              f"({spec.width}x{spec.height} {spec.encoding})")
-        ok = ok and watch.count > 0
-    print(f"gRPC requests answered meanwhile: {grpc_counts['ok']} (failed {grpc_counts['failed']})")
+        score = watch.matcher.snapshot()
+        verdict = []
+        if watch.count == 0 or score.frames == 0:
+            verdict.append("NO FRAMES SCORED")
+        else:
+            if not score.recall >= args.min_recall:
+                verdict.append(f"RECALL BELOW {args.min_recall:g}")
+            if not score.mean_iou >= args.min_iou:
+                verdict.append(f"MEAN IoU BELOW {args.min_iou:g}")
+        print(f"  {watch.topic:36s} {watch.count:5d} messages, {score.frames:5d} frames scored "
+              f"({spec.width}x{spec.height} {spec.encoding}): recall {score.recall:.3f} "
+              f"({score.matched}/{score.truths}), precision {score.precision:.3f} "
+              f"({score.matched}/{score.detections}), mean IoU {score.mean_iou:.3f}; "
+              f"not scored: {watch.matcher.unmatched_truths()} frames without detections "
+              f"(sent before the node bound the topic, dropped by the node as its status counts, "
+              f"or in flight at the end), {watch.matcher.unmatched_detections()} detections "
+              f"without ground truth (sent before this subscription matched)"
+              + (f"  <- {', '.join(verdict)}" if verdict else ""))
+        ok = ok and not verdict
+    print(f"gRPC requests answered meanwhile: {grpc_counts['ok']} (failed {grpc_counts['failed']}"
+          f"{': ' + grpc_counts['last_error'] if grpc_counts['failed'] else ''}), "
+          f"{grpc_counts['correct']} with every object found at IoU >= 0.8")
+    if grpc_counts["ok"] == 0 or grpc_counts["correct"] != grpc_counts["ok"] \
+            or grpc_counts["failed"]:
+        print("  <- the gRPC client's answers were not all right")
+        ok = False
     print(f"cameras exited with {camera_rcs}, inference_node exited with {node_rc}")
     ok = ok and node_rc == 0 and all(rc == 0 for rc in camera_rcs)
     if node_rc != 0:

@@ -3,8 +3,13 @@
 ``python -m triton_ros.ros.synthetic_cameras [--camera ROBOT/CAMERA:WxH[:ENCODING]]... [--rate HZ]``
 
 Each camera publishes ``<prefix>/<robot>/<camera>/image_raw`` with the sensor_data QoS and
-frame_id ``<robot>/<camera>_optical_frame``: a gradient background with a few coloured boxes
-moving across it. All cameras of the process are triggered together at ``--rate`` (like a
+frame_id ``<robot>/<camera>_optical_frame``: a noisy mid-grey background with solid rectangles of
+the bundled ``color_detector``'s classes (red, green, blue, yellow, black, white; mono8 cameras
+only black and white) bouncing inside cells of their own, so that none hides another. Next to
+each image topic, ``<prefix>/<robot>/<camera>/ground_truth`` carries each frame's objects with
+the image's header: boxes in the camera's own pixels (x2, y2 exclusive), ``class_id`` the class
+name, score 1, as the message type the node publishes detections with
+(``vision_msgs/Detection2DArray`` where importable, else ``triton_ros_interfaces/Detections``). All cameras of the process are triggered together at ``--rate`` (like a
 hardware-synchronized rig) and stamped with the capture time. Without ``--camera`` it runs two
 robots with two cameras each, all of different resolutions and encodings. SIGINT or SIGTERM (or
 ``--seconds``) stops it; it prints how many frames each camera sent and exits 0.
@@ -64,34 +69,98 @@ def parse_camera(text: str) -> CameraSpec:
     return CameraSpec(robot, camera, width, height, encoding)
 
 
+# What the scenes draw: solid rectangles of the classes of the bundled ``color_detector``
+# (model_repository/color_detector/labels.txt), one per class at most, in RGB. Colour cameras
+# draw all six; mono8 cameras only the two told apart by brightness (hues vanish in grey).
+CLASS_COLOURS = {
+    "red": (220, 30, 30), "green": (30, 190, 40), "blue": (30, 60, 220),
+    "yellow": (230, 210, 20), "black": (15, 15, 15), "white": (245, 245, 245),
+}
+CLASS_NAMES = tuple(CLASS_COLOURS)
+MONO_CLASSES = ("black", "white")
+_LUMA = np.array([0.299, 0.587, 0.114], np.float32)   # ITU-R BT.601, as the node's preprocess
+
+
+@dataclass(frozen=True)
+class GroundTruth:
+    """The objects of one frame: boxes [M, 4] (x1, y1, x2, y2; x2, y2 exclusive) in the camera's
+    own pixels and their class indices [M] into :data:`CLASS_NAMES`."""
+
+    boxes: np.ndarray
+    classes: np.ndarray
+
+
+def to_encoding(rgb: np.ndarray, encoding: str) -> np.ndarray:
+    """An RGB uint8 [H, W, 3] image as the bytes of ``encoding`` ([H, W] or [H, W, C])."""
+    if encoding in ("mono8", "8UC1"):
+        return np.rint(rgb.astype(np.float32) @ _LUMA).clip(0, 255).astype(np.uint8)
+    order = {"rgb8": [0, 1, 2], "bgr8": [2, 1, 0], "rgba8": [0, 1, 2], "bgra8": [2, 1, 0]}
+    out = rgb[:, :, order[encoding]]
+    if encoding in ("rgba8", "bgra8"):
+        out = np.concatenate([out, np.full(rgb.shape[:2] + (1,), 255, np.uint8)], axis=2)
+    return np.ascontiguousarray(out)
+
+
 class SyntheticScene:
-    """Frames of one camera: a fixed background and boxes moving at constant speeds."""
+    """Frames of one camera and their ground truth: a noisy mid-grey background and solid
+    rectangles of distinct classes, each bouncing inside a cell of its own (so none occludes
+    another and each box is exact)."""
 
     def __init__(self, spec: CameraSpec, seed: int) -> None:
         rng = np.random.default_rng(seed)
         h, w = spec.height, spec.width
-        channels = ENCODINGS[spec.encoding][0]
-        ys = np.linspace(40, 200, h, dtype=np.float32)[:, None, None]
-        xs = np.linspace(0, 80, w, dtype=np.float32)[None, :, None]
-        tint = rng.uniform(0.6, 1.0, size=(1, 1, channels)).astype(np.float32)
-        self.background = ((ys + xs) * tint).clip(0, 255).astype(np.uint8)
-        self.boxes = []
-        for _ in range(3):
-            bw, bh = int(rng.uniform(0.1, 0.3) * w), int(rng.uniform(0.15, 0.4) * h)
-            colour = rng.integers(0, 256, size=channels, dtype=np.uint8)
-            speed = rng.uniform(-0.3, 0.3, size=2) * np.array([w, h])
-            start = rng.uniform(0, 1, size=2) * np.array([w - bw, h - bh])
-            self.boxes.append((bw, bh, colour, speed, start))
+        self.encoding = spec.encoding
+        mono = spec.encoding in ("mono8", "8UC1")
+        names = MONO_CLASSES if mono else CLASS_NAMES
+        ys = np.linspace(100, 150, h, dtype=np.float32)[:, None, None]
+        xs = np.linspace(0, 20, w, dtype=np.float32)[None, :, None]
+        noise = rng.normal(0.0, 4.0, size=(h, w, 3)).astype(np.float32)
+        self.background = (ys + xs + noise).clip(0, 255).astype(np.uint8)
+        cols = 2 if mono else 3
+        rows = 1 if mono else 2
+        cell_w, cell_h = w // cols, h // rows
+        self.objects = []
+        order = rng.permutation(len(names))
+        for k, i in enumerate(order):
+            cx, cy = (k % cols) * cell_w, (k // cols) * cell_h
+            bw = max(4, int(rng.uniform(0.35, 0.65) * cell_w))
+            bh = max(4, int(rng.uniform(0.35, 0.65) * cell_h))
+            speed = rng.uniform(-0.25, 0.25, size=2) * np.array([cell_w, cell_h])
+            start = rng.uniform(0, 1, size=2) * np.array([cell_w - bw, cell_h - bh])
+            self.objects.append((CLASS_NAMES.index(names[i]), np.array([cx, cy]), bw, bh,
+                                 np.array(CLASS_COLOURS[names[i]], np.uint8), speed, start,
+                                 np.array([cell_w - bw, cell_h - bh], np.float64)))
         self.width, self.height = w, h
 
-    def frame(self, t: float) -> np.ndarray:
+    def render(self, t: float) -> tuple[np.ndarray, GroundTruth]:
+        """The frame at time ``t`` (seconds) in the camera's encoding, and its ground truth."""
         img = self.background.copy()
-        for bw, bh, colour, speed, start in self.boxes:
-            span = np.array([self.width - bw, self.height - bh], np.float64)
-            pos = np.abs(((start + speed * t) % (2 * span)) - span)   # bounces off the borders
-            x, y = int(pos[0]), int(pos[1])
+        boxes, classes = [], []
+        for class_id, origin, bw, bh, colour, speed, start, span in self.objects:
+            pos = np.abs(((start + speed * t) % (2 * span)) - span) if span.all() else start
+            x, y = int(origin[0] + pos[0]), int(origin[1] + pos[1])
             img[y:y + bh, x:x + bw] = colour
-        return img
+            boxes.append((x, y, x + bw, y + bh))
+            classes.append(class_id)
+        return to_encoding(img, self.encoding), GroundTruth(np.array(boxes, np.float32),
+                                                            np.array(classes, np.int64))
+
+    def frame(self, t: float) -> np.ndarray:
+        return self.render(t)[0]
+
+
+def ground_truth_topic(image_topic: str) -> str:
+    """The ground truth topic next to an image topic: .../image_raw -> .../ground_truth."""
+    return image_topic.rsplit("/", 1)[0] + "/ground_truth"
+
+
+def ground_truth_message(header, truth: GroundTruth):
+    """The ground truth as the message type the node publishes detections with (score 1)."""
+    from .detection_decoder import DetectionResult
+    from .output_messages import detections
+
+    return detections(header, DetectionResult(truth.boxes, np.ones(len(truth.classes), np.float32),
+                                               truth.classes), list(CLASS_NAMES))
 
 
 class SyntheticCameras:
@@ -105,8 +174,14 @@ class SyntheticCameras:
         self._image_type = Image
         self.specs = specs
         self.scenes = [SyntheticScene(s, seed=i) for i, s in enumerate(specs)]
+        from .output_messages import DETECTIONS_TYPE
+
         self.publishers = [node.create_publisher(Image, s.topic(prefix), qos_profile_sensor_data)
                            for s in specs]
+        # Ground truth is small and each message matters to whoever scores the detector:
+        # reliable, with a history deep enough (a few seconds) for a subscriber that lags.
+        self.truth_publishers = [node.create_publisher(
+            DETECTIONS_TYPE, ground_truth_topic(s.topic(prefix)), 100) for s in specs]
         self.sent = [0] * len(specs)
         self._t0 = time.monotonic()
 
@@ -114,7 +189,7 @@ class SyntheticCameras:
         stamp = self._node.get_clock().now().to_msg()
         t = time.monotonic() - self._t0
         for i, (spec, scene, pub) in enumerate(zip(self.specs, self.scenes, self.publishers)):
-            pixels = scene.frame(t)
+            pixels, truth = scene.render(t)
             msg = self._image_type()
             msg.header.stamp = stamp
             msg.header.frame_id = spec.frame_id
@@ -122,6 +197,8 @@ class SyntheticCameras:
             msg.encoding = spec.encoding
             msg.step = spec.width * ENCODINGS[spec.encoding][0]
             msg.data = uint8_array(pixels.tobytes())
+            # Ground truth first, so that a subscriber has it when the detections arrive.
+            self.truth_publishers[i].publish(ground_truth_message(msg.header, truth))
             pub.publish(msg)
             self.sent[i] += 1
 

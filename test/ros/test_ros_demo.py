@@ -1,0 +1,55 @@
+"""The main job (``python -m triton_ros.ros.demo``, what ``./scripts/run.sh`` runs) scores every
+camera against the ground truth and passes; bound to a detector that does not see (the random
+``detector``), it fails and says why."""
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+import sys
+
+import yaml
+
+from ros_probe import ROOT
+
+SECONDS = 10
+
+
+def run_demo(*args: str) -> subprocess.CompletedProcess:
+    # A domain of its own: the demo's topics (/robot1/...) must meet no other test's.
+    env = {**os.environ, "ROS_DOMAIN_ID": str(random.SystemRandom().randint(150, 230))}
+    return subprocess.run([sys.executable, "-m", "triton_ros.ros.demo", "--seconds", str(SECONDS),
+                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def camera_lines(out: str) -> dict[str, str]:
+    return {m.group(1): m.group(0) for m in re.finditer(r"^  (/robot\d/camera_\w+/detections) .*"
+                                                       r"frames scored.*$", out, re.M)}
+
+
+def test_the_demo_scores_every_camera_and_passes():
+    result = run_demo()
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    lines = camera_lines(out)
+    assert set(lines) == {"/robot1/camera_front/detections", "/robot1/camera_rear/detections",
+                          "/robot2/camera_front/detections", "/robot2/camera_rear/detections"}, out
+    for topic, line in lines.items():
+        recall = float(re.search(r"recall ([\d.]+)", line).group(1))
+        iou = float(re.search(r"mean IoU ([\d.]+)", line).group(1))
+        frames = int(re.search(r"(\d+) frames scored", line).group(1))
+        assert recall >= 0.95 and iou >= 0.8 and frames > 0, line
+    assert "demo OK" in out
+
+
+def test_the_demo_fails_when_the_detector_does_not_see(tmp_path):
+    params = yaml.safe_load((ROOT / "config" / "inference.yaml").read_text())
+    binding = params["/**"]["ros__parameters"]["cameras"]
+    binding.update(model="detector", score_threshold=0.015)        # random weights
+    path = tmp_path / "blind.yaml"
+    path.write_text(yaml.safe_dump(params))
+    result = run_demo("--params-file", str(path))
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    assert "RECALL BELOW 0.95" in out and "demo FAILED" in out, out

@@ -1,0 +1,148 @@
+"""Detections scored against ground truth: recall, precision and mean IoU per camera.
+
+Used by the demo (``triton_ros.ros.demo``) and the tests, with the ground truth that
+``synthetic_cameras`` publishes next to each image. Frames are matched by header (stamp and
+frame_id); within a frame each ground-truth object is matched greedily, best IoU first, to an
+unmatched detection of the same class whose IoU is at least ``min_iou`` (0.5, as PASCAL VOC).
+Both sides may arrive in any order: :class:`FrameMatcher` holds each until the other comes.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def message_boxes(msg) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """A Detection2DArray (or triton_ros_interfaces/Detections): boxes xyxy [M, 4], class ids,
+    scores [M]."""
+    boxes, classes, scores = [], [], []
+    for d in msg.detections:
+        cx, cy = d.bbox.center.position.x, d.bbox.center.position.y
+        boxes.append((cx - d.bbox.size_x / 2, cy - d.bbox.size_y / 2,
+                      cx + d.bbox.size_x / 2, cy + d.bbox.size_y / 2))
+        best = max(d.results, key=lambda r: r.hypothesis.score) if d.results else None
+        classes.append(best.hypothesis.class_id if best is not None else "")
+        scores.append(best.hypothesis.score if best is not None else 0.0)
+    return (np.array(boxes, np.float64).reshape(-1, 4), classes, np.array(scores, np.float64))
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    inter = max(w, 0.0) * max(h, 0.0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def match(truth_boxes: np.ndarray, truth_classes: list[str], boxes: np.ndarray,
+          classes: list[str], *, min_iou: float = 0.5) -> list[tuple[int, int, float]]:
+    """(truth index, detection index, IoU) of the matched pairs, greedy by IoU."""
+    pairs = sorted(((iou(tb, db), i, j) for i, (tb, tc) in enumerate(zip(truth_boxes, truth_classes))
+                    for j, (db, dc) in enumerate(zip(boxes, classes)) if tc == dc),
+                   reverse=True)
+    used_t, used_d, out = set(), set(), []
+    for value, i, j in pairs:
+        if value < min_iou or i in used_t or j in used_d:
+            continue
+        used_t.add(i)
+        used_d.add(j)
+        out.append((i, j, value))
+    return out
+
+
+@dataclass
+class Score:
+    """Running totals of one camera."""
+
+    frames: int = 0
+    truths: int = 0
+    detections: int = 0
+    matched: int = 0
+    iou_sum: float = 0.0
+
+    def add(self, truth_msg, detection_msg, *, min_iou: float = 0.5) -> None:
+        tb, tc, _ = message_boxes(truth_msg)
+        db, dc, _ = message_boxes(detection_msg)
+        pairs = match(tb, tc, db, dc, min_iou=min_iou)
+        self.frames += 1
+        self.truths += len(tc)
+        self.detections += len(dc)
+        self.matched += len(pairs)
+        self.iou_sum += sum(v for _, _, v in pairs)
+
+    @property
+    def recall(self) -> float:
+        return self.matched / self.truths if self.truths else float("nan")
+
+    @property
+    def precision(self) -> float:
+        return self.matched / self.detections if self.detections else float("nan")
+
+    @property
+    def mean_iou(self) -> float:
+        return self.iou_sum / self.matched if self.matched else float("nan")
+
+
+class FrameMatcher:
+    """Pairs ground truth and detections of the same frame (stamp, frame_id), in any order.
+
+    Each side waits at most ``keep`` frames for the other: ground truth of a frame the node
+    dropped (superseded or stale, counted in its diagnostics) is forgotten, and so counted in
+    ``unanswered``, never as a miss.
+    """
+
+    def __init__(self, *, keep: int = 300, min_iou: float = 0.5, on_pair=None) -> None:
+        self.score = Score()
+        self._on_pair = on_pair          # called with (truth, detections) of each matched frame
+        self.unanswered = 0          # ground truth frames with no detections (dropped by the node)
+        self.unknown = 0             # detections with no ground truth (should stay 0)
+        self._truths: OrderedDict = OrderedDict()
+        self._detections: OrderedDict = OrderedDict()
+        self._keep = keep
+        self._min_iou = min_iou
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(msg) -> tuple[int, int, str]:
+        return (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id)
+
+    def on_truth(self, msg) -> None:
+        self._arrive(msg, self._truths, self._detections, truth_first=False)
+
+    def on_detections(self, msg) -> None:
+        self._arrive(msg, self._detections, self._truths, truth_first=True)
+
+    def _arrive(self, msg, mine: OrderedDict, other: OrderedDict, *, truth_first: bool) -> None:
+        key = self.key(msg)
+        with self._lock:
+            partner = other.pop(key, None)
+            if partner is not None:
+                truth, det = (partner, msg) if truth_first else (msg, partner)
+                self.score.add(truth, det, min_iou=self._min_iou)
+                if self._on_pair is not None:
+                    self._on_pair(truth, det)
+                return
+            mine[key] = msg
+            while len(mine) > self._keep:
+                mine.popitem(last=False)
+                if mine is self._truths:
+                    self.unanswered += 1
+                else:
+                    self.unknown += 1
+
+    def unmatched_truths(self) -> int:
+        """Ground truth frames without detections so far: forgotten ones and those waiting."""
+        with self._lock:
+            return self.unanswered + len(self._truths)
+
+    def unmatched_detections(self) -> int:
+        """Detections whose ground truth has not arrived (lost or late): not scored."""
+        with self._lock:
+            return self.unknown + len(self._detections)
+
+    def snapshot(self) -> Score:
+        with self._lock:
+            return Score(**vars(self.score))
