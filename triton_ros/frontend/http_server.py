@@ -40,7 +40,7 @@ import gzip
 import logging
 import re
 import zlib
-from typing import Callable
+from typing import Callable, Mapping, NamedTuple
 from urllib.parse import unquote
 
 from aiohttp import web
@@ -85,13 +85,18 @@ class HttpError(Exception):
 
 
 class Request:
-    __slots__ = ("method", "path", "headers", "body")
+    """A request as the service sees it; ``headers`` is case-insensitive (lower-case keys are
+    used), ``route`` the classification done before the body was read."""
 
-    def __init__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
+    __slots__ = ("method", "path", "headers", "body", "route")
+
+    def __init__(self, method: str, path: str, headers: Mapping[str, str], body: bytes,
+                 route: "Route | None" = None) -> None:
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
+        self.route = route
 
 
 class Response:
@@ -139,19 +144,22 @@ class HttpService:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     async def _route(self, request: Request) -> Response:
-        path, method = request.path, request.method
-        if path == "/v2/models/stats":
-            self._require(method, "GET")
-            return Response(200, codec.encode_statistics(self._core.model_statistics()))
-        match = _MODEL_RE.fullmatch(path)
-        if match:
+        route = request.route or classify(request.path)
+        if route is None:
+            raise HttpError(404, "Not Found")
+        method = request.method
+        if method not in route.methods:
+            raise HttpError(405, "Method Not Allowed")
+        family, match = route.family, route.match
+        if family == "health":
+            ok = self._core.is_live() if match.group(1) == "live" else self._core.is_ready()
+            return Response(200 if ok else 400)
+        if family == "model":
             name = unquote(match.group(1))
             version = int(match.group(2)) if match.group(2) else -1
             kind = match.group(3) or ""
             if kind == "infer":
-                self._require(method, "POST")
                 return await self._infer(request, name, version)
-            self._require(method, "GET")
             if kind == "ready":
                 if not self._core.model_ready(name, version):
                     return error_response(400, "Model version not ready")
@@ -162,17 +170,11 @@ class HttpService:
                 return Response(200, codec.encode_statistics(
                     self._core.model_statistics(name, version)))
             return Response(200, codec.encode_model_metadata(self._core.model_metadata(name, version)))
-        match = _HEALTH_RE.fullmatch(path)
-        if match:
-            self._require(method, "GET")
-            kind = match.group(1)
-            if kind is None:
-                return Response(200, codec.encode_server_metadata(self._core.metadata()))
-            ok = self._core.is_live() if kind == "live" else self._core.is_ready()
-            return Response(200 if ok else 400)
-        match = _REPOSITORY_RE.fullmatch(path)
-        if match:
-            self._require(method, "POST")
+        if family == "all_stats":
+            return Response(200, codec.encode_statistics(self._core.model_statistics()))
+        if family == "server":
+            return Response(200, codec.encode_server_metadata(self._core.metadata()))
+        if family == "repository":
             if match.group(1):
                 raise unsupported("'repository_name' specification is not supported")
             if match.group(2) == "index":
@@ -189,17 +191,13 @@ class HttpService:
                 await self._blocking(lambda: self._core.unload_model(
                     name, unload_dependents=dependents))
             return Response(200)
-        if path == "/v2/logging":
+        if family == "logging":
             if method == "POST":
                 changes = codec.parse_json_object(request.body, "log settings")
                 return Response(200, codec.dumps(self._core.log_settings.update(changes)))
-            self._require(method, "GET")
             return Response(200, codec.dumps(self._core.log_settings.get()))
-        match = _SHM_RE.fullmatch(path)
-        if match:
-            return self._shared_memory(request, match.group(1) == "cudasharedmemory",
-                                       unquote(match.group(2) or ""), match.group(3))
-        raise HttpError(404, "Not Found")
+        return self._shared_memory(request, match.group(1) == "cudasharedmemory",
+                                   unquote(match.group(2) or ""), match.group(3))
 
     def _shared_memory(self, request: Request, cuda: bool, region: str, action: str) -> Response:
         """/v2/{system,cuda}sharedmemory[/region/{r}]/{status,register,unregister}."""
@@ -325,26 +323,42 @@ def _compress(encoding: str, data: bytes) -> bytes:
 # Routes -> API group (restrictions) and methods, checked before a body is read
 # ------------------------------------------------------------------------------------------
 
-def classify(path: str) -> tuple[str, tuple[str, ...]] | None:
-    """The Triton API group of a route and the methods it takes; None: no such route."""
-    if path == "/v2/models/stats":
-        return "statistics", ("GET",)
+class Route(NamedTuple):
+    api: str                     # Triton's API group (--http-restricted-api)
+    methods: tuple[str, ...]
+    family: str                  # which handler of HttpService._route
+    match: "re.Match | None"
+
+
+_GET, _POST = ("GET",), ("POST",)
+_EXACT = {
+    "/v2/health/live": Route("health", _GET, "health", _HEALTH_RE.fullmatch("/v2/health/live")),
+    "/v2/health/ready": Route("health", _GET, "health", _HEALTH_RE.fullmatch("/v2/health/ready")),
+    "/v2": Route("metadata", _GET, "server", None),
+    "/v2/models/stats": Route("statistics", _GET, "all_stats", None),
+    "/v2/logging": Route("logging", ("GET", "POST"), "logging", None),
+}
+_MODEL_KINDS = {"infer": ("inference", _POST), "ready": ("health", _GET),
+                "config": ("model-config", _GET), "stats": ("statistics", _GET),
+                "": ("metadata", _GET)}
+
+
+def classify(path: str) -> Route | None:
+    """The Triton API group of a route, the methods it takes and its handler; None: no such
+    route."""
+    route = _EXACT.get(path)
+    if route is not None:
+        return route
     match = _MODEL_RE.fullmatch(path)
     if match:
-        kind = match.group(3) or ""
-        return {"infer": ("inference", ("POST",)), "ready": ("health", ("GET",)),
-                "config": ("model-config", ("GET",)), "stats": ("statistics", ("GET",)),
-                "": ("metadata", ("GET",))}[kind]
-    match = _HEALTH_RE.fullmatch(path)
+        api, methods = _MODEL_KINDS[match.group(3) or ""]
+        return Route(api, methods, "model", match)
+    match = _REPOSITORY_RE.fullmatch(path)
     if match:
-        return ("metadata" if match.group(1) is None else "health"), ("GET",)
-    if _REPOSITORY_RE.fullmatch(path):
-        return "model-repository", ("POST",)
-    if path == "/v2/logging":
-        return "logging", ("GET", "POST")
+        return Route("model-repository", _POST, "repository", match)
     match = _SHM_RE.fullmatch(path)
     if match:
-        return "shared-memory", ("GET",) if match.group(3) == "status" else ("POST",)
+        return Route("shared-memory", _GET if match.group(3) == "status" else _POST, "shm", match)
     return None
 
 
@@ -386,20 +400,27 @@ class HttpServer(AiohttpEndpoint):
         unread = request.can_read_body
         if route is None:
             return to_web_response(error_response(404, "Not Found"), close=unread)
-        api, methods = route
-        restriction = self._restrictions.get(api)
+        restriction = self._restrictions.get(route.api)
         if restriction is not None and request.headers.get(restriction[0]) != restriction[1]:
             return to_web_response(error_response(
                 403, f"This API is restricted, expecting header '{restriction[0]}'"), close=unread)
-        if method not in methods:
+        if method not in route.methods:
             return to_web_response(error_response(405, "Method Not Allowed"), close=unread)
         try:
             body = b""
-            if method == "POST":
+            if unread:
                 body = await read_body(request, self.limits.max_request_size,
                                        self.limits.idle_timeout_s)
         except TransportError as exc:
             return to_web_response(error_response(exc.status, exc.message), close=True)
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        response = await self._service.handle(Request(method, path, headers, body))
+        response = await self._service.handle(Request(method, path, request.headers, body, route))
+        if len(response.chunks) > 1 and sum(len(c) for c in response.chunks) > OFF_LOOP_BYTES:
+            # large binary outputs: written chunk by chunk, never joined on the loop
+            stream = web.StreamResponse(status=response.status, headers=response.headers)
+            stream.content_length = sum(len(c) for c in response.chunks)
+            await stream.prepare(request)
+            for chunk in response.chunks:
+                await stream.write(chunk)
+            await stream.write_eof()
+            return stream
         return to_web_response(response)

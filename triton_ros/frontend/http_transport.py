@@ -130,7 +130,8 @@ class _LimitedServer(web.Server):
                                **self._kwargs)
 
 
-async def read_body(request: web.BaseRequest, limit: int, idle_timeout: float) -> bytes:
+async def read_body(request: web.BaseRequest, limit: int,
+                    idle_timeout: float) -> bytes | bytearray:
     """The request body, refused with 413 past ``limit`` bytes and with 408 when no data arrives
     for ``idle_timeout`` seconds. aiohttp's stream pauses the socket while its buffer is full,
     so a fast sender of tiny chunks is held to a bounded backlog."""
@@ -141,19 +142,34 @@ async def read_body(request: web.BaseRequest, limit: int, idle_timeout: float) -
     if request.headers.get("Expect", "").lower() == "100-continue":
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         request.writer.output_size = 0
-    body = bytearray()
     content = request.content
+    first: bytes | None = None
+    buf: bytearray | None = None      # many small chunks accumulate here, not as a list
+    size = 0
     while True:
-        try:
-            chunk = await asyncio.wait_for(content.readany(), idle_timeout)
-        except asyncio.TimeoutError:
-            raise TransportError(408, f"no request data for {idle_timeout} s") from None
+        chunk = content.read_nowait()     # what is already buffered, without a wait
         if not chunk:
-            return bytes(body)
-        body += chunk
-        if len(body) > limit:
+            if content.is_eof():
+                break
+            try:
+                chunk = await asyncio.wait_for(content.readany(), idle_timeout)
+            except asyncio.TimeoutError:
+                raise TransportError(408, f"no request data for {idle_timeout} s") from None
+            if not chunk:
+                break
+        size += len(chunk)
+        if size > limit:
             raise TransportError(413, f"request body exceeds the limit of {limit} bytes "
                                       f"(--http-max-request-size)")
+        if first is None:
+            first = chunk
+        else:
+            if buf is None:
+                buf = bytearray(first)
+            buf += chunk
+    if buf is not None:
+        return buf
+    return first or b""
 
 
 class AiohttpEndpoint(EventLoopServer):
