@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import Awaitable, Callable
 
 from aiohttp import web
@@ -69,10 +70,11 @@ class _Refuse(asyncio.Protocol):
 class _LimitedHandler(RequestHandler):
     """aiohttp's connection handler with a request-head timeout."""
 
-    __slots__ = ("_head_timer", "_head_timeout")
+    __slots__ = ("_head_timer", "_head_timeout", "_limited", "__weakref__")
 
     def __init__(self, manager: "_LimitedServer", *, head_timeout: float, **kwargs) -> None:
         super().__init__(manager, **kwargs)
+        self._limited = manager
         self._head_timeout = head_timeout
         self._head_timer: asyncio.TimerHandle | None = None
 
@@ -106,6 +108,7 @@ class _LimitedHandler(RequestHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
+        self._limited.open.discard(self)
         super().connection_lost(exc)
 
 
@@ -118,16 +121,21 @@ class _LimitedServer(web.Server):
         self._max_connections = max_connections
         self._head_timeout = head_timeout
         self.refused = 0
+        # Counted when the protocol is created: asyncio may create several before the first
+        # connection_made runs. A handler leaves on connection_lost (or when collected).
+        self.open: weakref.WeakSet[_LimitedHandler] = weakref.WeakSet()
 
     def __call__(self):   # type: ignore[override]
-        if len(self._connections) >= self._max_connections:
+        if len(self.open) >= self._max_connections:
             self.refused += 1
             if self.refused == 1 or self.refused % 1000 == 0:
                 _log.warning("connection limit of %d reached: refused %d connection(s) with 503",
                              self._max_connections, self.refused)
             return _Refuse()
-        return _LimitedHandler(self, loop=self._loop, head_timeout=self._head_timeout,
-                               **self._kwargs)
+        handler = _LimitedHandler(self, loop=self._loop, head_timeout=self._head_timeout,
+                                  **self._kwargs)
+        self.open.add(handler)
+        return handler
 
 
 async def read_body(request: web.BaseRequest, limit: int,
