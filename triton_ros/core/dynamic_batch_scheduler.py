@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from .errors import ErrorReason, TritonRosError, unavailable
+from .errors import TritonRosError, unavailable
 from .infer_request import InferRequest
 from .model_config import ModelConfig, QueuePolicy
 
@@ -88,7 +88,7 @@ class DynamicBatchScheduler:
         """Queue a normalized request; raise UNAVAILABLE when stopping or the queue is full."""
         with self._cv:
             if self._stopping:
-                raise self._stop_error or unavailable(STOPPING_MESSAGE, ErrorReason.STOPPING)
+                raise self._stop_error or unavailable(STOPPING_MESSAGE)
             level = self._level_of(request.priority)
             queue = self._queues.get(level)
             if queue is None:
@@ -166,8 +166,7 @@ class DynamicBatchScheduler:
                 self._size = 0
             self._cv.notify_all()
         for entry in failed:
-            self._on_reject(entry.request,
-                            error or unavailable(STOPPING_MESSAGE, ErrorReason.STOPPING))
+            self._on_reject(entry.request, error or unavailable(STOPPING_MESSAGE))
 
     @property
     def stopping(self) -> bool:

@@ -22,24 +22,13 @@ class StatusCode(enum.Enum):
     CANCELLED = "CANCELLED"
 
 
-class ErrorReason(enum.Enum):
-    """Why a request could not be served, for callers that react differently (the ROS node
-    drops a frame as "unavailable" rather than "failed"): never derived from message text."""
-
-    NONE = "NONE"
-    MODEL_NOT_AVAILABLE = "MODEL_NOT_AVAILABLE"   # unknown model, or no version ready
-    STOPPING = "STOPPING"                         # the model or the server is stopping
-
-
 class TritonRosError(Exception):
     """An error with a Triton status code; the message is what a client sees."""
 
-    def __init__(self, code: StatusCode, message: str,
-                 reason: ErrorReason = ErrorReason.NONE) -> None:
+    def __init__(self, code: StatusCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.reason = reason
 
     def __repr__(self) -> str:
         return f"TritonRosError({self.code.name}, {self.message!r})"
@@ -48,16 +37,16 @@ class TritonRosError(Exception):
         return self.message
 
 
-def invalid_arg(message: str, reason: ErrorReason = ErrorReason.NONE) -> TritonRosError:
-    return TritonRosError(StatusCode.INVALID_ARG, message, reason)
+def invalid_arg(message: str) -> TritonRosError:
+    return TritonRosError(StatusCode.INVALID_ARG, message)
 
 
 def not_found(message: str) -> TritonRosError:
     return TritonRosError(StatusCode.NOT_FOUND, message)
 
 
-def unavailable(message: str, reason: ErrorReason = ErrorReason.NONE) -> TritonRosError:
-    return TritonRosError(StatusCode.UNAVAILABLE, message, reason)
+def unavailable(message: str) -> TritonRosError:
+    return TritonRosError(StatusCode.UNAVAILABLE, message)
 
 
 def internal(message: str) -> TritonRosError:

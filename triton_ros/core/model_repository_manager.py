@@ -30,8 +30,7 @@ from concurrent.futures import Future
 
 from .backend_model import backend_class
 from .cache_manager import LocalCache
-from .errors import (ErrorReason, StatusCode, TritonRosError, as_triton_error, invalid_arg,
-                     unavailable)
+from .errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unavailable
 from .infer_request import InferRequest
 from .model import Model, ModelBase, ModelStopping
 from .model_config import ModelConfig, load_model_config, parse_config_json, version_dirs
@@ -176,8 +175,7 @@ class ModelRepositoryManager:
         """The version that serves a request (-1: the highest READY version)."""
         record = self._records.get(name)
         if record is None or (not record.states and not record.versions):
-            raise invalid_arg(f"Request for unknown model: '{name}' is not found",
-                              ErrorReason.MODEL_NOT_AVAILABLE)
+            raise invalid_arg(f"Request for unknown model: '{name}' is not found")
         if version == -1:
             for v in sorted(record.versions, reverse=True):
                 if record.states.get(v, ("", ""))[0] == READY:

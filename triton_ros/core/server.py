@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .. import __version__
 from .cache_manager import CacheConfig, LocalCache, create_cache
-from .errors import ErrorReason, TritonRosError, invalid_arg, unavailable
+from .errors import TritonRosError, invalid_arg, unavailable
 from .infer_request import InferRequest, InferResponse
 from .infer_stats import StatsSnapshot
 from .log_settings import LogSettings
@@ -195,7 +195,7 @@ class InferenceServer:
         """
         if self._stopping:
             request.set_error(unavailable("Server is stopping, no new inference requests are "
-                                          "accepted", ErrorReason.STOPPING))
+                                          "accepted"))
             return request.future
         return self.repository.infer(request)
 
