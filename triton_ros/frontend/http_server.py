@@ -222,7 +222,7 @@ class HttpService:
             raise HttpError(405, "Method Not Allowed")
 
     async def _infer(self, request: Request, name: str, version: int) -> Response:
-        if len(request.body) > OFF_LOOP_BYTES:
+        if len(request.body) > OFF_LOOP_BYTES or b"shared_memory_region" in request.body:
             # decompress, parse, copy shared memory and look up the cache on a worker thread
             infer_request, plan, future = await self._blocking(self._submit, request, name,
                                                                version)
