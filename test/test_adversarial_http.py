@@ -44,6 +44,7 @@ def server():
     yield s
     rc = s.stop()
     assert rc == 0, f"server exited with {rc}:\n{s.log()}"
+    assert "Traceback" not in s.log(), s.log()      # hostile input is answered, not a fault
 
 
 # ------------------------------------------------------------------------------------------

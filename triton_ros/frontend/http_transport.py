@@ -27,6 +27,7 @@ import weakref
 from typing import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
 from .event_loop_server import EventLoopServer
@@ -101,10 +102,20 @@ class _LimitedHandler(RequestHandler):
 
     def _head_expired(self) -> None:
         self._head_timer = None
-        if self._current_request is None and self.transport is not None:
-            self.transport.write(_TIMED_OUT)
-            self.force_close()
-            self.transport.close()
+        transport = self.transport
+        if self._current_request is None and transport is not None:
+            transport.write(_TIMED_OUT)
+            self.force_close()      # may already drop self.transport
+            transport.close()
+
+    def log_exception(self, *args, **kwargs) -> None:
+        """Malformed requests (aiohttp answers them 400) are counted and logged in one line,
+        throttled; anything else keeps aiohttp's report with its traceback."""
+        exc = kwargs.get("exc_info")
+        if isinstance(exc, HttpProcessingError):
+            self._limited.bad_request(exc)
+            return
+        super().log_exception(*args, **kwargs)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._disarm()
@@ -121,9 +132,17 @@ class _LimitedServer(web.Server):
         self._max_connections = max_connections
         self._head_timeout = head_timeout
         self.refused = 0
+        self.malformed = 0
         # Counted when the protocol is created: asyncio may create several before the first
         # connection_made runs. A handler leaves on connection_lost (or when collected).
         self.open: weakref.WeakSet[_LimitedHandler] = weakref.WeakSet()
+
+    def bad_request(self, exc: HttpProcessingError) -> None:
+        self.malformed += 1
+        if self.malformed == 1 or self.malformed % 100 == 0:
+            reason = str(exc.message).strip().splitlines()[0] if exc.message else type(exc).__name__
+            _log.warning("malformed HTTP request answered %s (%d so far): %s", exc.code,
+                         self.malformed, reason)
 
     def __call__(self):   # type: ignore[override]
         if len(self.open) >= self._max_connections:
