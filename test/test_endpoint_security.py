@@ -296,3 +296,29 @@ def test_idle_clients_never_exhaust_descriptors(tmp_path):
             s.close()
         proc.send_signal(2)
         assert proc.wait(timeout=60) == 0, log.read_text()
+
+
+def test_grpc_connections_that_never_handshake_are_closed(start_server):
+    """Raw TCP clients that never send the HTTP/2 preface are closed by the gRPC server after
+    --grpc-handshake-timeout-secs, so they cannot hold descriptors; calls go on meanwhile."""
+    server = start_server("--model-repository", str(MODEL_REPOSITORY),
+                          "--grpc-handshake-timeout-secs", "1", "--allow-http", "false",
+                          "--allow-metrics", "false")
+    socks = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(50)]
+    try:
+        client = server.client()
+        _infer_ok(client)
+        started = time.monotonic()
+        for s in socks:
+            s.settimeout(30)
+            try:
+                data = s.recv(1024)
+                while data:             # the server's settings frame, then the close
+                    data = s.recv(1024)
+            except ConnectionResetError:
+                pass
+        assert time.monotonic() - started < 25
+        _infer_ok(client)
+    finally:
+        for s in socks:
+            s.close()
