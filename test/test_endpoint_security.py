@@ -322,3 +322,32 @@ def test_grpc_connections_that_never_handshake_are_closed(start_server):
     finally:
         for s in socks:
             s.close()
+
+
+def test_grpc_connections_over_the_limit_are_closed(start_server):
+    """Past --grpc-max-connections, gRPC closes a new connection as soon as it accepts it;
+    the ones within the limit keep serving, and new ones work once the others close."""
+    server = start_server("--model-repository", str(MODEL_REPOSITORY),
+                          "--grpc-max-connections", "10", "--grpc-handshake-timeout-secs", "120",
+                          "--allow-http", "false", "--allow-metrics", "false")
+    client = server.client()
+    _infer_ok(client)                  # the client's own connection: one of the ten
+    socks = [socket.create_connection(("127.0.0.1", server.port), timeout=30) for _ in range(20)]
+    try:
+        time.sleep(1.0)
+        closed = 0
+        for s in socks:
+            s.settimeout(0.5)
+            try:
+                closed += s.recv(1024) == b""
+            except socket.timeout:
+                pass                    # held: within the limit
+            except ConnectionResetError:
+                closed += 1
+        assert closed >= 20 - 9, closed
+        _infer_ok(client)
+    finally:
+        for s in socks:
+            s.close()
+    time.sleep(1.0)
+    _infer_ok(grpcclient.InferenceServerClient(server.url))

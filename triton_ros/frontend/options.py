@@ -111,6 +111,7 @@ class GrpcOptions:
     http2_max_ping_strikes: int = 2
     handshake_timeout_s: float = 10.0      # a new connection must finish its HTTP/2 (TLS) setup
     idle_timeout_s: float = 300.0          # connection without calls is sent GOAWAY (0: never)
+    max_connections: int = field(default_factory=default_max_connections)
     max_concurrent_rpcs: int | None = None
     use_ssl: bool = False
     use_ssl_mutual: bool = False
@@ -121,6 +122,7 @@ class GrpcOptions:
 
     def validate(self) -> "GrpcOptions":
         _positive_int(self.max_message_size, "--grpc-max-message-size")
+        _positive_int(self.max_connections, "--grpc-max-connections")
         if self.use_ssl or self.use_ssl_mutual:
             if not self.server_cert or not self.server_key:
                 raise invalid_arg("--grpc-use-ssl needs --grpc-server-cert and --grpc-server-key")
@@ -141,6 +143,8 @@ class GrpcOptions:
              self.http2_min_recv_ping_interval_without_data_ms),
             ("grpc.http2.max_ping_strikes", self.http2_max_ping_strikes),
             ("grpc.server_handshake_timeout_ms", int(self.handshake_timeout_s * 1000)),
+            # gRPC core closes connections past this quota as soon as they are accepted
+            ("grpc.max_allowed_incoming_connections", self.max_connections),
         ]
         if self.idle_timeout_s > 0:
             options.append(("grpc.max_connection_idle_ms", int(self.idle_timeout_s * 1000)))
@@ -243,6 +247,9 @@ def add_arguments(p: argparse.ArgumentParser, parse_bool) -> None:
     p.add_argument("--grpc-idle-timeout-secs", type=float, default=g.idle_timeout_s,
                    help="a gRPC connection without calls this long gets GOAWAY (default 300; "
                         "0: never)")
+    p.add_argument("--grpc-max-connections", type=strict_uint, default=None, metavar="N",
+                   help="connections the gRPC endpoint holds at once; more are closed when "
+                        "accepted (default as --http-max-connections)")
     p.add_argument("--grpc-use-ssl", type=parse_bool, default=False, metavar="BOOL",
                    help="serve gRPC over TLS (needs --grpc-server-cert and --grpc-server-key)")
     p.add_argument("--grpc-use-ssl-mutual", type=parse_bool, default=False, metavar="BOOL",
@@ -279,6 +286,8 @@ def options_from_args(args: argparse.Namespace) -> EndpointOptions:
         http2_max_ping_strikes=args.grpc_http2_max_ping_strikes,
         handshake_timeout_s=args.grpc_handshake_timeout_secs,
         idle_timeout_s=args.grpc_idle_timeout_secs,
+        max_connections=(args.grpc_max_connections if args.grpc_max_connections is not None
+                         else default_max_connections()),
         use_ssl=args.grpc_use_ssl or args.grpc_use_ssl_mutual,
         use_ssl_mutual=args.grpc_use_ssl_mutual,
         server_cert=args.grpc_server_cert, server_key=args.grpc_server_key,

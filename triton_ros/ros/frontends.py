@@ -37,6 +37,9 @@ ENDPOINT_PARAMS: tuple[tuple[str, Any, str, str], ...] = (
      "A new gRPC connection must complete its setup within this, seconds."),
     ("grpc.idle_timeout_s", _G.idle_timeout_s, "float",
      "A gRPC connection without calls this long gets GOAWAY, seconds (0: never)."),
+    ("grpc.max_connections", 0, "int",
+     "Connections the gRPC endpoint holds at once, more are closed when accepted (0: a "
+     "quarter of the descriptor limit)."),
     ("grpc.use_ssl", False, "bool", "Serve gRPC over TLS (tritonserver --grpc-use-ssl)."),
     ("grpc.use_ssl_mutual", False, "bool",
      "TLS with client certificates signed by grpc.root_cert (--grpc-use-ssl-mutual)."),
@@ -91,6 +94,7 @@ def endpoint_options(values: dict[str, Any], exit_timeout_s: float) -> EndpointO
         keepalive_timeout_ms=values["grpc.keepalive_timeout_ms"],
         handshake_timeout_s=values["grpc.handshake_timeout_s"],
         idle_timeout_s=values["grpc.idle_timeout_s"],
+        max_connections=values["grpc.max_connections"] or default_max_connections(),
         use_ssl=values["grpc.use_ssl"] or use_ssl_mutual, use_ssl_mutual=use_ssl_mutual,
         server_cert=values["grpc.server_cert"], server_key=values["grpc.server_key"],
         root_cert=values["grpc.root_cert"],
