@@ -69,11 +69,8 @@ def parse_json_object(body: bytes | memoryview, what: str, *, allow_empty: bool 
         return {}
     try:
         value = json.loads(bytes(body))
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:   # too deep: 400, as Triton
         raise invalid_arg(f"failed to parse the {what} request JSON buffer: {exc}") from None
-    except RecursionError:    # json's C decoder refuses deep nesting this way
-        raise invalid_arg(f"failed to parse the {what} request JSON buffer: JSON nesting depth "
-                          f"exceeds maximum allowed limit ({MAX_JSON_NESTING_DEPTH})") from None
     if not isinstance(value, dict):
         raise invalid_arg(f"the {what} request JSON must be an object, got "
                           f"{type(value).__name__}")

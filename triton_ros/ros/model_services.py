@@ -10,23 +10,10 @@ of another.
 """
 from __future__ import annotations
 
-from ..core.errors import as_triton_error, invalid_arg
+from ..core.errors import as_triton_error
 from ..core.infer_stats import Duration, StatsSnapshot
 from ..core.server import InferenceServer
-
-
-def parse_version(text: str) -> int:
-    """A service's version string as Triton reads one: '' -> -1 (latest); '3' -> 3; anything
-    else (also '0x3', '0_3', '+3') is an INVALID_ARG error."""
-    text = text.strip()
-    if text == "":
-        return -1
-    if text == "-1":
-        return -1
-    if not text.isascii() or not text.isdigit():
-        raise invalid_arg(f"failed to get model version from specified version string '{text}' "
-                          f"(must be integral)")
-    return int(text)
+from ..frontend.grpc_codec import parse_version
 
 
 class ModelServices:
