@@ -5,7 +5,10 @@ Flags keep tritonserver's names for what exists here (``--model-repository``,
 ``--model-control-mode``, ``--load-model``, ``--repository-poll-secs``, ``--strict-model-config``,
 ``--exit-on-error``, ``--grpc-address``, ``--grpc-port``, ``--http-address``, ``--http-port``,
 ``--metrics-address``, ``--metrics-port``, ``--cache-config``, ``--allow-client-shm``,
-``--log-verbose``...). At start it prints the table of models and their states, then "Started
+``--log-verbose``, ``--http-max-input-size``, ``--grpc-use-ssl``, ``--grpc-restricted-protocol``,
+``--http-restricted-api``, ``--grpc-keepalive-*``...); the endpoints' limits and TLS are in
+``frontend/options.py`` and the endpoints start through ``frontend/endpoints.py``, as in the
+ROS node. At start it prints the table of models and their states, then "Started
 GRPCInferenceService at ...", "Started HTTPService at ..." and "Started Metrics Service at ...",
 as tritonserver does. SIGINT or SIGTERM stops accepting requests, lets in-flight ones finish,
 unloads the models and exits 0.
@@ -27,6 +30,8 @@ from .core.errors import TritonRosError
 from .core.log_settings import LogSettings
 from .core.model_repository_manager import CONTROL_MODES, RepositoryEntry
 from .core.server import InferenceServer, ServerOptions
+from .frontend.options import add_arguments as add_endpoint_arguments
+from .frontend.options import options_from_args
 
 _log = logging.getLogger("triton_ros")
 
@@ -73,8 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--http-address", default="127.0.0.1",
                    help="address the HTTP endpoint binds (default 127.0.0.1)")
     p.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
-    p.add_argument("--http-max-input-size", type=int, default=1 << 26, metavar="BYTES",
-                   help="largest JSON part of an HTTP inference request (default 64 MiB)")
     p.add_argument("--allow-metrics", type=parse_bool, default=True, metavar="BOOL",
                    help="serve Prometheus metrics at /metrics (default true)")
     p.add_argument("--allow-gpu-metrics", type=parse_bool, default=True, metavar="BOOL",
@@ -100,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-warning", type=parse_bool, default=True, metavar="BOOL")
     p.add_argument("--log-error", type=parse_bool, default=True, metavar="BOOL")
     p.add_argument("--log-format", choices=("default", "ISO8601"), default="default")
+    add_endpoint_arguments(p, parse_bool)
     return p
 
 
@@ -136,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         cache_args = [f"local,size={args.response_cache_byte_size}"]
     try:
         cache_config = parse_cache_config(cache_args)
+        endpoint_options = options_from_args(args)
     except TritonRosError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
@@ -177,50 +182,23 @@ def main(argv: list[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda signum, frame: stop.set())
 
-    endpoints = []   # (name for errors, server, banner) in tritonserver's start order
-    if args.allow_grpc:
-        from .frontend.grpc_server import GrpcServer  # the core must not need grpc
+    from .frontend.endpoints import EndpointStartError, Endpoints
 
-        endpoints.append(("gRPC", GrpcServer(core, address=args.grpc_address, port=args.grpc_port),
-                          "Started GRPCInferenceService at {}"))
-    if args.allow_http:
-        from .frontend.http_server import HttpServer
-
-        endpoints.append(("HTTP", HttpServer(core, address=args.http_address, port=args.http_port,
-                                             max_input_size=args.http_max_input_size),
-                          "Started HTTPService at {}"))
-    if args.allow_metrics:
-        from .frontend.metrics_server import MetricsServer
-
-        address = args.metrics_address or args.http_address
-        endpoints.append(("metrics", MetricsServer(
-            core, address=address, port=args.metrics_port, interval_ms=args.metrics_interval_ms,
-            allow_gpu_metrics=args.allow_gpu_metrics, allow_cpu_metrics=args.allow_cpu_metrics),
-            "Started Metrics Service at {}"))
-    started = []
-    for what, server, banner in endpoints:
-        try:
-            server.start()
-        except Exception as exc:
-            print(f"error: failed to start {what} endpoint at {server.target}: {exc}",
-                  file=sys.stderr)
-            for other in reversed(started):
-                other.stop()
-            core.stop()
-            return 1
-        started.append(server)
-        print(banner.format(server.target), flush=True)
+    endpoints = Endpoints(core, endpoint_options)
+    try:
+        for kind, endpoint in endpoints.start():
+            print(kind.banner.format(endpoint.target), flush=True)
+    except EndpointStartError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        core.stop()
+        return 1
 
     while not stop.wait(0.5):
         pass
     print("Received signal, waiting for in-flight requests to complete", flush=True)
-    protocols = [server for what, server, _ in endpoints if what != "metrics" and server in started]
-    for server in protocols:
-        server.stop(grace=args.exit_timeout_secs)
+    endpoints.stop_protocols()
     core.stop()
-    for server in started:
-        if server not in protocols:
-            server.stop()   # metrics stay scrapeable until the models are unloaded
+    endpoints.stop()   # metrics stay scrapeable until the models are unloaded
     print("Server stopped", flush=True)
     return 0
 

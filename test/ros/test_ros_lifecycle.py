@@ -46,10 +46,12 @@ def test_a_taken_grpc_port_is_refused_at_start(start_node):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
+        port = busy.getsockname()[1]
         node = start_node({"model_repository": ROOT_REPO, "startup_models": ["simple"]},
-                          expected_rc=1, grpc_port=busy.getsockname()[1])
+                          expected_rc=1, grpc_port=port)
         assert node.proc.wait(timeout=TIMEOUT) == 1
-    assert "cannot start: RuntimeError: Failed to bind to address 127.0.0.1" in node.log()
+    assert (f"cannot start: failed to start grpc endpoint at 127.0.0.1:{port}: "
+            f"Failed to bind to address 127.0.0.1") in node.log()
 
 
 def test_a_misspelt_parameter_is_reported(start_node, probe):

@@ -17,10 +17,11 @@ import grpc
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from ..core.errors import StatusCode, TritonRosError, as_triton_error
+from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg
 from ..core.server import InferenceServer
 from . import grpc_codec as codec
 from .event_loop_server import EventLoopServer
+from .options import GRPC_RESTRICTED_PREFIX, GrpcOptions, Restrictions
 
 _log = logging.getLogger("triton_ros.grpc")
 
@@ -35,12 +36,19 @@ GRPC_STATUS = {
     StatusCode.CANCELLED: grpc.StatusCode.CANCELLED,
 }
 
-# Triton accepts messages of any size (images, batches); so do we.
-SERVER_OPTIONS = [
-    ("grpc.max_receive_message_length", -1),
-    ("grpc.max_send_message_length", -1),
-    ("grpc.so_reuseport", 0),
-]
+# gRPC method -> Triton's protocol group (--grpc-restricted-protocol).
+PROTOCOL_GROUPS = {
+    "ServerLive": "health", "ServerReady": "health", "ModelReady": "health",
+    "ServerMetadata": "metadata", "ModelMetadata": "metadata",
+    "ModelInfer": "inference", "ModelStreamInfer": "inference",
+    "ModelConfig": "model-config", "ModelStatistics": "statistics",
+    "RepositoryIndex": "model-repository", "RepositoryModelLoad": "model-repository",
+    "RepositoryModelUnload": "model-repository",
+    "SystemSharedMemoryStatus": "shared-memory", "SystemSharedMemoryRegister": "shared-memory",
+    "SystemSharedMemoryUnregister": "shared-memory", "CudaSharedMemoryStatus": "shared-memory",
+    "CudaSharedMemoryRegister": "shared-memory", "CudaSharedMemoryUnregister": "shared-memory",
+    "TraceSetting": "trace", "LogSettings": "logging",
+}
 
 
 class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
@@ -220,24 +228,86 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             task.cancel()
 
 
+class RestrictionInterceptor(grpc.aio.ServerInterceptor):
+    """--grpc-restricted-protocol: a call to a restricted protocol group without the metadata
+    ``triton-grpc-protocol-<key>: <value>`` ends with UNAVAILABLE, as in tritonserver."""
+
+    def __init__(self, restrictions: Restrictions) -> None:
+        self._restrictions = restrictions
+
+    async def intercept_service(self, continuation, handler_call_details):
+        method = handler_call_details.method.rsplit("/", 1)[-1]
+        group = PROTOCOL_GROUPS.get(method)
+        restriction = self._restrictions.get(group) if group else None
+        if restriction is not None:
+            header = GRPC_RESTRICTED_PREFIX + restriction[0]
+            metadata = dict(handler_call_details.invocation_metadata or ())
+            if metadata.get(header) != restriction[1]:
+                return _refusal(method, f"This protocol is restricted, expecting header "
+                                        f"'{header}'")
+        return await continuation(handler_call_details)
+
+
+def _refusal(method: str, message: str) -> grpc.RpcMethodHandler:
+    async def unary(request, context):
+        await context.abort(grpc.StatusCode.UNAVAILABLE, message)
+
+    async def stream(request_iterator, context):
+        await context.abort(grpc.StatusCode.UNAVAILABLE, message)
+        yield  # pragma: no cover  (makes this an async generator)
+
+    if method == "ModelStreamInfer":
+        return grpc.stream_stream_rpc_method_handler(stream)
+    return grpc.unary_unary_rpc_method_handler(unary)
+
+
+def server_credentials(options: GrpcOptions) -> grpc.ServerCredentials:
+    """TLS credentials from the PEM files named by --grpc-server-cert/-key/-root-cert; a file
+    that cannot be read is an INVALID_ARG error naming it."""
+    def read(path: str, flag: str) -> bytes:
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except OSError as exc:
+            raise invalid_arg(f"{flag}: cannot read '{path}': {exc.strerror}") from None
+
+    key = read(options.server_key, "--grpc-server-key")
+    cert = read(options.server_cert, "--grpc-server-cert")
+    root = read(options.root_cert, "--grpc-root-cert") if options.root_cert else None
+    return grpc.ssl_server_credentials([(key, cert)], root_certificates=root,
+                                       require_client_auth=options.use_ssl_mutual)
+
+
 class GrpcServer(EventLoopServer):
-    """Runs the gRPC endpoint on its own event loop thread; start() returns once it listens."""
+    """Runs the gRPC endpoint on its own event loop thread; start() returns once it listens.
+    ``options`` (:class:`~triton_ros.frontend.options.GrpcOptions`) sets message sizes,
+    keepalive, connection timeouts, TLS and restricted protocols."""
 
     service_name = "GRPCInferenceService"
 
     def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8001,
+                 options: GrpcOptions | None = None,
                  max_concurrent_rpcs: int | None = None) -> None:
         super().__init__(address=address, port=port)
         self._core = core
-        self._max_concurrent_rpcs = max_concurrent_rpcs
+        self._options = (options or GrpcOptions()).validate()
+        self._max_concurrent_rpcs = max_concurrent_rpcs or self._options.max_concurrent_rpcs
+        self._credentials = server_credentials(self._options) if self._options.use_ssl else None
         self._server: grpc.aio.Server | None = None
 
     async def _listen(self) -> None:
-        self._server = grpc.aio.server(options=SERVER_OPTIONS,
+        interceptors = []
+        if self._options.restrictions:
+            interceptors.append(RestrictionInterceptor(self._options.restrictions))
+        self._server = grpc.aio.server(options=self._options.channel_options(),
+                                       interceptors=interceptors,
                                        maximum_concurrent_rpcs=self._max_concurrent_rpcs)
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
             GrpcInferenceService(self._core), self._server)
-        bound = self._server.add_insecure_port(self.target)
+        if self._credentials is not None:
+            bound = self._server.add_secure_port(self.target, self._credentials)
+        else:
+            bound = self._server.add_insecure_port(self.target)
         if bound == 0:
             raise OSError(f"cannot bind gRPC endpoint to {self.target}")
         self.port = bound

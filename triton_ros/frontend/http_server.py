@@ -23,11 +23,15 @@ Core errors map as in Triton: INVALID_ARG (and UNKNOWN, ALREADY_EXISTS, CANCELLE
 NOT_FOUND -> 404, UNAVAILABLE -> 503, UNSUPPORTED -> 501, INTERNAL -> 500; a wrong method is
 405 and an unknown route 404. Bad input of any kind answers that request only.
 
-The server is a small HTTP/1.1 implementation on ``asyncio`` in a thread of its own (like the
-gRPC endpoint): persistent connections (keep-alive), ``Expect: 100-continue``, chunked request
-bodies and gzip/deflate compression. Requests from many connections reach the same core, so
-perf_analyzer at high concurrency feeds the same dynamic batcher as gRPC clients and the ROS node.
-Conversions live in ``http_codec``; large JSON conversions run off the event loop.
+The transport is aiohttp's server (``http_transport``: keep-alive, chunked bodies,
+``Expect: 100-continue``, connection limit, header and idle timeouts, body size limit) on an
+event loop thread of its own, like the gRPC endpoint; gzip/deflate compression of requests and
+responses is handled here. A request's route, method and API restriction
+(``--http-restricted-api``: 403 without the header) are checked before its body is read.
+Requests from many connections reach the same core, so perf_analyzer at high concurrency feeds
+the same dynamic batcher as gRPC clients and the ROS node. Conversions live in ``http_codec``;
+a large request is decompressed, decoded and submitted (cache lookup included) off the event
+loop, and a large response encoded and compressed off it, so health checks answer meanwhile.
 """
 from __future__ import annotations
 
@@ -36,13 +40,16 @@ import gzip
 import logging
 import re
 import zlib
-from typing import Awaitable, Callable
+from typing import Callable, Mapping, NamedTuple
 from urllib.parse import unquote
+
+from aiohttp import web
 
 from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unsupported
 from ..core.server import InferenceServer
 from . import http_codec as codec
-from .event_loop_server import EventLoopServer
+from .http_transport import AiohttpEndpoint, TransportError, read_body
+from .options import HttpOptions, Restrictions
 
 _log = logging.getLogger("triton_ros.http")
 
@@ -56,14 +63,10 @@ HTTP_STATUS = {
     StatusCode.ALREADY_EXISTS: 400,
     StatusCode.CANCELLED: 400,
 }
-REASONS = {100: "Continue", 200: "OK", 400: "Bad Request", 404: "Not Found",
-           405: "Method Not Allowed", 413: "Payload Too Large", 431: "Request Header Fields Too Large",
-           500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable"}
-
-DEFAULT_MAX_INPUT_SIZE = 1 << 26     # --http-max-input-size (Triton's default, 64 MiB)
-MAX_BODY_SIZE = (1 << 31) - 1        # Triton parses Content-Length as int32
-MAX_HEADER_SIZE = 1 << 16
+DEFAULT_MAX_INPUT_SIZE = HttpOptions().max_input_size   # --http-max-input-size (64 MiB)
 JSON = "application/json"
+OFF_LOOP_BYTES = 1 << 16             # bodies larger than this are handled off the event loop
+_DIGITS = re.compile(r"[0-9]+")
 
 _MODEL_RE = re.compile(r"/v2/models/([^/]+)(?:/versions/([0-9]+))?(?:/(infer|ready|config|stats))?")
 _REPOSITORY_RE = re.compile(r"/v2/repository(?:/([^/]+))?/(index|models/([^/]+)/(load|unload))")
@@ -82,13 +85,18 @@ class HttpError(Exception):
 
 
 class Request:
-    __slots__ = ("method", "path", "headers", "body")
+    """A request as the service sees it; ``headers`` is case-insensitive (lower-case keys are
+    used), ``route`` the classification done before the body was read."""
 
-    def __init__(self, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
+    __slots__ = ("method", "path", "headers", "body", "route")
+
+    def __init__(self, method: str, path: str, headers: Mapping[str, str], body: bytes,
+                 route: "Route | None" = None) -> None:
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
+        self.route = route
 
 
 class Response:
@@ -115,16 +123,18 @@ def _core_error(exc: BaseException) -> Response:
 class HttpService:
     """Routes one parsed request to the core; every answer is a :class:`Response`."""
 
-    def __init__(self, core: InferenceServer, *, max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> None:
+    def __init__(self, core: InferenceServer, *, max_input_size: int = DEFAULT_MAX_INPUT_SIZE,
+                 max_request_size: int = HttpOptions().max_request_size) -> None:
         self._core = core
         self._max_input_size = max_input_size
+        self._max_request_size = max_request_size
 
     async def handle(self, request: Request) -> Response:
         try:
             return await self._route(request)
         except TritonRosError as exc:
             return _core_error(exc)
-        except HttpError as exc:
+        except (HttpError, TransportError) as exc:
             return error_response(exc.status, exc.message)
         except Exception as exc:  # an unexpected fault answers this request only
             _log.exception("internal error in HTTP handler")
@@ -134,19 +144,22 @@ class HttpService:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     async def _route(self, request: Request) -> Response:
-        path, method = request.path, request.method
-        if path == "/v2/models/stats":
-            self._require(method, "GET")
-            return Response(200, codec.encode_statistics(self._core.model_statistics()))
-        match = _MODEL_RE.fullmatch(path)
-        if match:
+        route = request.route or classify(request.path)
+        if route is None:
+            raise HttpError(404, "Not Found")
+        method = request.method
+        if method not in route.methods:
+            raise HttpError(405, "Method Not Allowed")
+        family, match = route.family, route.match
+        if family == "health":
+            ok = self._core.is_live() if match.group(1) == "live" else self._core.is_ready()
+            return Response(200 if ok else 400)
+        if family == "model":
             name = unquote(match.group(1))
             version = int(match.group(2)) if match.group(2) else -1
             kind = match.group(3) or ""
             if kind == "infer":
-                self._require(method, "POST")
                 return await self._infer(request, name, version)
-            self._require(method, "GET")
             if kind == "ready":
                 if not self._core.model_ready(name, version):
                     return error_response(400, "Model version not ready")
@@ -157,17 +170,11 @@ class HttpService:
                 return Response(200, codec.encode_statistics(
                     self._core.model_statistics(name, version)))
             return Response(200, codec.encode_model_metadata(self._core.model_metadata(name, version)))
-        match = _HEALTH_RE.fullmatch(path)
-        if match:
-            self._require(method, "GET")
-            kind = match.group(1)
-            if kind is None:
-                return Response(200, codec.encode_server_metadata(self._core.metadata()))
-            ok = self._core.is_live() if kind == "live" else self._core.is_ready()
-            return Response(200 if ok else 400)
-        match = _REPOSITORY_RE.fullmatch(path)
-        if match:
-            self._require(method, "POST")
+        if family == "all_stats":
+            return Response(200, codec.encode_statistics(self._core.model_statistics()))
+        if family == "server":
+            return Response(200, codec.encode_server_metadata(self._core.metadata()))
+        if family == "repository":
             if match.group(1):
                 raise unsupported("'repository_name' specification is not supported")
             if match.group(2) == "index":
@@ -184,17 +191,13 @@ class HttpService:
                 await self._blocking(lambda: self._core.unload_model(
                     name, unload_dependents=dependents))
             return Response(200)
-        if path == "/v2/logging":
+        if family == "logging":
             if method == "POST":
                 changes = codec.parse_json_object(request.body, "log settings")
                 return Response(200, codec.dumps(self._core.log_settings.update(changes)))
-            self._require(method, "GET")
             return Response(200, codec.dumps(self._core.log_settings.get()))
-        match = _SHM_RE.fullmatch(path)
-        if match:
-            return self._shared_memory(request, match.group(1) == "cudasharedmemory",
-                                       unquote(match.group(2) or ""), match.group(3))
-        raise HttpError(404, "Not Found")
+        return self._shared_memory(request, match.group(1) == "cudasharedmemory",
+                                   unquote(match.group(2) or ""), match.group(3))
 
     def _shared_memory(self, request: Request, cuda: bool, region: str, action: str) -> Response:
         """/v2/{system,cuda}sharedmemory[/region/{r}]/{status,register,unregister}."""
@@ -219,26 +222,17 @@ class HttpService:
             raise HttpError(405, "Method Not Allowed")
 
     async def _infer(self, request: Request, name: str, version: int) -> Response:
-        body = _decompress(request.headers.get("content-encoding", ""), request.body,
-                           self._max_input_size)
-        header_length = _header_length(request.headers.get(codec.INFER_HEADER), len(body))
-        if header_length == 0:
-            raise invalid_arg("raw binary inference requests (Inference-Header-Content-Length: "
-                              "0) are not supported; send a JSON header")
-        json_size = len(body) if header_length is None else header_length
-        if json_size > self._max_input_size:
-            raise invalid_arg(f"request JSON size of {json_size} bytes exceeds the maximum allowed "
-                              f"input size of {self._max_input_size} bytes. Use "
-                              f"--http-max-input-size to increase the limit.")
-        decode = lambda: codec.decode_infer_request(  # noqa: E731
-            name, version, body, header_length, self._core.shared_memory)
-        if json_size > (1 << 16):
-            infer_request, plan = await self._blocking(decode)
+        if len(request.body) > OFF_LOOP_BYTES or b"shared_memory_region" in request.body:
+            # decompress, parse, copy shared memory and look up the cache on a worker thread
+            infer_request, plan, future = await self._blocking(self._submit, request, name,
+                                                               version)
         else:
-            infer_request, plan = decode()
-        response = await asyncio.wrap_future(self._core.infer(infer_request))
+            infer_request, plan, future = self._submit(request, name, version)
+        response = await asyncio.wrap_future(future)
         shm = infer_request.shared_memory_outputs()
-        if codec.response_is_heavy(response, plan, shm):
+        encoding = _accepted_encoding(request.headers.get("accept-encoding", ""))
+        heavy = codec.response_is_heavy(response, plan, shm)
+        if heavy or encoding != "identity":
             chunks, json_length = await self._blocking(codec.encode_infer_response, response,
                                                        plan, shm)
         else:
@@ -248,20 +242,39 @@ class HttpService:
         if json_length is not None:
             content_type = "application/octet-stream"
             headers["Inference-Header-Content-Length"] = str(json_length)
-        encoding = _accepted_encoding(request.headers.get("accept-encoding", ""))
         if encoding != "identity":
-            chunks = [_compress(encoding, b"".join(chunks))]
+            data = b"".join(chunks)
+            if len(data) > OFF_LOOP_BYTES:
+                chunks = [await self._blocking(_compress, encoding, data)]
+            else:
+                chunks = [_compress(encoding, data)]
             headers["Content-Encoding"] = encoding
         return Response(200, chunks, content_type=content_type, headers=headers)
+
+    def _submit(self, request: Request, name: str, version: int):
+        """Decompress and decode the body, then queue the request in the core."""
+        body = _decompress(request.headers.get("content-encoding", ""), request.body,
+                           self._max_request_size)
+        header_length = _header_length(request.headers.get(codec.INFER_HEADER), len(body))
+        if header_length == 0:
+            raise invalid_arg("raw binary inference requests (Inference-Header-Content-Length: "
+                              "0) are not supported; send a JSON header")
+        json_size = len(body) if header_length is None else header_length
+        if json_size > self._max_input_size:
+            raise invalid_arg(f"request JSON size of {json_size} bytes exceeds the maximum allowed "
+                              f"input size of {self._max_input_size} bytes. Use "
+                              f"--http-max-input-size to increase the limit.")
+        infer_request, plan = codec.decode_infer_request(name, version, body, header_length,
+                                                         self._core.shared_memory)
+        return infer_request, plan, self._core.infer(infer_request)
 
 
 def _header_length(text: str | None, content_length: int) -> int | None:
     if text is None:
         return None
-    try:
-        value = int(text.strip())
-    except ValueError:
-        raise invalid_arg(f"Unable to parse Inference-Header-Content-Length, got: {text}") from None
+    if not _DIGITS.fullmatch(text.strip()):   # int() would also take "0_2" and "+2"
+        raise invalid_arg(f"Unable to parse Inference-Header-Content-Length, got: {text}")
+    value = int(text.strip())
     if value < 0 or value > content_length:
         raise invalid_arg(f"inference header size should be in range (0, {content_length}), "
                           f"got: {text}")
@@ -281,8 +294,8 @@ def _decompress(encoding: str, body: bytes, limit: int) -> bytes:
     except zlib.error as exc:
         raise invalid_arg(f"failed to decompress the request body ({encoding}): {exc}") from None
     if len(out) > limit:
-        raise invalid_arg(f"decompressed request body exceeds the maximum allowed input size of "
-                          f"{limit} bytes. Use --http-max-input-size to increase the limit.")
+        raise TransportError(413, f"decompressed request body exceeds the limit of {limit} bytes "
+                                  f"(--http-max-request-size)")
     return out
 
 
@@ -305,154 +318,109 @@ def _compress(encoding: str, data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=6) if encoding == "gzip" else zlib.compress(data)
 
 
+
 # ------------------------------------------------------------------------------------------
-# HTTP/1.1 transport
+# Routes -> API group (restrictions) and methods, checked before a body is read
 # ------------------------------------------------------------------------------------------
 
-async def _read_chunked(reader: asyncio.StreamReader, limit: int) -> bytes:
-    parts: list[bytes] = []
-    total = 0
-    while True:
-        line = await reader.readuntil(b"\r\n")
-        try:
-            size = int(line.split(b";", 1)[0].strip(), 16)
-        except ValueError:
-            raise HttpError(400, "malformed chunked request body") from None
-        if size == 0:
-            while (await reader.readuntil(b"\r\n")) != b"\r\n":   # trailers
-                pass
-            return b"".join(parts)
-        total += size
-        if total > limit:
-            raise HttpError(413, f"request body exceeds {limit} bytes")
-        parts.append(await reader.readexactly(size))
-        if await reader.readexactly(2) != b"\r\n":
-            raise HttpError(400, "malformed chunked request body")
+class Route(NamedTuple):
+    api: str                     # Triton's API group (--http-restricted-api)
+    methods: tuple[str, ...]
+    family: str                  # which handler of HttpService._route
+    match: "re.Match | None"
 
 
-def _head(status: int, headers: dict[str, str], length: int, keep_alive: bool) -> bytes:
-    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}"]
-    lines.extend(f"{k}: {v}" for k, v in headers.items())
-    lines.append(f"Content-Length: {length}")
-    if not keep_alive:
-        lines.append("Connection: close")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+_GET, _POST = ("GET",), ("POST",)
+_EXACT = {
+    "/v2/health/live": Route("health", _GET, "health", _HEALTH_RE.fullmatch("/v2/health/live")),
+    "/v2/health/ready": Route("health", _GET, "health", _HEALTH_RE.fullmatch("/v2/health/ready")),
+    "/v2": Route("metadata", _GET, "server", None),
+    "/v2/models/stats": Route("statistics", _GET, "all_stats", None),
+    "/v2/logging": Route("logging", ("GET", "POST"), "logging", None),
+}
+_MODEL_KINDS = {"infer": ("inference", _POST), "ready": ("health", _GET),
+                "config": ("model-config", _GET), "stats": ("statistics", _GET),
+                "": ("metadata", _GET)}
 
 
-class HttpServer(EventLoopServer):
+def classify(path: str) -> Route | None:
+    """The Triton API group of a route, the methods it takes and its handler; None: no such
+    route."""
+    route = _EXACT.get(path)
+    if route is not None:
+        return route
+    match = _MODEL_RE.fullmatch(path)
+    if match:
+        api, methods = _MODEL_KINDS[match.group(3) or ""]
+        return Route(api, methods, "model", match)
+    match = _REPOSITORY_RE.fullmatch(path)
+    if match:
+        return Route("model-repository", _POST, "repository", match)
+    match = _SHM_RE.fullmatch(path)
+    if match:
+        return Route("shared-memory", _GET if match.group(3) == "status" else _POST, "shm", match)
+    return None
+
+
+def to_web_response(response: Response, *, close: bool = False) -> web.StreamResponse:
+    headers = response.headers
+    if close:
+        headers["Connection"] = "close"
+    chunks = response.chunks
+    body = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    web_response = web.Response(status=response.status, body=body, headers=headers)
+    if close:
+        web_response.force_close()
+    return web_response
+
+
+class HttpServer(AiohttpEndpoint):
     """Runs the HTTP endpoint on its own event loop thread; start() returns once it listens."""
 
     service_name = "HTTPService"
 
     def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8000,
-                 max_input_size: int = DEFAULT_MAX_INPUT_SIZE) -> None:
-        super().__init__(address=address, port=port)
+                 options: HttpOptions | None = None,
+                 max_input_size: int | None = None) -> None:
+        options = options or HttpOptions()
+        if max_input_size is not None:
+            from dataclasses import replace
+            options = replace(options, max_input_size=max_input_size)
+        super().__init__(address=address, port=port, limits=options.validate())
         self._core = core
-        self._service = HttpService(core, max_input_size=max_input_size)
-        self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task] = set()
-        self._idle: set[asyncio.StreamWriter] = set()
+        self._restrictions: Restrictions = options.restrictions
+        self._service = HttpService(core, max_input_size=options.max_input_size,
+                                    max_request_size=options.max_request_size)
 
-    async def _listen(self) -> None:
-        self._server = await asyncio.start_server(
-            self._connection, self.address, self.port, limit=MAX_HEADER_SIZE,
-            reuse_address=True, backlog=1024)
-        self.port = self._server.sockets[0].getsockname()[1]
-
-    async def _shutdown(self, grace: float) -> None:
-        self._server.close()
-        # In-flight requests get the grace period; idle keep-alive connections close at once.
-        for writer in list(self._idle):
-            writer.close()
-        if self._connections:
-            _, pending = await asyncio.wait(list(self._connections), timeout=grace)
-            for task in pending:
-                task.cancel()
-        await self._server.wait_closed()
-
-    # ---------------------------------------------------------------- one connection
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self._connections.add(task)
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        path = request.raw_path.split("?", 1)[0]
+        method = request.method
+        route = classify(path)
+        # Answers given before a body is read close the connection: the body is not drained.
+        unread = request.can_read_body
+        if route is None:
+            return to_web_response(error_response(404, "Not Found"), close=unread)
+        restriction = self._restrictions.get(route.api)
+        if restriction is not None and request.headers.get(restriction[0]) != restriction[1]:
+            return to_web_response(error_response(
+                403, f"This API is restricted, expecting header '{restriction[0]}'"), close=unread)
+        if method not in route.methods:
+            return to_web_response(error_response(405, "Method Not Allowed"), close=unread)
         try:
-            await self._serve_connection(reader, writer)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        except Exception:
-            _log.exception("HTTP connection failed")
-        finally:
-            self._connections.discard(task)
-            writer.close()
-
-    async def _serve_connection(self, reader: asyncio.StreamReader,
-                                writer: asyncio.StreamWriter) -> None:
-        while not self._stop_requested.is_set():
-            # While waiting for its next request a connection is idle: stop() closes it.
-            self._idle.add(writer)
-            try:
-                head = await reader.readuntil(b"\r\n\r\n")
-            except asyncio.LimitOverrunError:
-                await self._send(writer, error_response(431, "request header is too large"), False)
-                return
-            finally:
-                self._idle.discard(writer)
-            try:
-                request, keep_alive = await self._read_request(head, reader, writer)
-            except HttpError as exc:
-                await self._send(writer, error_response(exc.status, exc.message), False)
-                return
-            except asyncio.LimitOverrunError:   # a chunk-size line longer than 64 KiB
-                await self._send(writer, error_response(400, "malformed chunked request body"),
-                                 False)
-                return
-            response = await self._service.handle(request)
-            await self._send(writer, response, keep_alive)
-            if not keep_alive:
-                return
-
-    async def _read_request(self, head: bytes, reader: asyncio.StreamReader,
-                            writer: asyncio.StreamWriter) -> tuple[Request, bool]:
-        try:
-            text = head.decode("latin-1")
-            request_line, *header_lines = text[:-4].split("\r\n")
-            method, target, version = request_line.split(" ")
-        except ValueError:
-            raise HttpError(400, "malformed HTTP request line") from None
-        if not version.startswith("HTTP/1."):
-            raise HttpError(400, f"unsupported protocol '{version}'")
-        headers: dict[str, str] = {}
-        for line in header_lines:
-            key, sep, value = line.partition(":")
-            if not sep:
-                raise HttpError(400, "malformed HTTP header line")
-            headers[key.strip().lower()] = value.strip()
-        connection = headers.get("connection", "").lower()
-        keep_alive = ("close" not in connection) if version == "HTTP/1.1" \
-            else ("keep-alive" in connection)
-
-        if headers.get("expect", "").lower() == "100-continue":
-            writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            await writer.drain()
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            body = await _read_chunked(reader, MAX_BODY_SIZE)
-        else:
-            length_text = headers.get("content-length", "0")
-            try:
-                length = int(length_text)
-            except ValueError:
-                raise HttpError(400, f"Unable to parse Content-Length, got: {length_text}") from None
-            if length < 0 or length > MAX_BODY_SIZE:
-                raise HttpError(400, f"Unable to parse Content-Length, value is out of range "
-                                     f"[ 0, {MAX_BODY_SIZE} ], got: {length_text}")
-            body = await reader.readexactly(length) if length else b""
-        path = target.split("?", 1)[0]
-        return Request(method, path, headers, body), keep_alive
-
-    @staticmethod
-    async def _send(writer: asyncio.StreamWriter, response: Response, keep_alive: bool) -> None:
-        length = sum(len(c) for c in response.chunks)
-        writer.write(_head(response.status, response.headers, length, keep_alive))
-        for chunk in response.chunks:
-            if len(chunk):
-                writer.write(chunk)
-        await writer.drain()
+            body = b""
+            if unread:
+                body = await read_body(request, self.limits.max_request_size,
+                                       self.limits.idle_timeout_s)
+        except TransportError as exc:
+            return to_web_response(error_response(exc.status, exc.message), close=True)
+        response = await self._service.handle(Request(method, path, request.headers, body, route))
+        if len(response.chunks) > 1 and sum(len(c) for c in response.chunks) > OFF_LOOP_BYTES:
+            # large binary outputs: written chunk by chunk, never joined on the loop
+            stream = web.StreamResponse(status=response.status, headers=response.headers)
+            stream.content_length = sum(len(c) for c in response.chunks)
+            await stream.prepare(request)
+            for chunk in response.chunks:
+                await stream.write(chunk)
+            await stream.write_eof()
+            return stream
+        return to_web_response(response)

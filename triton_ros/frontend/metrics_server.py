@@ -1,105 +1,104 @@
 """Triton's metrics endpoint: ``GET /metrics`` on its own port (default 127.0.0.1:8002).
 
-Serves the Prometheus text exposition that :class:`~triton_ros.core.metrics.Metrics` renders
-from the shared core, on a small threaded HTTP/1.1 server of the standard library (scrapes are
-rare and cheap; no dependency is needed). Same shape as ``GrpcServer``:
-``MetricsServer(core, address=, port=)``, ``start()`` returns once it listens, ``stop()``.
+The exposition is written by ``prometheus_client`` from a custom collector,
+:class:`TritonCollector`, that turns each scrape's :class:`~triton_ros.core.metrics.Family` list
+(derived from the same statistics snapshots that answer ModelStatistics) into
+``prometheus_client`` metric families with Triton's names, types and labels. It is served by the
+same aiohttp transport as the HTTP/REST endpoint (``http_transport``: connection limit, header
+and idle timeouts, no thread per connection); a scrape is rendered on a worker thread, so a slow
+scrape never blocks other connections.
+
+One adaptation: Triton (prometheus-cpp) names counters without the ``_total`` suffix, as in
+``nv_inference_request_success``; ``prometheus_client``'s Prometheus text writer appends
+``_total`` to a counter's HELP and TYPE lines. :class:`_TritonName` keeps the family's name
+as Triton writes it, so the HELP, TYPE and sample lines agree, as dashboards expect.
 """
 from __future__ import annotations
 
-import http.server
-import json
+import asyncio
 import logging
-import socket
-import socketserver
-import threading
 
-from ..core.metrics import CONTENT_TYPE, Metrics
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.metrics_core import Metric
+
+from ..core.metrics import Metrics
 from ..core.server import InferenceServer
-from .event_loop_server import host_port
+from .http_transport import AiohttpEndpoint
+from .options import MetricsOptions
 
 _log = logging.getLogger("triton_ros.metrics")
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: "_ThreadingServer"
+class _TritonName(str):
+    """A metric family name that stays itself when prometheus_client appends ``_total``."""
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-        if self.path.split("?", 1)[0] != "/metrics":
-            self._reply(404, b'{"error":"Not Found"}', "application/json")
-            return
-        try:
-            body = self.server.metrics.render().encode("utf-8")
-        except Exception as exc:  # a scrape never takes the server down
-            _log.exception("rendering metrics failed")
-            self._reply(500, json.dumps({"error": str(exc)}).encode(), "application/json")
-            return
-        self._reply(200, body, CONTENT_TYPE)
-
-    def _method_not_allowed(self) -> None:
-        self._reply(405, b'{"error":"Method Not Allowed"}', "application/json")
-
-    do_POST = do_PUT = do_DELETE = do_PATCH = _method_not_allowed  # noqa: N815
-
-    def do_HEAD(self) -> None:  # noqa: N802
-        self._method_not_allowed()
-
-    def _reply(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    def log_message(self, format: str, *args) -> None:  # scrapes are not worth a log line
-        _log.debug("%s %s", self.address_string(), format % args)
+    def __add__(self, other: str) -> str:
+        if other == "_total":
+            return str(self)
+        return str.__add__(self, other)
 
 
-class _ThreadingServer(socketserver.ThreadingMixIn, http.server.HTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    metrics: Metrics
+class TritonCollector:
+    """prometheus_client collector over :class:`Metrics` (one snapshot per scrape)."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self):
+        for family in self._metrics.families():
+            metric = Metric(_TritonName(family.name), family.help, family.type)
+            for labels, value in family.samples:
+                metric.add_sample(family.name, {k: str(v) for k, v in labels.items()},
+                                  float(value))
+            yield metric
 
 
-class MetricsServer:
-    """Serves ``/metrics`` on a background thread; start() returns once it listens."""
+def _json_error(status: int, message: str) -> web.Response:
+    import json
+    response = web.Response(status=status, body=json.dumps({"error": message}).encode(),
+                            content_type="application/json")
+    return response
+
+
+class MetricsServer(AiohttpEndpoint):
+    """Serves ``/metrics`` on an event loop thread; start() returns once it listens."""
+
+    service_name = "Metrics Service"
 
     def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8002,
-                 interval_ms: float = 2000.0, allow_gpu_metrics: bool = True,
-                 allow_cpu_metrics: bool = True) -> None:
+                 options: MetricsOptions | None = None, interval_ms: float | None = None,
+                 allow_gpu_metrics: bool | None = None,
+                 allow_cpu_metrics: bool | None = None) -> None:
+        options = options or MetricsOptions()
+        super().__init__(address=address, port=port, limits=options.transport())
         self._core = core
-        self.address = address
-        self.port = port
-        self.metrics = Metrics(core, interval_ms=interval_ms, allow_gpu_metrics=allow_gpu_metrics,
-                               allow_cpu_metrics=allow_cpu_metrics)
-        self._server: _ThreadingServer | None = None
-        self._thread: threading.Thread | None = None
+        self.metrics = Metrics(
+            core, interval_ms=options.interval_ms if interval_ms is None else interval_ms,
+            allow_gpu_metrics=(options.allow_gpu_metrics if allow_gpu_metrics is None
+                               else allow_gpu_metrics),
+            allow_cpu_metrics=(options.allow_cpu_metrics if allow_cpu_metrics is None
+                               else allow_cpu_metrics))
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(TritonCollector(self.metrics))
 
-    @property
-    def target(self) -> str:
-        return host_port(self.address, self.port)
+    def render(self) -> bytes:
+        """The exposition, as GET /metrics returns it."""
+        return generate_latest(self.registry)
 
-    def start(self) -> None:
-        server_cls = _ThreadingServer
-        if ":" in self.address:
-            server_cls = type("_ThreadingServer6", (_ThreadingServer,),
-                              {"address_family": socket.AF_INET6})
-        self._server = server_cls((self.address, self.port), _Handler)
-        self._server.metrics = self.metrics
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.2},
-                                        name="metrics-server", daemon=True)
-        self._thread.start()
-        _log.info("Started Metrics Service at %s", self.target)
-
-    def stop(self, grace: float = 5.0) -> None:
-        if self._server is None:
-            return
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=grace)
-        self._server = None
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        if request.raw_path.split("?", 1)[0] != "/metrics":
+            response = _json_error(404, "Not Found")
+        elif request.method != "GET":
+            response = _json_error(405, "Method Not Allowed")
+        else:
+            try:
+                body = await asyncio.get_running_loop().run_in_executor(None, self.render)
+            except Exception as exc:  # a scrape never takes the server down
+                _log.exception("rendering metrics failed")
+                return _json_error(500, str(exc))
+            return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
+        if request.can_read_body:
+            response.force_close()      # the body is never read: close instead of draining
+        return response

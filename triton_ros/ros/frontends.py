@@ -1,107 +1,121 @@
-"""The network endpoints the inference node runs next to its topics, all wired here.
+"""The node's network endpoints as ROS parameters, mapped onto the one endpoint assembly.
 
-Every endpoint serves the node's one :class:`~triton_ros.core.server.InferenceServer`, so a gRPC
-request and a camera frame reach the same model's dynamic batcher. Each kind is a
-:class:`FrontendSpec`: its parameter prefix, defaults and a factory that imports its transport only
-when enabled. The node declares ``<prefix>.enable``, ``<prefix>.address`` and ``<prefix>.port`` for
-every spec and starts the enabled ones in order (stopping them in reverse). Adding an endpoint
-with the same ``start()`` / ``stop()`` shape is one more entry in :data:`FRONTENDS`: gRPC (8001),
-HTTP/REST (8000) and Prometheus metrics (8002) are there, as in tritonserver.
+The endpoints themselves (gRPC 8001, HTTP/REST 8000, Prometheus metrics 8002), their options,
+start order and shutdown order are ``triton_ros.frontend.endpoints`` /
+``triton_ros.frontend.options``, shared with ``triton-ros-server``; this module only declares
+their parameters (:data:`ENDPOINT_PARAMS`: name, default, kind, description, mirroring
+tritonserver's flags: ``grpc.use_ssl`` is ``--grpc-use-ssl``, ``http.restricted_api`` is
+``--http-restricted-api``...) and turns the values into
+:class:`~triton_ros.frontend.options.EndpointOptions` (:func:`endpoint_options`).
 """
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any
 
-from ..core.server import InferenceServer
+from ..core.errors import invalid_arg
+from ..frontend.options import (EndpointConfig, EndpointOptions, GrpcOptions, HttpOptions,
+                                MetricsOptions, default_max_connections, parse_restrictions)
 
-_log = logging.getLogger("triton_ros.frontends")
-
-
-class Endpoint(Protocol):
-    """What the node needs of an endpoint; ``port`` is the bound port after ``start()``."""
-
-    port: int
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class FrontendSpec:
-    name: str                          # parameter prefix and log name
-    title: str
-    enable: bool                       # default of <name>.enable
-    port: int                          # default of <name>.port (Triton's port for it)
-    factory: Callable[[InferenceServer, str, int], Endpoint]
-
-
-@dataclass(frozen=True)
-class FrontendConfig:
-    """One endpoint's settings, from the node's parameters."""
-
-    name: str
-    enable: bool
-    address: str
-    port: int
-
-
-def _grpc(core: InferenceServer, address: str, port: int) -> Endpoint:
-    from ..frontend.grpc_server import GrpcServer
-    return GrpcServer(core, address=address, port=port)
-
-
-def _http(core: InferenceServer, address: str, port: int) -> Endpoint:
-    from ..frontend.http_server import HttpServer
-    return HttpServer(core, address=address, port=port)
-
-
-def _metrics(core: InferenceServer, address: str, port: int) -> Endpoint:
-    from ..frontend.metrics_server import MetricsServer
-    return MetricsServer(core, address=address, port=port)
-
-
-FRONTENDS: tuple[FrontendSpec, ...] = (
-    FrontendSpec("grpc", "KServe v2 gRPC endpoint (inference.GRPCInferenceService)", True, 8001,
-                 _grpc),
-    FrontendSpec("http", "KServe v2 HTTP/REST endpoint", True, 8000, _http),
-    FrontendSpec("metrics", "Prometheus metrics endpoint (/metrics)", True, 8002, _metrics),
-)
 DEFAULT_ADDRESS = "127.0.0.1"          # never expose an endpoint unless told to
 
+_ADDRESS = "Address the {} endpoint binds (0.0.0.0: every interface)."
+_PORT = "Port of the {} endpoint (0: any free port, logged at start)."
+_G, _H, _M = GrpcOptions(), HttpOptions(), MetricsOptions()
 
-class Frontends:
-    """Starts the enabled endpoints over one core and stops them in reverse order."""
+# (name, default, kind, description); kinds as in ros/parameters.py
+ENDPOINT_PARAMS: tuple[tuple[str, Any, str, str], ...] = (
+    ("grpc.enable", True, "bool",
+     "Run the KServe v2 gRPC endpoint (inference.GRPCInferenceService)."),
+    ("grpc.address", DEFAULT_ADDRESS, "str", _ADDRESS.format("grpc")),
+    ("grpc.port", 8001, "int", _PORT.format("grpc")),
+    ("grpc.max_message_size", _G.max_message_size, "int",
+     "Largest gRPC message received or sent, bytes; larger: RESOURCE_EXHAUSTED."),
+    ("grpc.keepalive_time_ms", _G.keepalive_time_ms, "int", "tritonserver --grpc-keepalive-time."),
+    ("grpc.keepalive_timeout_ms", _G.keepalive_timeout_ms, "int",
+     "tritonserver --grpc-keepalive-timeout."),
+    ("grpc.handshake_timeout_s", _G.handshake_timeout_s, "float",
+     "A new gRPC connection must complete its setup within this, seconds."),
+    ("grpc.idle_timeout_s", _G.idle_timeout_s, "float",
+     "A gRPC connection without calls this long gets GOAWAY, seconds (0: never)."),
+    ("grpc.max_connections", 0, "int",
+     "Connections the gRPC endpoint holds at once, more are closed when accepted (0: a "
+     "quarter of the descriptor limit)."),
+    ("grpc.use_ssl", False, "bool", "Serve gRPC over TLS (tritonserver --grpc-use-ssl)."),
+    ("grpc.use_ssl_mutual", False, "bool",
+     "TLS with client certificates signed by grpc.root_cert (--grpc-use-ssl-mutual)."),
+    ("grpc.server_cert", "", "str", "PEM server certificate (--grpc-server-cert)."),
+    ("grpc.server_key", "", "str", "PEM server key (--grpc-server-key)."),
+    ("grpc.root_cert", "", "str", "PEM root certificate for client certificates "
+                                  "(--grpc-root-cert)."),
+    ("grpc.restricted_protocol", [], "str_list",
+     "Restricted protocol groups, each '<protocols>:<key>=<value>' as tritonserver's "
+     "--grpc-restricted-protocol: calls need metadata triton-grpc-protocol-<key>: <value>."),
+    ("http.enable", True, "bool", "Run the KServe v2 HTTP/REST endpoint."),
+    ("http.address", DEFAULT_ADDRESS, "str", _ADDRESS.format("http")),
+    ("http.port", 8000, "int", _PORT.format("http")),
+    ("http.max_input_size", _H.max_input_size, "int",
+     "Largest JSON part of an HTTP inference request, bytes (--http-max-input-size)."),
+    ("http.max_request_size", _H.max_request_size, "int",
+     "Largest HTTP request body, bytes, also after decompression; larger: 413."),
+    ("http.header_timeout_s", _H.header_timeout_s, "float",
+     "A request head must arrive within this, seconds; else 408 and close."),
+    ("http.idle_timeout_s", _H.idle_timeout_s, "float",
+     "An idle keep-alive connection, or a stalled body, is closed after this, seconds."),
+    ("http.max_connections", 0, "int",
+     "Connections the HTTP endpoint holds at once, more get 503 (0: a quarter of the "
+     "descriptor limit)."),
+    ("http.restricted_api", [], "str_list",
+     "Restricted API groups, each '<apis>:<key>=<value>' as tritonserver's "
+     "--http-restricted-api: requests need header <key>: <value>, else 403."),
+    ("metrics.enable", True, "bool", "Run the Prometheus metrics endpoint (/metrics)."),
+    ("metrics.address", DEFAULT_ADDRESS, "str", _ADDRESS.format("metrics")),
+    ("metrics.port", 8002, "int", _PORT.format("metrics")),
+    ("metrics.max_connections", _M.max_connections, "int",
+     "Connections the metrics endpoint holds at once; more get 503."),
+)
 
-    def __init__(self, core: InferenceServer, configs: tuple[FrontendConfig, ...]) -> None:
-        self._core = core
-        self._configs = configs
-        self._started: list[tuple[str, Endpoint]] = []
 
-    def start(self) -> list[str]:
-        """Start every enabled endpoint; return "name at address:port" lines. Raises on failure
-        after stopping those already started."""
-        specs = {spec.name: spec for spec in FRONTENDS}
-        lines = []
-        try:
-            for cfg in self._configs:
-                if not cfg.enable:
-                    continue
-                endpoint = specs[cfg.name].factory(self._core, cfg.address, cfg.port)
-                endpoint.start()
-                self._started.append((cfg.name, endpoint))
-                lines.append(f"{specs[cfg.name].title} at {cfg.address}:{endpoint.port}")
-        except BaseException:
-            self.stop()
-            raise
-        return lines
+def _port(values: dict, name: str) -> int:
+    if not 0 <= values[name] <= 65535:
+        raise invalid_arg(f"parameter '{name}' must be a port number, got {values[name]}")
+    return values[name]
 
-    def stop(self) -> None:
-        while self._started:
-            name, endpoint = self._started.pop()
-            try:
-                endpoint.stop()
-            except Exception as exc:  # stopping one endpoint must not keep the others running
-                _log.warning("stopping the %s endpoint failed: %s", name, exc)
+
+def endpoint_options(values: dict[str, Any], exit_timeout_s: float) -> EndpointOptions:
+    """EndpointOptions from the node's checked parameter values; INVALID_ARG names a bad one."""
+    def cfg(kind: str) -> EndpointConfig:
+        return EndpointConfig(values[f"{kind}.enable"], values[f"{kind}.address"],
+                              _port(values, f"{kind}.port"))
+
+    use_ssl_mutual = values["grpc.use_ssl_mutual"]
+    grpc = GrpcOptions(
+        max_message_size=values["grpc.max_message_size"],
+        keepalive_time_ms=values["grpc.keepalive_time_ms"],
+        keepalive_timeout_ms=values["grpc.keepalive_timeout_ms"],
+        handshake_timeout_s=values["grpc.handshake_timeout_s"],
+        idle_timeout_s=values["grpc.idle_timeout_s"],
+        max_connections=values["grpc.max_connections"] or default_max_connections(),
+        use_ssl=values["grpc.use_ssl"] or use_ssl_mutual, use_ssl_mutual=use_ssl_mutual,
+        server_cert=values["grpc.server_cert"], server_key=values["grpc.server_key"],
+        root_cert=values["grpc.root_cert"],
+        restrictions=parse_restrictions(values["grpc.restricted_protocol"],
+                                        "grpc.restricted_protocol"))
+    http = HttpOptions(
+        max_input_size=values["http.max_input_size"],
+        max_request_size=values["http.max_request_size"],
+        header_timeout_s=values["http.header_timeout_s"],
+        idle_timeout_s=values["http.idle_timeout_s"],
+        max_connections=values["http.max_connections"] or default_max_connections(),
+        restrictions=parse_restrictions(values["http.restricted_api"], "http.restricted_api"))
+    metrics = MetricsOptions(header_timeout_s=http.header_timeout_s,
+                             idle_timeout_s=http.idle_timeout_s,
+                             max_connections=values["metrics.max_connections"])
+    if cfg("grpc").enable:
+        grpc.validate()
+    if cfg("http").enable:
+        http.validate()
+    if cfg("metrics").enable:
+        metrics.transport()
+    return EndpointOptions(grpc=cfg("grpc"), http=cfg("http"), metrics=cfg("metrics"),
+                           grpc_options=grpc, http_options=http, metrics_options=metrics,
+                           exit_timeout_s=exit_timeout_s)

@@ -31,7 +31,7 @@ from ..core.server import InferenceServer
 from .bindings import Binding
 from .diagnostics import DiagnosticsReporter, diagnostic_array, status_message
 from .executor import NodeExecutor
-from .frontends import Frontends
+from ..frontend.endpoints import EndpointStartError, Endpoints
 from .model_services import ModelServices
 from .model_target import model_target_for
 from .package_files import package_file
@@ -60,7 +60,7 @@ class InferenceNode(Node):
         self.reporter = DiagnosticsReporter(self.core)
         self.workers = ThreadPoolExecutor(max_workers=self.config.worker_threads,
                                           thread_name_prefix="triton_ros_worker")
-        self.frontends = Frontends(self.core, self.config.frontends)
+        self.frontends = Endpoints(self.core, self.config.frontends)
         # Everything runs on the executor's thread except the control group (load, unload).
         self._image_group = MutuallyExclusiveCallbackGroup()
         self.control_group = MutuallyExclusiveCallbackGroup()
@@ -89,8 +89,8 @@ class InferenceNode(Node):
             if entry.state:
                 log.info(f"model '{entry.name}' version {entry.version}: {entry.state}"
                          + (f" ({entry.reason})" if entry.reason else ""))
-        for line in self.frontends.start():
-            log.info(f"serving {line}")
+        for kind, endpoint in self.frontends.start():
+            log.info(f"serving {kind.title} at {endpoint.target}")
         self.model_services = ModelServices(self, self.core, control_group=self.control_group,
                                             query_group=self._query_group)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -137,16 +137,18 @@ class InferenceNode(Node):
         """Stop taking frames and network requests (before the executor is shut down)."""
         for binding in self.bindings:
             binding.stop()
-        self.frontends.stop()
+        self.frontends.stop_protocols()
 
     def finish(self) -> None:
-        """Let in-flight requests finish (their results are still published), unload models."""
+        """Let in-flight requests finish (their results are still published), unload models;
+        then stop the metrics endpoint (the same order as triton-ros-server)."""
         if self._started_core:
             self.core.stop()
         # Frames still in a model (a remote one too) finish and publish before the workers stop.
         deadline = time.monotonic() + self.config.server.exit_timeout_secs
         while any(b.in_flight() for b in self.bindings) and time.monotonic() < deadline:
             time.sleep(0.05)
+        self.frontends.stop()
         self.workers.shutdown(wait=True)
         for binding in self.bindings:
             close = getattr(binding.target, "close", None)
@@ -191,6 +193,9 @@ def main(args: list[str] | None = None) -> int:
             node.get_logger().info(f"{stop.signal_name} received, shutting down")
     except TritonRosError as exc:
         _log_error(node, f"cannot start: {exc.message}")
+        rc = 1
+    except EndpointStartError as exc:          # e.g. the gRPC port is taken
+        _log_error(node, f"cannot start: {exc}")
         rc = 1
     except Exception as exc:                   # e.g. the gRPC port is taken
         _log_error(node, f"cannot start: {type(exc).__name__}: {exc}")

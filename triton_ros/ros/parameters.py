@@ -24,7 +24,8 @@ from ..core.model_repository_manager import CONTROL_MODES
 from ..core.server import ServerOptions
 from .classification_decoder import ClassificationConfig
 from .detection_decoder import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
-from .frontends import DEFAULT_ADDRESS, FRONTENDS, FrontendConfig
+from ..frontend.options import EndpointOptions
+from .frontends import ENDPOINT_PARAMS, endpoint_options
 from .preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, PreprocessConfig
 
 BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
@@ -46,16 +47,9 @@ class ParamSpec:
 
 
 def _frontend_params() -> tuple[ParamSpec, ...]:
-    out = []
-    for spec in FRONTENDS:
-        out += [
-            ParamSpec(f"{spec.name}.enable", spec.enable, BOOL, f"Run the {spec.title}."),
-            ParamSpec(f"{spec.name}.address", DEFAULT_ADDRESS, STR,
-                      f"Address the {spec.name} endpoint binds (0.0.0.0: every interface)."),
-            ParamSpec(f"{spec.name}.port", spec.port, INT,
-                      f"Port of the {spec.name} endpoint (0: any free port, logged at start)."),
-        ]
-    return tuple(out)
+    """The endpoints' parameters (ros/frontends.py), mirroring tritonserver's flags."""
+    return tuple(ParamSpec(name, default, kind, description)
+                 for name, default, kind, description in ENDPOINT_PARAMS)
 
 
 NODE_PARAMS: tuple[ParamSpec, ...] = (
@@ -219,7 +213,7 @@ class BindingConfig:
 @dataclass(frozen=True)
 class NodeConfig:
     server: ServerOptions
-    frontends: tuple[FrontendConfig, ...]
+    frontends: EndpointOptions
     bindings: tuple[BindingConfig, ...]
     discovery_period_s: float
     diagnostics_period_s: float
@@ -263,10 +257,7 @@ def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeCon
         repository_poll_secs=_positive(values, "repository_poll_secs"),
         exit_timeout_secs=max(0.0, values["exit_timeout_secs"]),
     )
-    frontends = tuple(
-        FrontendConfig(spec.name, values[f"{spec.name}.enable"], values[f"{spec.name}.address"],
-                       _port(values, f"{spec.name}.port"))
-        for spec in FRONTENDS)
+    frontends = endpoint_options(values, server.exit_timeout_secs)
     declared = {spec.name for spec in NODE_PARAMS} | {
         f"{b}.{spec.name}" for b in binding_names for spec in BINDING_PARAMS}
     return NodeConfig(

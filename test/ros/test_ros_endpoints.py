@@ -1,0 +1,76 @@
+"""The node's endpoint parameters mirror tritonserver's flags: TLS, restricted APIs and limits
+reach the same endpoint assembly as ``triton-ros-server`` (real node process, real clients)."""
+from __future__ import annotations
+
+import re
+import socket
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+from tritonclient.utils import InferenceServerException
+
+from ros_probe import TIMEOUT, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from test_endpoint_security import pki  # noqa: E402,F401  (the certificate fixture)
+
+ROOT_REPO = str(Path(__file__).resolve().parents[2] / "model_repository")
+
+
+def _port(node, what: str) -> int:
+    match = wait_until(lambda: re.search(rf"{what} at 127\.0\.0\.1:(\d+)", node.log()),
+                       what=f"{what} port in the log")
+    return int(match.group(1))
+
+
+def test_node_tls_restrictions_and_limits(start_node, probe, pki):  # noqa: F811
+    node = start_node({
+        "model_repository": ROOT_REPO, "startup_models": ["simple"],
+        "grpc": {"use_ssl": True, "server_cert": pki["server_cert"],
+                 "server_key": pki["server_key"],
+                 "restricted_protocol": ["statistics:admin=s3cret"]},
+        "http": {"restricted_api": ["model-repository:admin=s3cret"], "max_connections": 5,
+                 "header_timeout_s": 30.0},
+    })
+    node.wait_ready(probe)
+    client = grpcclient.InferenceServerClient(node_url := f"127.0.0.1:{node.grpc_port}", ssl=True,
+                                              root_certificates=pki["ca"])
+    a = np.arange(16, dtype=np.int32).reshape(1, 16)
+    inputs = []
+    for name in ("INPUT0", "INPUT1"):
+        x = grpcclient.InferInput(name, [1, 16], "INT32")
+        x.set_data_from_numpy(a)
+        inputs.append(x)
+    np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"), a + a)
+    with pytest.raises(InferenceServerException) as info:
+        client.get_inference_statistics("simple")
+    assert "expecting header 'triton-grpc-protocol-admin'" in info.value.message()
+    assert client.get_inference_statistics(
+        "simple", headers={"triton-grpc-protocol-admin": "s3cret"}).model_stats
+    with pytest.raises(InferenceServerException):        # plaintext to the TLS port
+        grpcclient.InferenceServerClient(node_url).infer("simple", inputs, client_timeout=10)
+
+    http_port = _port(node, "HTTP/REST endpoint")
+    with socket.create_connection(("127.0.0.1", http_port), timeout=TIMEOUT) as s:
+        s.sendall(b"POST /v2/repository/index HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 403")
+    held = [socket.create_connection(("127.0.0.1", http_port), timeout=TIMEOUT) for _ in range(5)]
+    try:
+        with socket.create_connection(("127.0.0.1", http_port), timeout=TIMEOUT) as s:
+            assert s.recv(100).startswith(b"HTTP/1.1 503")
+    finally:
+        for s in held:
+            s.close()
+    with socket.create_connection(("127.0.0.1", http_port), timeout=TIMEOUT) as s:
+        s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 200")
+
+
+def test_node_refuses_bad_endpoint_parameters(start_node):
+    node = start_node({"model_repository": ROOT_REPO, "startup_models": ["simple"],
+                       "http": {"restricted_api": ["teleport:k=v"]}}, expected_rc=1)
+    assert node.proc.wait(timeout=TIMEOUT) == 1
+    assert "cannot start: unknown restricted http.restricted_api API 'teleport'" in node.log()
