@@ -302,7 +302,9 @@ def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args
         f"perf_analyzer, batch-1 requests, {args.trials} windows of {args.window_ms} ms per case, "
         f"{args.rounds} round(s), checkouts alternating; medians over the rounds. `CPU/req`: the "
         "server process's CPU time per answered request; `beyond model`: minus the model's "
-        "compute_infer time.",
+        "compute_infer time (wall time of the model's runs: meaningful when the model's thread is "
+        "not descheduled, i.e. at concurrency 1 on a quiet machine; n/a when it exceeds the CPU "
+        "time).",
         "",
         "| case | " + " | ".join(labels) + (" | ratio (last / first) |" if len(labels) > 1 else " |"),
         "|---|" + "---|" * len(labels) + ("---|" if len(labels) > 1 else ""),
@@ -317,10 +319,11 @@ def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args
                 continue
             t = median([r.throughput for r in rs])
             thr.append(t)
+            beyond = median([r.beyond_us for r in rs])
             cells.append(f"{t:.0f}/s, p50 {median([r.p50_us for r in rs]) / 1e3:.2f} ms, p99 "
                          f"{median([r.p99_us for r in rs]) / 1e3:.1f} ms, CPU/req "
                          f"{median([r.cpu_us for r in rs]):.0f} us, beyond model "
-                         f"{median([r.beyond_us for r in rs]):.0f} us")
+                         + (f"{beyond:.0f} us" if beyond >= 0 else "n/a"))
         ratio = f" {thr[-1] / thr[0]:.2f}x |" if len(labels) > 1 else ""
         lines.append(f"| {case} | " + " | ".join(cells) + " |" + ratio)
     if any(rss.values()):
