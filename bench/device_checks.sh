@@ -27,8 +27,10 @@ check() {  # check NAME TIMEOUT_S COMMAND...
   if [ "$rc" -eq 0 ]; then say "PASS $name"; else say "FAIL $name (exit status $rc)"; failed+=("$name"); fi
 }
 if ls .whl/*.whl >/dev/null 2>&1; then
+  # --find-links: pip takes the wheels that fit this interpreter (.whl holds several versions)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site .whl/*.whl >>"$log" 2>&1 && export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+      --find-links .whl --target /tmp/site grpcio protobuf tritonclient PyYAML >>"$log" 2>&1 \
+      && export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 check "GPU present (nvidia-smi -L)" 30 nvidia-smi -L
