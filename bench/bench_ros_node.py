@@ -106,6 +106,7 @@ STAGES = (
     ("message", ("output_messages.py",)),
     ("publish", ("Publisher.publish", "publisher.py")),
     ("core (batching, hand-offs)", ("triton_ros/core/",)),
+    ("binding (flow control, diagnostics)", ("triton_ros/ros/",)),
     ("ROS executor (take, callbacks)", ("rclpy/",)),
 )
 
@@ -168,7 +169,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
     stats_client = probe.create_client(GetModelStatistics, f"/{node_name}/get_model_statistics")
     cameras = None
     try:
-        if not stats_client.wait_for_service(timeout_sec=120):
+        if not stats_client.wait_for_service(timeout_sec=300):
             raise RuntimeError(f"{name}: the node did not start; see {log.name}")
         cameras = subprocess.Popen(
             [sys.executable, "-m", "triton_ros.ros.synthetic_cameras", "--rate", str(rate)]
