@@ -215,6 +215,9 @@ def decode_infer_request(msg: pb.ModelInferRequest,
     if msg.outputs:
         outs = []
         for out in msg.outputs:
+            if not out.parameters:
+                outs.append(RequestedOutput(out.name))
+                continue
             shm = _shared_memory_params(out)
             count = param_value(out.parameters["classification"]) if "classification" in out.parameters else 0
             block = None
@@ -235,6 +238,8 @@ def decode_infer_request(msg: pb.ModelInferRequest,
 def _shared_memory_params(tensor) -> tuple[str, int, int] | None:
     """(region, offset, byte size) of an input or requested output in shared memory, or None;
     Triton's messages for mistyped parameters."""
+    if not tensor.parameters:           # the usual case, checked without three map lookups
+        return None
     typed = {}
     for key, choice in zip(SHM_PARAMETERS, ("string_param", "int64_param", "int64_param")):
         if key in tensor.parameters:
