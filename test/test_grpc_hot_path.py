@@ -234,3 +234,41 @@ def test_tritonclient_round_trip_through_the_bytes_path(server):
         np.testing.assert_array_equal(r.as_numpy("OUTPUT0"), 2 * a)
     finally:
         client.stop_stream()
+
+
+def test_loop_handoff_runs_every_call_in_order_with_few_wakeups():
+    import asyncio
+    from concurrent.futures import Future
+
+    from triton_ros.frontend.grpc_server import LoopHandoff
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        handoff = LoopHandoff(loop)
+        seen: list[int] = []
+        wakeups = 0
+        original = loop.call_soon_threadsafe
+
+        def counting(*args, **kwargs):
+            nonlocal wakeups
+            wakeups += 1
+            return original(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counting
+        futures = [Future() for _ in range(200)]
+        waiters = [handoff.wait(f) for f in futures]
+
+        def complete():
+            for i, f in enumerate(futures):
+                f.set_result(i)
+                handoff.post(seen.append, i)
+        worker = threading.Thread(target=complete)
+        worker.start()
+        done = await asyncio.wait_for(asyncio.gather(*waiters), 30)
+        worker.join()
+        await asyncio.sleep(0.05)
+        assert [d.result() for d in done] == list(range(200))
+        assert seen == list(range(200))
+        assert wakeups < 400          # one per burst, not one per call (400 calls were posted)
+
+    asyncio.run(main())
