@@ -279,3 +279,15 @@ def test_loop_handoff_runs_every_call_in_order_with_few_wakeups():
         assert burst == list(range(100))
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("size", [3, 100_000])
+def test_bytes_that_are_no_request_get_internal_and_the_server_serves_on(server, size):
+    channel = grpc.insecure_channel(server.url)
+    call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+    garbage = b"\x0a\xff" + b"\xff" * size              # a field length past the end
+    with pytest.raises(grpc.RpcError) as err:
+        call(garbage, timeout=30)
+    assert err.value.code() == grpc.StatusCode.INTERNAL
+    assert "deserializing" in err.value.details()
+    assert server.client().is_server_live()

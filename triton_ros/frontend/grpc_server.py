@@ -32,6 +32,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 import grpc
+from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
@@ -57,6 +58,9 @@ GRPC_STATUS = {
 # walk, about 1 ms per MB here); smaller ones are decoded on the loop unless they hold large BYTES
 # tensors (grpc_codec.large_payload).
 OFF_LOOP_BYTES = 4 << 20
+# Up to this size a request is parsed by protobuf alone (copying its few tensor bytes costs less
+# than walking the wire format in Python); larger ones have their tensors taken as views.
+SMALL_MESSAGE_BYTES = 16 << 10
 # Requests of one ModelStreamInfer stream whose responses are not yet sent, at most.
 STREAM_BACKLOG = 64
 
@@ -157,8 +161,12 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             return await asyncio.get_running_loop().run_in_executor(
                 self._decoder_pool(), self._decode_now, data, None)
         try:
-            msg, raws = codec.parse_infer_request(data)
-        except codec.MalformedMessage as exc:
+            if len(data) <= SMALL_MESSAGE_BYTES:     # protobuf's copy is cheaper than the walk
+                msg = pb.ModelInferRequest.FromString(data)
+                raws = msg.raw_input_contents
+            else:
+                msg, raws = codec.parse_infer_request(data)
+        except (codec.MalformedMessage, DecodeError) as exc:
             raise _Malformed(str(exc)) from None
         self._core.get_model(msg.model_name, codec.parse_version(msg.model_version))
         if codec.large_payload(msg, raws):
