@@ -10,8 +10,9 @@ core's region registry (system shared memory; CUDA shared memory is refused as U
 The inference RPCs are the hot path (bench/bench_request_path.py measures it):
 
 - ``ModelInfer`` and ``ModelStreamInfer`` take and give serialized bytes (no generated
-  (de)serializer): ``grpc_codec`` reads the input tensors as views of the received message and
-  writes the output tensors straight into the reply.
+  (de)serializer): ``grpc_codec`` reads the input tensors of a request larger than
+  ``SMALL_MESSAGE_BYTES`` as views of the received message (smaller ones go through protobuf,
+  which is then cheaper) and writes the output tensors straight into the reply.
 - The model is looked up before any tensor is decoded, so a request for an unknown model costs
   nothing but its parse. A request whose decoding is slow (large BYTES tensors, parsed element by
   element, or a message larger than ``OFF_LOOP_BYTES``) is parsed and decoded on a small thread
