@@ -17,6 +17,15 @@ it measures for ``--seconds``: frames published by the node per second, end-to-e
 and p99 (the camera's header stamp to the receipt of the detections here), the node's drops by
 reason (it counts every one), the mean executed batch (model statistics) and the node's CPU use.
 Results go to bench/RESULTS-ros.md with the machine's description.
+
+Where the node's CPU goes: while it measures, the script samples the node's Python stacks with
+py-spy (``bench/requirements-bench.txt``; skipped with a note when py-spy is not installed) and
+charges each on-CPU sample to one stage by the functions on its stack: the model (ONNX Runtime's
+run), preprocessing, the core's batching and hand-offs, decoding, building the result message,
+publishing, and the ROS executor (taking messages, callbacks). The node's CPU time (from /proc)
+is split by those shares and divided by the frames it published: microseconds of CPU per frame
+per stage, and the node's CPU beyond the model's own compute, in cores and per frame. No code of
+the node is changed for this.
 """
 from __future__ import annotations
 
@@ -53,6 +62,8 @@ class Result:
     drop_fraction: float
     mean_batch: float
     node_cpu: float
+    stages: dict | None = None        # stage -> CPU us per published frame (py-spy shares)
+    beyond_model_cores: float = float("nan")
 
 
 LOAD_AT_START = open("/proc/loadavg").read().split()[:3]
@@ -84,6 +95,41 @@ def stamp_ns(stamp) -> int:
 def cpu_seconds(pid: int) -> float:
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# Stage of a sampled stack: the first rule whose marker is in any frame, in this order.
+STAGES = (
+    ("model", ("OnnxRuntimeInstance.run", "Session.run")),
+    ("preprocess", ("Preprocessor.__call__", "preprocess.py")),
+    ("decode", ("decode_detections", "decode_classification", "detection_decoder.py",
+                "classification_decoder.py")),
+    ("message", ("output_messages.py",)),
+    ("publish", ("Publisher.publish", "publisher.py")),
+    ("core (batching, hand-offs)", ("triton_ros/core/",)),
+    ("binding (flow control, diagnostics)", ("triton_ros/ros/",)),
+    ("ROS executor (take, callbacks)", ("rclpy/",)),
+)
+
+
+def py_spy() -> str | None:
+    path = Path(sys.executable).parent / "py-spy"
+    return str(path) if path.exists() else shutil.which("py-spy")
+
+
+def stage_shares(raw_file: Path) -> dict[str, float]:
+    """Fraction of the on-CPU samples per stage (py-spy's raw format: stack;stack count)."""
+    counts: dict[str, int] = {}
+    total = 0
+    for line in raw_file.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        try:
+            n = int(n)
+        except ValueError:
+            continue
+        total += n
+        stage = next((name for name, marks in STAGES if any(m in stack for m in marks)), "other")
+        counts[stage] = counts.get(stage, 0) + n
+    return {k: v / total for k, v in counts.items()} if total else {}
 
 
 def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe) -> Result:
@@ -123,7 +169,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
     stats_client = probe.create_client(GetModelStatistics, f"/{node_name}/get_model_statistics")
     cameras = None
     try:
-        if not stats_client.wait_for_service(timeout_sec=120):
+        if not stats_client.wait_for_service(timeout_sec=300):
             raise RuntimeError(f"{name}: the node did not start; see {log.name}")
         cameras = subprocess.Popen(
             [sys.executable, "-m", "triton_ros.ros.synthetic_cameras", "--rate", str(rate)]
@@ -153,9 +199,18 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         m0, c0 = model_stats(), cpu_seconds(node.pid)
         t0 = time.monotonic()
         measuring.set()
+        spy = None
+        raw = tmp / f"{name}-{rate:g}-pyspy.txt"
+        if args.profile and py_spy():
+            spy = subprocess.Popen([py_spy(), "record", "-p", str(node.pid), "-d",
+                                    str(max(1, int(args.seconds) - 1)), "-r", "100", "-f", "raw",
+                                    "-o", str(raw), "--nonblocking", "--threads"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(args.seconds)
         measuring.clear()
         m1, c1 = model_stats(), cpu_seconds(node.pid)
+        if spy is not None:
+            spy.wait(timeout=60)
         elapsed = time.monotonic() - t0
         s1 = fresh_status(probe.get_clock().now().nanoseconds)
     finally:
@@ -178,13 +233,20 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
     d_received = b1.received - b0.received
     d_published = b1.published - b0.published
     lat = np.array(latencies) if latencies else np.array([np.nan])
+    node_cpu = (c1 - c0) / elapsed
+    stages, beyond = None, float("nan")
+    if raw.exists():
+        shares = stage_shares(raw)
+        frames_per_s = d_published / node_elapsed
+        stages = {k: node_cpu * v * 1e6 / frames_per_s for k, v in shares.items()}
+        beyond = node_cpu * (1 - shares.get("model", 0.0))
     return Result(
         name=name, published_per_s=d_published / node_elapsed,
         received_per_s=d_received / node_elapsed,
         p50_ms=float(np.percentile(lat, 50)), p99_ms=float(np.percentile(lat, 99)),
         drops=drops, drop_fraction=sum(drops.values()) / d_received if d_received else 0.0,
         mean_batch=(m1[0] - m0[0]) / (m1[1] - m0[1]) if m1[1] > m0[1] else 0.0,
-        node_cpu=(c1 - c0) / elapsed)
+        node_cpu=node_cpu, stages=stages, beyond_model_cores=beyond)
 
 
 def core_ceiling(repository: Path, concurrency: int, seconds: float) -> tuple[float, float]:
@@ -224,8 +286,13 @@ def median_result(results: list[Result], name: str) -> Result:
     def med(attr):
         return float(np.median([getattr(r, attr) for r in rs]))
     drops = {k: int(np.median([r.drops[k] for r in rs])) for k in rs[0].drops}
+    profiled = [r.stages for r in rs if r.stages]
+    stages = ({k: float(np.median([st.get(k, 0.0) for st in profiled]))
+               for k in {k for st in profiled for k in st}} if profiled else None)
+    beyond = [r.beyond_model_cores for r in rs if r.stages]
     return Result(name, med("published_per_s"), med("received_per_s"), med("p50_ms"),
-                  med("p99_ms"), drops, med("drop_fraction"), med("mean_batch"), med("node_cpu"))
+                  med("p99_ms"), drops, med("drop_fraction"), med("mean_batch"), med("node_cpu"),
+                  stages, float(np.median(beyond)) if beyond else float("nan"))
 
 
 def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, started: str,
@@ -281,6 +348,28 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
             f"| mean executed batch | {a.mean_batch:.2f} | {b.mean_batch:.2f} | |",
             f"| node CPU (cores) | {a.node_cpu:.2f} | {b.node_cpu:.2f} | |",
         ]
+        if a.stages or b.stages:
+            order = [n for n, _ in STAGES] + ["other"]
+            lines += ["", "Node CPU per published frame, by stage (microseconds; py-spy shares of "
+                      "the node's CPU time, median of the rounds):", "",
+                      "| stage | batched | batch-1 |", "|---|---|---|"]
+            for stage in order:
+                va = (a.stages or {}).get(stage, 0.0)
+                vb = (b.stages or {}).get(stage, 0.0)
+                lines.append(f"| {stage} | {va:.0f} | {vb:.0f} |")
+            tot_a = sum((a.stages or {}).values())
+            tot_b = sum((b.stages or {}).values())
+            out_a = tot_a - (a.stages or {}).get("model", 0.0)
+            out_b = tot_b - (b.stages or {}).get("model", 0.0)
+            lines += [f"| **total** | {tot_a:.0f} | {tot_b:.0f} |",
+                      f"| **outside the model** | {out_a:.0f} | {out_b:.0f} |",
+                      f"| node CPU beyond the model (cores) | {a.beyond_model_cores:.2f} | "
+                      f"{b.beyond_model_cores:.2f} |",
+                      "",
+                      f"Targets (issue 10): <= 1000 us of CPU per frame outside the model: "
+                      f"{out_a:.0f} us batched; 8 cameras x 30 Hz with < 0.5 core beyond the "
+                      f"model: {a.beyond_model_cores:.2f} core" + (" (this rate)." if rate == 30
+                                                                   else " (at this rate).")]
         lines += [
             "",
             ("Target (issue 3, 8 cameras at 30 Hz): batched throughput >= 1.5x batch-1 at an "
@@ -298,20 +387,21 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
                   f"{r.p99_ms:.1f} | {100 * r.drop_fraction:.1f} % | {r.mean_batch:.2f} | "
                   f"{r.node_cpu:.2f} |" for i, r in enumerate(results)]
         lines.append("")
-    lines += [
-        "## The model alone (the ceiling for batching here)",
-        "",
-        f"The core server in this process, {args.cameras} threads sending batch-1 requests back to "
-        f"back for {args.seconds:g} s, no ROS: batched {ceiling['batched'][0]:.0f} requests/s "
-        f"(mean executed batch {ceiling['batched'][1]:.2f}), batch-1 "
-        f"{ceiling['batch-1'][0]:.0f} requests/s: "
-        f"{ceiling['batched'][0] / ceiling['batch-1'][0]:.2f}x. Where a batch costs about as "
-        "much per image as single images (this CPU, ONNX Runtime with one thread per instance), "
-        "batching gives the node little: what it gains comes from fewer executions and thread "
-        "hand-offs per frame. A 1.5x gain needs hardware on which batching lowers the cost per "
-        "image (GPU, TensorRT).",
-        "",
-    ]
+    if ceiling:
+        lines += [
+            "## The model alone (the ceiling for batching here)",
+            "",
+            f"The core server in this process, {args.cameras} threads sending batch-1 requests back to "
+            f"back for {args.seconds:g} s, no ROS: batched {ceiling['batched'][0]:.0f} requests/s "
+            f"(mean executed batch {ceiling['batched'][1]:.2f}), batch-1 "
+            f"{ceiling['batch-1'][0]:.0f} requests/s: "
+            f"{ceiling['batched'][0] / ceiling['batch-1'][0]:.2f}x. Where a batch costs about as "
+            "much per image as single images (this CPU, ONNX Runtime with one thread per instance), "
+            "batching gives the node little: what it gains comes from fewer executions and thread "
+            "hand-offs per frame. A 1.5x gain needs hardware on which batching lowers the cost per "
+            "image (GPU, TensorRT).",
+            "",
+        ]
     text = "\n".join(lines)
     out.write_text(text)
     return text
@@ -337,6 +427,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating runs of each configuration (median reported)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-ros.md"))
+    parser.add_argument("--no-profile", dest="profile", action="store_false",
+                        help="do not sample the node with py-spy (no per-stage table)")
+    parser.add_argument("--no-ceiling", dest="ceiling", action="store_false",
+                        help="skip the in-process model-alone measurement")
     args = parser.parse_args()
     os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 100)))
@@ -376,8 +470,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench_ros_") as tmp:
         for name, repo in (("batched", ROOT / "model_repository"),
                            ("batch-1", batch1_repository(Path(tmp)))):
-            print(f"the model alone: {name} ...", flush=True)
-            ceiling[name] = core_ceiling(repo, args.cameras, args.seconds)
+            if args.ceiling:
+                print(f"the model alone: {name} ...", flush=True)
+                ceiling[name] = core_ceiling(repo, args.cameras, args.seconds)
     print(write_results(sections, args, Path(args.out), started, ceiling))
     return 0
 

@@ -1,24 +1,47 @@
 #!/usr/bin/env bash
 # All GPU checks in one run on a machine with an NVIDIA GPU (the device tool's H200: CUDA 13,
-# cuda-bindings, onnxruntime (CPU), no TensorRT). Wheels in .whl/ (tritonclient, protobuf) are
-# installed to /tmp/site first when present. Logs go to $OUT when set.
+# cuda-bindings, CuPy, PyTorch, onnxruntime (CPU), no TensorRT). Wheels in .whl/ (made by
+# bench/fetch_device_wheels.sh: grpcio, protobuf, tritonclient, PyYAML) are installed to
+# /tmp/site first when present. Logs and results go to $OUT when set (else /tmp).
+#
+# Exit status: 0 only when every check passed; otherwise the number of failed checks (a check
+# that cannot run, e.g. without a GPU, fails). Each check's own status is kept: nothing is
+# filtered through a pipe that would replace it.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUTDIR="${OUT:-/tmp}"
+mkdir -p "$OUTDIR"
+log="$OUTDIR/device_checks.log"
+: > "$log"
+say() { echo "$*" | tee -a "$log"; }
+failed=()
+check() {  # check NAME TIMEOUT_S COMMAND...
+  local name=$1 limit=$2; shift 2
+  local part rc
+  part=$(mktemp)
+  say "== $name: $*"
+  timeout "$limit" "$@" >"$part" 2>&1
+  rc=$?
+  tee -a "$log" <"$part"
+  rm -f "$part"
+  if [ "$rc" -eq 0 ]; then say "PASS $name"; else say "FAIL $name (exit status $rc)"; failed+=("$name"); fi
+}
 if ls .whl/*.whl >/dev/null 2>&1; then
+  # --find-links: pip takes the wheels that fit this interpreter (.whl holds several versions)
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /tmp/site .whl/*.whl && export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
+      --find-links .whl --target /tmp/site grpcio protobuf tritonclient PyYAML >>"$log" 2>&1 \
+      && export PYTHONPATH="/tmp/site:${PYTHONPATH:-}"
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
-log="${OUT:-/tmp}/device_checks.log"
-{
-  nvidia-smi -L
-  python3 -c 'import onnxruntime, numpy, google.protobuf as p; print("onnxruntime", onnxruntime.__version__, "numpy", numpy.__version__, "protobuf", p.__version__)'
-  rc=0
-  echo "== TensorRT backend CUDA streams and buffers (bench/gpu_check.py)"
-  timeout 180 python3 bench/gpu_check.py --devices 0 --instances 2 || rc=1
-  echo "== core device handling (bench/gpu_server_check.py)"
-  timeout 180 python3 bench/gpu_server_check.py 2>&1 | grep -v "^I\|^W" || rc=1
-  echo "== GPU metrics through NVML (bench/gpu_metrics_check.py)"
-  timeout 120 python3 bench/gpu_metrics_check.py || rc=1
-  echo "device checks exit status: $rc"
-} 2>&1 | tee "$log"
+check "GPU present (nvidia-smi -L)" 30 nvidia-smi -L
+check "python packages" 60 python3 -c 'import numpy, google.protobuf, grpc, tritonclient.grpc; print("numpy", numpy.__version__, "protobuf", google.protobuf.__version__, "grpcio", grpc.__version__)'
+check "TensorRT backend CUDA streams and buffers (bench/gpu_check.py)" 180 python3 bench/gpu_check.py --devices 0 --instances 2
+check "core device handling (bench/gpu_server_check.py)" 180 python3 bench/gpu_server_check.py
+check "GPU metrics through NVML (bench/gpu_metrics_check.py)" 120 python3 bench/gpu_metrics_check.py
+check "GPU batching benchmark (bench/gpu_batching_bench.py)" 300 python3 bench/gpu_batching_bench.py --seconds 4 --concurrency 1,8,32,64 --out "$OUTDIR/RESULTS-gpu.md"
+if [ "${#failed[@]}" -eq 0 ]; then
+  say "device checks: all passed"
+  exit 0
+fi
+say "device checks: ${#failed[@]} failed: ${failed[*]}"
+exit "${#failed[@]}"

@@ -284,3 +284,62 @@ def test_priority_and_timeout_request_parameters_over_grpc():
     request = decode_infer_request(message)
     assert (request.priority, request.timeout_us, request.id) == (1, 1500, "r1")
     assert request.inputs["INPUT0"].shape == (1, 1)
+
+
+def test_responses_survive_the_reuse_of_the_batch_buffer(serve):
+    """Batches are assembled in a buffer each instance reuses; an Identity model's outputs may be
+    the input's memory. Responses of earlier batches must keep their values after later batches
+    overwrite the buffer."""
+    config = """
+name: "ident"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 20000000 }
+"""
+    server = serve(ident=(identity_graph("FP32", ["N", 3]), config))
+    kept = []
+    for batch in range(5):
+        values = [np.full((1, 3), 10 * batch + i, np.float32) for i in range(4)]
+        futures = [server.infer(InferRequest("ident", {"INPUT0": v})) for v in values]
+        kept += [(v, f.result(timeout=30)) for v, f in zip(values, futures)]
+    for value, response in kept:
+        np.testing.assert_array_equal(response.outputs["OUTPUT0"], value)
+    assert batch_sizes(server, "ident") == {4: 5}
+
+
+def test_a_backend_returning_its_input_buffer_gets_it_copied(serve):
+    """A backend whose output is its (reused) batch input: responses keep their own values."""
+    import types
+
+    from triton_ros.core.backend_model import BatchedTensorInstance
+    from triton_ros.core.infer_request import normalize_request
+
+    class Echo(BatchedTensorInstance):
+        def run(self, inputs, output_names):
+            return {"OUTPUT0": inputs["INPUT0"]}
+
+    config_text = """
+name: "ident"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 3 ] } ]
+dynamic_batching { }
+"""
+    server = serve(ident=(identity_graph("FP32", ["N", 3]), config_text))
+    config = server.get_model("ident").config
+    echo = Echo(types.SimpleNamespace(config=config, version=1), name="echo", kind="KIND_CPU",
+                device_id=None)
+    kept = []
+    for batch in range(3):
+        requests = [InferRequest("ident", {"INPUT0": np.full((1, 3), 10 * batch + i, np.float32)})
+                    for i in range(3)]
+        for r in requests:
+            normalize_request(config, r)
+        result = echo.execute(requests)
+        kept += list(zip(requests, result.responses))
+    for request, response in kept:
+        np.testing.assert_array_equal(response.outputs["OUTPUT0"], request.inputs["INPUT0"])

@@ -113,6 +113,10 @@ class BackendModel(abc.ABC):
 class BatchedTensorInstance(BackendModelInstance):
     """Concatenate requests into one batch, :meth:`run` it, split the outputs per request."""
 
+    def __init__(self, model: "BackendModel", *, name: str, kind: str, device_id: int | None) -> None:
+        super().__init__(model, name=name, kind=kind, device_id=device_id)
+        self._batch_buffers: dict[str, np.ndarray] = {}   # per input, reused batch to batch
+
     @abc.abstractmethod
     def run(self, inputs: Mapping[str, np.ndarray], output_names: list[str]) -> Mapping[str, np.ndarray]:
         """Execute the model on whole-batch tensors (model-facing shapes)."""
@@ -130,11 +134,13 @@ class BatchedTensorInstance(BackendModelInstance):
             feed = dict(model_facing_inputs(config, requests[0]))
         else:
             per_request = [model_facing_inputs(config, r) for r in requests]
-            feed = {name: np.concatenate([p[name] for p in per_request], axis=0)
+            feed = {name: self._assemble(name, [p[name] for p in per_request])
                     for name in per_request[0]}
         t1 = time.monotonic_ns()
         try:
             outputs = self.run(feed, wanted)
+            if len(requests) > 1:
+                outputs = self._detach(outputs, feed)
         except TritonRosError as exc:
             return ExecuteResult([exc] * len(requests), t1 - t0, time.monotonic_ns() - t1, 0)
         except Exception as exc:  # a backend failure fails this batch, never the server
@@ -162,6 +168,37 @@ class BatchedTensorInstance(BackendModelInstance):
             offset += rows
             responses.append(InferResponse(config.name, self.model.version, request.id, outs))
         return ExecuteResult(responses, t1 - t0, t2 - t1, time.monotonic_ns() - t2)
+
+    def _assemble(self, name: str, parts: list[np.ndarray]) -> np.ndarray:
+        """The parts' rows, one after another, in this instance's reusable buffer for the input:
+        the only copy a tensor goes through before the backend (a fresh multi-megabyte array per
+        batch costs page faults and lets the heap grow)."""
+        first = parts[0]
+        if first.dtype == np.object_:
+            return np.concatenate(parts, axis=0)
+        rows = sum(int(p.shape[0]) for p in parts)
+        buffers = self._batch_buffers
+        buf = buffers.get(name)
+        if buf is None or buf.dtype != first.dtype or buf.shape[1:] != first.shape[1:] \
+                or buf.shape[0] < rows:
+            capacity = max(rows, min(2 * (buf.shape[0] if buf is not None else 0),
+                                     max(self.model.config.max_batch_size, rows)))
+            buf = buffers[name] = np.empty((capacity,) + first.shape[1:], first.dtype)
+        try:
+            return np.concatenate(parts, axis=0, out=buf[:rows])
+        except (ValueError, TypeError):       # shapes that do not line up: numpy's own error
+            return np.concatenate(parts, axis=0)
+
+    @staticmethod
+    def _detach(outputs: Mapping[str, np.ndarray], feed: Mapping[str, np.ndarray]
+                ) -> Mapping[str, np.ndarray]:
+        """Copies of outputs that share memory with a reused input buffer (a backend may return
+        an input as an output): the buffer is overwritten by the next batch."""
+        if not any(isinstance(v, np.ndarray) and any(np.may_share_memory(v, f) for f in
+                                                     feed.values()) for v in outputs.values()):
+            return outputs
+        return {k: (v.copy() if isinstance(v, np.ndarray) and any(
+            np.may_share_memory(v, f) for f in feed.values()) else v) for k, v in outputs.items()}
 
     @staticmethod
     def _checked_output(config: ModelConfig, name: str, outputs: Mapping[str, np.ndarray],

@@ -89,9 +89,17 @@ def serialize_bytes_tensor(array: np.ndarray) -> bytes:
 def deserialize_bytes_tensor(buffer: bytes | memoryview, count: int | None = None) -> np.ndarray:
     """Decode length-prefixed elements into a 1-D object array; errors name what is wrong."""
     view = memoryview(buffer)
+    total = len(view)
+    uniform = _uniform_elements(view, total)
+    if uniform is not None:
+        items = uniform
+        if count is not None and len(items) != count:
+            raise invalid_arg(f"BYTES tensor holds {len(items)} elements, expecting {count}")
+        out = np.empty(len(items), dtype=np.object_)
+        out[:] = items
+        return out
     items: list[bytes] = []
     offset = 0
-    total = len(view)
     while offset < total:
         if offset + 4 > total:
             raise invalid_arg("malformed BYTES tensor: truncated 4-byte length prefix")
@@ -109,11 +117,31 @@ def deserialize_bytes_tensor(buffer: bytes | memoryview, count: int | None = Non
     return out
 
 
+def _uniform_elements(view: memoryview, total: int) -> list[bytes] | None:
+    """The elements when every one has the first one's length (the usual case: fixed-size
+    strings), checked with one vectorized look at the length prefixes; else None."""
+    if total < 4:
+        return None
+    (length,) = struct.unpack_from("<I", view, 0)
+    stride = 4 + length
+    if total % stride or total // stride < 2:
+        return None
+    n = total // stride
+    prefixes = np.ndarray((n,), dtype="<u4", buffer=view, offset=0, strides=(stride,))
+    if not (prefixes == length).all():
+        return None
+    data = view.tobytes() if not isinstance(view.obj, bytes) or view.nbytes != len(view.obj) \
+        else view.obj
+    return [data[o:o + length] for o in range(4, 4 + n * stride, stride)]
+
+
 def tensor_to_bytes(array: np.ndarray) -> bytes | memoryview:
     """A tensor's wire bytes: raw row-major data, or the length-prefixed form for BYTES."""
     if array.dtype == np.object_:
         return serialize_bytes_tensor(array)
-    return memoryview(np.ascontiguousarray(array)).cast("B")
+    # A flat uint8 view: no copy for a contiguous array, and valid for empty tensors too
+    # (memoryview.cast refuses shapes with a zero).
+    return memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
 
 
 #: The most dimensions an input may have (numpy 1.x's limit; numpy 2 allows 64).

@@ -22,6 +22,7 @@ from .errors import StoppingError, TritonRosError, invalid_arg
 from .infer_request import InferRequest, InferResponse
 from .infer_stats import StatsSnapshot
 from .log_settings import LogSettings
+from .memory import limit_malloc_arenas
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
 from .model_repository_manager import ModelRepositoryManager, RepositoryEntry
@@ -92,6 +93,7 @@ class InferenceServer:
 
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
+        limit_malloc_arenas()   # bounded RSS under concurrent load (core/memory.py)
         self.response_cache: LocalCache | None = create_cache(options.cache_config)
         self.repository = ModelRepositoryManager(
             options.model_repositories,

@@ -6,6 +6,17 @@ fields or, with the shared memory extension (``shared_memory_region`` / ``_offse
 ``_byte_size`` parameters), copied out of a registered region; outputs asked for in shared memory
 are written there and keep an empty ``raw_output_contents`` entry. Every size and type mismatch
 becomes an INVALID_ARG error naming the input.
+
+The inference messages' tensor bytes bypass protobuf, in both directions, because protobuf's
+Python API cannot hand them over without copying (upb copies a bytes field into its arena when it
+parses, and again into a new ``bytes`` object at each access; a field set from Python is copied
+in, and out again when serialized). :func:`parse_infer_request` walks only the top level of the
+wire format (tag, varint, length: the encoding documented at protobuf.dev/programming-guides/
+encoding) to take each ``raw_input_contents`` entry as a ``memoryview`` of the received message,
+and gives the rest to protobuf; :func:`serialize_infer_response` serializes the response without
+its tensors with protobuf and appends each ``raw_output_contents`` entry as one length-delimited
+field, which protobuf defines as the same message (repeated fields concatenate). Each input
+tensor is then never copied before batching, and each output is copied once, into the reply.
 """
 from __future__ import annotations
 
@@ -47,16 +58,123 @@ def param_value(p) -> object:
     return getattr(p, which) if which else None
 
 
+class MalformedMessage(ValueError):
+    """Bytes that are not a valid protobuf message of the expected type."""
+
+
+def _varint(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= end or shift > 63:
+            raise MalformedMessage("truncated varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_RAW_INPUT_FIELD = pb.ModelInferRequest.DESCRIPTOR.fields_by_name["raw_input_contents"].number
+_RAW_OUTPUT_TAG = _encode_varint(
+    (pb.ModelInferResponse.DESCRIPTOR.fields_by_name["raw_output_contents"].number << 3) | 2)
+_STREAM_RESPONSE_TAG = _encode_varint(
+    (pb.ModelStreamInferResponse.DESCRIPTOR.fields_by_name["infer_response"].number << 3) | 2)
+
+
+def parse_infer_request(data: bytes) -> tuple[pb.ModelInferRequest, list[memoryview]]:
+    """A serialized ModelInferRequest -> (the message without its raw_input_contents, those
+    contents as views of ``data``, in order). Raises MalformedMessage for invalid bytes."""
+    end = len(data)
+    view = memoryview(data)
+    raws: list[memoryview] = []
+    keep: list[tuple[int, int]] = []         # spans of every other field, merged when adjacent
+    pos = 0
+    try:
+        while pos < end:
+            start = pos
+            key, pos = _varint(data, pos, end)
+            wire_type = key & 7
+            if wire_type == 0:
+                _, pos = _varint(data, pos, end)
+            elif wire_type == 1:
+                pos += 8
+            elif wire_type == 5:
+                pos += 4
+            elif wire_type == 2:
+                length, pos = _varint(data, pos, end)
+                if pos + length > end:
+                    raise MalformedMessage("length-delimited field runs past the end")
+                if key >> 3 == _RAW_INPUT_FIELD:
+                    raws.append(view[pos:pos + length])
+                    pos += length
+                    continue
+                pos += length
+            else:
+                raise MalformedMessage(f"unexpected wire type {wire_type}")
+            if pos > end:
+                raise MalformedMessage("field runs past the end")
+            if keep and keep[-1][1] == start:
+                keep[-1] = (keep[-1][0], pos)
+            else:
+                keep.append((start, pos))
+        if not raws:
+            return pb.ModelInferRequest.FromString(data), raws
+        rest = keep[0] if len(keep) == 1 else None
+        body = (data[rest[0]:rest[1]] if rest is not None
+                else b"".join(view[a:b] for a, b in keep))
+        return pb.ModelInferRequest.FromString(body), raws
+    except MalformedMessage:
+        raise
+    except Exception as exc:                  # protobuf's DecodeError
+        raise MalformedMessage(str(exc)) from None
+
+
+def large_payload(msg: pb.ModelInferRequest, raws: list[memoryview], *,
+                  bytes_limit: int = 64 << 10) -> bool:
+    """Whether decoding this request takes long enough to belong off the event loop: BYTES
+    inputs are parsed element by element in Python; other types are wrapped without a copy."""
+    if not raws:
+        return msg.ByteSize() > bytes_limit
+    raw_iter = iter(raws)
+    for tensor in msg.inputs:
+        if "shared_memory_region" in tensor.parameters:
+            if tensor.datatype == "BYTES":
+                return True
+            continue
+        raw = next(raw_iter, None)
+        if raw is not None and tensor.datatype == "BYTES" and len(raw) > bytes_limit:
+            return True
+    return False
+
+
+def large_response(resp: InferResponse, *, elements_limit: int = 16 << 10) -> bool:
+    """Whether serializing this response is slow (BYTES outputs are written element by
+    element in Python)."""
+    return any(a.dtype == np.object_ and a.size > elements_limit for a in resp.outputs.values())
+
+
 def decode_infer_request(msg: pb.ModelInferRequest,
-                         shared_memory: SharedMemoryManager = NO_REGIONS) -> InferRequest:
+                         shared_memory: SharedMemoryManager = NO_REGIONS,
+                         raw_contents: list | None = None) -> InferRequest:
     """A ModelInferRequest as a core request. Inputs in shared memory are copied out of their
     region now; outputs in shared memory are checked against theirs (``shared_memory`` is the
-    server's registry; by default no region exists)."""
+    server's registry; by default no region exists). ``raw_contents`` replaces the message's
+    raw_input_contents (the views :func:`parse_infer_request` returns)."""
     model = msg.model_name
     params = split_request_parameters({k: param_value(v) for k, v in msg.parameters.items()})
 
     shm_inputs = [_shared_memory_params(t) for t in msg.inputs]
-    raw = msg.raw_input_contents
+    raw = msg.raw_input_contents if raw_contents is None else raw_contents
     # Inputs in shared memory have no raw contents: the others take them in order.
     raw_count = sum(1 for p in shm_inputs if p is None)
     if raw and len(raw) != raw_count:
@@ -80,6 +198,9 @@ def decode_infer_request(msg: pb.ModelInferRequest,
     if msg.outputs:
         outs = []
         for out in msg.outputs:
+            if not out.parameters:
+                outs.append(RequestedOutput(out.name))
+                continue
             shm = _shared_memory_params(out)
             count = (classification_count(param_value(out.parameters["classification"]), out.name)
                      if "classification" in out.parameters else 0)
@@ -101,6 +222,8 @@ def decode_infer_request(msg: pb.ModelInferRequest,
 def _shared_memory_params(tensor) -> tuple[str, int, int] | None:
     """(region, offset, byte size) of an input or requested output in shared memory, or None;
     Triton's messages for mistyped parameters."""
+    if not tensor.parameters:           # the usual case, checked without three map lookups
+        return None
     typed = {}
     for key, choice in zip(SHM_PARAMETERS, ("string_param", "int64_param", "int64_param")):
         if key in tensor.parameters:
@@ -162,6 +285,31 @@ def encode_infer_response(resp: InferResponse,
     for key, value in resp.parameters.items():
         _set_param(msg.parameters[key], value)
     return msg
+
+
+def serialize_infer_response(resp: InferResponse,
+                             shared_memory: Mapping[str, SharedMemoryBlock] | None = None) -> bytes:
+    """The serialized ModelInferResponse: protobuf for everything but the tensors, each tensor
+    appended as a raw_output_contents field straight from its array (one copy, into the
+    reply)."""
+    if shared_memory:
+        write_outputs(resp.outputs, shared_memory)
+    msg = pb.ModelInferResponse(model_name=resp.model_name, model_version=str(resp.model_version),
+                                id=resp.id)
+    parts: list = [b""]
+    for name, array in resp.outputs.items():
+        msg.outputs.add(name=name, datatype=from_numpy_dtype(array.dtype), shape=array.shape)
+        data = b"" if shared_memory and name in shared_memory else tensor_to_bytes(array)
+        parts += (_RAW_OUTPUT_TAG, _encode_varint(len(data)), data)
+    for key, value in resp.parameters.items():
+        _set_param(msg.parameters[key], value)
+    parts[0] = msg.SerializeToString()
+    return b"".join(parts)
+
+
+def serialize_stream_response(infer_response: bytes) -> bytes:
+    """A ModelStreamInferResponse holding one serialized ModelInferResponse."""
+    return b"".join((_STREAM_RESPONSE_TAG, _encode_varint(len(infer_response)), infer_response))
 
 
 def _set_param(p, value) -> None:

@@ -6,14 +6,34 @@ The servicer only converts (``grpc_codec``) and delegates to the shared
 a thread of its own, so the same process can also spin a ROS node. Requests from many clients
 reach the same model batchers as every other frontend. The shared memory RPCs delegate to the
 core's region registry (system shared memory; CUDA shared memory is refused as UNIMPLEMENTED).
+
+The inference RPCs are the hot path (bench/bench_request_path.py measures it):
+
+- ``ModelInfer`` and ``ModelStreamInfer`` take and give serialized bytes (no generated
+  (de)serializer): ``grpc_codec`` reads the input tensors of a request larger than
+  ``SMALL_MESSAGE_BYTES`` as views of the received message (smaller ones go through protobuf,
+  which is then cheaper) and writes the output tensors straight into the reply.
+- The model is looked up before any tensor is decoded, so a request for an unknown model costs
+  nothing but its parse. A request whose decoding is slow (large BYTES tensors, parsed element by
+  element, or a message larger than ``OFF_LOOP_BYTES``) is parsed and decoded on a small thread
+  pool, so the event loop keeps answering other clients (ServerLive among them) meanwhile.
+- Completions come back from the model's instance threads through :class:`LoopHandoff`: one
+  event-loop wake-up for all the responses of a batch instead of one per response.
+- A stream has at most ``STREAM_BACKLOG`` requests whose responses are not yet sent: past that it
+  stops reading, so a client that does not read its responses holds back only itself (HTTP/2
+  flow control) and the server's memory stays bounded.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
 import grpc
+from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
@@ -50,12 +70,134 @@ PROTOCOL_GROUPS = {
     "TraceSetting": "trace", "LogSettings": "logging",
 }
 
+# Messages larger than this are parsed and decoded off the event loop (a parse is a copy-speed
+# walk, about 1 ms per MB here); smaller ones are decoded on the loop unless they hold large BYTES
+# tensors (grpc_codec.large_payload).
+OFF_LOOP_BYTES = 4 << 20
+# Up to this size a request is parsed by protobuf alone (copying its few tensor bytes costs less
+# than walking the wire format in Python); larger ones have their tensors taken as views.
+SMALL_MESSAGE_BYTES = 16 << 10
+# Requests of one ModelStreamInfer stream whose responses are not yet sent, at most.
+STREAM_BACKLOG = 64
+
+
+class LoopHandoff:
+    """Calls from other threads into one event loop, coalesced: the first call of a burst wakes
+    the loop, the others join it (``call_soon_threadsafe`` writes to the loop's self-pipe each
+    time, which under load costs more than the call itself)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._calls: collections.deque = collections.deque()
+        self._armed = False
+
+    def post(self, fn: Callable[[Any], None], arg: Any) -> None:
+        with self._lock:
+            self._calls.append((fn, arg))
+            if self._armed:
+                return
+            self._armed = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:        # the loop is closed: the server has stopped, no one waits
+            pass
+
+    def _drain(self) -> None:
+        with self._lock:
+            calls, self._calls = self._calls, collections.deque()
+            self._armed = False
+        for fn, arg in calls:
+            fn(arg)
+
+    def wait(self, future: Future) -> asyncio.Future:
+        """An asyncio future that completes (with the concurrent future itself) when ``future``
+        is done; cancelling it does not cancel ``future``."""
+        waiter = self._loop.create_future()
+        future.add_done_callback(lambda f: self.post(_resolve, (waiter, f)))
+        return waiter
+
+
+def _resolve(item: tuple[asyncio.Future, Future]) -> None:
+    waiter, future = item
+    if not waiter.done():
+        waiter.set_result(future)
+
+
+class _Capture:
+    """Stands in for a server to collect the generated method handlers."""
+
+    def add_generic_rpc_handlers(self, handlers) -> None:
+        pass
+
+    def add_registered_method_handlers(self, service: str, handlers: dict) -> None:
+        self.service, self.handlers = service, handlers
+
 
 class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
-    """Converts and delegates; holds no state of its own."""
+    """Converts and delegates; holds no state of its own beyond its loop's hand-off."""
 
     def __init__(self, core: InferenceServer) -> None:
         self._core = core
+        self._handoff: LoopHandoff | None = None
+        self._decoder: ThreadPoolExecutor | None = None
+
+    def add_to_server(self, server) -> None:
+        """Register every RPC on ``server`` (a ``grpc.aio.Server``): the generated handlers, but
+        ModelInfer and ModelStreamInfer take and give bytes (see the module docstring)."""
+        capture = _Capture()
+        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(self, capture)
+        handlers = dict(capture.handlers)
+        handlers["ModelInfer"] = grpc.unary_unary_rpc_method_handler(self.ModelInfer)
+        handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.ModelStreamInfer)
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(capture.service, handlers),))
+        server.add_registered_method_handlers(capture.service, handlers)
+
+    def close(self) -> None:
+        if self._decoder is not None:
+            self._decoder.shutdown(wait=False, cancel_futures=True)
+
+    def _loop_handoff(self) -> LoopHandoff:
+        if self._handoff is None:
+            self._handoff = LoopHandoff(asyncio.get_running_loop())
+        return self._handoff
+
+    async def _decode(self, data: bytes):
+        """Serialized ModelInferRequest -> (message, core request). The model is looked up first
+        (an unknown one costs no decoding); slow decodes run on the decoder threads."""
+        if len(data) > OFF_LOOP_BYTES:
+            return await asyncio.get_running_loop().run_in_executor(
+                self._decoder_pool(), self._decode_now, data, None)
+        try:
+            if len(data) <= SMALL_MESSAGE_BYTES:     # protobuf's copy is cheaper than the walk
+                msg = pb.ModelInferRequest.FromString(data)
+                raws = msg.raw_input_contents
+            else:
+                msg, raws = codec.parse_infer_request(data)
+        except (codec.MalformedMessage, DecodeError) as exc:
+            raise _Malformed(str(exc)) from None
+        self._core.get_model(msg.model_name, codec.parse_version(msg.model_version))
+        if codec.large_payload(msg, raws):
+            return await asyncio.get_running_loop().run_in_executor(
+                self._decoder_pool(), self._decode_now, data, (msg, raws))
+        return msg, codec.decode_infer_request(msg, self._core.shared_memory, raws)
+
+    def _decode_now(self, data: bytes, parsed):
+        if parsed is None:
+            try:
+                parsed = codec.parse_infer_request(data)
+            except codec.MalformedMessage as exc:
+                raise _Malformed(str(exc)) from None
+            self._core.get_model(parsed[0].model_name,
+                                 codec.parse_version(parsed[0].model_version))
+        msg, raws = parsed
+        return msg, codec.decode_infer_request(msg, self._core.shared_memory, raws)
+
+    def _decoder_pool(self) -> ThreadPoolExecutor:
+        if self._decoder is None:
+            self._decoder = ThreadPoolExecutor(max_workers=2, thread_name_prefix="grpc-decode")
+        return self._decoder
 
     async def _call(self, context, fn: Callable[[], Any], *, blocking: bool = False):
         """Run fn, mapping core errors to the gRPC status Triton would return."""
@@ -161,13 +303,21 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return await self._call(context, settings)
 
     # ---------------------------------------------------------------- inference
-    async def ModelInfer(self, request, context):
+    async def ModelInfer(self, request: bytes, context) -> bytes:
         try:
-            infer_request = codec.decode_infer_request(request, self._core.shared_memory)
-            response = await asyncio.wrap_future(self._core.infer(infer_request))
-            return codec.encode_infer_response(response, infer_request.shared_memory_outputs())
+            _, infer_request = await self._decode(request)
+            done = await self._loop_handoff().wait(self._core.infer(infer_request))
+            response = done.result()
+            shm = infer_request.shared_memory_outputs()
+            if codec.large_response(response):
+                return await asyncio.get_running_loop().run_in_executor(
+                    self._decoder_pool(), codec.serialize_infer_response, response, shm)
+            return codec.serialize_infer_response(response, shm)
         except TritonRosError as exc:
             await context.abort(GRPC_STATUS[exc.code], exc.message)
+        except _Malformed as exc:
+            await context.abort(grpc.StatusCode.INTERNAL,
+                                f"Exception deserializing request: {exc}")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -175,43 +325,64 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             await context.abort(grpc.StatusCode.INTERNAL, as_triton_error(exc).message)
 
     async def ModelStreamInfer(self, request_iterator, context):
-        """Bidirectional stream: responses go back as each request completes, in any order."""
+        """Bidirectional stream: responses go back as each request completes, in any order;
+        at most STREAM_BACKLOG requests wait for their response to be sent."""
         out: asyncio.Queue = asyncio.Queue()
+        room = asyncio.Semaphore(STREAM_BACKLOG)
+        handoff = self._loop_handoff()
         done = object()
         state = {"in_flight": 0, "reading": True}
 
-        def finish_one(item) -> None:
+        def finish_one(item: bytes) -> None:
             out.put_nowait(item)
             state["in_flight"] -= 1
             if not state["reading"] and state["in_flight"] == 0:
                 out.put_nowait(done)
 
-        def error_item(msg, message: str) -> pb.ModelStreamInferResponse:
+        def error_item(msg, message: str) -> bytes:
             return pb.ModelStreamInferResponse(
                 error_message=message,
-                infer_response=pb.ModelInferResponse(id=msg.id, model_name=msg.model_name,
-                                                     model_version=msg.model_version))
+                infer_response=pb.ModelInferResponse(
+                    id=msg.id if msg else "", model_name=msg.model_name if msg else "",
+                    model_version=msg.model_version if msg else "")).SerializeToString()
+
+        def reply(msg, serialize: Callable[[], bytes]) -> None:
+            try:
+                item = codec.serialize_stream_response(serialize())
+            except Exception as exc:  # the model's error, or writing an output
+                item = error_item(msg, as_triton_error(exc).message)
+            finish_one(item)
+
+        def on_done(item) -> None:
+            (msg, shm), future = item
+            if future.exception() is None and codec.large_response(future.result()):
+                serialized = asyncio.get_running_loop().run_in_executor(
+                    self._decoder_pool(), codec.serialize_infer_response, future.result(), shm)
+                serialized.add_done_callback(lambda f: reply(msg, f.result))
+                return
+            reply(msg, lambda: codec.serialize_infer_response(future.result(), shm))
 
         async def reader() -> None:
             try:
-                async for msg in request_iterator:
+                while True:
+                    await room.acquire()
+                    try:
+                        data = await request_iterator.__anext__()
+                    except StopAsyncIteration:
+                        room.release()
+                        break
                     state["in_flight"] += 1
                     try:
-                        infer_request = codec.decode_infer_request(msg, self._core.shared_memory)
+                        msg, infer_request = await self._decode(data)
                     except TritonRosError as exc:
-                        finish_one(error_item(msg, exc.message))
+                        finish_one(error_item(_header_of(data), exc.message))
                         continue
-                    future = asyncio.wrap_future(self._core.infer(infer_request))
-
-                    def on_done(f, msg=msg, shm=infer_request.shared_memory_outputs()) -> None:
-                        try:
-                            item = pb.ModelStreamInferResponse(
-                                infer_response=codec.encode_infer_response(f.result(), shm))
-                        except Exception as exc:  # the model's error, or writing an output
-                            item = error_item(msg, as_triton_error(exc).message)
-                        finish_one(item)
-
-                    future.add_done_callback(on_done)
+                    except _Malformed as exc:
+                        finish_one(error_item(None, f"Exception deserializing request: {exc}"))
+                        continue
+                    key = (msg, infer_request.shared_memory_outputs())
+                    self._core.infer(infer_request).add_done_callback(
+                        lambda f, key=key: handoff.post(on_done, (key, f)))
             finally:
                 state["reading"] = False
                 if state["in_flight"] == 0:
@@ -224,6 +395,8 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 if item is done:
                     break
                 yield item
+                room.release()
+            await task             # a reader's own failure ends the stream with its error
         finally:
             task.cancel()
 
@@ -278,6 +451,18 @@ def server_credentials(options: GrpcOptions) -> grpc.ServerCredentials:
                                        require_client_auth=options.use_ssl_mutual)
 
 
+class _Malformed(Exception):
+    """The bytes of an inference request are not a ModelInferRequest."""
+
+
+def _header_of(data: bytes):
+    """The request's id and model (for an error answer on a stream), or None if unreadable."""
+    try:
+        return codec.parse_infer_request(data)[0]
+    except codec.MalformedMessage:
+        return None
+
+
 class GrpcServer(EventLoopServer):
     """Runs the gRPC endpoint on its own event loop thread; start() returns once it listens.
     ``options`` (:class:`~triton_ros.frontend.options.GrpcOptions`) sets message sizes,
@@ -302,8 +487,8 @@ class GrpcServer(EventLoopServer):
         self._server = grpc.aio.server(options=self._options.channel_options(),
                                        interceptors=interceptors,
                                        maximum_concurrent_rpcs=self._max_concurrent_rpcs)
-        service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
-            GrpcInferenceService(self._core), self._server)
+        self._service = GrpcInferenceService(self._core)
+        self._service.add_to_server(self._server)
         if self._credentials is not None:
             bound = self._server.add_secure_port(self.target, self._credentials)
         else:
@@ -316,3 +501,4 @@ class GrpcServer(EventLoopServer):
     async def _shutdown(self, grace: float) -> None:
         # In-flight calls get the grace period; new calls are refused at once.
         await self._server.stop(grace)
+        self._service.close()

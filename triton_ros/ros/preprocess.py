@@ -1,4 +1,4 @@
-"""Camera image -> model input tensor, in numpy.
+"""Camera image -> model input tensor, with OpenCV (numpy where OpenCV is not installed).
 
 A binding's preprocessing settings (:class:`PreprocessConfig`, from ROS parameters) are resolved
 once per loaded model version against the model's input (:func:`plan_input`): layout (NCHW or
@@ -10,12 +10,26 @@ any resolution therefore give tensors of one shape, so their frames batch togeth
 :class:`Letterbox` maps boxes back to the source image's pixels.
 
 Nothing here imports rclpy: images arrive as (encoding, height, width, step, data).
+
+The work is done by OpenCV (``opencv-python-headless``, the library under cv_bridge) when it can
+be imported: resize (bilinear with half-pixel centres, or exact nearest), colour conversion and
+the letterbox border run in its vectorized C++ on 8-bit pixels, and numpy only normalizes and
+lays out the result, in one pass into the output tensor. A 640x480 rgb8 frame to a float NCHW
+256x256 input costs about 0.3 ms this way against 2.9 ms for the numpy gathers
+(bench/RESULTS-ros.md); the numpy path (:class:`_Sampler`) stays for machines without OpenCV.
+With OpenCV, a resized 8-bit pixel is rounded to an integer before normalization (as cv_bridge
+pipelines do), so float inputs may differ from exact bilinear values by half a grey level.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+try:
+    import cv2
+except ImportError:                     # pragma: no cover - a requirement; numpy path then
+    cv2 = None
 
 from ..core.datatypes import to_numpy_dtype
 from ..core.errors import invalid_arg
@@ -221,10 +235,11 @@ class Preprocessor:
     weighted sum and the normalization, with no intermediate image.
     """
 
-    def __init__(self, plan: InputPlan, *, cache_size: int = 16) -> None:
+    def __init__(self, plan: InputPlan, *, cache_size: int = 16, use_opencv: bool = True) -> None:
         self.plan = plan
         self._cache_size = cache_size
-        self._samplers: dict[tuple, _Sampler] = {}
+        self._samplers: dict[tuple, _Sampler | _CvPipeline] = {}
+        self.uses_opencv = use_opencv and cv2 is not None
 
     def __call__(self, data, encoding: str, height: int, width: int,
                  step: int) -> tuple[np.ndarray, Letterbox]:
@@ -234,16 +249,78 @@ class Preprocessor:
         if sampler is None:
             if len(self._samplers) >= self._cache_size:     # cameras changed: start over
                 self._samplers.clear()
-            sampler = self._samplers[key] = _Sampler(self.plan, height, width, step, encoding)
+            cls = _CvPipeline if self.uses_opencv else _Sampler
+            sampler = self._samplers[key] = cls(self.plan, height, width, step, encoding)
         flat = np.frombuffer(data, np.uint8, count=step * height)
         return sampler.run(flat), sampler.letterbox
 
 
-def preprocess(image: np.ndarray, encoding: str, plan: InputPlan) -> tuple[np.ndarray, Letterbox]:
+def preprocess(image: np.ndarray, encoding: str, plan: InputPlan, *,
+               use_opencv: bool = True) -> tuple[np.ndarray, Letterbox]:
     """One contiguous (H, W, C) uint8 image -> (tensor, Letterbox); for tools and tests."""
     h, w = image.shape[:2]
     data = np.ascontiguousarray(image)
-    return Preprocessor(plan)(data.reshape(-1), encoding, h, w, data.strides[0])
+    return Preprocessor(plan, use_opencv=use_opencv)(data.reshape(-1), encoding, h, w,
+                                                     data.strides[0])
+
+
+# OpenCV colour conversion from a source channel order to the model's
+_CV_COLOR = {
+    ("rgb", "bgr"): "COLOR_RGB2BGR", ("bgr", "rgb"): "COLOR_BGR2RGB",
+    ("rgba", "rgb"): "COLOR_RGBA2RGB", ("rgba", "bgr"): "COLOR_RGBA2BGR",
+    ("bgra", "rgb"): "COLOR_BGRA2RGB", ("bgra", "bgr"): "COLOR_BGRA2BGR",
+    ("mono", "rgb"): "COLOR_GRAY2RGB", ("mono", "bgr"): "COLOR_GRAY2BGR",
+    ("rgb", "mono"): "COLOR_RGB2GRAY", ("bgr", "mono"): "COLOR_BGR2GRAY",
+    ("rgba", "mono"): "COLOR_RGBA2GRAY", ("bgra", "mono"): "COLOR_BGRA2GRAY",
+}
+
+
+class _CvPipeline:
+    """One source geometry into one InputPlan with OpenCV: resize, colour, border, then one
+    numpy pass that normalizes and lays out into the output tensor."""
+
+    def __init__(self, plan: InputPlan, h: int, w: int, step: int, encoding: str) -> None:
+        self.plan = plan
+        self.letterbox, self.nw, self.nh = letterbox_for(w, h, plan)
+        self.h, self.w, self.step = h, w, step
+        self.src_channels, order = ENCODINGS[encoding]
+        code = _CV_COLOR.get((order, plan.color))
+        self.color = getattr(cv2, code) if code else None
+        self.same_size = (self.nw, self.nh) == (w, h)
+        self.interpolation = cv2.INTER_LINEAR if plan.interpolation == "bilinear" \
+            else cv2.INTER_NEAREST_EXACT
+        px, py = int(self.letterbox.pad_x), int(self.letterbox.pad_y)
+        self.border = (py, plan.height - self.nh - py, px, plan.width - self.nw - px)
+        self.pad = [float(plan.pad_value)] * 4
+        nchw = plan.layout == "NCHW"
+        shape = (-1, 1, 1) if nchw else (1, 1, -1)
+        self.gain = None if plan.gain is None else plan.gain.reshape(shape).astype(np.float32)
+        self.offset = None if plan.offset is None else plan.offset.reshape(shape).astype(np.float32)
+
+    def run(self, flat: np.ndarray) -> np.ndarray:
+        plan = self.plan
+        rows = flat.reshape(self.h, self.step)[:, :self.w * self.src_channels]
+        image = rows.reshape(self.h, self.w, self.src_channels)
+        if not self.same_size:
+            image = cv2.resize(image, (self.nw, self.nh), interpolation=self.interpolation)
+        if self.color is not None:
+            image = cv2.cvtColor(image, self.color)
+        if any(self.border):
+            image = cv2.copyMakeBorder(image, *self.border, cv2.BORDER_CONSTANT, value=self.pad)
+        if image.ndim == 2:
+            image = image[:, :, None]
+        if plan.layout == "NCHW":
+            image = image.transpose(2, 0, 1)
+        out = np.empty(plan.shape, plan.dtype)
+        if self.gain is None:
+            out[...] = image
+        elif plan.dtype == np.float32:
+            np.multiply(image, self.gain, out=out)
+            out += self.offset
+        else:
+            out[...] = image * self.gain + self.offset if plan.dtype.kind == "f" \
+                else np.rint(image * self.gain + self.offset)
+        return out
 
 
 class _Sampler:

@@ -5,7 +5,8 @@ KIND_GPU uses the CUDA provider on the instance's GPU, and the TensorRT provider
 configuration lists ``gpu_execution_accelerator { name: "tensorrt" }`` (Triton's parameter names
 are translated to ONNX Runtime's). The ``parameters`` Triton's backend reads are honoured:
 ``intra_op_thread_count``, ``inter_op_thread_count``, ``execution_mode``, ``enable_mem_arena``,
-``enable_mem_pattern``, plus ``optimization { graph { level } }``.
+``enable_mem_pattern`` (default: off for models with a batch dimension, whose shapes vary),
+plus ``optimization { graph { level } }``.
 
 Auto-complete fills a missing or partial configuration from the model (AutoCompleteConfig):
 inputs, outputs and max_batch_size (the default 4 when every tensor's first dimension is
@@ -207,6 +208,12 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
         if arena is not None:
             options.enable_cpu_mem_arena = arena
         pattern = _parse_bool(config, "enable_mem_pattern")
+        if pattern is None and config.max_batch_size > 0:
+            # ONNX Runtime keeps one memory plan per input shape it has seen; a dynamic batcher
+            # feeds up to max_batch_size shapes, and the plans held 70 MB more at peak for two
+            # tinydet instances than planning off (bench/RESULTS-request-path.md), for no
+            # measurable speed. The model's parameter still decides when it is set.
+            pattern = False
         if pattern is not None:
             options.enable_mem_pattern = pattern
 

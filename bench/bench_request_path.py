@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+"""Per-request cost of triton-ros-server, side by side for one or more checkouts, in one run.
+
+    .venv/bin/python bench/bench_request_path.py                       # this checkout
+    .venv/bin/python bench/bench_request_path.py --checkout /tmp/base --checkout .   # before/after
+    .venv/bin/python bench/bench_request_path.py --cases simple:grpc:1,simple:http:1 --rounds 3
+
+Each checkout's ``triton-ros-server`` (run as ``python -m triton_ros.server_main`` with that
+checkout first on ``PYTHONPATH``, this virtual environment's interpreter) serves one generated
+repository: ``tinydet`` (the peer benchmark's model, ``../shared/peer-bench/``: max_batch_size 32,
+2000 us queue delay, 2 instances x 1 ONNX Runtime thread, as in its shared configuration) and the
+bundled ``simple``. perf_analyzer drives each case (``model:protocol:concurrency``, batch-1
+requests, the peer benchmark's JSON input for tinydet, zeros for simple). Checkouts alternate
+within each round, so a foreign load on the machine hits both alike: read the ratios.
+
+Per case it reports perf_analyzer's throughput, p50 and p99, and two figures that a shared
+machine's load disturbs much less than latencies:
+
+- ``server CPU us/req``: the server process's CPU time (user + system, /proc) over the
+  measurement, per request it answered (the server's own statistics);
+- ``beyond model us/req``: that CPU time minus the model's own compute (``compute_infer``
+  durations of the statistics): what the server spends per request outside the model.
+
+A separate ``rss`` pass starts a fresh server per checkout, drives tinydet at ``--rss-concurrency``
+(32) and reads the server's peak RSS (VmHWM). Results: a markdown file naming the machine
+(``--out``, default bench/RESULTS-request-path.md); raw perf_analyzer logs in bench/out/.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
+
+TINYDET_CONFIG = """name: "tinydet"
+backend: "onnxruntime"
+max_batch_size: 32
+dynamic_batching { max_queue_delay_microseconds: 2000 }
+instance_group [ { count: 2, kind: KIND_CPU } ]
+parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
+"""
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                   if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    mem = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
+    return (f"{platform.node()}: {cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, "
+            f"{platform.platform()}, Python {platform.python_version()}")
+
+
+def loadavg() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def find_perf_analyzer() -> tuple[Path, dict]:
+    """perf_analyzer and the environment it needs (this venv's, else the peer benchmark's)."""
+    own = Path(sys.executable).parent / "perf_analyzer"
+    if own.exists():
+        return own, dict(os.environ)
+    peer = PEER_DIR / "pa" / "tritonclient-2.50.0.data" / "data" / "bin" / "perf_analyzer"
+    libs = sorted(PEER_DIR.glob("venv-pa/lib/python3*/site-packages/nvidia/cuda_runtime/lib"))
+    if peer.exists() and libs:
+        env = dict(os.environ)
+        env["LD_LIBRARY_PATH"] = f"{libs[0]}:{env.get('LD_LIBRARY_PATH', '')}"
+        return peer, env
+    raise SystemExit("perf_analyzer not found: run scripts/setup.sh (or ../shared/peer-bench/setup.sh)")
+
+
+def build_repository(dest: Path) -> Path:
+    model = PEER_DIR / "models" / "tinydet.onnx"
+    if not model.exists():
+        raise SystemExit(f"{model} is missing: run ../shared/peer-bench/setup.sh first")
+    (dest / "tinydet" / "1").mkdir(parents=True)
+    shutil.copy(model, dest / "tinydet" / "1" / "model.onnx")
+    (dest / "tinydet" / "config.pbtxt").write_text(TINYDET_CONFIG)
+    shutil.copytree(ROOT / "model_repository" / "simple", dest / "simple")
+    return dest
+
+
+def proc_cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status_kb(pid: int, key: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+class Server:
+    """One checkout's triton-ros-server on free ports of 127.0.0.1."""
+
+    def __init__(self, checkout: Path, repository: Path, log: Path) -> None:
+        self.grpc_port, self.http_port, self.metrics_port = free_port(), free_port(), free_port()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = f"{checkout}:{env.get('PYTHONPATH', '')}"
+        self._log = open(log, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "triton_ros.server_main", f"--model-repository={repository}",
+             f"--grpc-port={self.grpc_port}", f"--http-port={self.http_port}",
+             f"--metrics-port={self.metrics_port}"],
+            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(checkout))
+        import tritonclient.grpc as grpcclient
+        self.client = grpcclient.InferenceServerClient(f"127.0.0.1:{self.grpc_port}")
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if self.client.is_server_ready() and self._http_up():
+                    break
+            except Exception:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"server of {checkout} did not start: see {log}")
+            time.sleep(0.3)
+
+    def _http_up(self) -> bool:
+        with socket.socket() as s:
+            return s.connect_ex(("127.0.0.1", self.http_port)) == 0
+
+    def url(self, protocol: str) -> str:
+        return f"127.0.0.1:{self.grpc_port if protocol == 'grpc' else self.http_port}"
+
+    def stats(self, model: str) -> tuple[int, int, int]:
+        """(successful requests, inferences, compute_infer ns) of every version of ``model``."""
+        s = self.client.get_inference_statistics(model, as_json=True)["model_stats"]
+        req = sum(int(m["inference_stats"]["success"].get("count", 0)) for m in s)
+        inf = sum(int(m.get("inference_count", 0)) for m in s)
+        # Per execution (batch_stats), not per request: a batch's compute counts once.
+        ns = sum(int(b["compute_infer"].get("ns", 0)) for m in s for b in m.get("batch_stats", []))
+        return req, inf, ns
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+        return self.proc.returncode
+
+
+@dataclass
+class Row:
+    checkout: str
+    case: str
+    throughput: float = 0.0
+    p50_us: float = 0.0
+    p99_us: float = 0.0
+    cpu_us: float = 0.0           # server CPU per request
+    beyond_us: float = 0.0        # server CPU per request minus the model's compute
+    load: str = ""
+    error: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def run_case(server: Server, label: str, case: str, args, pa: Path, pa_env: dict) -> Row:
+    model, protocol, conc = case.split(":")
+    data = str(PEER_DIR / "models" / "tinydet_input.json") if model == "tinydet" else "zero"
+    csv_path = OUT / f"rp_{label}_{model}_{protocol}_c{conc}.csv"
+    log_path = csv_path.with_suffix(".log")
+    csv_path.unlink(missing_ok=True)
+    cmd = [str(pa), "-m", model, "-i", protocol, "-u", server.url(protocol),
+           "--concurrency-range", f"{conc}:{conc}", "--measurement-mode", "time_windows",
+           "-p", str(args.window_ms), "--max-trials", str(args.trials), "-s", "100000",
+           "--percentile", "99", "--input-data", data, "-f", str(csv_path)]
+    r0, _, ns0 = server.stats(model)
+    c0 = proc_cpu_s(server.proc.pid)
+    with open(log_path, "w") as log:
+        rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=pa_env,
+                            timeout=args.window_ms / 1000 * (args.trials + 2) * 3 + 60).returncode
+    c1 = proc_cpu_s(server.proc.pid)
+    r1, _, ns1 = server.stats(model)
+    row = Row(label, case, load=loadavg())
+    if rc != 0 or not csv_path.exists():
+        row.error = f"perf_analyzer rc={rc}, see {log_path}"
+        return row
+    last = list(csv.DictReader(open(csv_path)))[-1]
+    row.throughput = float(last["Inferences/Second"])
+    row.p50_us = float(last["p50 latency"])
+    row.p99_us = float(last["p99 latency"])
+    requests = max(1, r1 - r0)
+    row.cpu_us = (c1 - c0) * 1e6 / requests
+    row.beyond_us = row.cpu_us - (ns1 - ns0) / 1e3 / requests
+    return row
+
+
+def rss_pass(checkout: Path, label: str, repository: Path, args, pa: Path, pa_env: dict) -> dict:
+    server = Server(checkout, repository, OUT / f"rp_{label}_rss_server.log")
+    try:
+        idle = proc_status_kb(server.proc.pid, "VmRSS")
+        row = run_case(server, f"{label}_rss", f"tinydet:grpc:{args.rss_concurrency}", args, pa,
+                       pa_env)
+        return {"idle_mb": idle / 1024, "peak_mb": proc_status_kb(server.proc.pid, "VmHWM") / 1024,
+                "throughput": row.throughput, "p99_us": row.p99_us, "error": row.error}
+    finally:
+        server.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkout", action="append", default=[],
+                        help="a project checkout to run (repeatable; default: this one)")
+    parser.add_argument("--label", action="append", default=[],
+                        help="a name per --checkout, in order (default: the folder's name)")
+    parser.add_argument("--cases", default="simple:grpc:1,simple:http:1,simple:grpc:16,"
+                        "simple:http:16,tinydet:grpc:1,tinydet:grpc:16")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--window-ms", type=int, default=3000)
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--rss-concurrency", type=int, default=32, help="0: no RSS pass")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-request-path.md"))
+    args = parser.parse_args()
+    checkouts = [Path(c).resolve() for c in (args.checkout or [str(ROOT)])]
+    labels = args.label + [c.name for c in checkouts[len(args.label):]]
+    pa, pa_env = find_perf_analyzer()
+    OUT.mkdir(parents=True, exist_ok=True)
+    started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    load_start = Path("/proc/loadavg").read_text().split()[:3]
+    cases = args.cases.split(",")
+    rows: list[Row] = []
+    rss: dict[str, list[dict]] = {label: [] for label in labels}
+    with tempfile.TemporaryDirectory(prefix="bench_rp_") as tmp:
+        repository = build_repository(Path(tmp) / "repo")
+        for rnd in range(args.rounds):
+            order = list(zip(checkouts, labels))
+            if rnd % 2:
+                order.reverse()               # alternate who goes first
+            for checkout, label in order:
+                server = Server(checkout, repository, OUT / f"rp_{label}_server.log")
+                try:
+                    for case in cases:
+                        row = run_case(server, label, case, args, pa, pa_env)
+                        rows.append(row)
+                        print(f"round {rnd + 1} {label:>10} {case:<18} {row.throughput:8.1f}/s "
+                              f"p50 {row.p50_us:8.0f} p99 {row.p99_us:8.0f} us  CPU/req "
+                              f"{row.cpu_us:7.0f} beyond model {row.beyond_us:7.0f} us  load "
+                              f"{row.load} {row.error}", flush=True)
+                finally:
+                    server.stop()
+            if args.rss_concurrency:
+                for checkout, label in order:
+                    r = rss_pass(checkout, label, repository, args, pa, pa_env)
+                    rss[label].append(r)
+                    print(f"round {rnd + 1} {label:>10} RSS idle {r['idle_mb']:.0f} MB, peak "
+                          f"{r['peak_mb']:.0f} MB at c={args.rss_concurrency} "
+                          f"({r['throughput']:.0f}/s) {r['error']}", flush=True)
+    text = report(rows, rss, labels, cases, args, started, load_start)
+    Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    n = len(values)
+    if not n:
+        return float("nan")
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args, started: str,
+           load_start: list[str]) -> str:
+    lines = [
+        "# Request path: per-request cost of triton-ros-server",
+        "",
+        f"`bench/bench_request_path.py {' '.join(sys.argv[1:])}`, run {started}.",
+        "",
+        f"Machine: {machine()}. Load average at start {load_start}, at end "
+        f"{Path('/proc/loadavg').read_text().split()[:3]} (the machine is shared; perf_analyzer "
+        "runs on the same cores as the server).",
+        "",
+        f"perf_analyzer, batch-1 requests, {args.trials} windows of {args.window_ms} ms per case, "
+        f"{args.rounds} round(s), checkouts alternating; medians over the rounds. `CPU/req`: the "
+        "server process's CPU time per answered request; `beyond model`: minus the model's "
+        "compute_infer time (wall time of the model's runs: meaningful when the model's thread is "
+        "not descheduled, i.e. at concurrency 1 on a quiet machine; n/a when it exceeds the CPU "
+        "time).",
+        "",
+        "| case | " + " | ".join(labels) + (" | ratio (last / first) |" if len(labels) > 1 else " |"),
+        "|---|" + "---|" * len(labels) + ("---|" if len(labels) > 1 else ""),
+    ]
+    for case in cases:
+        cells, thr = [], []
+        for label in labels:
+            rs = [r for r in rows if r.checkout == label and r.case == case and not r.error]
+            if not rs:
+                cells.append("failed")
+                thr.append(float("nan"))
+                continue
+            t = median([r.throughput for r in rs])
+            thr.append(t)
+            beyond = median([r.beyond_us for r in rs])
+            cells.append(f"{t:.0f}/s, p50 {median([r.p50_us for r in rs]) / 1e3:.2f} ms, p99 "
+                         f"{median([r.p99_us for r in rs]) / 1e3:.1f} ms, CPU/req "
+                         f"{median([r.cpu_us for r in rs]):.0f} us, beyond model "
+                         + (f"{beyond:.0f} us" if beyond >= 0 else "n/a"))
+        ratio = f" {thr[-1] / thr[0]:.2f}x |" if len(labels) > 1 else ""
+        lines.append(f"| {case} | " + " | ".join(cells) + " |" + ratio)
+    if any(rss.values()):
+        lines += ["", f"Peak RSS (VmHWM) of a fresh server driven with tinydet at concurrency "
+                  f"{args.rss_concurrency} (target <= 250 MB):", ""]
+        for label in labels:
+            rs = rss[label]
+            if rs:
+                lines.append(f"- {label}: idle {median([r['idle_mb'] for r in rs]):.0f} MB, peak "
+                             f"{median([r['peak_mb'] for r in rs]):.0f} MB (each round: "
+                             + ", ".join(f"{r['peak_mb']:.0f}" for r in rs) + ")")
+    lines += ["", "Every run:", "", "| round order | checkout | case | infer/s | p50 us | p99 us | "
+              "CPU/req us | beyond model us | load1 |", "|---|---|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(rows):
+        lines.append(f"| {i + 1} | {r.checkout} | {r.case} | {r.throughput:.1f} | {r.p50_us:.0f} | "
+                     f"{r.p99_us:.0f} | {r.cpu_us:.0f} | {r.beyond_us:.0f} | {r.load} |"
+                     + (f" {r.error}" if r.error else ""))
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
