@@ -16,8 +16,9 @@ The endpoints (``grpc://``, ``grpcs://``, ``http://``, ``https://``) form a pool
 - a down endpoint is probed (``ModelReady``) after a backoff that doubles with each consecutive
   failure (0.25 s to 8 s) and is used again once it answers; an up endpoint is checked every
   ``HEALTH_PERIOD_S`` as well, so a remote that unloads the model is noticed without traffic;
-- an endpoint whose model configuration differs from the first one fetched (other inputs,
-  outputs, shapes or types: a misconfigured replica) is marked *mismatch* and never used;
+- an endpoint whose model configuration differs from the reference (that of the first listed
+  endpoint that answered at start: other inputs, outputs, shapes, types or batching - a
+  misconfigured replica) is marked *mismatch* and not used; it is re-checked every 8 s;
 - with every endpoint down, :meth:`RemoteModel.infer` fails at once with ``kind="no_endpoint"``.
 
 Transport: ``tritonclient.grpc.aio`` and ``tritonclient.http.aio`` (Triton's maintained clients)
@@ -64,6 +65,7 @@ PROBE_BACKOFF_MIN_S = 0.25
 PROBE_BACKOFF_MAX_S = 8.0
 HEALTH_PERIOD_S = 2.0
 PROBE_TIMEOUT_S = 2.0
+INITIAL_ROUND_S = 3.0                 # start() waits this long at most for the first probes
 SHM_SLOTS_MAX = 64                     # shared-memory slots per model (one per request in flight)
 
 # Error kinds, counted per endpoint. Those in ENDPOINT_FAILURES mark the endpoint down.
@@ -198,6 +200,7 @@ class _Endpoint:
         self.shm = False                   # inputs go through shared memory
         self.shm_refused = False
         self.registered: set[str] = set()  # shared-memory slots registered with this server
+        self.fetched: tuple | None = None  # first probe round: (config, versions) to adopt
 
     def health(self) -> EndpointHealth:
         return EndpointHealth(self.address.url, self.state, self.reason, self.outstanding,
@@ -251,6 +254,7 @@ class RemoteModel:
         self._shm_all: list[_ShmSlot] = []
         self._headers = {config.header_key: config.header_value} if config.header_key else None
         self._stopped = False
+        self._first_round = False
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -272,6 +276,20 @@ class RemoteModel:
         for ep in self._endpoints:
             ep.wake = asyncio.Event()          # bound to this loop
             ep.client = self._make_client(ep.address)
+        # A first round of probes, together: the reference configuration is then that of the
+        # first listed endpoint that answers, not of whichever answered first.
+        self._first_round = True
+        probes = [asyncio.ensure_future(self._probe(ep)) for ep in self._endpoints]
+        _, pending = await asyncio.wait(probes, timeout=INITIAL_ROUND_S)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*probes, return_exceptions=True)
+        self._first_round = False
+        for ep in self._endpoints:
+            if ep.fetched is not None:
+                fetched, ep.fetched = ep.fetched, None
+                await self._adopt(ep, *fetched)
+        for ep in self._endpoints:
             self._tasks.append(asyncio.get_running_loop().create_task(self._probe_loop(ep)))
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -445,7 +463,7 @@ class RemoteModel:
         return RemoteResponse(self.name, version_number,
                               {n: result.as_numpy(n) for n in names})
 
-    def _classify(self, ep: _Endpoint, exc: BaseException) -> RemoteError:
+    def _classify(self, ep: _Endpoint, exc: BaseException, *, probe: bool = False) -> RemoteError:
         """A failure as a typed RemoteError, by its status code or exception type (not its text)."""
         from tritonclient.utils import InferenceServerException
 
@@ -453,8 +471,10 @@ class RemoteModel:
         if isinstance(exc, RemoteError):
             return exc
         if isinstance(exc, asyncio.TimeoutError):
-            return RemoteError(StatusCode.UNAVAILABLE, f"{where}: no answer within "
-                               f"{self.settings.timeout_ms} ms (server_timeout_ms)", TIMEOUT)
+            limit = (f"{PROBE_TIMEOUT_S:g} s (health probe)" if probe else
+                     f"{self.settings.timeout_ms} ms (server_timeout_ms)")
+            return RemoteError(StatusCode.UNAVAILABLE, f"{where}: no answer within {limit}",
+                               TIMEOUT)
         if isinstance(exc, InferenceServerException):
             status = str(exc.status() or "")
             text = f"{where}: {exc.message()}"
@@ -583,8 +603,6 @@ class RemoteModel:
                 pass
 
     async def _probe(self, ep: _Endpoint) -> None:
-        if ep.state == MISMATCH:
-            return                             # misconfigured: stays out until restart
         version = "" if self.requested_version < 0 else str(self.requested_version)
         was = ep.state
         try:
@@ -598,7 +616,7 @@ class RemoteModel:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            error = self._classify(ep, exc)
+            error = self._classify(ep, exc, probe=True)
             if ep.state == UP:
                 self._mark_down(ep, error)
             else:
@@ -606,9 +624,12 @@ class RemoteModel:
                 ep.reason = f"{error.kind}: {error.message}"
                 ep.registered.clear()
             return
-        if ep.state == MISMATCH:
+        if ep.state == MISMATCH or self._first_round:
             return
         await self._try_shared_memory(ep)
+        self._set_up(ep, was)
+
+    def _set_up(self, ep: _Endpoint, was: str) -> None:
         ep.state = UP
         ep.reason = "ready"
         if was != UP:
@@ -631,8 +652,21 @@ class RemoteModel:
                 self.name, version, headers=self._headers), timeout)
         proto = json_format.ParseDict(raw, mc.ModelConfig(), ignore_unknown_fields=True)
         config = to_typed(proto)
-        signature = _signature(config)
         versions = [int(v) for v in meta.get("versions", []) if str(v).isdigit()]
+        if self._first_round:
+            ep.fetched = (config, versions)
+            return
+        self._adopt_config(ep, config, versions)
+
+    async def _adopt(self, ep: _Endpoint, config: ModelConfig, versions: list[int]) -> None:
+        """After the first round: take an endpoint's fetched configuration and mark it up."""
+        self._adopt_config(ep, config, versions)
+        if ep.state != MISMATCH:
+            await self._try_shared_memory(ep)
+            self._set_up(ep, DOWN)
+
+    def _adopt_config(self, ep: _Endpoint, config: ModelConfig, versions: list[int]) -> None:
+        signature = _signature(config)
         if self._signature is None or self._config_source == ep.address.url:
             changed = self._signature is not None and signature != self._signature
             self._config, self._signature = config, signature
@@ -642,13 +676,21 @@ class RemoteModel:
             if changed or self._generation == 0:
                 self._generation += 1
             return
-        if signature != self._signature:
-            ep.state = MISMATCH
-            ep.reason = (f"its model '{self.name}' differs from {self._config_source}'s "
-                         f"(inputs, outputs or batching); not used")
-            self._log("error", f"model '{self.name}': endpoint {ep.address.url} serves a "
-                      f"different configuration than {self._config_source} "
-                      f"({_describe(config)} vs {_describe(self._config)}); it is not used")
+        if signature == self._signature:
+            if ep.state == MISMATCH:           # fixed on the remote: may be used again
+                self._log("info", f"model '{self.name}': endpoint {ep.address.url} now serves "
+                          f"the same configuration as {self._config_source}")
+                ep.state = DOWN
+            return
+        ep.failures = max(ep.failures, 6)  # re-checked every PROBE_BACKOFF_MAX_S
+        if ep.state == MISMATCH:
+            return
+        ep.state = MISMATCH
+        ep.reason = (f"its model '{self.name}' differs from {self._config_source}'s "
+                     f"(inputs, outputs or batching); not used")
+        self._log("error", f"model '{self.name}': endpoint {ep.address.url} serves a "
+                  f"different configuration than {self._config_source} "
+                  f"({_describe(config)} vs {_describe(self._config)}); it is not used")
 
     # ---------------------------------------------------------------- clients
     def _make_client(self, address: EndpointAddress):
