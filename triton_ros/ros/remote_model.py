@@ -250,6 +250,7 @@ class RemoteModel:
         self._version = version
         self._config_source = ""
         self._generation = 0               # grows when the reference configuration changes
+        self._spec: tuple[int, Any] | None = None
         self._shm_free: list[_ShmSlot] = []
         self._shm_all: list[_ShmSlot] = []
         self._headers = {config.header_key: config.header_value} if config.header_key else None
@@ -329,6 +330,35 @@ class RemoteModel:
         return self._version
 
     @property
+    def location(self) -> str:
+        return ", ".join(self.settings.urls)
+
+    def describe(self):
+        """The ModelSpec of the remote model (the same object until its configuration changes);
+        UNAVAILABLE, naming every endpoint and its state, while no endpoint is up."""
+        from .model_target import spec_from_config
+
+        if not self.ready():
+            raise RemoteError(StatusCode.UNAVAILABLE, self._unavailable_text(), NO_ENDPOINT)
+        cached = self._spec
+        if cached is not None and cached[0] == self._generation:
+            return cached[1]
+        spec = spec_from_config(self._config, self._version, {})
+        self._spec = (self._generation, spec)
+        return spec
+
+    def state(self):
+        """Readiness for /diagnostics: READY while an endpoint is up, else UNAVAILABLE with
+        every endpoint's state and reason."""
+        from .model_target import TargetState
+
+        version = str(self._version) if self._config is not None else ""
+        if self.ready():
+            up = [ep.address.url for ep in self._endpoints if ep.state == UP]
+            return TargetState(True, "READY", f"served by {', '.join(up)}", version)
+        return TargetState(False, "UNAVAILABLE", self._unavailable_text(), version)
+
+    @property
     def generation(self) -> int:
         return self._generation
 
@@ -353,8 +383,8 @@ class RemoteModel:
         """(url, state, reason) per endpoint, without draining any figure."""
         return [(ep.address.url, ep.state, ep.reason) for ep in self._endpoints]
 
-    def infer(self, inputs: Mapping[str, np.ndarray], outputs: tuple[str, ...] | None = None, *,
-              priority: int = 0, timeout_us: int = 0) -> Future:
+    def infer(self, inputs: Mapping[str, np.ndarray], outputs=None, *, priority: int = 0,
+              timeout_us: int = 0) -> Future:
         """Send one request; the Future ends with a RemoteResponse or a RemoteError."""
         if self._loop is None or self._stopped:
             future: Future = Future()
@@ -363,7 +393,8 @@ class RemoteModel:
                                              NO_ENDPOINT))
             return future
         return asyncio.run_coroutine_threadsafe(
-            self._infer(dict(inputs), outputs, priority, timeout_us), self._loop)
+            self._infer(dict(inputs), tuple(outputs) if outputs else None, priority, timeout_us),
+            self._loop)
 
     # ---------------------------------------------------------------- requests
     def _pick(self, tried: set[int]) -> _Endpoint | None:
@@ -710,6 +741,90 @@ class RemoteModel:
                 context.load_cert_chain(s.tls_cert_file, s.tls_key_file)
         return http_aio.InferenceServerClient(address.target, ssl=address.tls,
                                               ssl_context=context, conn_timeout=PROBE_TIMEOUT_S)
+
+
+# --------------------------------------------------------------------------------------------
+# Monitoring
+# --------------------------------------------------------------------------------------------
+
+ERROR_KINDS = (TIMEOUT, UNREACHABLE, REJECTED, MODEL_ERROR, CLIENT_ERROR)
+
+
+@dataclass
+class EndpointReport:
+    """One endpoint over the last diagnostics period."""
+
+    model: str
+    version: int
+    url: str
+    state: str
+    reason: str
+    level: int                         # 0 OK, 1 WARN, 2 ERROR (diagnostic_msgs levels)
+    outstanding: int
+    requests_per_s: float
+    requests_total: int
+    rtt_p50_ms: float
+    rtt_p99_ms: float
+    errors: dict[str, int]             # totals by kind
+    shared_memory: bool
+
+
+class EndpointReporter:
+    """Turns the endpoints' growing counters into per-period figures (keeps the previous ones)."""
+
+    def __init__(self) -> None:
+        self._prev: dict[tuple[str, str], int] = {}
+        self._prev_ns = 0
+
+    def report(self, models: list[RemoteModel], now_ns: int) -> list[EndpointReport]:
+        from .diagnostics import percentiles_ms
+
+        period_s = (now_ns - self._prev_ns) / 1e9 if self._prev_ns else 0.0
+        self._prev_ns = now_ns
+        out = []
+        for model in models:
+            healths = model.endpoints()
+            any_up = any(h.state == UP for h in healths)
+            for h in healths:
+                key = (model.name, h.url)
+                delta = h.requests - self._prev.get(key, 0)
+                self._prev[key] = h.requests
+                p50, p99 = percentiles_ms(h.latency)
+                if h.state == UP:
+                    level = 0
+                elif h.state == MISMATCH or not any_up:
+                    level = 2
+                else:
+                    level = 1
+                out.append(EndpointReport(
+                    model.name, model.version, h.url, h.state, h.reason, level, h.outstanding,
+                    delta / period_s if period_s > 0 else 0.0, h.requests, p50, p99,
+                    {kind: h.errors.get(kind, 0) for kind in ERROR_KINDS}, h.shared_memory))
+        return out
+
+
+def endpoint_statuses(node_name: str, reports: list[EndpointReport]) -> list:
+    """One diagnostic_msgs/DiagnosticStatus per endpoint of each remote model."""
+    from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
+
+    def kv(key: str, value) -> KeyValue:
+        return KeyValue(key=key, value=f"{value:.3f}" if isinstance(value, float) else str(value))
+
+    out = []
+    for r in reports:
+        message = r.state if r.state == UP else f"{r.state}: {r.reason}"
+        status = DiagnosticStatus(level=bytes([r.level]),
+                                  name=f"{node_name}: remote {r.model} {r.url}",
+                                  message=message, hardware_id=r.url)
+        status.values = [
+            kv("model", r.model), kv("version", r.version), kv("endpoint", r.url),
+            kv("state", r.state), kv("outstanding", r.outstanding),
+            kv("requests_per_s", r.requests_per_s), kv("requests_total", r.requests_total),
+            kv("rtt_p50_ms", r.rtt_p50_ms), kv("rtt_p99_ms", r.rtt_p99_ms),
+            kv("shared_memory", r.shared_memory),
+        ] + [kv(f"errors_{kind}", n) for kind, n in r.errors.items()]
+        out.append(status)
+    return out
 
 
 def _signature(config: ModelConfig) -> tuple:
