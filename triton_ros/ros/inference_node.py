@@ -36,6 +36,7 @@ from .model_services import ModelServices
 from .model_target import model_target_for
 from .package_files import package_file
 from .parameters import declare_and_read
+from .remote_model import EndpointReporter, RemoteModel, endpoint_statuses
 from .ros_logging import route_python_logging
 from .ros_process import init_ros
 
@@ -74,6 +75,7 @@ class InferenceNode(Node):
         self._diagnostics_pub = None
         self._status_pub = None
         self._started_core = False
+        self._endpoint_reporter = EndpointReporter()
 
     # ---------------------------------------------------------------- start
     def start(self) -> None:
@@ -91,8 +93,14 @@ class InferenceNode(Node):
                          + (f" ({entry.reason})" if entry.reason else ""))
         for line in self.frontends.start():
             log.info(f"serving {line}")
+        for target in self.remote_models():
+            target.start()
+            log.info(f"binding model '{target.name}' is remote: {target.location} "
+                     + "; ".join(f"{url} {state}" for url, state, _ in
+                                 target.describe_endpoints()))
         self.model_services = ModelServices(self, self.core, control_group=self.control_group,
-                                            query_group=self._query_group)
+                                            query_group=self._query_group,
+                                            remote_models=self.remote_models)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._status_pub = self.create_publisher(InferenceStatus, "~/status", 10)
         self.create_timer(self.config.diagnostics_period_s, self._publish_diagnostics,
@@ -106,6 +114,10 @@ class InferenceNode(Node):
         log.info(f"ready: {len(self.bindings)} binding(s) "
                  f"[{', '.join(b.config.name + ' -> ' + b.config.model for b in self.bindings)}]")
 
+    def remote_models(self) -> list[RemoteModel]:
+        """The bindings' remote model targets (server_urls)."""
+        return [b.target for b in self.bindings if isinstance(b.target, RemoteModel)]
+
     # ---------------------------------------------------------------- periodic work
     def _discover(self) -> None:
         try:
@@ -117,10 +129,14 @@ class InferenceNode(Node):
 
     def _publish_diagnostics(self) -> None:
         try:
-            models, bindings = self.reporter.report(self.bindings, time.monotonic_ns())
+            now = time.monotonic_ns()
+            models, bindings = self.reporter.report(self.bindings, now)
             stamp = self.get_clock().now().to_msg()
-            self._diagnostics_pub.publish(
-                diagnostic_array(stamp, self.get_fully_qualified_name(), models, bindings))
+            array = diagnostic_array(stamp, self.get_fully_qualified_name(), models, bindings)
+            array.status.extend(endpoint_statuses(
+                self.get_fully_qualified_name(),
+                self._endpoint_reporter.report(self.remote_models(), now)))
+            self._diagnostics_pub.publish(array)
             self._status_pub.publish(status_message(stamp, models, bindings))
         except Exception as exc:               # monitoring must never stop the node
             self.get_logger().error(f"diagnostics failed: {exc}")
@@ -136,6 +152,8 @@ class InferenceNode(Node):
         """Let in-flight requests finish (their results are still published), unload models."""
         if self._started_core:
             self.core.stop()
+        for target in self.remote_models():
+            target.stop()                      # in-flight remote frames finish first
         self.workers.shutdown(wait=True)
 
 

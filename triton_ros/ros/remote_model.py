@@ -21,6 +21,10 @@ The endpoints (``grpc://``, ``grpcs://``, ``http://``, ``https://``) form a pool
   misconfigured replica) is marked *mismatch* and not used; it is re-checked every 8 s;
 - with every endpoint down, :meth:`RemoteModel.infer` fails at once with ``kind="no_endpoint"``.
 
+Labels: KServe v2 has no label files, so an output's labels (``label_filename`` in the remote's
+configuration) are read once per check through Triton's classification extension (see
+:meth:`RemoteModel._fetch_labels`); the binding's ``class_names`` still wins.
+
 Transport: ``tritonclient.grpc.aio`` and ``tritonclient.http.aio`` (Triton's maintained clients)
 on one asyncio loop in a thread of its own per model; nothing is hand-written on the wire. TLS
 uses the CA, client certificate and key files given; Triton's restricted-protocol header (key
@@ -39,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import logging
 import os
 import secrets
 import ssl
@@ -53,7 +58,7 @@ import numpy as np
 from google.protobuf import json_format
 
 from ..core.errors import StatusCode, TritonRosError, invalid_arg, unavailable
-from ..core.model_config import ModelConfig, to_typed
+from ..core.model_config import WILDCARD_DIM as WILDCARD, ModelConfig, to_typed
 from ..core.protos import model_config_pb2 as mc
 from .diagnostics import LatencyWindow
 
@@ -239,7 +244,7 @@ class RemoteModel:
         self.name = name
         self.requested_version = version
         self.settings = config
-        self._log = log or (lambda level, text: None)
+        self._log = log or _python_log
         self._endpoints = [_Endpoint(parse_url(u)) for u in config.urls]
         self._turn = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -251,6 +256,7 @@ class RemoteModel:
         self._config_source = ""
         self._generation = 0               # grows when the reference configuration changes
         self._spec: tuple[int, Any] | None = None
+        self._labels: dict[str, list[str]] = {}
         self._shm_free: list[_ShmSlot] = []
         self._shm_all: list[_ShmSlot] = []
         self._headers = {config.header_key: config.header_value} if config.header_key else None
@@ -294,10 +300,14 @@ class RemoteModel:
             self._tasks.append(asyncio.get_running_loop().create_task(self._probe_loop(ep)))
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Close the clients and the loop; requests still in flight fail as CANCELLED."""
+        """Let requests in flight finish (at most one request timeout), then close the clients
+        and the loop."""
         if self._loop is None or self._stopped:
             return
         self._stopped = True
+        deadline = time.monotonic() + self.settings.timeout_ms / 1000.0 + 0.5
+        while any(ep.outstanding for ep in self._endpoints) and time.monotonic() < deadline:
+            time.sleep(0.01)
         try:
             asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=timeout)
         except Exception as exc:               # closing must not stop the node's shutdown
@@ -343,7 +353,7 @@ class RemoteModel:
         cached = self._spec
         if cached is not None and cached[0] == self._generation:
             return cached[1]
-        spec = spec_from_config(self._config, self._version, {})
+        spec = spec_from_config(self._config, self._version, self._labels)
         self._spec = (self._generation, spec)
         return spec
 
@@ -371,7 +381,7 @@ class RemoteModel:
 
     @property
     def labels(self) -> dict[str, list[str]]:
-        return {}                              # KServe v2 does not carry label files
+        return dict(self._labels)
 
     def ready(self) -> bool:
         return self._config is not None and any(ep.state == UP for ep in self._endpoints)
@@ -452,10 +462,7 @@ class RemoteModel:
                     slot: _ShmSlot | None, remaining: float) -> RemoteResponse:
         from tritonclient.utils import np_to_triton_dtype
 
-        if ep.address.protocol == "grpc":
-            import tritonclient.grpc as lib
-        else:
-            import tritonclient.http as lib
+        lib = _client_lib(ep.address.protocol)
         offset = 0
         wire_inputs = []
         for name, array in inputs.items():
@@ -684,23 +691,76 @@ class RemoteModel:
         proto = json_format.ParseDict(raw, mc.ModelConfig(), ignore_unknown_fields=True)
         config = to_typed(proto)
         versions = [int(v) for v in meta.get("versions", []) if str(v).isdigit()]
+        labels = await self._fetch_labels(ep, config, version)
         if self._first_round:
-            ep.fetched = (config, versions)
+            ep.fetched = (config, versions, labels)
             return
-        self._adopt_config(ep, config, versions)
+        self._adopt_config(ep, config, versions, labels)
 
-    async def _adopt(self, ep: _Endpoint, config: ModelConfig, versions: list[int]) -> None:
+    async def _fetch_labels(self, ep: _Endpoint, config: ModelConfig,
+                            version: str) -> dict[str, list[str]]:
+        """Labels of outputs with a label_filename, through Triton's classification extension.
+
+        KServe v2 does not serve label files, but a request for an output with ``class_count``
+        equal to its element count answers every element as "value:index:label", the label
+        present for each index that has one. One request of zeros, at each (re)check.
+        """
+        wanted = [t for t in config.outputs if t.label_filename]
+        inputs = [t for t in config.inputs if not t.optional]
+        if not wanted or any(WILDCARD in t.dims for t in inputs):
+            return {}
+        from tritonclient.utils import triton_to_np_dtype
+
+        lib = _client_lib(ep.address.protocol)
+        batch = [1] if config.max_batch_size > 0 else []
+        request = []
+        for t in inputs:
+            shape = batch + list(t.dims)
+            x = lib.InferInput(t.name, shape, t.datatype)
+            dtype = triton_to_np_dtype(t.datatype)
+            if dtype is None or t.datatype == "BYTES":
+                return {}
+            x.set_data_from_numpy(np.zeros(shape, dtype))
+            request.append(x)
+        labels: dict[str, list[str]] = {}
+        for t in wanted:
+            count = int(np.prod(t.dims)) if t.dims and WILDCARD not in t.dims else 0
+            if not 0 < count <= 1_000_000:
+                continue
+            try:
+                result = await asyncio.wait_for(ep.client.infer(
+                    self.name, request, model_version=version,
+                    outputs=[lib.InferRequestedOutput(t.name, class_count=count)],
+                    headers=self._headers), PROBE_TIMEOUT_S)
+                found: dict[int, str] = {}
+                for item in np.asarray(result.as_numpy(t.name)).reshape(-1):
+                    parts = (item.decode() if isinstance(item, bytes) else str(item)).split(":", 2)
+                    if len(parts) == 3:
+                        found[int(parts[1])] = parts[2]
+                labels[t.name] = [found[i] for i in range(len(found))] if \
+                    set(found) == set(range(len(found))) else []
+            except Exception as exc:           # labels are a nicety: class indices then
+                self._log("warn", f"model '{self.name}': could not read the labels of output "
+                          f"'{t.name}' from {ep.address.url} "
+                          f"({self._classify(ep, exc, probe=True).message}); class indices are "
+                          f"published unless the binding sets class_names")
+        return {k: v for k, v in labels.items() if v}
+
+    async def _adopt(self, ep: _Endpoint, config: ModelConfig, versions: list[int],
+                     labels: dict[str, list[str]]) -> None:
         """After the first round: take an endpoint's fetched configuration and mark it up."""
-        self._adopt_config(ep, config, versions)
+        self._adopt_config(ep, config, versions, labels)
         if ep.state != MISMATCH:
             await self._try_shared_memory(ep)
             self._set_up(ep, DOWN)
 
-    def _adopt_config(self, ep: _Endpoint, config: ModelConfig, versions: list[int]) -> None:
+    def _adopt_config(self, ep: _Endpoint, config: ModelConfig, versions: list[int],
+                      labels: dict[str, list[str]]) -> None:
         signature = _signature(config)
         if self._signature is None or self._config_source == ep.address.url:
-            changed = self._signature is not None and signature != self._signature
-            self._config, self._signature = config, signature
+            changed = self._signature is not None and (signature != self._signature
+                                                       or labels != self._labels)
+            self._config, self._signature, self._labels = config, signature, labels
             self._config_source = ep.address.url
             self._version = (self.requested_version if self.requested_version >= 0
                              else max(versions, default=1))
@@ -825,6 +885,23 @@ def endpoint_statuses(node_name: str, reports: list[EndpointReport]) -> list:
         ] + [kv(f"errors_{kind}", n) for kind, n in r.errors.items()]
         out.append(status)
     return out
+
+
+def _client_lib(protocol: str):
+    if protocol == "grpc":
+        import tritonclient.grpc as lib
+    else:
+        import tritonclient.http as lib
+    return lib
+
+
+_LOGGER = logging.getLogger("triton_ros.remote")
+_LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
+
+
+def _python_log(level: str, text: str) -> None:
+    """Default log: Python logging (the node routes it to its ROS logger)."""
+    _LOGGER.log(_LEVELS.get(level, logging.INFO), text)
 
 
 def _signature(config: ModelConfig) -> tuple:
