@@ -125,8 +125,11 @@ class TcpProxy:
                 except Exception:
                     pass
 
-        await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, True),
-                             return_exceptions=True)
+        try:
+            await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, True),
+                                 return_exceptions=True)
+        except asyncio.CancelledError:         # the proxy is closing
+            pass
 
     def close(self) -> None:
         async def stop():

@@ -93,11 +93,12 @@ class InferenceNode(Node):
                          + (f" ({entry.reason})" if entry.reason else ""))
         for line in self.frontends.start():
             log.info(f"serving {line}")
-        for target in self.remote_models():
-            target.start()
-            log.info(f"binding model '{target.name}' is remote: {target.location} "
-                     + "; ".join(f"{url} {state}" for url, state, _ in
-                                 target.describe_endpoints()))
+        for binding in self.bindings:
+            if isinstance(binding.target, RemoteModel):
+                binding.target.start()
+                log.info(f"binding '{binding.config.name}': model '{binding.config.model}' on "
+                         + ", ".join(f"{url} ({state})" for url, state, _ in
+                                     binding.target.describe_endpoints()))
         self.model_services = ModelServices(self, self.core, control_group=self.control_group,
                                             query_group=self._query_group,
                                             remote_models=self.remote_models)

@@ -249,7 +249,8 @@ def model_target_for(config: "BindingConfig", core: "InferenceServer") -> ModelT
     :class:`~triton_ros.ros.remote_model.RemoteModel` (started and stopped by the node)."""
     if config.remote is not None:
         from .remote_model import RemoteModel
-        return RemoteModel(config.model, config.model_version, config.remote)
+        return RemoteModel(config.model, config.model_version, config.remote,
+                           owner=f"binding '{config.name}'")
     return LocalModelTarget(core, config.model, config.model_version)
 
 

@@ -239,9 +239,11 @@ class RemoteModel:
     """One model (name, version) on a pool of KServe v2 endpoints."""
 
     def __init__(self, name: str, version: int, config: RemoteConfig, *,
-                 log: Callable[[str, str], None] | None = None) -> None:
+                 log: Callable[[str, str], None] | None = None, owner: str = "") -> None:
         check_remote_config(config)
         self.name = name
+        # how log lines name this model: "binding 'fleet', model 'detector'"
+        self._who = f"{owner}, model '{name}'" if owner else f"model '{name}'"
         self.requested_version = version
         self.settings = config
         self._log = log or _python_log
@@ -311,7 +313,7 @@ class RemoteModel:
         try:
             asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=timeout)
         except Exception as exc:               # closing must not stop the node's shutdown
-            self._log("warn", f"model '{self.name}': closing the remote clients: {exc}")
+            self._log("warn", f"{self._who}: closing the remote clients: {exc}")
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=timeout)
         for slot in self._shm_all:
@@ -399,7 +401,7 @@ class RemoteModel:
         if self._loop is None or self._stopped:
             future: Future = Future()
             future.set_exception(RemoteError(StatusCode.UNAVAILABLE,
-                                             f"model '{self.name}': remote client stopped",
+                                             f"{self._who}: remote client stopped",
                                              NO_ENDPOINT))
             return future
         return asyncio.run_coroutine_threadsafe(
@@ -548,7 +550,7 @@ class RemoteModel:
 
     def _mark_down(self, ep: _Endpoint, error: RemoteError) -> None:
         if ep.state == UP:
-            self._log("warn", f"model '{self.name}': endpoint {ep.address.url} is down: "
+            self._log("warn", f"{self._who}: endpoint {ep.address.url} is down: "
                       f"{error.message}; probing it again with backoff")
         ep.state = DOWN
         ep.reason = f"{error.kind}: {error.message}"
@@ -599,7 +601,7 @@ class RemoteModel:
             probe = _ShmSlot(64)
         except Exception as exc:               # no /dev/shm here: use the wire
             ep.shm_refused = True
-            self._log("info", f"model '{self.name}': shared memory unavailable in this process "
+            self._log("info", f"{self._who}: shared memory unavailable in this process "
                       f"({exc}); {ep.address.url} is used over the wire")
             return
         try:
@@ -608,12 +610,12 @@ class RemoteModel:
             await asyncio.wait_for(ep.client.unregister_system_shared_memory(
                 probe.name, headers=self._headers), PROBE_TIMEOUT_S)
             ep.shm = True
-            self._log("info", f"model '{self.name}': {ep.address.url} is on this host; inputs "
+            self._log("info", f"{self._who}: {ep.address.url} is on this host; inputs "
                       f"go through system shared memory")
         except Exception as exc:
             ep.shm_refused = True
             error = self._classify(ep, exc)
-            self._log("info", f"model '{self.name}': {ep.address.url} refused shared memory "
+            self._log("info", f"{self._who}: {ep.address.url} refused shared memory "
                       f"({error.message}); inputs go over the wire (shared_memory: auto)")
         finally:
             probe.destroy()
@@ -671,7 +673,7 @@ class RemoteModel:
         ep.state = UP
         ep.reason = "ready"
         if was != UP:
-            self._log("info", f"model '{self.name}' version {self._version}: endpoint "
+            self._log("info", f"{self._who} version {self._version}: endpoint "
                       f"{ep.address.url} is up" + (" (shared memory)" if ep.shm else ""))
 
     async def _check_config(self, ep: _Endpoint, version: str) -> None:
@@ -740,7 +742,7 @@ class RemoteModel:
                 labels[t.name] = [found[i] for i in range(len(found))] if \
                     set(found) == set(range(len(found))) else []
             except Exception as exc:           # labels are a nicety: class indices then
-                self._log("warn", f"model '{self.name}': could not read the labels of output "
+                self._log("warn", f"{self._who}: could not read the labels of output "
                           f"'{t.name}' from {ep.address.url} "
                           f"({self._classify(ep, exc, probe=True).message}); class indices are "
                           f"published unless the binding sets class_names")
@@ -769,7 +771,7 @@ class RemoteModel:
             return
         if signature == self._signature:
             if ep.state == MISMATCH:           # fixed on the remote: may be used again
-                self._log("info", f"model '{self.name}': endpoint {ep.address.url} now serves "
+                self._log("info", f"{self._who}: endpoint {ep.address.url} now serves "
                           f"the same configuration as {self._config_source}")
                 ep.state = DOWN
             return
@@ -779,7 +781,7 @@ class RemoteModel:
         ep.state = MISMATCH
         ep.reason = (f"its model '{self.name}' differs from {self._config_source}'s "
                      f"(inputs, outputs or batching); not used")
-        self._log("error", f"model '{self.name}': endpoint {ep.address.url} serves a "
+        self._log("error", f"{self._who}: endpoint {ep.address.url} serves a "
                   f"different configuration than {self._config_source} "
                   f"({_describe(config)} vs {_describe(self._config)}); it is not used")
 
