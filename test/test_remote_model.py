@@ -358,3 +358,28 @@ def test_tls_and_restricted_protocol_header(tmp_path, expected, caplog):
         mutual.close()
         https.close()
         s.stop()
+
+
+def test_recovery_after_a_long_outage_is_quick():
+    """gRPC channels back off their reconnects up to minutes by default; the pool's own probes
+    decide here, so a server back after a long outage is used again within seconds."""
+    s = server()
+    model, logs = remote([f"grpc://{s.url}"], timeout_ms=500)
+    try:
+        wait(model.ready, what="up")
+        infer(model)
+        s.proc.kill()
+        s.proc.wait()
+        wait(lambda: not model.ready(), 10, "down")
+        time.sleep(25.0)                               # default channel backoff: 1 s x 1.6^n
+        s2 = server(grpc_port=s.port)
+        try:
+            back = time.monotonic()
+            wait(model.ready, 15, "up again after the outage")
+            infer(model)
+            assert time.monotonic() - back < 10.0      # probes back off to 4 s at most
+        finally:
+            s2.stop()
+    finally:
+        model.stop()
+        s.stop()

@@ -14,11 +14,11 @@ The endpoints (``grpc://``, ``grpcs://``, ``http://``, ``https://``) form a pool
   endpoint *down* and is retried once on another up endpoint if its deadline allows, so a
   frame is published at most once and lost only when no endpoint could answer in time;
 - a down endpoint is probed (``ModelReady``) after a backoff that doubles with each consecutive
-  failure (0.25 s to 8 s) and is used again once it answers; an up endpoint is checked every
+  failure (0.25 s to 4 s) and is used again once it answers; an up endpoint is checked every
   ``HEALTH_PERIOD_S`` as well, so a remote that unloads the model is noticed without traffic;
 - an endpoint whose model configuration differs from the reference (that of the first listed
   endpoint that answered at start: other inputs, outputs, shapes, types or batching - a
-  misconfigured replica) is marked *mismatch* and not used; it is re-checked every 8 s;
+  misconfigured replica) is marked *mismatch* and not used; it is re-checked every 4 s;
 - with every endpoint down, :meth:`RemoteModel.infer` fails at once with ``kind="no_endpoint"``.
 
 Labels: KServe v2 has no label files, so an output's labels (``label_filename`` in the remote's
@@ -67,7 +67,7 @@ SCHEMES = {"grpc": ("grpc", False), "grpcs": ("grpc", True),
 SHARED_MEMORY_MODES = ("auto", "off")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 PROBE_BACKOFF_MIN_S = 0.25
-PROBE_BACKOFF_MAX_S = 8.0
+PROBE_BACKOFF_MAX_S = 4.0
 HEALTH_PERIOD_S = 2.0
 PROBE_TIMEOUT_S = 2.0
 INITIAL_ROUND_S = 3.0                 # start() waits this long at most for the first probes
@@ -645,6 +645,14 @@ class RemoteModel:
     async def _probe(self, ep: _Endpoint) -> None:
         version = "" if self.requested_version < 0 else str(self.requested_version)
         was = ep.state
+        if ep.state != UP and ep.reason.startswith(UNREACHABLE):
+            # A fresh channel connects now; the old one may sit in its own reconnect backoff
+            # (which, with this probe's backoff, could delay a recovered server by both).
+            old, ep.client = ep.client, self._make_client(ep.address)
+            try:
+                await old.close()
+            except Exception:                  # a broken channel: nothing to release
+                pass
         try:
             ready = await asyncio.wait_for(ep.client.is_model_ready(
                 self.name, version, headers=self._headers), PROBE_TIMEOUT_S)
@@ -790,11 +798,27 @@ class RemoteModel:
         s = self.settings
         if address.protocol == "grpc":
             import tritonclient.grpc.aio as grpc_aio
+            from tritonclient.grpc import KeepAliveOptions
+            keepalive = KeepAliveOptions()
+            # tritonclient's own channel options, plus reconnects bounded like the probes: by
+            # default a gRPC channel backs its reconnects off to 2 minutes, which would keep a
+            # restarted server unused long after it answers.
+            options = [
+                ("grpc.max_send_message_length", 2**31 - 1),
+                ("grpc.max_receive_message_length", 2**31 - 1),
+                ("grpc.keepalive_time_ms", keepalive.keepalive_time_ms),
+                ("grpc.keepalive_timeout_ms", keepalive.keepalive_timeout_ms),
+                ("grpc.keepalive_permit_without_calls",
+                 keepalive.keepalive_permit_without_calls),
+                ("grpc.http2.max_pings_without_data", keepalive.http2_max_pings_without_data),
+                ("grpc.initial_reconnect_backoff_ms", int(PROBE_BACKOFF_MIN_S * 1000)),
+                ("grpc.max_reconnect_backoff_ms", int(PROBE_BACKOFF_MAX_S * 1000)),
+            ]
             return grpc_aio.InferenceServerClient(
                 address.target, ssl=address.tls,
                 root_certificates=s.tls_ca_file or None,
                 private_key=s.tls_key_file or None,
-                certificate_chain=s.tls_cert_file or None)
+                certificate_chain=s.tls_cert_file or None, channel_args=options)
         import tritonclient.http.aio as http_aio
         context = None
         if address.tls:
