@@ -147,7 +147,10 @@ class GrpcProxy:
     """A gRPC server forwarding every method to a plain gRPC backend, with TLS and a header check."""
 
     def __init__(self, backend: str, *, certs: dict[str, Path] | None = None,
-                 require_client_cert: bool = False, header: tuple[str, str] | None = None) -> None:
+                 require_client_cert: bool = False, header: tuple[str, str] | None = None,
+                 unimplemented: tuple[str, ...] = ()) -> None:
+        """``unimplemented``: method names (e.g. "ModelConfig") answered UNIMPLEMENTED, like a
+        KServe v2 server without Triton's extensions."""
         import grpc
 
         self.port = free_port()
@@ -162,6 +165,8 @@ class GrpcProxy:
                 method = details.method
 
                 def unary(request: bytes, context):
+                    if method.rsplit("/", 1)[-1] in unimplemented:
+                        context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} not supported")
                     if header is not None:
                         sent = dict(context.invocation_metadata()).get(header[0])
                         if sent != header[1]:

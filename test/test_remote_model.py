@@ -383,3 +383,24 @@ def test_recovery_after_a_long_outage_is_quick():
     finally:
         model.stop()
         s.stop()
+
+
+def test_a_kserve_server_without_the_model_configuration_extension(expected):
+    """Planned from the standard metadata when ModelConfig is not implemented."""
+    s = server()
+    proxy = GrpcProxy(s.url, unimplemented=("ModelConfig",))
+    model, logs = remote([f"grpc://127.0.0.1:{proxy.port}"], shared_memory="off")
+    try:
+        wait(model.ready, 20, "up from metadata")
+        config = model.config
+        assert config.max_batch_size == 1
+        assert [(t.name, t.datatype, t.dims) for t in config.inputs] == \
+            [("images", "FP32", (3, 256, 256))]
+        assert {t.name for t in config.outputs} == {"boxes", "scores"}
+        assert "planning from its metadata" in logs.text()
+        np.testing.assert_allclose(infer(model).outputs["scores"], expected["scores"],
+                                   rtol=1e-5, atol=1e-6)
+    finally:
+        model.stop()
+        proxy.close()
+        s.stop()

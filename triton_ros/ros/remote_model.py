@@ -206,6 +206,7 @@ class _Endpoint:
         self.shm_refused = False
         self.registered: set[str] = set()  # shared-memory slots registered with this server
         self.fetched: tuple | None = None  # first probe round: (config, versions) to adopt
+        self.metadata_only = False         # no ModelConfig there: planned from metadata
 
     def health(self) -> EndpointHealth:
         return EndpointHealth(self.address.url, self.state, self.reason, self.outstanding,
@@ -687,18 +688,28 @@ class RemoteModel:
     async def _check_config(self, ep: _Endpoint, version: str) -> None:
         """Fetch the endpoint's config and metadata; the first one becomes the reference."""
         timeout = PROBE_TIMEOUT_S
-        if ep.address.protocol == "grpc":
+        grpc_kw = {"as_json": True} if ep.address.protocol == "grpc" else {}
+        meta = await asyncio.wait_for(ep.client.get_model_metadata(
+            self.name, version, headers=self._headers, **grpc_kw), timeout)
+        try:
             raw = await asyncio.wait_for(ep.client.get_model_config(
-                self.name, version, headers=self._headers, as_json=True), timeout)
-            raw = raw.get("config", raw)
-            meta = await asyncio.wait_for(ep.client.get_model_metadata(
-                self.name, version, headers=self._headers, as_json=True), timeout)
-        else:
-            raw = await asyncio.wait_for(ep.client.get_model_config(
-                self.name, version, headers=self._headers), timeout)
-            meta = await asyncio.wait_for(ep.client.get_model_metadata(
-                self.name, version, headers=self._headers), timeout)
-        proto = json_format.ParseDict(raw, mc.ModelConfig(), ignore_unknown_fields=True)
+                self.name, version, headers=self._headers, **grpc_kw), timeout)
+            if ep.address.protocol == "grpc":
+                raw = raw.get("config", raw)
+            proto = json_format.ParseDict(raw, mc.ModelConfig(), ignore_unknown_fields=True)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = self._classify(ep, exc, probe=True)
+            if error.kind != MODEL_ERROR:
+                raise error from None
+            # A KServe v2 server without Triton's model configuration extension (e.g. another
+            # KServe runtime): the standard metadata gives names, data types and shapes.
+            proto = config_from_metadata(self.name, meta)
+            if not ep.metadata_only:
+                ep.metadata_only = True
+                self._log("info", f"{self._who}: {ep.address.url} has no model configuration "
+                          f"({error.message}); planning from its metadata")
         config = to_typed(proto)
         versions = [int(v) for v in meta.get("versions", []) if str(v).isdigit()]
         labels = await self._fetch_labels(ep, config, version)
@@ -919,6 +930,32 @@ def _client_lib(protocol: str):
     else:
         import tritonclient.http as lib
     return lib
+
+
+def config_from_metadata(name: str, meta: Mapping[str, Any]) -> mc.ModelConfig:
+    """A ModelConfig from standard KServe v2 model metadata (no Triton config extension).
+
+    Shapes whose first dimension is -1 on every input and output are read as a batch
+    dimension (max_batch_size 1: the node sends one frame per request); the data formats
+    (NCHW/NHWC) are then unknown, so the binding's ``layout`` decides, or the dims.
+    """
+    from ..core.datatypes import protocol_to_config
+
+    def tensors(key: str) -> list[dict]:
+        return [dict(t) for t in meta.get(key, [])]
+
+    inputs, outputs = tensors("inputs"), tensors("outputs")
+    shapes = [[int(d) for d in t.get("shape", [])] for t in inputs + outputs]
+    batched = bool(shapes) and all(s and s[0] == -1 for s in shapes)
+    proto = mc.ModelConfig(name=name, max_batch_size=1 if batched else 0)
+    for key, target in (("inputs", proto.input), ("outputs", proto.output)):
+        for t in tensors(key):
+            dims = [int(d) for d in t.get("shape", [])]
+            entry = target.add()
+            entry.name = t["name"]
+            entry.data_type = mc.DataType.Value(protocol_to_config(t["datatype"]))
+            entry.dims.extend(dims[1:] if batched else dims)
+    return proto
 
 
 _LOGGER = logging.getLogger("triton_ros.remote")
