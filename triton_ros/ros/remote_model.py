@@ -268,7 +268,8 @@ class RemoteModel:
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
-        """Start the event loop thread, the clients and the probes (returns at once)."""
+        """Start the event loop thread and the clients, probe every endpoint once (for at most
+        INITIAL_ROUND_S), then keep probing in the background."""
         self._loop = asyncio.new_event_loop()
         started = threading.Event()
 
@@ -550,12 +551,13 @@ class RemoteModel:
                            CLIENT_ERROR)
 
     def _mark_down(self, ep: _Endpoint, error: RemoteError) -> None:
-        if ep.state == UP:
-            self._log("warn", f"{self._who}: endpoint {ep.address.url} is down: "
-                      f"{error.message}; probing it again with backoff")
+        if ep.state != UP:
+            return                             # already down: the other requests in flight
+        self._log("warn", f"{self._who}: endpoint {ep.address.url} is down: "
+                  f"{error.message}; probing it again with backoff")
         ep.state = DOWN
         ep.reason = f"{error.kind}: {error.message}"
-        ep.failures += 1
+        ep.failures += 1                       # one event, however many requests it failed
         ep.registered.clear()                  # a restarted server forgets its regions
         ep.wake.set()
 
@@ -629,7 +631,11 @@ class RemoteModel:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:           # a probe's own bug must not end probing
-                ep.reason = f"probe failed: {type(exc).__name__}: {exc}"
+                reason = f"probe failed: {type(exc).__name__}: {exc}"
+                if ep.reason != reason:
+                    self._log("error", f"{self._who}: probing {ep.address.url}: {reason}")
+                ep.reason = reason
+                ep.failures += 1
             if ep.state == UP:
                 wait = HEALTH_PERIOD_S
             else:
