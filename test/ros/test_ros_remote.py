@@ -37,6 +37,7 @@ SAME = parse_camera("same/camera:640x360:rgb8")
 SLOW = parse_camera("slow/camera:320x240:rgb8")
 TLS_OK = parse_camera("tls/ok:320x240:rgb8")
 TLS_BAD = parse_camera("tls/bad:320x240:rgb8")
+WRONG = parse_camera("wrong/model:320x240:rgb8")
 
 
 def remote_server(repo, **ports) -> ServerProcess:
@@ -69,7 +70,8 @@ class Env:
         self.params = {
             "model_repository": str(repo), "startup_models": ["detector"],
             "diagnostics_period_s": 0.5,
-            "bindings": ["fleet", "same_local", "same_remote", "slow", "tls_ok", "tls_bad"],
+            "bindings": ["fleet", "same_local", "same_remote", "slow", "tls_ok", "tls_bad",
+                         "wrong"],
             "fleet": {"model": "detector", "server_urls": [f"grpc://{self.a.url}",
                                                            f"grpc://{self.b.url}"],
                       "topics": [c.topic(NS) for c in CAMERAS], **common},
@@ -88,6 +90,9 @@ class Env:
                         "server_urls": [f"grpcs://127.0.0.1:{self.tls.port}"],
                         **{**tls_common, "tls_ca_file": str(self.certs["other_ca.pem"])},
                         **common},
+            # a model the remote does not serve (it is in its repository, not loaded)
+            "wrong": {"model": "detector_b", "topics": [WRONG.topic(NS)],
+                      "server_urls": [f"grpc://{self.b.url}"], **common},
         }
         self.node = NodeProcess(self.params, tmp, name=f"remote_node_{TOKEN}")
         self.diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics", qos=100)
@@ -247,6 +252,26 @@ def test_tls_right_and_wrong_certificates(env):
             assert SECRET not in st.message and all(SECRET not in kv.value for kv in st.values)
 
 
+def test_a_remote_without_the_model(env):
+    rows = [m for m in env.list_models() if m.name == "detector_b" and m.endpoint]
+    assert len(rows) == 1 and rows[0].state == "UNAVAILABLE", rows
+    assert rows[0].endpoint == f"grpc://{env.b.url}"
+    assert "'detector_b' is not ready there" in rows[0].reason
+    rec = env.probe.subscribe(DETECTIONS_TYPE, out_topic(WRONG))
+    rig = env.probe.cameras([WRONG], prefix=NS, rate=5.0)
+    try:
+        since = env.probe.now_ns()
+        status, values = wait_until(
+            lambda: (s := env.binding_status("wrong", since)) and
+            int(s[1]["dropped_unavailable"]) > 0 and s, 20, "wrong's frames dropped")
+    finally:
+        rig.stop()
+    assert status.level == b"\x02" and "not ready there" in status.message
+    assert rec.count() == 0
+    log = env.node.log()
+    assert "binding 'wrong'" in log and "not ready there" in log
+
+
 def test_a_slow_remote_does_not_hold_frames_back(env):
     rec = env.probe.subscribe(DETECTIONS_TYPE, out_topic(SLOW))
     rig = env.probe.cameras([SLOW], prefix=NS, rate=10.0)
@@ -288,8 +313,11 @@ def test_failover_restart_all_down_all_up(env):
             print(f"{spec.topic(NS)}: first result of a frame stamped after the kill "
                   f"{(first - killed) / 1e9:.3f} s after it")
             assert (first - killed) / 1e9 < 2.0, (spec, (first - killed) / 1e9)
-        wait_until(lambda: (s := env.endpoint_status(a_url)) and s[1]["state"] == "down", 10,
-                   "A down in /diagnostics")
+        status, _ = wait_until(lambda: (s := env.endpoint_status(a_url)) and
+                               s[1]["state"] == "down" and s, 10, "A down in /diagnostics")
+        assert status.level == b"\x01", status          # WARN: B still serves
+        _, fleet = env.binding_status("fleet")
+        assert fleet["model_state"] == "READY"
 
         # restart A on the same port: it is used again
         env.a = remote_server(env.repo, grpc_port=env.a.port, http_port=env.a.http_port)
