@@ -42,11 +42,12 @@ def flat(d: dict, prefix: str = ""):
             yield f"{prefix}{k}", v
 
 
-def test_readme_fleet_params_are_parameters_of_the_node(tmp_path):
+def test_readme_fleet_params_are_parameters_of_the_node(tmp_path, monkeypatch):
     from triton_ros.ros.parameters import (BINDING_PARAMS, NODE_PARAMS, binding_config,
                                            check_value)
 
     params = fleet_params()
+    monkeypatch.setenv("TRITON_INFER_KEY", "from-the-environment")
     node_specs = {s.name: s for s in NODE_PARAMS}
     binding_names = params["bindings"]
     for name, value in flat({k: v for k, v in params.items() if k not in binding_names}):
@@ -64,7 +65,11 @@ def test_readme_fleet_params_are_parameters_of_the_node(tmp_path):
             raw[name] = check_value(f"{binding}.{name}", value, specs[name])
         config = binding_config(binding, raw)
         assert config.remote is not None and len(config.remote.urls) == 2
-        assert "change-me" not in repr(config)          # the header value is not printed
+        assert config.remote.header_value == "from-the-environment"
+        assert "from-the-environment" not in repr(config)   # the header value is not printed
+        monkeypatch.delenv("TRITON_INFER_KEY")
+        with pytest.raises(Exception, match="TRITON_INFER_KEY"):
+            binding_config(binding, raw)
 
 
 def test_kserve_manifests_fit_triton_ros_server():

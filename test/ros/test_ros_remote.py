@@ -10,6 +10,7 @@ frames published twice and against the camera frames actually sent.
 """
 from __future__ import annotations
 
+import os
 import signal
 import time
 
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.skipif(not have_openssl(),
 
 NS = f"/r{TOKEN}"
 SECRET = "hdr-secret-never-logged"
+KEY_ENV = f"TRITON_ROS_TEST_INFER_KEY_{TOKEN}"
 CAMERAS = [parse_camera(c) for c in ("robot1/camera_front:640x480:rgb8",
                                      "robot1/camera_rear:320x240:bgr8",
                                      "robot2/camera_front:424x240:rgb8",
@@ -83,9 +85,11 @@ class Env:
             "slow": {"model": "detector", "topics": [SLOW.topic(NS)], "server_timeout_ms": 800,
                      "server_urls": [f"grpc://127.0.0.1:{self.slow_proxy.port}",
                                      f"grpc://{self.b.url}"], **common},
+            # the header's value from the node's environment, not a parameter
             "tls_ok": {"model": "detector", "topics": [TLS_OK.topic(NS)],
-                       "server_urls": [f"grpcs://127.0.0.1:{self.tls.port}"], **tls_common,
-                       **common},
+                       "server_urls": [f"grpcs://127.0.0.1:{self.tls.port}"],
+                       **{**tls_common, "server_header_value": "",
+                          "server_header_value_env": KEY_ENV}, **common},
             "tls_bad": {"model": "detector", "topics": [TLS_BAD.topic(NS)],
                         "server_urls": [f"grpcs://127.0.0.1:{self.tls.port}"],
                         **{**tls_common, "tls_ca_file": str(self.certs["other_ca.pem"])},
@@ -94,6 +98,7 @@ class Env:
             "wrong": {"model": "detector_b", "topics": [WRONG.topic(NS)],
                       "server_urls": [f"grpc://{self.b.url}"], **common},
         }
+        os.environ[KEY_ENV] = SECRET                # inherited by the node's process
         self.node = NodeProcess(self.params, tmp, name=f"remote_node_{TOKEN}")
         self.diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics", qos=100)
         self.status = probe.subscribe(InferenceStatus, f"/{self.node.name}/status")

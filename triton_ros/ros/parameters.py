@@ -13,6 +13,7 @@ config/inference.yaml documents the same parameters (a test keeps the two in ste
 """
 from __future__ import annotations
 
+import os
 import re
 import string
 from dataclasses import dataclass
@@ -117,7 +118,12 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
               "Header sent with every remote call, for Triton's restricted protocols "
               "(tritonserver --grpc-restricted-protocol / --http-restricted-api key=value)."),
     ParamSpec("server_header_value", "", STR,
-              "Value of server_header_key (a secret: never logged or shown in diagnostics)."),
+              "Value of server_header_key (a secret: never logged or shown in diagnostics; "
+              "readable through the parameter services: prefer server_header_value_env)."),
+    ParamSpec("server_header_value_env", "", STR,
+              "Name of an environment variable of the node's process holding the value of "
+              "server_header_key, so that the secret is in no parameter; wins over "
+              "server_header_value."),
     ParamSpec("shared_memory", "auto", STR,
               "With server_urls: auto sends inputs through system shared memory to endpoints on "
               "this host that accept it (127.0.0.1, localhost, ::1), else over the wire; off: "
@@ -343,12 +349,18 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
         raise invalid_arg(f"{where('pad_value')} must be within [0, 255]")
     class_names = tuple(raw["class_names"])
     remote = None
+    header_value = raw["server_header_value"]
+    if raw["server_header_value_env"]:
+        header_value = os.environ.get(raw["server_header_value_env"], "")
+        if not header_value:
+            raise invalid_arg(f"{where('server_header_value_env')}: the environment variable "
+                              f"'{raw['server_header_value_env']}' is not set or empty")
     if raw["server_urls"]:
         remote = RemoteConfig(
             urls=tuple(raw["server_urls"]), timeout_ms=raw["server_timeout_ms"],
             tls_ca_file=raw["tls_ca_file"], tls_cert_file=raw["tls_cert_file"],
             tls_key_file=raw["tls_key_file"], header_key=raw["server_header_key"],
-            header_value=raw["server_header_value"], shared_memory=raw["shared_memory"])
+            header_value=header_value, shared_memory=raw["shared_memory"])
         try:
             check_remote_config(remote)
         except TritonRosError as exc:
