@@ -321,6 +321,10 @@ class RemoteModel:
         for slot in self._shm_all:
             slot.destroy()
 
+    def close(self) -> None:
+        """The model target's close (ros/model_target.py): stop()."""
+        self.stop()
+
     async def _close(self) -> None:
         for task in self._tasks:
             task.cancel()
