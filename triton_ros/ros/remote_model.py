@@ -329,17 +329,18 @@ class RemoteModel:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        unregister = [ep.client.unregister_system_shared_memory(name, headers=self._headers)
+                      for ep in self._endpoints if ep.shm and ep.state == UP
+                      for name in ep.registered]
+        if unregister:                         # together, one second at most: a hung server
+            try:                               # must not hold the node's shutdown
+                await asyncio.wait_for(asyncio.gather(*unregister, return_exceptions=True), 1.0)
+            except asyncio.TimeoutError:       # the server may be gone: its regions with it
+                pass
         for ep in self._endpoints:
-            if ep.shm and ep.state == UP:
-                for name in list(ep.registered):
-                    try:
-                        await asyncio.wait_for(ep.client.unregister_system_shared_memory(
-                            name, headers=self._headers), 1.0)
-                    except Exception:          # the server may be gone: its regions with it
-                        pass
             try:
-                await ep.client.close()
-            except Exception:
+                await asyncio.wait_for(ep.client.close(), 1.0)
+            except Exception:                  # a broken channel: nothing left to release
                 pass
 
     # ---------------------------------------------------------------- the model target
