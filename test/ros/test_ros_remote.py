@@ -4,8 +4,8 @@ One inference node (its own process) and, in other processes, two triton-ros-ser
 and B on 127.0.0.1, plus a third behind a proxy that delays every answer (a slow remote) and a
 TLS proxy with Triton's restricted-protocol header in front of A. The tests run in order:
 list_models and /diagnostics per endpoint, the same detections remote and local, TLS right and
-wrong, a slow remote, then (last, as it kills remotes) failover under load, restart, all down
-and all up. Cameras are published from this process; results are checked for headers, for
+wrong, a slow remote, then (last, as it kills remotes) failover under load, restart, a hung
+remote (SIGSTOP), all down and all up. Cameras are published from this process; results are checked for headers, for
 frames published twice and against the camera frames actually sent.
 """
 from __future__ import annotations
@@ -74,9 +74,12 @@ class Env:
             "diagnostics_period_s": 0.5,
             "bindings": ["fleet", "same_local", "same_remote", "slow", "tls_ok", "tls_bad",
                          "wrong"],
+            # a hung remote is found out by the timeout of the frame caught in it: 800 ms
+            # leaves room within the 2 s target on a loaded machine
             "fleet": {"model": "detector", "server_urls": [f"grpc://{self.a.url}",
                                                            f"grpc://{self.b.url}"],
-                      "topics": [c.topic(NS) for c in CAMERAS], **common},
+                      "server_timeout_ms": 800, "topics": [c.topic(NS) for c in CAMERAS],
+                      **common},
             "same_local": {"model": "detector", "topics": [SAME.topic(NS)],
                            "output_topic_template": "{namespace}/local", **common},
             "same_remote": {"model": "detector", "server_urls": [f"http://{self.b.http_url}"],
@@ -320,7 +323,7 @@ def test_failover_restart_all_down_all_up(env):
             first = wait_until(after_kill, 10, f"{spec.topic(NS)} after the kill")
             print(f"{spec.topic(NS)}: first result of a frame stamped after the kill "
                   f"{(first - killed) / 1e9:.3f} s after it")
-            assert (first - killed) / 1e9 < 2.0, (spec, (first - killed) / 1e9)
+            assert (first - killed) / 1e9 < 2.0, ("kill", spec, (first - killed) / 1e9)
         status, _ = wait_until(lambda: (s := env.endpoint_status(a_url)) and
                                s[1]["state"] == "down" and s, 10, "A down in /diagnostics")
         assert status.level == b"\x01", status          # WARN: B still serves
@@ -335,6 +338,33 @@ def test_failover_restart_all_down_all_up(env):
             s = env.endpoint_status(a_url, restarted)
             return s and s[1]["state"] == "up" and float(s[1]["requests_per_s"]) > 0
         wait_until(a_used, 30, "A used again after its restart")
+
+        # A hangs (SIGSTOP): its requests time out (server_timeout_ms 800), it is marked down,
+        # and frames stamped after the hang are published by B within 2 s of it
+        env.a.proc.send_signal(signal.SIGSTOP)
+        hung = env.probe.now_ns()
+        try:
+            for spec, rec in recs.items():
+                def after_hang(rec=rec):
+                    return next((t for m, t in list(rec.items)
+                                 if stamp_ns(m.header.stamp) > hung), None)
+                first = wait_until(after_hang, 10, f"{spec.topic(NS)} after the hang")
+                print(f"{spec.topic(NS)}: first result of a frame stamped after the hang "
+                      f"{(first - hung) / 1e9:.3f} s after it")
+                assert (first - hung) / 1e9 < 2.0, ("hang", spec, (first - hung) / 1e9,
+                                                    env.node.log()[-3000:])
+            status, values = wait_until(lambda: (s := env.endpoint_status(a_url)) and
+                                        int(s[1]["errors_timeout"]) > 0 and s, 10,
+                                        "A's timeouts in /diagnostics")
+        finally:
+            env.a.proc.send_signal(signal.SIGCONT)
+        resumed = env.probe.now_ns()
+        try:
+            wait_until(lambda: (s := env.endpoint_status(a_url, resumed)) and
+                       s[1]["state"] == "up" and float(s[1]["requests_per_s"]) > 0, 30,
+                       "A used again after it resumed")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}: {env.endpoint_status(a_url)}") from None
 
         # all down: frames dropped and counted, ERROR, a log line naming both endpoints
         env.a.proc.kill()
@@ -368,9 +398,14 @@ def test_failover_restart_all_down_all_up(env):
         env.b = remote_server(env.repo, grpc_port=env.b.port, http_port=env.b.http_port)
         up = env.probe.now_ns()
         for spec, rec in recs.items():
-            wait_until(lambda rec=rec: any(stamp_ns(m.header.stamp) > up
-                                           for m in rec.messages()), 30,
-                       f"{spec.topic(NS)} after all came back")
+            try:
+                wait_until(lambda rec=rec: any(stamp_ns(m.header.stamp) > up
+                                               for m in rec.messages()), 30,
+                           f"{spec.topic(NS)} after all came back")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; fleet: {env.binding_status('fleet')}; endpoints "
+                                     f"{env.endpoint_status(a_url)} {env.endpoint_status(b_url)}"
+                                     ) from None
     finally:
         rig.stop()
     assert env.node.proc.poll() is None, "the node died"

@@ -9,9 +9,12 @@ a typed :class:`RemoteError`.
 
 The endpoints (``grpc://``, ``grpcs://``, ``http://``, ``https://``) form a pool:
 
-- each request goes to the *up* endpoint with the fewest outstanding requests (ties in turn);
+- each request goes to the *up* endpoint with the fewest outstanding requests (ties in turn),
+  skipping an endpoint whose oldest request has waited more than a quarter of the timeout
+  (a hung server) while another is not in that state;
 - a request that fails because of its endpoint (unreachable, TLS refused, timed out) marks that
-  endpoint *down* and is retried once on another up endpoint if its deadline allows, so a
+  endpoint *down* (so do ``FAILING_AFTER`` requests in a row failing for any other reason: an
+  endpoint that answers every request with an error would otherwise attract them all) and is retried once on another up endpoint if its deadline allows, so a
   frame is published at most once and lost only when no endpoint could answer in time;
 - a down endpoint is probed (``ModelReady``) after a backoff that doubles with each consecutive
   failure (0.25 s to 4 s) and is used again once it answers; an up endpoint is checked every
@@ -71,6 +74,7 @@ PROBE_BACKOFF_MAX_S = 4.0
 HEALTH_PERIOD_S = 2.0
 PROBE_TIMEOUT_S = 2.0
 INITIAL_ROUND_S = 3.0                 # start() waits this long at most for the first probes
+FAILING_AFTER = 3                     # requests failed in a row that mark an endpoint down
 SHM_SLOTS_MAX = 64                     # shared-memory slots per model (one per request in flight)
 
 # Error kinds, counted per endpoint. Those in ENDPOINT_FAILURES mark the endpoint down.
@@ -197,16 +201,22 @@ class _Endpoint:
         self.state = DOWN
         self.reason = "not probed yet"
         self.outstanding = 0
+        self.started: dict[int, int] = {}  # outstanding request -> when it was sent (ns)
         self.requests = 0
         self.errors: collections.Counter[str] = collections.Counter()
         self.latency = LatencyWindow()
         self.failures = 0                  # consecutive; sets the probe backoff
+        self.consecutive_errors = 0        # requests failed in a row (any kind)
         self.wake = asyncio.Event()
         self.shm = False                   # inputs go through shared memory
         self.shm_refused = False
         self.registered: set[str] = set()  # shared-memory slots registered with this server
         self.fetched: tuple | None = None  # first probe round: (config, versions) to adopt
         self.metadata_only = False         # no ModelConfig there: planned from metadata
+
+    def oldest_age(self, now_ns: int) -> int:
+        """How long the oldest outstanding request has waited (ns); 0 without one."""
+        return now_ns - min(self.started.values()) if self.started else 0
 
     def health(self) -> EndpointHealth:
         return EndpointHealth(self.address.url, self.state, self.reason, self.outstanding,
@@ -250,6 +260,7 @@ class RemoteModel:
         self._log = log or _python_log
         self._endpoints = [_Endpoint(parse_url(u)) for u in config.urls]
         self._turn = itertools.count()
+        self._request_ids = itertools.count()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task] = []
@@ -417,12 +428,23 @@ class RemoteModel:
 
     # ---------------------------------------------------------------- requests
     def _pick(self, tried: set[int]) -> _Endpoint | None:
-        up = [(ep.outstanding, i) for i, ep in enumerate(self._endpoints)
-              if ep.state == UP and i not in tried]
+        """The up endpoint with the fewest outstanding requests (ties in turn). An endpoint
+        with a request unanswered for longer than a quarter of the timeout is *stalled* (a hung
+        server is only marked down when that request times out): it gets new requests only
+        when every up endpoint is stalled, and then the one whose oldest request is youngest."""
+        now = time.monotonic_ns()
+        stall_ns = self.settings.timeout_ms * 250_000
+        up = [(ep.outstanding, i, ep.oldest_age(now)) for i, ep in
+              enumerate(self._endpoints) if ep.state == UP and i not in tried]
         if not up:
             return None
-        fewest = min(n for n, _ in up)
-        candidates = [i for n, i in up if n == fewest]
+        moving = [u for u in up if u[2] <= stall_ns]
+        if not moving:
+            # every endpoint has a request waiting that long (a loaded fleet, or a hang): the
+            # one whose oldest request is the youngest has made progress most recently
+            return self._endpoints[min(up, key=lambda u: u[2])[1]]
+        fewest = min(n for n, _, _ in moving)
+        candidates = [i for n, i, _ in moving if n == fewest]
         return self._endpoints[candidates[next(self._turn) % len(candidates)]]
 
     def _unavailable_text(self) -> str:
@@ -441,17 +463,31 @@ class RemoteModel:
             remaining = deadline - time.monotonic()
             ep.outstanding += 1
             started = time.monotonic_ns()
+            request_id = next(self._request_ids)
+            ep.started[request_id] = started
             slot = None
-            try:
+
+            async def attempt() -> RemoteResponse:
+                nonlocal slot
+                # the slot's registration (an RPC) counts against the request's deadline too
                 slot = await self._shm_slot(ep, inputs)
-                result = await asyncio.wait_for(
-                    self._send(ep, inputs, outputs, priority, timeout_us, slot, remaining),
-                    remaining)
+                return await self._send(ep, inputs, outputs, priority, timeout_us, slot,
+                                        remaining)
+            try:
+                result = await asyncio.wait_for(attempt(), remaining)
             except Exception as exc:
                 error = self._classify(ep, exc)
                 ep.errors[error.kind] += 1
                 if slot is not None and error.kind not in ENDPOINT_FAILURES:
                     ep.registered.discard(slot.name)   # e.g. the server lost the region
+                ep.consecutive_errors += 1
+                if error.kind not in ENDPOINT_FAILURES and \
+                        ep.consecutive_errors >= FAILING_AFTER:
+                    # an endpoint failing every request answers fast, so it would keep winning
+                    # "fewest outstanding": out until a probe finds it ready again
+                    self._mark_down(ep, RemoteError(error.code, f"{FAILING_AFTER} requests in "
+                                                    f"a row failed, the last: {error.message}",
+                                                    error.kind))
                 if error.kind in ENDPOINT_FAILURES:
                     self._mark_down(ep, error)
                     if deadline - time.monotonic() > 0.05 and self._pick(tried) is not None:
@@ -459,11 +495,13 @@ class RemoteModel:
                 raise error from None
             finally:
                 ep.outstanding -= 1
+                ep.started.pop(request_id, None)
                 if slot is not None:
                     self._shm_free.append(slot)
             ep.latency.add(time.monotonic_ns() - started)
             ep.requests += 1
             ep.failures = 0
+            ep.consecutive_errors = 0
             return result
 
     async def _send(self, ep: _Endpoint, inputs: dict[str, np.ndarray],
@@ -586,8 +624,7 @@ class RemoteModel:
             self._shm_all.append(slot)
         try:
             if slot.name not in ep.registered:
-                await asyncio.wait_for(ep.client.register_system_shared_memory(
-                    slot.name, slot.key, slot.byte_size, headers=self._headers), PROBE_TIMEOUT_S)
+                await self._register(ep, slot)
                 ep.registered.add(slot.name)
             offset = 0
             from tritonclient.utils import shared_memory as shm
@@ -598,6 +635,21 @@ class RemoteModel:
             self._shm_free.append(slot)
             raise
         return slot
+
+    async def _register(self, ep: _Endpoint, slot: _ShmSlot) -> None:
+        """Register a slot with an endpoint. A server that outlived our giving up on it (a
+        timeout) still holds the slot's earlier registration: it is replaced."""
+        async def register():
+            await asyncio.wait_for(ep.client.register_system_shared_memory(
+                slot.name, slot.key, slot.byte_size, headers=self._headers), PROBE_TIMEOUT_S)
+        try:
+            await register()
+        except Exception as exc:
+            if self._classify(ep, exc).kind != MODEL_ERROR:
+                raise
+            await asyncio.wait_for(ep.client.unregister_system_shared_memory(
+                slot.name, headers=self._headers), PROBE_TIMEOUT_S)
+            await register()
 
     async def _try_shared_memory(self, ep: _Endpoint) -> None:
         """Decide whether this endpoint takes inputs through shared memory (once per start)."""
