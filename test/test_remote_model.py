@@ -405,3 +405,29 @@ def test_a_kserve_server_without_the_model_configuration_extension(expected):
         model.stop()
         proxy.close()
         s.stop()
+
+
+def test_an_endpoint_failing_every_request_is_marked_down(expected):
+    """Errors answer fast, so a failing endpoint would win "fewest outstanding" every time."""
+    good, bad_backend = server(), server()
+    bad = GrpcProxy(bad_backend.url, unimplemented=("ModelInfer",))
+    model, logs = remote([f"grpc://127.0.0.1:{bad.port}", f"grpc://{good.url}"],
+                         shared_memory="off")
+    try:
+        wait(lambda: set(states(model).values()) == {"up"}, 20, "both up")
+        errors = 0
+        for _ in range(30):
+            try:
+                infer(model)
+            except RemoteError as exc:
+                assert exc.kind == "model_error" and exc.code == StatusCode.UNSUPPORTED
+                errors += 1
+        # 3 in a row mark it down, the good one serves; probes (ModelReady still answers) let
+        # it back after a backoff that doubles, so a slow machine may see another round or two
+        assert 3 <= errors <= 9, errors
+        assert "3 requests in a row failed" in logs.text()
+    finally:
+        model.stop()
+        bad.close()
+        good.stop()
+        bad_backend.stop()
