@@ -13,9 +13,10 @@ The endpoints (``grpc://``, ``grpcs://``, ``http://``, ``https://``) form a pool
   skipping an endpoint whose oldest request has waited more than a quarter of the timeout
   (a hung server) while another is not in that state;
 - a request that fails because of its endpoint (unreachable, TLS refused, timed out) marks that
-  endpoint *down* (so do ``FAILING_AFTER`` requests in a row failing for any other reason: an
-  endpoint that answers every request with an error would otherwise attract them all) and is retried once on another up endpoint if its deadline allows, so a
-  frame is published at most once and lost only when no endpoint could answer in time;
+  endpoint *down* and, after a connection failure, is retried once on another up endpoint if
+  its deadline allows, so a frame is published at most once and lost only when no endpoint
+  could answer in time; ``FAILING_AFTER`` requests in a row failing for any other reason mark
+  it down too (an endpoint answering every request with an error would attract them all);
 - a down endpoint is probed (``ModelReady``) after a backoff that doubles with each consecutive
   failure (0.25 s to 4 s) and is used again once it answers; an up endpoint is checked every
   ``HEALTH_PERIOD_S`` as well, so a remote that unloads the model is noticed without traffic;
@@ -23,6 +24,9 @@ The endpoints (``grpc://``, ``grpcs://``, ``http://``, ``https://``) form a pool
   endpoint that answered at start: other inputs, outputs, shapes, types or batching - a
   misconfigured replica) is marked *mismatch* and not used; it is re-checked every 4 s;
 - with every endpoint down, :meth:`RemoteModel.infer` fails at once with ``kind="no_endpoint"``.
+
+A KServe v2 server without Triton's model configuration extension is planned from the
+standard model metadata (:func:`config_from_metadata`).
 
 Labels: KServe v2 has no label files, so an output's labels (``label_filename`` in the remote's
 configuration) are read once per check through Triton's classification extension (see
@@ -38,8 +42,8 @@ Shared memory (``shared_memory: auto``): for endpoints on this host (``127.0.0.1
 ``localhost``, ``::1``) each request's input is written into a POSIX shared memory slot that
 is registered with that server (Triton's system shared memory extension), so the image does
 not travel through the socket; outputs still come back in the response. A server that refuses
-registration (tritonserver without ``--allow-client-shm`` support, or triton-ros-server without
-``--allow-client-shm true``) is used over the wire, with one log line saying so.
+registration (triton-ros-server without ``--allow-client-shm true``, or a server in a container
+that does not share this host's /dev/shm) is used over the wire, with one log line saying so.
 """
 from __future__ import annotations
 
