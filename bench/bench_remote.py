@@ -177,6 +177,57 @@ def run_config(name: str, args, tmp: Path, probe, server) -> Result:
                   (c1 - c0) / elapsed, (k1 - k0) / elapsed if name != "embedded" else 0.0)
 
 
+def model_alone(server, seconds: float, in_flight: int) -> dict[str, tuple[float, float, float]]:
+    """Without ROS, in this process: requests/s, p50 and p99 (ms) with ``in_flight`` requests
+    kept in flight, into an embedded core and through RemoteModel (shared memory) into the
+    remote server: the cost of the hop itself."""
+    from triton_ros.core.infer_request import InferRequest
+    from triton_ros.core.server import InferenceServer, ServerOptions
+    from triton_ros.ros.remote_model import RemoteConfig, RemoteModel
+
+    x = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
+
+    def run(submit) -> tuple[float, float, float]:
+        slots = threading.Semaphore(in_flight)
+        lat: list[float] = []
+        lock = threading.Lock()
+        end = time.monotonic() + seconds
+        started = time.monotonic()
+        count = 0
+        while time.monotonic() < end:
+            slots.acquire()
+            t = time.perf_counter()
+
+            def done(_f, t=t):
+                with lock:
+                    lat.append(time.perf_counter() - t)
+                slots.release()
+            submit().add_done_callback(done)
+            count += 1
+        for _ in range(in_flight):
+            slots.acquire()
+        elapsed = time.monotonic() - started
+        return count / elapsed, 1000 * float(np.median(lat)), 1000 * float(np.percentile(lat, 99))
+
+    out = {}
+    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
+                                         model_control_mode="explicit",
+                                         startup_models=("detector",)))
+    core.start()
+    try:
+        out["embedded"] = run(lambda: core.infer(InferRequest(model_name="detector",
+                                                              inputs={"images": x})))
+    finally:
+        core.stop()
+    remote = RemoteModel("detector", -1, RemoteConfig(urls=(f"grpc://{server.url}",)))
+    remote.start()
+    try:
+        out["remote shm"] = run(lambda: remote.infer({"images": x}, ("boxes", "scores")))
+    finally:
+        remote.stop()
+    return out
+
+
 def median(results: list[Result], name: str) -> Result:
     rs = [r for r in results if r.name == name]
     pick = {f: float(np.median([getattr(r, f) for r in rs])) for f in
@@ -185,7 +236,8 @@ def median(results: list[Result], name: str) -> Result:
     return Result(name=name, drops=rs[-1].drops, **pick)
 
 
-def write(results: list[Result], names: list[str], args, out: Path, started: str) -> str:
+def write(results: list[Result], names: list[str], args, out: Path, started: str,
+          alone: dict[str, tuple[float, float, float]]) -> str:
     med = {n: median(results, n) for n in names}
     e = med["embedded"]
     rows = [("frames/s published", "published_per_s", "{:.1f}"),
@@ -233,6 +285,12 @@ def write(results: list[Result], names: list[str], args, out: Path, started: str
                      f"{r.node_ms_per_received:.2f} vs {e.node_ms_per_received:.2f} ms (saved "
                      f"{1 - r.node_ms_per_received / e.node_ms_per_received:.0%}); node + server "
                      f"{r.node_ms_per_frame + r.server_ms_per_frame:.2f} ms per published frame")
+    lines += ["", f"## The model alone, {args.cameras} requests in flight (no ROS)", "",
+              "The same detector without ROS in this process: an embedded core, and "
+              "RemoteModel through shared memory into the remote server (what the hop itself "
+              "costs):", "", "| | requests/s | p50 (ms) | p99 (ms) |", "|---|---|---|---|"]
+    for name, (rate, p50, p99) in alone.items():
+        lines.append(f"| {name} | {rate:.0f} | {p50:.1f} | {p99:.1f} |")
     lines += ["", "## Every round", "", "| config | frames/s | p50 ms | p99 ms | dropped | drops |"
               " node CPU | server CPU |", "|---|---|---|---|---|---|---|---|"]
     for r in results:
@@ -277,6 +335,7 @@ def main() -> int:
     spinner = threading.Thread(target=executor.spin, daemon=True)
     spinner.start()
     results: list[Result] = []
+    alone = {}
     try:
         with tempfile.TemporaryDirectory(prefix="bench_remote_") as tmp:
             for i in range(args.rounds):
@@ -287,13 +346,15 @@ def main() -> int:
                     print(f"  {r.published_per_s:.1f} frames/s, p50 {r.p50_ms:.1f} ms, p99 "
                           f"{r.p99_ms:.1f} ms, dropped {r.drop_fraction:.1%}, node CPU "
                           f"{r.node_cpu:.2f}, server CPU {r.server_cpu:.2f}", flush=True)
+        print("the model alone ...", flush=True)
+        alone = model_alone(server, args.seconds / 2, args.cameras)
     finally:
         executor.shutdown()
         spinner.join()
         probe.destroy_node()
         rclpy.try_shutdown()
         server.stop()
-    print(write(results, names, args, Path(args.out), started))
+    print(write(results, names, args, Path(args.out), started, alone))
     return 0
 
 

@@ -71,6 +71,11 @@ class InferenceNode(Node):
                                  workers=self.workers, reporter=self.reporter,
                                  callback_group=self._image_group)
                          for cfg in self.config.bindings]
+        if self.remote_models():
+            # A remote frame crosses threads four times (worker, event loop, gRPC, worker);
+            # with the GIL's default 5 ms switch interval each crossing may wait that long
+            # behind the image callbacks and preprocessing. 1 ms keeps the round trip short.
+            sys.setswitchinterval(0.001)
         self.model_services: ModelServices | None = None
         self._diagnostics_pub = None
         self._status_pub = None
