@@ -25,12 +25,13 @@ def free_port() -> int:
 class ServerProcess:
     """``triton-ros-server`` in a subprocess; ``stop()`` sends SIGINT and returns the exit code."""
 
-    def __init__(self, *args: str, env: dict | None = None) -> None:
-        self.port = free_port()
+    def __init__(self, *args: str, env: dict | None = None, grpc_port: int | None = None,
+                 http_port: int | None = None) -> None:
+        self.port = grpc_port or free_port()    # given: a restart on the same ports
         self.url = f"127.0.0.1:{self.port}"
         # HTTP and metrics are on by default: give them free ports too, so that tests (and other
         # agents' servers) never collide on 8000/8002.
-        self.http_port = free_port()
+        self.http_port = http_port or free_port()
         self.metrics_port = free_port()
         self.http_url = f"127.0.0.1:{self.http_port}"
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"

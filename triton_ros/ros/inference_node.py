@@ -36,6 +36,7 @@ from .model_services import ModelServices
 from .model_target import model_target_for
 from .package_files import package_file
 from .parameters import declare_and_read
+from .remote_model import EndpointReporter, RemoteModel, endpoint_statuses
 from .ros_logging import route_python_logging
 from .ros_process import init_ros
 
@@ -70,10 +71,16 @@ class InferenceNode(Node):
                                  workers=self.workers, reporter=self.reporter,
                                  callback_group=self._image_group)
                          for cfg in self.config.bindings]
+        if self.remote_models():
+            # A remote frame crosses threads four times (worker, event loop, gRPC, worker);
+            # with the GIL's default 5 ms switch interval each crossing may wait that long
+            # behind the image callbacks and preprocessing. 1 ms keeps the round trip short.
+            sys.setswitchinterval(0.001)
         self.model_services: ModelServices | None = None
         self._diagnostics_pub = None
         self._status_pub = None
         self._started_core = False
+        self._endpoint_reporter = EndpointReporter()
 
     # ---------------------------------------------------------------- start
     def start(self) -> None:
@@ -91,8 +98,15 @@ class InferenceNode(Node):
                          + (f" ({entry.reason})" if entry.reason else ""))
         for kind, endpoint in self.frontends.start():
             log.info(f"serving {kind.title} at {endpoint.target}")
+        for binding in self.bindings:
+            if isinstance(binding.target, RemoteModel):
+                binding.target.start()
+                log.info(f"binding '{binding.config.name}': model '{binding.config.model}' on "
+                         + ", ".join(f"{url} ({state})" for url, state, _ in
+                                     binding.target.describe_endpoints()))
         self.model_services = ModelServices(self, self.core, control_group=self.control_group,
-                                            query_group=self._query_group)
+                                            query_group=self._query_group,
+                                            remote_models=self.remote_models)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._status_pub = self.create_publisher(InferenceStatus, "~/status", 10)
         self.create_timer(self.config.diagnostics_period_s, self._publish_diagnostics,
@@ -113,6 +127,10 @@ class InferenceNode(Node):
         log.info(f"ready: {len(self.bindings)} binding(s) "
                  f"[{', '.join(b.config.name + ' -> ' + b.config.model for b in self.bindings)}]")
 
+    def remote_models(self) -> list[RemoteModel]:
+        """The bindings' remote model targets (server_urls)."""
+        return [b.target for b in self.bindings if isinstance(b.target, RemoteModel)]
+
     # ---------------------------------------------------------------- periodic work
     def _discover(self) -> None:
         try:
@@ -124,10 +142,14 @@ class InferenceNode(Node):
 
     def _publish_diagnostics(self) -> None:
         try:
-            models, bindings = self.reporter.report(self.bindings, time.monotonic_ns())
+            now = time.monotonic_ns()
+            models, bindings = self.reporter.report(self.bindings, now)
             stamp = self.get_clock().now().to_msg()
-            self._diagnostics_pub.publish(
-                diagnostic_array(stamp, self.get_fully_qualified_name(), models, bindings))
+            array = diagnostic_array(stamp, self.get_fully_qualified_name(), models, bindings)
+            array.status.extend(endpoint_statuses(
+                self.get_fully_qualified_name(),
+                self._endpoint_reporter.report(self.remote_models(), now)))
+            self._diagnostics_pub.publish(array)
             self._status_pub.publish(status_message(stamp, models, bindings))
         except Exception as exc:               # monitoring must never stop the node
             self.get_logger().error(f"diagnostics failed: {exc}")

@@ -10,6 +10,8 @@ of another.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from ..core.errors import as_triton_error
 from ..core.infer_stats import Duration, StatsSnapshot
 from ..core.server import InferenceServer
@@ -17,12 +19,14 @@ from ..core.strict_parse import parse_model_version
 
 
 class ModelServices:
-    def __init__(self, node, core: InferenceServer, *, control_group, query_group) -> None:
+    def __init__(self, node, core: InferenceServer, *, control_group, query_group,
+                 remote_models: Callable[[], list] = list) -> None:
         from triton_ros_interfaces.srv import (GetModelStatistics, ListModels, LoadModel,
                                                UnloadModel)
 
         self._node = node
         self._core = core
+        self._remote_models = remote_models
         self._log = node.get_logger()
         self.services = [
             node.create_service(LoadModel, "~/load_model", self._load,
@@ -73,6 +77,17 @@ class ModelServices:
             return self._fail(response, "~/list_models", exc)
         response.models = [ModelState(name=e.name, version=e.version, state=e.state,
                                       reason=e.reason) for e in entries]
+        # Remote models of bindings (server_urls): one row per endpoint, with its state.
+        for remote in self._remote_models():
+            version = str(remote.version) if remote.version >= 0 else ""
+            for url, state, reason in remote.describe_endpoints():
+                ready = state == "up"
+                if request.ready_only and not ready:
+                    continue
+                response.models.append(ModelState(
+                    name=remote.name, version=version, state="READY" if ready else "UNAVAILABLE",
+                    reason=f"remote endpoint {state}" + ("" if ready else f": {reason}"),
+                    endpoint=url))
         response.success = True
         return response
 

@@ -257,7 +257,12 @@ class LocalModelTarget:
 
 
 def model_target_for(config: "BindingConfig", core: "InferenceServer") -> ModelTarget:
-    """The target of a binding: the embedded core's model (remote targets plug in here)."""
+    """The target of a binding: the embedded core's model, or with ``server_urls`` a
+    :class:`~triton_ros.ros.remote_model.RemoteModel` (started and stopped by the node)."""
+    if config.remote is not None:
+        from .remote_model import RemoteModel
+        return RemoteModel(config.model, config.model_version, config.remote,
+                           owner=f"binding '{config.name}'")
     return LocalModelTarget(core, config.model, config.model_version)
 
 

@@ -13,13 +13,14 @@ config/inference.yaml documents the same parameters (a test keeps the two in ste
 """
 from __future__ import annotations
 
+import os
 import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import invalid_arg
+from ..core.errors import TritonRosError, invalid_arg
 from ..core.model_repository_manager import CONTROL_MODES
 from ..core.server import ServerOptions
 from .classification_decoder import ClassificationConfig
@@ -27,6 +28,7 @@ from .detection_decoder import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
 from ..frontend.options import EndpointOptions
 from .frontends import ENDPOINT_PARAMS, endpoint_options
 from .preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, PreprocessConfig
+from .remote_model import RemoteConfig, check_remote_config
 
 BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
 FORMATS = ("detections", "tensors", "classification")
@@ -90,6 +92,36 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("model_version", -1, INT, "Model version; -1: the latest ready version."),
     ParamSpec("input", "", STR,
               "Model input that receives the image; empty: the model's only input."),
+    ParamSpec("server_urls", [], STR_LIST,
+              "KServe v2 endpoints serving the model (tritonserver, KServe, triton-ros-server): "
+              "grpc://host:port, grpcs://host:port, http://host:port or https://host:port. Each "
+              "frame goes to the healthy endpoint with the fewest outstanding requests; a failing "
+              "endpoint is probed again with backoff. Empty: the node's embedded core."),
+    ParamSpec("server_timeout_ms", 1000, INT,
+              "With server_urls: per-request timeout, milliseconds; an endpoint that does not "
+              "answer in time is marked down (the frame is retried once on another endpoint if "
+              "time is left)."),
+    ParamSpec("tls_ca_file", "", STR,
+              "With grpcs:// or https:// URLs: PEM file of the CA that signed the servers' "
+              "certificates; empty: the system's CAs."),
+    ParamSpec("tls_cert_file", "", STR,
+              "With grpcs:// or https:// URLs: PEM client certificate (mutual TLS), with "
+              "tls_key_file."),
+    ParamSpec("tls_key_file", "", STR, "PEM private key of tls_cert_file."),
+    ParamSpec("server_header_key", "", STR,
+              "Header sent with every remote call, for Triton's restricted protocols "
+              "(tritonserver --grpc-restricted-protocol / --http-restricted-api key=value)."),
+    ParamSpec("server_header_value", "", STR,
+              "Value of server_header_key (a secret: never logged or shown in diagnostics; "
+              "readable through the parameter services: prefer server_header_value_env)."),
+    ParamSpec("server_header_value_env", "", STR,
+              "Name of an environment variable of the node's process holding the value of "
+              "server_header_key, so that the secret is in no parameter; wins over "
+              "server_header_value."),
+    ParamSpec("shared_memory", "auto", STR,
+              "With server_urls: auto sends inputs through system shared memory to endpoints on "
+              "this host that accept it (127.0.0.1, localhost, ::1), else over the wire; off: "
+              "always over the wire.", ("auto", "off")),
     ParamSpec("topics", [], STR_LIST, "Input sensor_msgs/Image topics, bound at start."),
     ParamSpec("topic_patterns", [], STR_LIST,
               "Glob patterns of input topics, matched against the ROS graph every "
@@ -208,6 +240,7 @@ class BindingConfig:
     input_depth: int
     output_reliability: str
     output_depth: int
+    remote: RemoteConfig | None = None         # set: served by server_urls, not the core
 
 
 @dataclass(frozen=True)
@@ -306,6 +339,23 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
     if not 0 <= raw["pad_value"] <= 255:
         raise invalid_arg(f"{where('pad_value')} must be within [0, 255]")
     class_names = tuple(raw["class_names"])
+    remote = None
+    header_value = raw["server_header_value"]
+    if raw["server_header_value_env"]:
+        header_value = os.environ.get(raw["server_header_value_env"], "")
+        if not header_value:
+            raise invalid_arg(f"{where('server_header_value_env')}: the environment variable "
+                              f"'{raw['server_header_value_env']}' is not set or empty")
+    if raw["server_urls"]:
+        remote = RemoteConfig(
+            urls=tuple(raw["server_urls"]), timeout_ms=raw["server_timeout_ms"],
+            tls_ca_file=raw["tls_ca_file"], tls_cert_file=raw["tls_cert_file"],
+            tls_key_file=raw["tls_key_file"], header_key=raw["server_header_key"],
+            header_value=header_value, shared_memory=raw["shared_memory"])
+        try:
+            check_remote_config(remote)
+        except TritonRosError as exc:
+            raise invalid_arg(f"binding '{name}': {exc.message}") from None
     return BindingConfig(
         name=name, model=raw["model"], model_version=raw["model_version"], input=raw["input"],
         topics=tuple(raw["topics"]), topic_patterns=tuple(raw["topic_patterns"]),
@@ -330,6 +380,7 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
         priority=raw["priority"], timeout_us=raw["timeout_us"],
         input_reliability=raw["input_reliability"], input_depth=raw["input_depth"],
         output_reliability=raw["output_reliability"], output_depth=raw["output_depth"],
+        remote=remote,
     )
 
 
