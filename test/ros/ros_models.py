@@ -208,7 +208,8 @@ def make_kinds_repository(dest: Path) -> Path:
     """ONNX (detector, classifier, classifier_b1), Python (py_vision, py_vision_nb without
     batching) and ensembles (the bundled detector_pipeline verbatim, classify_pipeline)."""
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("detector", "detector_pipeline", "detector_preprocess", "detector_postprocess"):
+    for name in ("detector", "color_detector", "detector_pipeline", "detector_preprocess",
+                 "detector_postprocess"):
         shutil.copytree(ROOT / "model_repository" / name, dest / name)
     classifier(dest / "classifier")
     classify_pipeline(dest / "classify_pipeline")
