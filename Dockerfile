@@ -24,7 +24,7 @@ COPY launch launch
 COPY config config
 COPY model_repository model_repository
 COPY triton_ros triton_ros
-RUN pip install --no-deps . && cp -r model_repository /models
+RUN pip install --no-deps --use-pep517 . && cp -r model_repository /models
 
 # Python models run in stub processes that exchange tensors through /dev/shm: give the
 # container room there (docker run --shm-size=1g, or a memory-backed emptyDir in Kubernetes).

@@ -36,8 +36,9 @@ def identity_graph(datatype: str, dims: list, *, name: str = "identity"):
 def slow_graph(size: int = 768, repeats: int = 3):
     """OUTPUT0 = INPUT0 (FP32 [N,1]) + 0 * sum(a chain of size x size MatMuls): slow but exact.
 
-    Each batch row costs ``repeats * 2 * size**3`` FLOPs (about 50 ms per row at the defaults on
-    one core), so a test can keep an instance busy while it queues other requests.
+    Each batch row costs ``repeats * 2 * size**3`` FLOPs (13-50 ms per row at the defaults on one
+    core, depending on the CPU), so a test can keep an instance busy while it queues other
+    requests. Size a timeout against the fast end of that range.
     """
     rng = np.random.default_rng(1)
     w = (rng.standard_normal((size, size)) / np.sqrt(size)).astype(np.float32)

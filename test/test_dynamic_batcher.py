@@ -204,10 +204,12 @@ def test_full_queue_rejects_with_unavailable(serve):
 
 
 def test_queued_request_past_its_timeout_is_rejected(serve):
-    server = serve(slow=(slow_graph(), slow_config(
+    # The blocker runs for about 12 times the timeout (4 rows of a 9-MatMul chain, ~0.15 s on
+    # a fast core), so the late request cannot slip into a batch before it expires.
+    server = serve(slow=(slow_graph(repeats=9), slow_config(
         "slow", max_batch_size=4, dynamic_batching=(
             "dynamic_batching { default_queue_policy { timeout_action: REJECT "
-            "default_timeout_microseconds: 50000 } }"))))
+            "default_timeout_microseconds: 10000 } }"))))
     blocker = server.infer(slow_request(rows=4, id="blocker"))
     wait_until_executing(server, "slow")
     late = server.infer(slow_request(id="late"))

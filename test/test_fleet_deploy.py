@@ -115,8 +115,11 @@ def test_dockerfile_steps_in_a_fresh_environment(tmp_path):
            "--disable-pip-version-check"]
     subprocess.run(pip + ["-r", str(tmp_path / "requirements-server.txt")], check=True,
                    timeout=900)
-    subprocess.run(pip + ["--no-deps", str(ROOT)], check=True, timeout=600,
-                   cwd=tmp_path)                        # a regular install, as in the image
+    # As in the image: a wheel build (PEP 517), so the console scripts land in bin/ whatever
+    # pip's version (pip < 23.1 would otherwise run `setup.py install`, which honours setup.cfg's
+    # ament layout and puts them under lib/triton_ros/ instead).
+    subprocess.run(pip + ["--no-deps", "--use-pep517", str(ROOT)], check=True, timeout=600,
+                   cwd=tmp_path)
     python = str(venv / "bin" / "python")
     assert subprocess.run([python, "-c", "import rclpy"], capture_output=True).returncode != 0
     port = free_port()
