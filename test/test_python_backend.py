@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -217,6 +218,10 @@ def test_instance_that_cannot_restart_makes_the_model_unavailable(server):
     with pytest.raises(InferenceServerException) as info:
         client.infer("fragile", mode(1))
     assert info.value.status() == "StatusCode.INTERNAL"
+    # The failed request is answered first; the restart that fails follows it (bounded wait).
+    deadline = time.monotonic() + 30
+    while client.is_model_ready("fragile") and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert not client.is_model_ready("fragile")
     index = {m.name: m for m in client.get_model_repository_index().models}
     assert index["fragile"].state == "UNAVAILABLE"
