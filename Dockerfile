@@ -14,7 +14,7 @@ WORKDIR /opt/triton_ros
 
 # Only the server's pins from requirements.txt (the ROS 2 wheels and test tools stay out).
 COPY requirements.txt requirements.txt
-RUN grep -E '^(tritonclient(\[[a-z,]+\])?|geventhttpclient|gevent|greenlet|aiohttp|grpcio|protobuf|prometheus-client|nvidia-ml-py|onnxruntime|onnx|numpy|PyYAML)==' \
+RUN grep -E '^(tritonclient(\[[a-z,]+\])?|geventhttpclient|gevent|greenlet|aiohttp|uvloop|grpcio|protobuf|prometheus-client|nvidia-ml-py|onnxruntime|onnx|numpy|PyYAML)==' \
         requirements.txt > requirements-server.txt \
     && pip install -r requirements-server.txt
 

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from http_vs_grpc import PERF_ANALYZER, free_port, machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))     # this tree's triton_ros, whatever the environment installed
 OUT = ROOT / "bench" / "out"
 BODY = b"x" * 16384
 
@@ -57,7 +58,11 @@ def serve_aiohttp(port: int) -> None:
         await asyncio.get_running_loop().create_server(server, "127.0.0.1", port, backlog=1024)
         await asyncio.Event().wait()
 
-    asyncio.run(main())
+    # the endpoint's own loop (uvloop where installed), as uvicorn picks uvloop where installed
+    from triton_ros.frontend.http_transport import new_http_loop
+    loop = new_http_loop()
+    asyncio.set_event_loop(loop)
+    loop.run_until_complete(main())
 
 
 def serve_uvicorn(port: int) -> None:
@@ -239,14 +244,19 @@ def main() -> int:
     new_rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                              capture_output=True, text=True).stdout.strip()
     import aiohttp
+    from triton_ros.frontend.http_transport import new_http_loop
+    probe = new_http_loop()
+    loop_kind = type(probe).__module__.split(".")[0]
+    probe.close()
     try:
         import httptools
         import uvicorn
         stacks = [] if args.skip_stack else part1(args)
         versions = (f"aiohttp {aiohttp.__version__}, uvicorn {uvicorn.__version__}, httptools "
-                    f"{httptools.__version__}")
+                    f"{httptools.__version__}; event loop of the aiohttp servers: {loop_kind}")
     except ImportError:
-        stacks, versions = [], f"aiohttp {aiohttp.__version__} (uvicorn not installed: part 1 skipped)"
+        stacks, versions = [], (f"aiohttp {aiohttp.__version__} on {loop_kind}'s event loop "
+                                f"(uvicorn not installed: part 1 skipped)")
     servers = part2(args)
 
     lines = ["# HTTP stack: aiohttp vs uvicorn+httptools; old vs new HTTP endpoint (one run)", "",

@@ -368,3 +368,56 @@ def test_perf_analyzer_http(bundled_server):
     sent = after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"]
     assert sent > 0
     assert after["inference_stats"]["fail"]["count"] == before["inference_stats"]["fail"]["count"]
+
+
+# ------------------------------------------------------------------------------------------
+# The endpoint's event loop: uvloop's where installed, the standard one when forced (or absent)
+# ------------------------------------------------------------------------------------------
+
+def test_http_loop_is_uvloop_unless_the_standard_loop_is_forced(monkeypatch):
+    import asyncio
+
+    import uvloop
+
+    from triton_ros.frontend.http_transport import new_http_loop
+
+    monkeypatch.delenv("TRITON_ROS_HTTP_LOOP", raising=False)
+    loop = new_http_loop()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+    finally:
+        loop.close()
+    monkeypatch.setenv("TRITON_ROS_HTTP_LOOP", "asyncio")
+    loop = new_http_loop()
+    try:
+        assert not isinstance(loop, uvloop.Loop)
+        assert isinstance(loop, asyncio.BaseEventLoop)
+    finally:
+        loop.close()
+
+
+def test_the_standard_asyncio_loop_serves_inference_and_metrics(start_server):
+    """An apt-installed ROS 2 without python3-uvloop serves on asyncio's loop: same answers."""
+    server = start_server("--model-repository", str(MODEL_REPOSITORY),
+                          env={"TRITON_ROS_HTTP_LOOP": "asyncio"})
+    client = server.http_client()
+    inputs, a, b = _simple_inputs(binary=True, n=2)
+    result = client.infer("simple", inputs)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
+    np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
+    raw = Raw(server.http_url)
+    try:
+        status, _, _ = raw.request("GET", "/v2/health/live")
+        assert status == 200
+    finally:
+        raw.close()
+    metrics_host, metrics_port = server.metrics_url.split("//")[1].split("/")[0].split(":")
+    conn = http.client.HTTPConnection(metrics_host, int(metrics_port), timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        text = response.read().decode()
+    finally:
+        conn.close()
+    assert response.status == 200
+    assert 'nv_inference_request_success{model="simple",version="1"} 1' in text

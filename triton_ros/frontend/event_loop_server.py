@@ -54,8 +54,12 @@ class EventLoopServer:
         if self._error is not None:
             raise self._error
 
+    def _new_loop(self) -> asyncio.AbstractEventLoop:
+        """The endpoint's event loop (subclasses may pick another implementation)."""
+        return asyncio.new_event_loop()
+
     def _run(self) -> None:
-        self._loop = asyncio.new_event_loop()
+        self._loop = self._new_loop()
         asyncio.set_event_loop(self._loop)
         try:
             self._loop.run_until_complete(self._serve())
