@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import signal
 import subprocess
@@ -41,7 +40,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "test"))
-LOAD_AT_START = open("/proc/loadavg").read().split()[:3]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import LOAD_AT_START, cpu_seconds, machine_lines, stamp_ns  # noqa: E402
 
 
 @dataclass
@@ -70,23 +70,7 @@ class Result:
 
 
 def machine() -> str:
-    cpu = "unknown"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (f"- `uname -a`: {' '.join(platform.uname())}\n- `nproc`: {os.cpu_count()}\n"
-            f"- CPU: {cpu}\n- load average (1, 5, 15 min) at start: {LOAD_AT_START}")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def stamp_ns(stamp) -> int:
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
+    return f"{machine_lines()}\n- load average (1, 5, 15 min) at start: {LOAD_AT_START}"
 
 
 def run_config(name: str, args, tmp: Path, probe, server) -> Result:
@@ -249,7 +233,7 @@ def write(results: list[Result], names: list[str], args, out: Path, started: str
             ("node CPU per received frame (ms)", "node_ms_per_received", "{:.2f}"),
             ("remote server CPU (cores)", "server_cpu", "{:.2f}"),
             ("server CPU per published frame (ms)", "server_ms_per_frame", "{:.2f}")]
-    lines = [f"# Remote inference benchmark: embedded core vs a remote triton-ros-server",
+    lines = ["# Remote inference benchmark: embedded core vs a remote triton-ros-server",
              "", f"`bench/bench_remote.py --cameras {args.cameras} --rate {args.rate:g} --width "
              f"{args.width} --height {args.height} --seconds {args.seconds:g} --warmup "
              f"{args.warmup:g} --rounds {args.rounds}`, run {started}.", "", "## Machine", "",

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import re
 import shutil
@@ -49,6 +48,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import LOAD_AT_START, cpu_seconds, machine_lines, stamp_ns  # noqa: E402
 
 
 @dataclass
@@ -66,18 +67,8 @@ class Result:
     beyond_model_cores: float = float("nan")
 
 
-LOAD_AT_START = open("/proc/loadavg").read().split()[:3]
-
-
 def machine() -> str:
-    cpu = "unknown"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (f"- `uname -a`: {' '.join(platform.uname())}\n- `nproc`: {os.cpu_count()}\n"
-            f"- CPU: {cpu}\n- load average (1, 5, 15 min) at start: {LOAD_AT_START}")
+    return f"{machine_lines()}\n- load average (1, 5, 15 min) at start: {LOAD_AT_START}"
 
 
 def batch1_repository(dest: Path) -> Path:
@@ -86,15 +77,6 @@ def batch1_repository(dest: Path) -> Path:
     text = re.sub(r"dynamic_batching\s*\{[^}]*\}", "", config.read_text())
     config.write_text(text)
     return dest
-
-
-def stamp_ns(stamp) -> int:
-    return stamp.sec * 1_000_000_000 + stamp.nanosec
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # Stage of a sampled stack: the first rule whose marker is in any frame, in this order.

@@ -42,7 +42,6 @@ import random
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -60,27 +59,16 @@ os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(101, 20
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
 
-LOAD_AT_START = open("/proc/loadavg").read().split()[:3]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import LOAD_AT_START, cpu_seconds, free_port, machine_lines  # noqa: E402
+
 TOKEN = secrets.token_hex(3)
 NS = f"/soak{TOKEN}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def machine() -> str:
-    cpu = "unknown"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
     mem = open("/proc/meminfo").readline().split()[1]
-    return (f"- `uname -a`: {' '.join(platform.uname())}\n- `nproc`: {os.cpu_count()}\n"
-            f"- CPU: {cpu}\n- memory: {int(mem) // 1024} MiB\n"
+    return (f"{machine_lines()}\n- memory: {int(mem) // 1024} MiB\n"
             f"- Python: {platform.python_version()}\n"
             f"- load average (1, 5, 15 min) at start: {LOAD_AT_START}, at the end: "
             f"{open('/proc/loadavg').read().split()[:3]} (other programs share this machine)")
@@ -115,11 +103,6 @@ def simple_config() -> dict:
     return {"name": "simple", "platform": "onnxruntime_onnx", "max_batch_size": 8,
             "input": tensors("INPUT0", "INPUT1"), "output": tensors("OUTPUT0", "OUTPUT1"),
             "dynamic_batching": {}}
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Stats:
@@ -599,7 +582,6 @@ def main(argv: list[str] | None = None) -> int:
             t.start()
         end = stats.t0 + args.duration
         next_rss = time.monotonic()
-        binding_at_warmup = None
         while time.monotonic() < end:
             if node.poll() is not None:
                 failures.append(f"the node exited with {node.returncode} during the soak")
@@ -610,7 +592,6 @@ def main(argv: list[str] | None = None) -> int:
                 stats.rss.append((now - stats.t0, rss))
                 if not rss_start and now - stats.t0 >= args.warmup:
                     rss_start = rss
-                    binding_at_warmup = ros.binding()
                 next_rss = now + 5.0
             time.sleep(0.2)
         rss_end = tree_rss_bytes(node.pid) if node.poll() is None else 0
@@ -626,7 +607,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         failures.append(f"soak aborted: {exc}")
         traceback.print_exc()
-        binding = binding_at_warmup = None
+        binding = None
     finally:
         stop.set()
         if ros is not None:
@@ -650,7 +631,6 @@ def main(argv: list[str] | None = None) -> int:
         if bad in node_log:
             failures.append(f"'{bad}' in the node's log ({log_path})")
     lost_total = sum(stats.lost.values())
-    ros_failed = binding.failed if binding is not None else None
     if lost_total:
         failures.append(f"{lost_total} good gRPC/HTTP requests lost: {dict(stats.lost)}; "
                         f"{stats.lost_samples[:5]}")

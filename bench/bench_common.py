@@ -1,0 +1,41 @@
+"""Helpers the ROS benchmarks and the soak share: the machine's description for a results file,
+a free loopback port, a process's CPU time and a ROS stamp in nanoseconds."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+
+# the load average when the benchmark started (its results file reports it with the machine)
+LOAD_AT_START = open("/proc/loadavg").read().split()[:3]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_model() -> str:
+    try:
+        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return "unknown"
+
+
+def machine_lines() -> str:
+    """Markdown list items: uname, core count and CPU model."""
+    return (f"- `uname -a`: {' '.join(platform.uname())}\n- `nproc`: {os.cpu_count()}\n"
+            f"- CPU: {cpu_model()}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (/proc/PID/stat)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def stamp_ns(stamp) -> int:
+    """A ROS ``builtin_interfaces/Time`` in nanoseconds."""
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
