@@ -87,6 +87,9 @@ STAGES = (
                 "classification_decoder.py")),
     ("message", ("output_messages.py",)),
     ("publish", ("Publisher.publish", "publisher.py")),
+    # rclpy's executor building its wait set and waiting: under the node's own spin frames, so
+    # it must be matched before the binding's files
+    ("ROS executor (wait set)", ("wait_for_ready_callbacks",)),
     ("core (batching, hand-offs)", ("triton_ros/core/",)),
     ("binding (flow control, diagnostics)", ("triton_ros/ros/",)),
     ("ROS executor (take, callbacks)", ("rclpy/",)),
