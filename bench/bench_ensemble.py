@@ -27,7 +27,6 @@ import os
 import platform
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -40,6 +39,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import free_port  # noqa: E402
 LOOP = 300_000      # iterations of the CPU-bound request (~20 ms of pure Python)
 
 CPU_BOUND_MODEL = '''
@@ -105,12 +106,6 @@ def raw_process_scaling(seconds: float) -> float:
             return done / (time.perf_counter() - start)
 
     return rate(2) / rate(1)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def load(call: Callable[[np.random.Generator], None], concurrency: int, seconds: float) -> dict:

@@ -43,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import free_port  # noqa: E402
 OUT = ROOT / "bench" / "out"
 PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 
@@ -69,12 +71,6 @@ def machine() -> str:
 
 def loadavg() -> str:
     return Path("/proc/loadavg").read_text().split()[0]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def find_perf_analyzer() -> tuple[Path, dict]:

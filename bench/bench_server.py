@@ -19,7 +19,6 @@ import io
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import free_port  # noqa: E402
 MODEL = ROOT / "model_repository" / "detector" / "1" / "model.onnx"
 PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
 
@@ -63,12 +64,6 @@ def raw_onnxruntime(seconds: float, batch: int = 1) -> float:
         session.run(None, {"images": x})
         n += batch
     return n / (time.perf_counter() - start)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def server_counts(client) -> tuple[int, int]:

@@ -31,7 +31,6 @@ import argparse
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import free_port  # noqa: E402
 
 MODEL_PY = '''
 """Benchmark model: a small conv classifier in PyTorch on the instance's GPU, DLPack in and out."""
@@ -141,12 +142,6 @@ parameters {{ key: "engine" value: {{ string_value: "{engine}" }} }}
 def need(what: str, why: str) -> None:
     print(f"gpu_batching_bench: {what}: {why}; nothing was run", file=sys.stderr)
     sys.exit(2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def pct(values, q) -> float:

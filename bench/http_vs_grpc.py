@@ -16,21 +16,16 @@ import os
 import platform
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_common import free_port  # noqa: E402
 PERF_ANALYZER = ROOT / ".venv" / "bin" / "perf_analyzer"
 OUT = ROOT / "bench" / "out"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def machine() -> str:
