@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import socket
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -65,16 +64,19 @@ def test_node_tls_restrictions_and_limits(start_node, probe, pki):  # noqa: F811
     finally:
         for s in held:
             s.close()
-    # The server learns of those closes from its loop, which may accept the next connection
-    # first: a client is served again once they are seen (bounded wait).
-    deadline = time.monotonic() + 10.0
-    while True:
+
+    def answer_once_not_refused() -> bytes | None:
         with socket.create_connection(("127.0.0.1", http_port), timeout=TIMEOUT) as s:
             s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
             head = s.recv(100)
-        if not head.startswith(b"HTTP/1.1 503") or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
+        if head.startswith(b"HTTP/1.1 503"):
+            return None
+        return head or b"(closed without an answer)"
+
+    # The server learns of those closes from its loop, which may accept the next connection
+    # first: a client is served again once they are seen.
+    head = wait_until(answer_once_not_refused, timeout=10.0,
+                      what="the HTTP endpoint to see the held connections closed")
     assert head.startswith(b"HTTP/1.1 200"), head
 
 
