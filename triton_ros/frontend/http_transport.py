@@ -21,8 +21,8 @@ handler's attributes, ``_request_count`` and ``_current_request``):
 
 The endpoint's loop is uvloop's (libuv, in requirements.txt) where it is installed: socket reads
 and writes, which dominate this loop's time on small requests, then run in C. On a quiet 2-core
-machine (``bench/http_stack.py``) it raised perf_analyzer's ``simple`` over HTTP from 0.91x to
-1.03x the old hand-written server's throughput. Without uvloop (an apt-installed ROS 2 without
+machine (``bench/http_stack.py``, ``bench/results_http_stack.md``) it raised perf_analyzer's
+``simple`` over HTTP from 0.91x to 1.08x the old hand-written server's throughput. Without uvloop (an apt-installed ROS 2 without
 ``python3-uvloop``) the standard asyncio loop serves; ``TRITON_ROS_HTTP_LOOP=asyncio`` forces it.
 gRPC keeps the standard loop: grpc.aio does not support uvloop.
 """
