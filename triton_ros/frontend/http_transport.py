@@ -171,8 +171,8 @@ def new_http_loop() -> asyncio.AbstractEventLoop:
     if os.environ.get("TRITON_ROS_HTTP_LOOP", "").strip().lower() != "asyncio":
         try:
             import uvloop
-        except ImportError:
-            _log.debug("uvloop is not installed: HTTP endpoints use the asyncio event loop")
+        except ImportError as exc:   # said once per endpoint: it is slower, not broken
+            _log.info("uvloop unavailable (%s): this endpoint uses the asyncio event loop", exc)
         else:
             return uvloop.new_event_loop()
     return asyncio.new_event_loop()
