@@ -1,5 +1,6 @@
 """Helpers the ROS benchmarks and the soak share: the machine's description for a results file,
-a free loopback port, a process's CPU time and a ROS stamp in nanoseconds."""
+a free loopback port, a process's (and each of its threads') CPU time and a ROS stamp in
+nanoseconds."""
 from __future__ import annotations
 
 import os
@@ -34,6 +35,22 @@ def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (/proc/PID/stat)."""
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
+    """Each living thread of a process: tid -> (its name, user + system CPU seconds so far)
+    (/proc/PID/task/TID/stat). A thread that ends between two readings drops out."""
+    threads: dict[int, tuple[str, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            text = open(f"/proc/{pid}/task/{tid}/stat").read()
+        except OSError:                      # ended meanwhile
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        threads[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+    return threads
 
 
 def stamp_ns(stamp) -> int:

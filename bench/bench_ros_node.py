@@ -20,16 +20,21 @@ Results go to bench/RESULTS-ros.md with the machine's description.
 
 Where the node's CPU goes: while it measures, the script samples the node's Python stacks with
 py-spy (``bench/requirements-bench.txt``; skipped with a note when py-spy is not installed) and
-charges each on-CPU sample to one stage by the functions on its stack: the model (ONNX Runtime's
-run), preprocessing, the core's batching and hand-offs, decoding, building the result message,
-publishing, and the ROS executor (taking messages, callbacks). The node's CPU time (from /proc)
-is split by those shares and divided by the frames it published: microseconds of CPU per frame
-per stage, and the node's CPU beyond the model's own compute, in cores and per frame. No code of
-the node is changed for this.
+charges each sample to one stage by the functions on its stack: the model (ONNX Runtime's run),
+preprocessing, the core's batching and hand-offs, decoding, building the result message,
+publishing, and the ROS executor (rclpy's wait set or its events executor; taking messages). The CPU itself comes
+from /proc, thread by thread: each Python thread's CPU time is split by the shares of its own
+samples, and threads py-spy does not see (the middleware's, native libraries') form a stage of
+their own. Splitting the process's CPU by the shares of all samples would not do: py-spy also
+takes samples of threads that are waiting (woken for a lock, waiting for the GIL), so a thread
+that mostly waits would be charged as if it ran. Divided by the frames the node published:
+microseconds of CPU per frame per stage, and the node's CPU beyond the model's own compute, in
+cores and per frame. No code of the node is changed for this.
 """
 from __future__ import annotations
 
 import argparse
+import linecache
 import os
 import random
 import re
@@ -49,7 +54,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import LOAD_AT_START, cpu_seconds, machine_lines, stamp_ns  # noqa: E402
+from bench_common import (LOAD_AT_START, cpu_seconds, machine_lines, stamp_ns,  # noqa: E402
+                          thread_cpu_seconds)
 
 
 @dataclass
@@ -64,6 +70,7 @@ class Result:
     mean_batch: float
     node_cpu: float
     stages: dict | None = None        # stage -> CPU us per published frame (py-spy shares)
+    threads: dict | None = None       # thread group -> CPU us per published frame (/proc)
     beyond_model_cores: float = float("nan")
 
 
@@ -90,9 +97,11 @@ STAGES = (
     # rclpy's executor building its wait set and waiting: under the node's own spin frames, so
     # it must be matched before the binding's files
     ("ROS executor (wait set)", ("wait_for_ready_callbacks",)),
+    # rclpy taking (deserializing) a message, called under the node's own executor frames
+    ("ROS executor (take a message)", ("Executor._take_subscription",)),
     ("core (batching, hand-offs)", ("triton_ros/core/",)),
     ("binding (flow control, diagnostics)", ("triton_ros/ros/",)),
-    ("ROS executor (take, callbacks)", ("rclpy/",)),
+    ("rclpy (other)", ("rclpy/",)),
 )
 
 
@@ -101,20 +110,75 @@ def py_spy() -> str | None:
     return str(path) if path.exists() else shutil.which("py-spy")
 
 
-def stage_shares(raw_file: Path) -> dict[str, float]:
-    """Fraction of the on-CPU samples per stage (py-spy's raw format: stack;stack count)."""
-    counts: dict[str, int] = {}
-    total = 0
+NATIVE = "threads without Python (middleware, native libraries)"
+
+# A sample whose innermost frame stands on one of these source lines is a thread blocked in C
+# (a lock, a queue, rcl's wait), not running: py-spy's own idle detection lets many through.
+WAITING_LINE = re.compile(r"\.acquire\(|\.get\(block=True\)|wait_set\.wait\(|rclpy_wait\(")
+FRAME = re.compile(r"\((?P<file>[^()]+\.py):(?P<line>\d+)\)$")
+
+
+def source_line(frame: str) -> str:
+    """The source text of a py-spy frame (``func (path/file.py:LINE)``; the path is shortened to
+    what follows a ``sys.path`` entry, which this process shares with the node)."""
+    match = FRAME.search(frame.strip())
+    if match is None:
+        return ""
+    for base in sys.path:
+        path = os.path.join(base or ".", match["file"])
+        if os.path.isfile(path):
+            return linecache.getline(path, int(match["line"])).strip()
+    return ""
+
+
+# Innermost frames charged to a stage of their own: rclpy's events executor is C++, so a sample
+# whose innermost Python frame is the loop that drives it is that executor waiting for or taking
+# a message (the two cannot be told apart by the frame).
+LEAF_STAGES = (("ROS executor (events executor: wait, take)", "NodeSpinner._spin_events"),)
+
+
+def stage_cores(raw_file: Path, before: dict, after: dict,
+                seconds: float) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU cores per stage and per kind of thread. Each thread's CPU (/proc, ``before`` ->
+    ``after`` readings of :func:`thread_cpu_seconds`) is split by the stages of that thread's
+    py-spy samples (raw format: ``thread (TID): name;frame;... count``); threads without samples
+    go to ``NATIVE``. Threads are grouped by their Python name (py-spy's), else their OS name."""
+    per_thread: dict[int, dict[str, int]] = {}
+    names: dict[int, str] = {}
     for line in raw_file.read_text().splitlines():
         stack, _, n = line.rpartition(" ")
+        match = re.match(r"thread \((\d+)\): ([^;]*)", stack)
         try:
             n = int(n)
         except ValueError:
             continue
-        total += n
-        stage = next((name for name, marks in STAGES if any(m in stack for m in marks)), "other")
+        if match is not None:
+            names[int(match.group(1))] = match.group(2).strip()
+        if match is None or WAITING_LINE.search(source_line(stack.rsplit(";", 1)[-1])):
+            continue
+        leaf = stack.rsplit(";", 1)[-1]
+        stage = next((name for name, mark in LEAF_STAGES if mark in leaf), None) or next(
+            (name for name, marks in STAGES if any(m in stack for m in marks)), "other")
+        counts = per_thread.setdefault(int(match.group(1)), {})
         counts[stage] = counts.get(stage, 0) + n
-    return {k: v / total for k, v in counts.items()} if total else {}
+    cores: dict[str, float] = {}
+    groups: dict[str, float] = {}
+    for tid, (comm, cpu) in after.items():
+        used = (cpu - before.get(tid, ("", 0.0))[1]) / seconds
+        # threads of one kind together: "detector:1:detector_0_1" -> "detector:1:detector",
+        # "triton_ros_worker_3" -> "triton_ros_worker", "dds.shm.22663" -> "dds.shm"
+        group = re.sub(r"[._]\d+(_\d+)*$", "", names.get(tid) or comm)
+        if tid not in names:
+            group = ("unnamed threads" if group == "python" else group) + " (no Python samples)"
+        groups[group] = groups.get(group, 0.0) + used
+        counts = per_thread.get(tid)
+        if not counts:
+            cores[NATIVE] = cores.get(NATIVE, 0.0) + used
+            continue
+        total = sum(counts.values())
+        for stage, n in counts.items():
+            cores[stage] = cores.get(stage, 0.0) + used * n / total
+    return cores, groups
 
 
 def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe) -> Result:
@@ -127,7 +191,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
     cams = [f"bench/cam{i}" for i in range(args.cameras)]
     params = {"/**": {"ros__parameters": {
         "model_repository": str(repository), "startup_models": ["detector"],
-        "grpc": {"enable": False}, "bindings": ["cams"],
+        "grpc": {"enable": False}, "bindings": ["cams"], "executor": args.executor,
         "cams": {"model": "detector", "topics": [f"/{c}/image_raw" for c in cams]}}}}
     params_file = tmp / f"{name}.yaml"
     params_file.write_text(yaml.safe_dump(params))
@@ -182,6 +246,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
 
         s0 = fresh_status(probe.get_clock().now().nanoseconds)
         m0, c0 = model_stats(), cpu_seconds(node.pid)
+        threads0 = thread_cpu_seconds(node.pid)
         t0 = time.monotonic()
         measuring.set()
         spy = None
@@ -194,6 +259,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         time.sleep(args.seconds)
         measuring.clear()
         m1, c1 = model_stats(), cpu_seconds(node.pid)
+        threads1 = thread_cpu_seconds(node.pid)
         if spy is not None:
             spy.wait(timeout=60)
         elapsed = time.monotonic() - t0
@@ -219,19 +285,20 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
     d_published = b1.published - b0.published
     lat = np.array(latencies) if latencies else np.array([np.nan])
     node_cpu = (c1 - c0) / elapsed
-    stages, beyond = None, float("nan")
+    stages, threads, beyond = None, None, float("nan")
     if raw.exists():
-        shares = stage_shares(raw)
+        cores, groups = stage_cores(raw, threads0, threads1, elapsed)
         frames_per_s = d_published / node_elapsed
-        stages = {k: node_cpu * v * 1e6 / frames_per_s for k, v in shares.items()}
-        beyond = node_cpu * (1 - shares.get("model", 0.0))
+        stages = {k: v * 1e6 / frames_per_s for k, v in cores.items()}
+        threads = {k: v * 1e6 / frames_per_s for k, v in groups.items()}
+        beyond = sum(cores.values()) - cores.get("model", 0.0)
     return Result(
         name=name, published_per_s=d_published / node_elapsed,
         received_per_s=d_received / node_elapsed,
         p50_ms=float(np.percentile(lat, 50)), p99_ms=float(np.percentile(lat, 99)),
         drops=drops, drop_fraction=sum(drops.values()) / d_received if d_received else 0.0,
         mean_batch=(m1[0] - m0[0]) / (m1[1] - m0[1]) if m1[1] > m0[1] else 0.0,
-        node_cpu=node_cpu, stages=stages, beyond_model_cores=beyond)
+        node_cpu=node_cpu, stages=stages, threads=threads, beyond_model_cores=beyond)
 
 
 def core_ceiling(repository: Path, concurrency: int, seconds: float) -> tuple[float, float]:
@@ -274,10 +341,13 @@ def median_result(results: list[Result], name: str) -> Result:
     profiled = [r.stages for r in rs if r.stages]
     stages = ({k: float(np.median([st.get(k, 0.0) for st in profiled]))
                for k in {k for st in profiled for k in st}} if profiled else None)
+    by_thread = [r.threads for r in rs if r.threads]
+    threads = ({k: float(np.median([th.get(k, 0.0) for th in by_thread]))
+                for k in {k for th in by_thread for k in th}} if by_thread else None)
     beyond = [r.beyond_model_cores for r in rs if r.stages]
     return Result(name, med("published_per_s"), med("received_per_s"), med("p50_ms"),
                   med("p99_ms"), drops, med("drop_fraction"), med("mean_batch"), med("node_cpu"),
-                  stages, float(np.median(beyond)) if beyond else float("nan"))
+                  stages, threads, float(np.median(beyond)) if beyond else float("nan"))
 
 
 def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, started: str,
@@ -287,7 +357,7 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
         "",
         f"`bench/bench_ros_node.py --cameras {args.cameras} --rates {args.rates} --width "
         f"{args.width} --height {args.height} --seconds {args.seconds:g} --warmup "
-        f"{args.warmup:g} --rounds {args.rounds}`, run {started}.",
+        f"{args.warmup:g} --rounds {args.rounds} --executor {args.executor}`, run {started}.",
         "",
         "## Machine",
         "",
@@ -301,7 +371,9 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
         "third. All on this machine, Fast DDS shared memory (config/fastdds.xml).",
         "- The node: bundled `detector` (FP32 [3,256,256], 2 CPU instances with one ONNX Runtime "
         "thread each), letterbox + bilinear preprocessing in the node, detections decoded and "
-        "published per camera, `max_in_flight` 1, `max_age_ms` 500 (the defaults).",
+        "published per camera, `max_in_flight` 1, `max_age_ms` 500 (the defaults); node "
+        f"parameter `executor: {args.executor}` (auto: rclpy's events executor where rclpy has "
+        "it, else its wait-set executor; `ros/executor.py`).",
         "- `batched`: the model's dynamic batcher (preferred 4 and 8, no queue delay). `batch-1`: the "
         "same with `dynamic_batching` removed, so every frame runs alone (per-camera nodes).",
         "- Frames/s and drops: counted by the node (`~/status`) between two status messages; "
@@ -334,9 +406,10 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
             f"| node CPU (cores) | {a.node_cpu:.2f} | {b.node_cpu:.2f} | |",
         ]
         if a.stages or b.stages:
-            order = [n for n, _ in STAGES] + ["other"]
-            lines += ["", "Node CPU per published frame, by stage (microseconds; py-spy shares of "
-                      "the node's CPU time, median of the rounds):", "",
+            order = [n for n, _ in STAGES] + [n for n, _ in LEAF_STAGES] + ["other", NATIVE]
+            lines += ["", "Node CPU per published frame, by stage (microseconds; each thread's "
+                      "CPU time from /proc split by the stages of its py-spy samples, median of "
+                      "the rounds):", "",
                       "| stage | batched | batch-1 |", "|---|---|---|"]
             for stage in order:
                 va = (a.stages or {}).get(stage, 0.0)
@@ -355,6 +428,16 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
                       f"{out_a:.0f} us batched; 8 cameras x 30 Hz with < 0.5 core beyond the "
                       f"model: {a.beyond_model_cores:.2f} core" + (" (this rate)." if rate == 30
                                                                    else " (at this rate).")]
+        if a.threads or b.threads:
+            kinds = sorted({k for r in (a, b) for k in (r.threads or {})},
+                           key=lambda k: -((a.threads or {}).get(k, 0.0)))
+            lines += ["", "Node CPU per published frame, by thread (microseconds; /proc, exact; "
+                      "threads of one kind summed):", "",
+                      "| thread | batched | batch-1 |", "|---|---|---|"]
+            for kind in kinds:
+                va, vb = (a.threads or {}).get(kind, 0.0), (b.threads or {}).get(kind, 0.0)
+                if va >= 0.5 or vb >= 0.5:
+                    lines.append(f"| {kind} | {va:.0f} | {vb:.0f} |")
         lines += [
             "",
             ("Target (issue 3, 8 cameras at 30 Hz): batched throughput >= 1.5x batch-1 at an "
@@ -412,6 +495,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating runs of each configuration (median reported)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-ros.md"))
+    parser.add_argument("--executor", default="auto", choices=("auto", "events", "wait_set"),
+                        help="the node's 'executor' parameter")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="do not sample the node with py-spy (no per-stage table)")
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false",
