@@ -11,7 +11,8 @@ models and batchers:
 - services ~/load_model, ~/unload_model, ~/list_models, ~/get_model_statistics
   (:mod:`.model_services`), with /diagnostics and ~/status (:mod:`.diagnostics`).
 
-Parameters are declared in :mod:`.parameters`. SIGINT and SIGTERM stop it cleanly: inputs and
+Parameters are declared in :mod:`.parameters`; the callbacks run on the executor that
+:mod:`.executor` chooses (``executor`` parameter). SIGINT and SIGTERM stop it cleanly: inputs and
 endpoints close, the executor is shut down and joined, in-flight frames finish and publish, the
 models unload, and the process exits 0.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -30,7 +30,7 @@ from ..core.errors import TritonRosError
 from ..core.server import InferenceServer
 from .bindings import Binding
 from .diagnostics import DiagnosticsReporter, diagnostic_array, status_message
-from .executor import NodeExecutor
+from .executor import NodeSpinner, resolve_executor
 from ..frontend.endpoints import EndpointStartError, Endpoints
 from .model_services import ModelServices
 from .model_target import model_target_for
@@ -57,6 +57,8 @@ class InferenceNode(Node):
         for name in self.config.unknown_parameters:
             self.get_logger().warning(f"parameter '{name}' is not a parameter of this node "
                                       f"(misspelt, or a binding missing from 'bindings'?)")
+        self.executor_kind = resolve_executor(self.config.executor)
+        self.control_node: Node | None = None      # events: load/unload live there
         self.core = InferenceServer(self.config.server)
         self.reporter = DiagnosticsReporter(self.core)
         self.workers = ThreadPoolExecutor(max_workers=self.config.worker_threads,
@@ -104,7 +106,16 @@ class InferenceNode(Node):
                 log.info(f"binding '{binding.config.name}': model '{binding.config.model}' on "
                          + ", ".join(f"{url} ({state})" for url, state, _ in
                                      binding.target.describe_endpoints()))
+        if self.executor_kind == "events":
+            # The events executor runs every callback on one thread: the services that take
+            # seconds get a hidden node and a thread of their own (ros/executor.py). Global
+            # remappings (__node:=...) are not applied to it, so it cannot take this node's name.
+            self.control_node = Node(f"_{self.get_name()}_control",
+                                     namespace=self.get_namespace(), context=self.context,
+                                     use_global_arguments=False,
+                                     start_parameter_services=False)
         self.model_services = ModelServices(self, self.core, control_group=self.control_group,
+                                            control_node=self.control_node,
                                             query_group=self._query_group,
                                             remote_models=self.remote_models)
         self._diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
@@ -185,29 +196,22 @@ class InferenceNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     import rclpy
-    from rclpy.executors import ExternalShutdownException
 
     stop = init_ros(args)
     node: InferenceNode | None = None
-    executor = None
-    spinner: threading.Thread | None = None
+    spinner: NodeSpinner | None = None
     rc = 0
     try:
         node = InferenceNode()
         node.start()
-        executor = NodeExecutor(blocking_groups=[node.control_group], logger=node.get_logger())
-        executor.add_node(node)
-
-        def spin() -> None:
-            try:
-                executor.spin()
-            except ExternalShutdownException:
-                pass
-
-        spinner = threading.Thread(target=spin, name="ros_executor")
+        spinner = NodeSpinner(node, kind=node.executor_kind, blocking_groups=[node.control_group],
+                              control_node=node.control_node, logger=node.get_logger())
         spinner.start()
+        node.get_logger().info(f"callbacks run on rclpy's "
+                               f"{'events' if node.executor_kind == 'events' else 'wait-set'} "
+                               f"executor (parameter 'executor': {node.config.executor})")
         while not stop.wait(0.2):
-            if not spinner.is_alive():
+            if not spinner.alive():
                 node.get_logger().error("the executor stopped unexpectedly")
                 rc = 1
                 break
@@ -225,13 +229,13 @@ def main(args: list[str] | None = None) -> int:
     finally:
         if node is not None:
             node.close_inputs()
-        if executor is not None:
-            executor.shutdown()
-            if spinner is not None:
-                spinner.join()
+        if spinner is not None:
+            spinner.stop()
         if node is not None:
             node.finish()
             node.get_logger().info("stopped")
+            if node.control_node is not None:
+                node.control_node.destroy_node()
             node.destroy_node()
         rclpy.try_shutdown()
     return rc

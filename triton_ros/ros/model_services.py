@@ -4,9 +4,11 @@
 Each service converts and delegates to the shared :class:`~triton_ros.core.server.InferenceServer`,
 exactly like the gRPC endpoint's RepositoryModelLoad, RepositoryModelUnload, RepositoryIndex and
 ModelStatistics. A failure answers ``success: false`` with the core's message and is logged; it
-never takes the node down. Loading and unloading run in their own callback group, so a slow load
-blocks neither frames nor the queries; loading or unloading one model does not touch the requests
-of another.
+never takes the node down. Loading and unloading run apart from the frames, so a slow load
+blocks neither frames nor the queries: in their own callback group on the wait-set executor, or,
+with the events executor (which runs every callback on one thread), on a hidden control node
+spun on a thread of its own, under the same service names (``ros/executor.py``). Loading or
+unloading one model does not touch the requests of another.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from ..core.strict_parse import parse_model_version
 
 class ModelServices:
     def __init__(self, node, core: InferenceServer, *, control_group, query_group,
-                 remote_models: Callable[[], list] = list) -> None:
+                 control_node=None, remote_models: Callable[[], list] = list) -> None:
         from triton_ros_interfaces.srv import (GetModelStatistics, ListModels, LoadModel,
                                                UnloadModel)
 
@@ -28,11 +30,14 @@ class ModelServices:
         self._core = core
         self._remote_models = remote_models
         self._log = node.get_logger()
+        # With a control node, load and unload are its services, named as this node's own.
+        control = control_node or node
+        prefix = "~/" if control_node is None else node.get_fully_qualified_name() + "/"
         self.services = [
-            node.create_service(LoadModel, "~/load_model", self._load,
-                                callback_group=control_group),
-            node.create_service(UnloadModel, "~/unload_model", self._unload,
-                                callback_group=control_group),
+            control.create_service(LoadModel, prefix + "load_model", self._load,
+                                   callback_group=control_group if control is node else None),
+            control.create_service(UnloadModel, prefix + "unload_model", self._unload,
+                                   callback_group=control_group if control is node else None),
             node.create_service(ListModels, "~/list_models", self._list,
                                 callback_group=query_group),
             node.create_service(GetModelStatistics, "~/get_model_statistics", self._statistics,

@@ -30,6 +30,9 @@ from .frontends import ENDPOINT_PARAMS, endpoint_options
 from .preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, PreprocessConfig
 from .remote_model import RemoteConfig, check_remote_config
 
+# How the node's callbacks run (ros/executor.py; declared here, where no rclpy is imported)
+EXECUTORS = ("auto", "events", "wait_set")
+
 BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
 FORMATS = ("detections", "tensors", "classification")
 RELIABILITIES = ("best_effort", "reliable")
@@ -84,6 +87,11 @@ NODE_PARAMS: tuple[ParamSpec, ...] = (
               "period)."),
     ParamSpec("worker_threads", 4, INT,
               "Threads that preprocess frames, decode results and publish them."),
+    ParamSpec("executor", "auto", STR,
+              "How the node's callbacks run. events: rclpy's EventsExecutor (ROS 2 Kilted and "
+              "later; less CPU per frame), with model load and unload on a hidden helper node's "
+              "thread; wait_set: rclpy's wait-set executor (every ROS 2); auto: events where "
+              "rclpy has it.", EXECUTORS),
 )
 
 BINDING_PARAMS: tuple[ParamSpec, ...] = (
@@ -251,6 +259,7 @@ class NodeConfig:
     discovery_period_s: float
     diagnostics_period_s: float
     worker_threads: int
+    executor: str = "auto"
     unknown_parameters: tuple[str, ...] = ()
 
 
@@ -298,6 +307,7 @@ def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeCon
         discovery_period_s=_positive(values, "discovery_period_s"),
         diagnostics_period_s=_positive(values, "diagnostics_period_s"),
         worker_threads=_at_least(values, "worker_threads", 1),
+        executor=values["executor"],
         unknown_parameters=tuple(sorted(unknown_overrides(node, declared))),
     )
 
