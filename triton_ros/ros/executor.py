@@ -150,6 +150,9 @@ class NodeSpinner:
         return all(t.is_alive() for t in self._threads)
 
     def stop(self) -> None:
+        # A wait-set executor's spin() returns only once it is shut down; the events loop ends
+        # on the flag within SPIN_PERIOD_S, and its executor is shut down after its thread has
+        # left spin_once (not while another thread is inside it).
         self._stopping.set()
         for executor in self._executors:
             if isinstance(executor, NodeExecutor):
