@@ -34,6 +34,7 @@ cores and per frame. No code of the node is changed for this.
 from __future__ import annotations
 
 import argparse
+import functools
 import linecache
 import os
 import random
@@ -118,6 +119,7 @@ WAITING_LINE = re.compile(r"\.acquire\(|\.get\(block=True\)|wait_set\.wait\(|rcl
 FRAME = re.compile(r"\((?P<file>[^()]+\.py):(?P<line>\d+)\)$")
 
 
+@functools.lru_cache(maxsize=None)      # many stacks end on the same frame
 def source_line(frame: str) -> str:
     """The source text of a py-spy frame (``func (path/file.py:LINE)``; the path is shortened to
     what follows a ``sys.path`` entry, which this process shares with the node)."""
@@ -154,9 +156,9 @@ def stage_cores(raw_file: Path, before: dict, after: dict,
             continue
         if match is not None:
             names[int(match.group(1))] = match.group(2).strip()
-        if match is None or WAITING_LINE.search(source_line(stack.rsplit(";", 1)[-1])):
-            continue
         leaf = stack.rsplit(";", 1)[-1]
+        if match is None or WAITING_LINE.search(source_line(leaf)):
+            continue
         stage = next((name for name, mark in LEAF_STAGES if mark in leaf), None) or next(
             (name for name, marks in STAGES if any(m in stack for m in marks)), "other")
         counts = per_thread.setdefault(int(match.group(1)), {})
@@ -337,13 +339,13 @@ def median_result(results: list[Result], name: str) -> Result:
 
     def med(attr):
         return float(np.median([getattr(r, attr) for r in rs]))
+
+    def med_dicts(attr):             # per key, over the rounds that have the table
+        tables = [getattr(r, attr) for r in rs if getattr(r, attr)]
+        return ({k: float(np.median([t.get(k, 0.0) for t in tables]))
+                 for k in {k for t in tables for k in t}} if tables else None)
     drops = {k: int(np.median([r.drops[k] for r in rs])) for k in rs[0].drops}
-    profiled = [r.stages for r in rs if r.stages]
-    stages = ({k: float(np.median([st.get(k, 0.0) for st in profiled]))
-               for k in {k for st in profiled for k in st}} if profiled else None)
-    by_thread = [r.threads for r in rs if r.threads]
-    threads = ({k: float(np.median([th.get(k, 0.0) for th in by_thread]))
-                for k in {k for th in by_thread for k in th}} if by_thread else None)
+    stages, threads = med_dicts("stages"), med_dicts("threads")
     beyond = [r.beyond_model_cores for r in rs if r.stages]
     return Result(name, med("published_per_s"), med("received_per_s"), med("p50_ms"),
                   med("p99_ms"), drops, med("drop_fraction"), med("mean_batch"), med("node_cpu"),

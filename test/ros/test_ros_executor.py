@@ -11,14 +11,14 @@ from __future__ import annotations
 import threading
 import time
 
-import numpy as np
 import pytest
 
 from ros_env import ROOT, TOKEN
-from ros_probe import image_message, wait_until
+from ros_probe import wait_until
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.ros.executor import events_executor_class, resolve_executor
 from triton_ros.ros.output_messages import DETECTIONS_TYPE
+from triton_ros.ros.synthetic_cameras import parse_camera
 
 LOAD_SECONDS = 4.0
 
@@ -77,17 +77,8 @@ def test_frames_and_queries_are_served_while_a_slow_model_loads(executor, start_
     assert f"callbacks run on rclpy's {'events' if kind == 'events' else 'wait-set'} executor" \
         in node.log()
     rec = probe.subscribe(DETECTIONS_TYPE, f"{ns}/cam/detections")
-    pub = probe.image_publisher(f"{ns}/cam/image_raw")
-    pixels = np.zeros((240, 320, 3), np.uint8)
-    stop = threading.Event()
-
-    def publish() -> None:
-        while not stop.is_set():
-            pub.publish(image_message(pixels, "rgb8", "cam", probe.node.get_clock().now().to_msg()))
-            time.sleep(0.05)
-
-    camera = threading.Thread(target=publish, daemon=True)
-    camera.start()
+    camera = probe.cameras([parse_camera("exe/cam:320x240:rgb8")], rate=20.0,
+                           topics=[f"{ns}/cam/image_raw"])
     try:
         rec.wait_for(3, what="detections before the load")
         answer: dict = {}
@@ -111,5 +102,4 @@ def test_frames_and_queries_are_served_while_a_slow_model_loads(executor, start_
         assert during >= 10, f"only {during} detections in {LOAD_SECONDS / 2:.0f} s of loading"
         assert listed.success and list_seconds < 1.0, f"~/list_models took {list_seconds:.1f} s"
     finally:
-        stop.set()
-        camera.join()
+        camera.stop()

@@ -41,6 +41,7 @@ from rclpy.executors import SingleThreadedExecutor
 
 from ..core.errors import invalid_arg
 from .parameters import EXECUTORS
+
 SPIN_PERIOD_S = 0.2          # how soon a spinning thread notices that it must stop
 
 # Exceptions of wait_for_ready_callbacks that only mean "nothing to run this time".
@@ -78,8 +79,7 @@ class NodeExecutor(SingleThreadedExecutor):
             if error is not None:
                 raise error
         except Exception as exc:  # one callback's fault must not stop the node
-            if self._logger is not None:
-                self._logger.error(f"callback failed: {type(exc).__name__}: {exc}")
+            _report_failure(self._logger, exc)
 
     def shutdown(self, timeout_sec: float | None = None) -> bool:
         done = super().shutdown(timeout_sec)
@@ -178,5 +178,9 @@ class NodeSpinner:
             except _IDLE:              # nothing to run this time
                 continue
             except Exception as exc:   # one callback's fault must not stop the node
-                if self._logger is not None:
-                    self._logger.error(f"callback failed: {type(exc).__name__}: {exc}")
+                _report_failure(self._logger, exc)
+
+
+def _report_failure(logger, exc: Exception) -> None:
+    if logger is not None:
+        logger.error(f"callback failed: {type(exc).__name__}: {exc}")
