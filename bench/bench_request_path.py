@@ -21,6 +21,12 @@ machine's load disturbs much less than latencies:
 - ``beyond model us/req``: that CPU time minus the model's own compute (``compute_infer``
   durations of the statistics): what the server spends per request outside the model.
 
+Variants of one checkout are compared the same way: give the checkout twice with two labels, and
+for a label ``--variant-env LABEL:KEY=VALUE`` (the server's environment, e.g. glibc's
+``MALLOC_ARENA_MAX``), ``--variant-config LABEL:LINE`` (a line added to tinydet's config.pbtxt,
+e.g. an ONNX Runtime parameter) or ``--variant-server LABEL:SCRIPT`` (a script run instead of
+``triton_ros.server_main``, with the same flags: bench/grpc_sync_server.py).
+
 A separate ``rss`` pass starts a fresh server per checkout, drives tinydet at ``--rss-concurrency``
 (32) and reads the server's peak RSS (VmHWM). Results: a markdown file naming the machine
 (``--out``, default bench/RESULTS-request-path.md); raw perf_analyzer logs in bench/out/.
@@ -31,7 +37,6 @@ import argparse
 import csv
 import os
 import platform
-import re
 import shutil
 import signal
 import socket
@@ -87,13 +92,14 @@ def find_perf_analyzer() -> tuple[Path, dict]:
     raise SystemExit("perf_analyzer not found: run scripts/setup.sh (or ../shared/peer-bench/setup.sh)")
 
 
-def build_repository(dest: Path) -> Path:
+def build_repository(dest: Path, extra_config: tuple[str, ...] | list[str] = ()) -> Path:
     model = PEER_DIR / "models" / "tinydet.onnx"
     if not model.exists():
         raise SystemExit(f"{model} is missing: run ../shared/peer-bench/setup.sh first")
     (dest / "tinydet" / "1").mkdir(parents=True)
     shutil.copy(model, dest / "tinydet" / "1" / "model.onnx")
-    (dest / "tinydet" / "config.pbtxt").write_text(TINYDET_CONFIG)
+    (dest / "tinydet" / "config.pbtxt").write_text(
+        TINYDET_CONFIG + "".join(line + "\n" for line in extra_config))
     shutil.copytree(ROOT / "model_repository" / "simple", dest / "simple")
     return dest
 
@@ -113,13 +119,16 @@ def proc_status_kb(pid: int, key: str) -> int:
 class Server:
     """One checkout's triton-ros-server on free ports of 127.0.0.1."""
 
-    def __init__(self, checkout: Path, repository: Path, log: Path) -> None:
+    def __init__(self, checkout: Path, repository: Path, log: Path, *,
+                 env_extra: dict[str, str] | None = None, script: str | None = None) -> None:
         self.grpc_port, self.http_port, self.metrics_port = free_port(), free_port(), free_port()
         env = dict(os.environ)
         env["PYTHONPATH"] = f"{checkout}:{env.get('PYTHONPATH', '')}"
+        env.update(env_extra or {})
         self._log = open(log, "w")
+        entry = [str(Path(script).resolve())] if script else ["-m", "triton_ros.server_main"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.server_main", f"--model-repository={repository}",
+            [sys.executable, *entry, f"--model-repository={repository}",
              f"--grpc-port={self.grpc_port}", f"--http-port={self.http_port}",
              f"--metrics-port={self.metrics_port}"],
             stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(checkout))
@@ -210,8 +219,9 @@ def run_case(server: Server, label: str, case: str, args, pa: Path, pa_env: dict
     return row
 
 
-def rss_pass(checkout: Path, label: str, repository: Path, args, pa: Path, pa_env: dict) -> dict:
-    server = Server(checkout, repository, OUT / f"rp_{label}_rss_server.log")
+def rss_pass(checkout: Path, label: str, repository: Path, args, pa: Path, pa_env: dict,
+             variant: dict) -> dict:
+    server = Server(checkout, repository, OUT / f"rp_{label}_rss_server.log", **variant)
     try:
         idle = proc_status_kb(server.proc.pid, "VmRSS")
         row = run_case(server, f"{label}_rss", f"tinydet:grpc:{args.rss_concurrency}", args, pa,
@@ -234,10 +244,35 @@ def main() -> int:
     parser.add_argument("--window-ms", type=int, default=3000)
     parser.add_argument("--trials", type=int, default=3)
     parser.add_argument("--rss-concurrency", type=int, default=32, help="0: no RSS pass")
+    parser.add_argument("--variant-env", action="append", default=[], metavar="LABEL:KEY=VALUE",
+                        help="environment of that label's server (repeatable)")
+    parser.add_argument("--variant-config", action="append", default=[], metavar="LABEL:LINE",
+                        help="a line added to tinydet's config.pbtxt for that label (repeatable)")
+    parser.add_argument("--variant-server", action="append", default=[], metavar="LABEL:SCRIPT",
+                        help="a script run instead of triton_ros.server_main for that label")
     parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-request-path.md"))
     args = parser.parse_args()
     checkouts = [Path(c).resolve() for c in (args.checkout or [str(ROOT)])]
     labels = args.label + [c.name for c in checkouts[len(args.label):]]
+    if len(set(labels)) != len(labels):
+        parser.error(f"labels must differ: {labels}")
+    variants = {label: {"env_extra": {}, "script": None} for label in labels}
+    configs: dict[str, list[str]] = {label: [] for label in labels}
+    for option, values in (("--variant-env", args.variant_env),
+                           ("--variant-config", args.variant_config),
+                           ("--variant-server", args.variant_server)):
+        for value in values:
+            label, sep, what = value.partition(":")
+            if not sep or label not in variants or (option == "--variant-env" and "=" not in what):
+                parser.error(f"{option} {value!r}: expected LABEL:... with LABEL one of {labels}"
+                             + (" and KEY=VALUE after it" if option == "--variant-env" else ""))
+            if option == "--variant-env":
+                key, _, val = what.partition("=")
+                variants[label]["env_extra"][key] = val
+            elif option == "--variant-config":
+                configs[label].append(what)
+            else:
+                variants[label]["script"] = what
     pa, pa_env = find_perf_analyzer()
     OUT.mkdir(parents=True, exist_ok=True)
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
@@ -246,13 +281,15 @@ def main() -> int:
     rows: list[Row] = []
     rss: dict[str, list[dict]] = {label: [] for label in labels}
     with tempfile.TemporaryDirectory(prefix="bench_rp_") as tmp:
-        repository = build_repository(Path(tmp) / "repo")
+        repositories = {label: build_repository(Path(tmp) / f"repo_{i}", configs[label])
+                        for i, label in enumerate(labels)}
         for rnd in range(args.rounds):
             order = list(zip(checkouts, labels))
             if rnd % 2:
                 order.reverse()               # alternate who goes first
             for checkout, label in order:
-                server = Server(checkout, repository, OUT / f"rp_{label}_server.log")
+                server = Server(checkout, repositories[label], OUT / f"rp_{label}_server.log",
+                                **variants[label])
                 try:
                     for case in cases:
                         row = run_case(server, label, case, args, pa, pa_env)
@@ -265,7 +302,8 @@ def main() -> int:
                     server.stop()
             if args.rss_concurrency:
                 for checkout, label in order:
-                    r = rss_pass(checkout, label, repository, args, pa, pa_env)
+                    r = rss_pass(checkout, label, repositories[label], args, pa, pa_env,
+                                 variants[label])
                     rss[label].append(r)
                     print(f"round {rnd + 1} {label:>10} RSS idle {r['idle_mb']:.0f} MB, peak "
                           f"{r['peak_mb']:.0f} MB at c={args.rss_concurrency} "
