@@ -10,7 +10,9 @@
 #    comparable with every other run of it.
 # 2. Then this project's own configurations on the same model, input and load generator
 #    (run_perf.sh): the uint8 NHWC variant of tinydet (camera pixels in, cast and layout in the
-#    graph: 4x fewer bytes per request; PyTriton and triton-ros-server 2x1 both), with peak RSS.
+#    graph: 4x fewer bytes per request) and tinydet at 448x448 (4x the pixels and bytes:
+#    bench/peer_model_variant.py), each on PyTriton and triton-ros-server 2x1 and 1x2, with
+#    peak RSS.
 # The results file gives the machine, the load average before and after, and every table.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/.." && pwd)
@@ -24,31 +26,45 @@ LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 (cd "$ROOT" && "$PEER/side_by_side.sh" "$ROOT" "$R/shared") 2>&1 | tee "$R/shared.log"
 wait_ready() { for _ in $(seq 1 90); do curl -s -o /dev/null -w '%{http_code}' "$1" | grep -q 200 && return 0; kill -0 "$2" 2>/dev/null || return 1; sleep 1; done; return 1; }
 stop_pid() { kill -TERM "$1" 2>/dev/null; for _ in $(seq 1 40); do kill -0 "$1" 2>/dev/null || return 0; sleep 1; done; kill -KILL "$1"; }
+# One extra configuration: PyTriton, then triton-ros-server as 2x1 and 1x2 (instances x ONNX
+# Runtime threads, as the shared pass), on MODEL with INPUT.
+extra_pair() {  # TAG MODEL INPUT DESCRIPTION
+  local tag=$1 model=$2 input=$3 desc=$4 PT TR N T repo
+  echo "== extra: PyTriton, $desc, max_batch 32, delay 2000us"
+  "$D/venv-pt/bin/python" "$PEER/serve_pytriton.py" --model "$model" --name tinydet --max-batch 32 \
+      --queue-delay-us 2000 --ort-threads 2 >"$R/extra/pytriton_$tag.log" 2>&1 & PT=$!
+  wait_ready http://127.0.0.1:8000/v2/models/tinydet/ready $PT && \
+    LABEL="PyTriton $tag" OUTDIR="$R/extra/pytriton_$tag" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "${CONC:-1,4,16,32}" --input-data "$input"
+  stop_pid $PT
+  for N in 2 1; do T=$((3 - N)); repo="$R/extra/repo_${tag}_${N}x$T"
+    mkdir -p "$repo/tinydet/1"; cp "$model" "$repo/tinydet/1/model.onnx"
+    printf '%s\n' 'name: "tinydet"' 'backend: "onnxruntime"' 'max_batch_size: 32' \
+      'dynamic_batching { max_queue_delay_microseconds: 2000 }' \
+      "instance_group [ { count: $N, kind: KIND_CPU } ]" \
+      "parameters { key: \"intra_op_thread_count\" value: { string_value: \"$T\" } }" \
+      > "$repo/tinydet/config.pbtxt"
+    echo "== extra: triton-ros-server ${N}x$T, $desc, max_batch 32, delay 2000us"
+    "$ROOT/.venv/bin/triton-ros-server" --model-repository="$repo" --http-port=8000 --grpc-port=8001 \
+        --metrics-port=8002 >"$R/extra/triton_ros_${tag}_${N}x$T.log" 2>&1 & TR=$!
+    wait_ready http://127.0.0.1:8000/v2/models/tinydet/ready $TR && \
+      LABEL="triton_ros ${N}x$T $tag" OUTDIR="$R/extra/triton_ros_${tag}_${N}x$T" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "${CONC:-1,4,16,32}" --input-data "$input"
+    grep -m1 VmHWM /proc/$TR/status 2>/dev/null | sed 's/^/server /'
+    stop_pid $TR
+  done
+}
 if [ "${EXTRA:-1}" != 0 ]; then
   mkdir -p "$R/extra"
   "$D/venv-pt/bin/python" "$PEER/make_model.py" --uint8 --out "$R/extra/tinydet_u8.onnx" >/dev/null
-  INPUT="$R/extra/u8_input.json"
-  "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --dtype uint8 --shape 224,224,3 --out "$INPUT" >/dev/null
-  M="$R/extra/tinydet_u8.onnx"
+  "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --dtype uint8 --shape 224,224,3 \
+      --out "$R/extra/u8_input.json" >/dev/null
+  "$D/venv-pt/bin/python" "$HERE/peer_model_variant.py" --model "$D/models/tinydet.onnx" --size 448 \
+      --out "$R/extra/tinydet_448.onnx" >/dev/null
+  "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 3,448,448 \
+      --out "$R/extra/448_input.json" >/dev/null
   {
-  echo "== extra: PyTriton, tinydet uint8 NHWC 224x224x3, max_batch 32, delay 2000us"
-  "$D/venv-pt/bin/python" "$PEER/serve_pytriton.py" --model "$M" --name tinydet --max-batch 32 \
-      --queue-delay-us 2000 --ort-threads 2 >"$R/extra/pytriton.log" 2>&1 & PT=$!
-  wait_ready http://127.0.0.1:8000/v2/models/tinydet/ready $PT && \
-    LABEL="PyTriton u8" OUTDIR="$R/extra/pytriton" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "${CONC:-1,4,16,32}" --input-data "$INPUT"
-  stop_pid $PT
-  REPO="$R/extra/repo"; mkdir -p "$REPO/tinydet/1"; cp "$M" "$REPO/tinydet/1/model.onnx"
-  printf '%s\n' 'name: "tinydet"' 'backend: "onnxruntime"' 'max_batch_size: 32' \
-    'dynamic_batching { max_queue_delay_microseconds: 2000 }' \
-    'instance_group [ { count: 2, kind: KIND_CPU } ]' \
-    'parameters { key: "intra_op_thread_count" value: { string_value: "1" } }' > "$REPO/tinydet/config.pbtxt"
-  echo "== extra: triton-ros-server 2x1, tinydet uint8 NHWC 224x224x3, max_batch 32, delay 2000us"
-  "$ROOT/.venv/bin/triton-ros-server" --model-repository="$REPO" --http-port=8000 --grpc-port=8001 \
-      --metrics-port=8002 >"$R/extra/triton_ros.log" 2>&1 & TR=$!
-  wait_ready http://127.0.0.1:8000/v2/models/tinydet/ready $TR && \
-    LABEL="triton_ros 2x1 u8" OUTDIR="$R/extra/triton_ros" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "${CONC:-1,4,16,32}" --input-data "$INPUT"
-  grep -m1 VmHWM /proc/$TR/status 2>/dev/null | sed 's/^/server /'
-  stop_pid $TR
+  extra_pair u8 "$R/extra/tinydet_u8.onnx" "$R/extra/u8_input.json" "tinydet uint8 NHWC 224x224x3"
+  extra_pair 448 "$R/extra/tinydet_448.onnx" "$R/extra/448_input.json" \
+      "tinydet float32 NCHW 3x448x448 (4x the pixels)"
   } 2>&1 | tee "$R/extra.log"
 fi
 {
