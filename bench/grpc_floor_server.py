@@ -8,8 +8,9 @@ its serialized answer is kept; every later request of that size is answered with
 without being parsed or run. What perf_analyzer then measures is grpcio's part of a request
 (HTTP/2 over loopback, the Cython receive that copies a message into one ``bytes`` object, the
 asyncio hand-offs) plus the servicer's dispatch: the least any server written on ``grpc.aio`` pays.
-``ModelStatistics`` adds the cached answers to the core's counts (as ``success``, inferences
-and executions, with no compute), so bench/bench_request_path.py's CPU per request stays right:
+``ModelStatistics`` adds the cached answers to the core's counts (success, queue, compute,
+inferences and executions, with no time), so perf_analyzer finds the version it drove and
+bench/bench_request_path.py's CPU per request stays right:
 
     .venv/bin/python bench/bench_request_path.py --checkout . --label product \\
         --checkout . --label floor --variant-server floor:bench/grpc_floor_server.py
@@ -37,9 +38,7 @@ class FloorService(grpc_server.GrpcInferenceService):
     async def ModelInfer(self, request: bytes, context) -> bytes:
         cached = self._answers.get(len(request))
         if cached is None:
-            answer = await super().ModelInfer(request, context)
-            if answer is None:                  # the call was aborted: nothing to keep
-                return answer
+            answer = await super().ModelInfer(request, context)   # an error raises: not kept
             model = pb.ModelInferResponse.FromString(answer).model_name
             self._answers[len(request)] = (answer, model)
             return answer                       # counted by the core
