@@ -4,11 +4,12 @@
 The product's gRPC endpoint (``triton_ros/frontend/grpc_server.py``) runs on ``grpc.aio``. Issue 10
 asks which servicer model costs least per request; this script answers the question by serving the
 same core with the other model: ``grpc.server`` and a thread pool (``--grpc-threads``), one thread
-per call, each blocking on the core's future. Inference (``ModelInfer``) goes through the same
-codec as the product's (``grpc_codec``: tensors as views of the received bytes, outputs written
-into the reply); the other RPCs reuse the product's servicer methods, which only await on their
-error path. HTTP is the product's endpoint. Flags are ``triton-ros-server``'s own subset that
-bench/bench_request_path.py passes (``--variant-server LABEL:bench/grpc_sync_server.py``).
+per call, each blocking on the core's future. ``ModelInfer`` is parsed and decoded by the
+product's servicer on the calling thread (``_decode_now``: tensors as views of the received bytes)
+and its outputs are written into the reply by the same codec; the other RPCs reuse the product's
+servicer methods, which only await on their error path. HTTP is the product's endpoint. Flags are
+``triton-ros-server``'s own subset that bench/bench_request_path.py passes
+(``--variant-server LABEL:bench/grpc_sync_server.py``).
 
 Not a product: no TLS, restricted protocols, streaming or decoding off the serving threads.
 """
@@ -20,14 +21,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
-from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
 from triton_ros.core.errors import TritonRosError
 from triton_ros.core.server import InferenceServer, ServerOptions
 from triton_ros.frontend import grpc_codec as codec
-from triton_ros.frontend.grpc_server import (GRPC_STATUS, SMALL_MESSAGE_BYTES,
-                                             GrpcInferenceService, _Capture)
+from triton_ros.frontend.grpc_server import (GRPC_STATUS, GrpcInferenceService, _Capture,
+                                             _Malformed)
 from triton_ros.frontend.http_server import HttpServer
 
 
@@ -60,16 +60,13 @@ def main() -> int:
 
     def model_infer(data: bytes, context) -> bytes:
         try:
-            if len(data) <= SMALL_MESSAGE_BYTES:
-                msg = pb.ModelInferRequest.FromString(data)
-                raws = msg.raw_input_contents
-            else:
-                msg, raws = codec.parse_infer_request(data)
-            request = codec.decode_infer_request(msg, core.shared_memory, raws)
+            _, request = servicer._decode_now(data, None)     # the product's parse and decode
             response = core.infer(request).result()
             return codec.serialize_infer_response(response, request.shared_memory_outputs())
         except TritonRosError as exc:
             context.abort(GRPC_STATUS[exc.code], exc.message)
+        except _Malformed as exc:
+            context.abort(grpc.StatusCode.INTERNAL, f"Exception deserializing request: {exc}")
 
     capture = _Capture()
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, capture)

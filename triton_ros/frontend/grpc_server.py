@@ -169,14 +169,7 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         if len(data) > OFF_LOOP_BYTES:
             return await asyncio.get_running_loop().run_in_executor(
                 self._decoder_pool(), self._decode_now, data, None)
-        try:
-            if len(data) <= SMALL_MESSAGE_BYTES:     # protobuf's copy is cheaper than the walk
-                msg = pb.ModelInferRequest.FromString(data)
-                raws = msg.raw_input_contents
-            else:
-                msg, raws = codec.parse_infer_request(data)
-        except (codec.MalformedMessage, DecodeError) as exc:
-            raise _Malformed(str(exc)) from None
+        msg, raws = self._parse(data)
         self._core.get_model(msg.model_name, codec.parse_version(msg.model_version))
         if codec.large_payload(msg, raws):
             return await asyncio.get_running_loop().run_in_executor(
@@ -184,15 +177,24 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return msg, codec.decode_infer_request(msg, self._core.shared_memory, raws)
 
     def _decode_now(self, data: bytes, parsed):
+        """:meth:`_decode` on the calling thread, from ``data`` or its ``(msg, raws)``."""
         if parsed is None:
-            try:
-                parsed = codec.parse_infer_request(data)
-            except codec.MalformedMessage as exc:
-                raise _Malformed(str(exc)) from None
+            parsed = self._parse(data)
             self._core.get_model(parsed[0].model_name,
                                  codec.parse_version(parsed[0].model_version))
         msg, raws = parsed
         return msg, codec.decode_infer_request(msg, self._core.shared_memory, raws)
+
+    @staticmethod
+    def _parse(data: bytes):
+        """Serialized ModelInferRequest -> (message, its raw input contents)."""
+        try:
+            if len(data) <= SMALL_MESSAGE_BYTES:     # protobuf's copy is cheaper than the walk
+                msg = pb.ModelInferRequest.FromString(data)
+                return msg, msg.raw_input_contents
+            return codec.parse_infer_request(data)
+        except (codec.MalformedMessage, DecodeError) as exc:
+            raise _Malformed(str(exc)) from None
 
     def _decoder_pool(self) -> ThreadPoolExecutor:
         if self._decoder is None:
