@@ -31,25 +31,27 @@ def machine_lines() -> str:
             f"- CPU: {cpu_model()}")
 
 
+def _stat_cpu_seconds(stat: str) -> float:
+    """User + system CPU seconds of a /proc ``stat`` line (its fields after the ``(comm)``)."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (/proc/PID/stat)."""
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _stat_cpu_seconds(open(f"/proc/{pid}/stat").read())
 
 
 def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
     """Each living thread of a process: tid -> (its name, user + system CPU seconds so far)
     (/proc/PID/task/TID/stat). A thread that ends between two readings drops out."""
     threads: dict[int, tuple[str, float]] = {}
-    tick = os.sysconf("SC_CLK_TCK")
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             text = open(f"/proc/{pid}/task/{tid}/stat").read()
         except OSError:                      # ended meanwhile
             continue
-        name = text[text.index("(") + 1:text.rindex(")")]
-        fields = text.rsplit(")", 1)[1].split()
-        threads[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / tick)
+        threads[int(tid)] = (text[text.index("(") + 1:text.rindex(")")], _stat_cpu_seconds(text))
     return threads
 
 

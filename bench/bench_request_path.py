@@ -49,7 +49,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import free_port  # noqa: E402
+from bench_common import cpu_seconds, free_port  # noqa: E402
 OUT = ROOT / "bench" / "out"
 PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 
@@ -102,11 +102,6 @@ def build_repository(dest: Path, extra_config: tuple[str, ...] | list[str] = ())
         TINYDET_CONFIG + "".join(line + "\n" for line in extra_config))
     shutil.copytree(ROOT / "model_repository" / "simple", dest / "simple")
     return dest
-
-
-def proc_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def proc_status_kb(pid: int, key: str) -> int:
@@ -199,11 +194,11 @@ def run_case(server: Server, label: str, case: str, args, pa: Path, pa_env: dict
            "-p", str(args.window_ms), "--max-trials", str(args.trials), "-s", "100000",
            "--percentile", "99", "--input-data", data, "-f", str(csv_path)]
     r0, _, ns0 = server.stats(model)
-    c0 = proc_cpu_s(server.proc.pid)
+    c0 = cpu_seconds(server.proc.pid)
     with open(log_path, "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=pa_env,
                             timeout=args.window_ms / 1000 * (args.trials + 2) * 3 + 60).returncode
-    c1 = proc_cpu_s(server.proc.pid)
+    c1 = cpu_seconds(server.proc.pid)
     r1, _, ns1 = server.stats(model)
     row = Row(label, case, load=loadavg())
     if rc != 0 or not csv_path.exists():
@@ -311,7 +306,12 @@ def main() -> int:
     text = report(rows, rss, labels, cases, args, started, load_start)
     Path(args.out).write_text(text)
     print(text)
-    return 0
+    # A failed case or RSS pass is in the tables (for the record) and in the exit status.
+    failures = [f"{r.checkout} {r.case}: {r.error}" for r in rows if r.error] + [
+        f"{label} RSS pass: {r['error']}" for label, rs in rss.items() for r in rs if r["error"]]
+    for failure in failures:
+        print(f"FAILED {failure}", file=sys.stderr)
+    return 1 if failures else 0
 
 
 def median(values: list[float]) -> float:

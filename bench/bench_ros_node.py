@@ -485,6 +485,8 @@ def fmt_drops(drops: dict) -> str:
 
 
 def main() -> int:
+    from triton_ros.ros.parameters import EXECUTORS
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cameras", type=int, default=8)
     parser.add_argument("--rates", default="30,60",
@@ -497,7 +499,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating runs of each configuration (median reported)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-ros.md"))
-    parser.add_argument("--executor", default="auto", choices=("auto", "events", "wait_set"),
+    parser.add_argument("--executor", default="auto", choices=EXECUTORS,
                         help="the node's 'executor' parameter")
     parser.add_argument("--no-profile", dest="profile", action="store_false",
                         help="do not sample the node with py-spy (no per-stage table)")
