@@ -84,3 +84,15 @@ fi
   echo '```'
 } > "$OUTMD"
 echo "results: $OUTMD (raw: $R)"
+# The tables above are kept for the record even when a configuration failed; the exit status says
+# so: every "== " configuration needs its table (a server that never became ready has none) and
+# every perf_analyzer level its status "ok".
+FAILED=$(cat "$R/shared.log" "$R/extra.log" 2>/dev/null | awk '
+  function close_section() { if (section != "" && !table) print section ": no results" }
+  /^== results/ { close_section(); section = ""; next }
+  /^== / { close_section(); section = $0; table = 0; next }
+  /^(conc|threads) / { table = 1; next }
+  section !~ /raw onnxruntime/ && table && $1 ~ /^[0-9]+$/ && $10 != "ok" {
+    print section ": concurrency " $1 " " $10 }
+  END { close_section() }')
+if [ -n "$FAILED" ]; then echo "FAILED:"; echo "$FAILED"; exit 1; fi
