@@ -6,7 +6,15 @@ configuration lists ``gpu_execution_accelerator { name: "tensorrt" }`` (Triton's
 are translated to ONNX Runtime's). The ``parameters`` Triton's backend reads are honoured:
 ``intra_op_thread_count``, ``inter_op_thread_count``, ``execution_mode``, ``enable_mem_arena``,
 ``enable_mem_pattern`` (default: off for models with a batch dimension, whose shapes vary),
-plus ``optimization { graph { level } }``.
+``session.use_device_allocator_for_initializers`` (a session configuration entry),
+``memory.enable_memory_arena_shrinkage`` (a run option, e.g. ``cpu:0``: the arena hands its
+unused memory back after each run), the deprecated CUDA keys ``cudnn_conv_algo_search`` (0, 1, 2),
+``gpu_mem_limit``, ``arena_extend_strategy`` (0, 1) and ``do_copy_in_default_stream`` (KIND_GPU;
+as in Triton they override the ``cuda`` accelerator's parameters), plus
+``optimization { graph { level } }``. Beyond Triton, every other parameter whose key starts with
+``session.`` is handed to ONNX Runtime as a session configuration entry (for example
+``session.intra_op.allow_spinning``); Triton's backend ignores those keys, so such a repository
+still loads there.
 
 Auto-complete fills a missing or partial configuration from the model (AutoCompleteConfig):
 inputs, outputs and max_batch_size (the default 4 when every tensor's first dimension is
@@ -16,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Mapping
 
@@ -87,6 +96,70 @@ def _parse_int(config: ModelConfig, key: str, default: int) -> int:
     except ValueError:
         raise invalid_arg(f"model '{config.name}': parameter '{key}' must be an integer, got "
                           f"'{value}'") from None
+
+
+_ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
+
+
+# Session entries ONNX Runtime reads as "1" or not: any other value would silently mean "0"
+_BOOLEAN_SESSION_ENTRIES = frozenset({
+    "session.use_device_allocator_for_initializers", "session.intra_op.allow_spinning",
+    "session.inter_op.allow_spinning", "session.set_denormal_as_zero",
+    "session.disable_prepacking", "session.use_env_allocators",
+})
+# ONNX Runtime's arena shrinkage list: "cpu:0", "gpu:0", "cpu:0;gpu:1", or empty for none
+_SHRINKAGE_LIST = re.compile(r"((cpu|gpu):\d+(;(cpu|gpu):\d+)*)?")
+
+
+def _session_entries(config: ModelConfig) -> dict[str, str]:
+    """The parameters handed to ONNX Runtime's SessionOptions.add_session_config_entry."""
+    entries = {}
+    for key, value in config.parameters.items():
+        if not key.startswith("session."):
+            continue
+        value = value.strip()
+        if key in _BOOLEAN_SESSION_ENTRIES and value not in ("0", "1"):
+            raise invalid_arg(f"model '{config.name}': parameter '{key}' must be \"0\" or "
+                              f"\"1\", got '{value}'")
+        entries[key] = value
+    return entries
+
+
+def _arena_shrinkage(config: ModelConfig) -> str | None:
+    value = config.parameters.get(_ARENA_SHRINKAGE)
+    if value is None:
+        return None
+    value = value.strip()
+    if not _SHRINKAGE_LIST.fullmatch(value):
+        raise invalid_arg(f"model '{config.name}': parameter '{_ARENA_SHRINKAGE}' must list "
+                          f"devices as 'cpu:0' or 'cpu:0;gpu:0', got '{value}'")
+    return value
+
+
+def _deprecated_cuda_options(config: ModelConfig) -> dict[str, str]:
+    """Triton's CUDA provider options read from the model's parameters (deprecated there in
+    favour of the ``cuda`` accelerator's parameters, still honoured)."""
+    params = config.parameters
+    options: dict[str, str] = {}
+    if "cudnn_conv_algo_search" in params:
+        search = _parse_int(config, "cudnn_conv_algo_search", 0)
+        names = {0: "EXHAUSTIVE", 1: "HEURISTIC", 2: "DEFAULT"}
+        if search not in names:
+            raise invalid_arg(f"unsupported cudnn_conv_algo_search value '{search}' is requested")
+        options["cudnn_conv_algo_search"] = names[search]
+    if "gpu_mem_limit" in params:
+        _parse_int(config, "gpu_mem_limit", 0)    # a byte count; checked here, not by the provider
+        options["gpu_mem_limit"] = params["gpu_mem_limit"].strip()
+    if "arena_extend_strategy" in params:
+        strategy = _parse_int(config, "arena_extend_strategy", 0)
+        names = {0: "kNextPowerOfTwo", 1: "kSameAsRequested"}
+        if strategy not in names:
+            raise invalid_arg(f"unsupported arena_extend_strategy value '{strategy}' is requested")
+        options["arena_extend_strategy"] = names[strategy]
+    if "do_copy_in_default_stream" in params:
+        copy = _parse_bool(config, "do_copy_in_default_stream")
+        options["do_copy_in_default_stream"] = "1" if copy else "0"
+    return options
 
 
 def _parse_bool(config: ModelConfig, key: str) -> bool | None:
@@ -216,6 +289,16 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
             pattern = False
         if pattern is not None:
             options.enable_mem_pattern = pattern
+        for key, value in _session_entries(config).items():
+            try:
+                options.add_session_config_entry(key, value)
+            except Exception as exc:  # ONNX Runtime checks key and value lengths
+                raise invalid_arg(f"model '{config.name}': parameter '{key}': {exc}") from None
+        self._run_options = None
+        shrinkage = _arena_shrinkage(config)
+        if shrinkage:
+            self._run_options = ort.RunOptions()
+            self._run_options.add_run_config_entry(_ARENA_SHRINKAGE, shrinkage)
 
         providers = self._providers(ort, config, kind, device_id)
         try:
@@ -249,6 +332,7 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
                 cuda_options.update(accel.parameters)
             else:
                 raise invalid_arg(f"unknown Execution Accelerator '{accel.name}' is requested")
+        cuda_options.update(_deprecated_cuda_options(config))
         if "CUDAExecutionProvider" not in available:
             raise unavailable(
                 f"instance group of model '{config.name}' has kind KIND_GPU but this onnxruntime "
@@ -285,7 +369,7 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
                                       f"ONNX string tensors require: {exc}") from None
             feed[name] = np.ascontiguousarray(array)
         try:
-            values = self.session.run(output_names, feed)
+            values = self.session.run(output_names, feed, self._run_options)
         except Exception as exc:
             raise internal(f"onnxruntime execution failure for model '{self.model.config.name}': "
                            f"{exc}") from None

@@ -1,0 +1,102 @@
+"""The ONNX Runtime backend honours the model parameters Triton's onnxruntime_backend reads, and
+refuses their bad values at load time (not at the first request)."""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from model_factory import identity_graph, write_model
+from triton_ros.core.backends.onnxruntime_backend import _deprecated_cuda_options
+from triton_ros.core.errors import StatusCode, TritonRosError
+from triton_ros.core.server import InferenceServer, ServerOptions
+
+
+def config_text(parameters: dict[str, str]) -> str:
+    lines = ['backend: "onnxruntime"', "max_batch_size: 8",
+             'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+             'output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',
+             'instance_group [ { count: 1 kind: KIND_CPU } ]']
+    lines += [f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}'
+              for k, v in parameters.items()]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
+    core.start()
+    core.repo_path = tmp_path
+    yield core
+    core.stop()
+
+
+def load(server, name: str, parameters: dict[str, str]):
+    write_model(server.repo_path, name, identity_graph("FP32", ["N", 4]), config_text(parameters))
+    server.load_model(name)
+    return server.get_model(name)
+
+
+def test_session_entries_and_arena_shrinkage_reach_onnxruntime(server):
+    model = load(server, "tuned", {
+        "session.use_device_allocator_for_initializers": "1",
+        "session.intra_op.allow_spinning": "0",
+        "memory.enable_memory_arena_shrinkage": "cpu:0",
+    })
+    (instance,) = model.instances
+    options = instance.session.get_session_options()
+    assert options.get_session_config_entry("session.use_device_allocator_for_initializers") == "1"
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    assert instance._run_options.get_run_config_entry("memory.enable_memory_arena_shrinkage") \
+        == "cpu:0"
+    # the run option is accepted by ONNX Runtime on a real run, and the values are exact
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out = instance.run({"INPUT0": x}, ["OUTPUT0"])["OUTPUT0"]
+    np.testing.assert_array_equal(out, x)
+
+
+def test_without_the_parameters_onnxruntime_keeps_its_defaults(server):
+    model = load(server, "plain", {})
+    (instance,) = model.instances
+    assert instance._run_options is None
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        instance.session.get_session_options().get_session_config_entry(
+            "session.intra_op.allow_spinning")
+
+
+@pytest.mark.parametrize("parameters, words", [
+    ({"memory.enable_memory_arena_shrinkage": "banana"}, "memory.enable_memory_arena_shrinkage"),
+    ({"memory.enable_memory_arena_shrinkage": "cpu:0;"}, "memory.enable_memory_arena_shrinkage"),
+    ({"session.intra_op.allow_spinning": "yes"}, "session.intra_op.allow_spinning"),
+    ({"session.use_device_allocator_for_initializers": "true"},
+     "session.use_device_allocator_for_initializers"),
+])
+def test_bad_values_fail_the_load_with_the_parameter_named(server, parameters, words):
+    with pytest.raises(TritonRosError) as err:
+        load(server, "bad", parameters)
+    assert words in err.value.message
+    assert err.value.code is StatusCode.INVALID_ARG
+    assert not server.model_ready("bad")
+
+
+def test_deprecated_cuda_keys_map_to_provider_options_as_triton_does():
+    def config(**params):
+        return SimpleNamespace(name="m", parameters=params)
+    assert _deprecated_cuda_options(config()) == {}
+    assert _deprecated_cuda_options(config(
+        cudnn_conv_algo_search="1", gpu_mem_limit="4294967296", arena_extend_strategy="1",
+        do_copy_in_default_stream="0")) == {
+        "cudnn_conv_algo_search": "HEURISTIC", "gpu_mem_limit": "4294967296",
+        "arena_extend_strategy": "kSameAsRequested", "do_copy_in_default_stream": "0"}
+    assert _deprecated_cuda_options(config(cudnn_conv_algo_search="2"))[
+        "cudnn_conv_algo_search"] == "DEFAULT"
+    for bad, words in ((dict(cudnn_conv_algo_search="3"), "cudnn_conv_algo_search value '3'"),
+                       (dict(arena_extend_strategy="2"), "arena_extend_strategy value '2'"),
+                       (dict(gpu_mem_limit="lots"), "'gpu_mem_limit' must be an integer"),
+                       (dict(do_copy_in_default_stream="maybe"), "must be a boolean")):
+        with pytest.raises(TritonRosError) as err:
+            _deprecated_cuda_options(config(**bad))
+        assert err.value.code is StatusCode.INVALID_ARG
+        assert words in err.value.message
