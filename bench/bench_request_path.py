@@ -8,7 +8,8 @@
 Each checkout's ``triton-ros-server`` (run as ``python -m triton_ros.server_main`` with that
 checkout first on ``PYTHONPATH``, this virtual environment's interpreter) serves one generated
 repository: ``tinydet`` (the peer benchmark's model, ``../shared/peer-bench/``: max_batch_size 32,
-2000 us queue delay, 2 instances x 1 ONNX Runtime thread, as in its shared configuration) and the
+2000 us queue delay, 2 instances x 1 ONNX Runtime thread as in its shared configuration, or
+``--instances`` x ``--ort-threads``) and the
 bundled ``simple``. perf_analyzer drives each case (``model:protocol:concurrency``, batch-1
 requests, the peer benchmark's JSON input for tinydet, zeros for simple). Checkouts alternate
 within each round, so a foreign load on the machine hits both alike: read the ratios.
@@ -56,9 +57,9 @@ PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 TINYDET_CONFIG = """name: "tinydet"
 backend: "onnxruntime"
 max_batch_size: 32
-dynamic_batching { max_queue_delay_microseconds: 2000 }
-instance_group [ { count: 2, kind: KIND_CPU } ]
-parameters { key: "intra_op_thread_count" value: { string_value: "1" } }
+dynamic_batching {{ max_queue_delay_microseconds: 2000 }}
+instance_group [ {{ count: {instances}, kind: KIND_CPU }} ]
+parameters {{ key: "intra_op_thread_count" value: {{ string_value: "{threads}" }} }}
 """
 
 
@@ -92,14 +93,16 @@ def find_perf_analyzer() -> tuple[Path, dict]:
     raise SystemExit("perf_analyzer not found: run scripts/setup.sh (or ../shared/peer-bench/setup.sh)")
 
 
-def build_repository(dest: Path, extra_config: tuple[str, ...] | list[str] = ()) -> Path:
+def build_repository(dest: Path, extra_config: tuple[str, ...] | list[str] = (), *,
+                     instances: int = 2, threads: int = 1) -> Path:
     model = PEER_DIR / "models" / "tinydet.onnx"
     if not model.exists():
         raise SystemExit(f"{model} is missing: run ../shared/peer-bench/setup.sh first")
     (dest / "tinydet" / "1").mkdir(parents=True)
     shutil.copy(model, dest / "tinydet" / "1" / "model.onnx")
     (dest / "tinydet" / "config.pbtxt").write_text(
-        TINYDET_CONFIG + "".join(line + "\n" for line in extra_config))
+        TINYDET_CONFIG.format(instances=instances, threads=threads)
+        + "".join(line + "\n" for line in extra_config))
     shutil.copytree(ROOT / "model_repository" / "simple", dest / "simple")
     return dest
 
@@ -245,6 +248,9 @@ def main() -> int:
                         help="a line added to tinydet's config.pbtxt for that label (repeatable)")
     parser.add_argument("--variant-server", action="append", default=[], metavar="LABEL:SCRIPT",
                         help="a script run instead of triton_ros.server_main for that label")
+    parser.add_argument("--instances", type=int, default=2, help="tinydet's CPU instances")
+    parser.add_argument("--ort-threads", type=int, default=1,
+                        help="ONNX Runtime intra-op threads per tinydet instance")
     parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-request-path.md"))
     args = parser.parse_args()
     checkouts = [Path(c).resolve() for c in (args.checkout or [str(ROOT)])]
@@ -276,7 +282,9 @@ def main() -> int:
     rows: list[Row] = []
     rss: dict[str, list[dict]] = {label: [] for label in labels}
     with tempfile.TemporaryDirectory(prefix="bench_rp_") as tmp:
-        repositories = {label: build_repository(Path(tmp) / f"repo_{i}", configs[label])
+        repositories = {label: build_repository(Path(tmp) / f"repo_{i}", configs[label],
+                                                   instances=args.instances,
+                                                   threads=args.ort_threads)
                         for i, label in enumerate(labels)}
         for rnd in range(args.rounds):
             order = list(zip(checkouts, labels))
@@ -334,7 +342,8 @@ def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args
         "runs on the same cores as the server).",
         "",
         f"perf_analyzer, batch-1 requests, {args.trials} windows of {args.window_ms} ms per case, "
-        f"{args.rounds} round(s), checkouts alternating; medians over the rounds. `CPU/req`: the "
+        f"{args.rounds} round(s), checkouts alternating; medians over the rounds; tinydet served "
+        f"by {args.instances} instance(s) x {args.ort_threads} ONNX Runtime thread(s). `CPU/req`: the "
         "server process's CPU time per answered request; `beyond model`: minus the model's "
         "compute_infer time (wall time of the model's runs: meaningful when the model's thread is "
         "not descheduled, i.e. at concurrency 1 on a quiet machine; n/a when it exceeds the CPU "

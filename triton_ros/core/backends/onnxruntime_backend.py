@@ -105,7 +105,7 @@ _ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
 _BOOLEAN_SESSION_ENTRIES = frozenset({
     "session.use_device_allocator_for_initializers", "session.intra_op.allow_spinning",
     "session.inter_op.allow_spinning", "session.set_denormal_as_zero",
-    "session.disable_prepacking", "session.use_env_allocators",
+    "session.disable_prepacking", "session.use_env_allocators", "session.force_spinning_stop",
 })
 # ONNX Runtime's arena shrinkage list: "cpu:0", "gpu:0", "cpu:0;gpu:1", or empty for none
 _SHRINKAGE_LIST = re.compile(r"((cpu|gpu):\d+(;(cpu|gpu):\d+)*)?")
