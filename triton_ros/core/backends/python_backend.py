@@ -314,6 +314,11 @@ class PythonModel(BackendModel):
         if config.parameters.get("EXECUTION_ENV_PATH"):
             _log.warning("model '%s': EXECUTION_ENV_PATH is ignored; the stub runs with the "
                          "server's Python environment", config.name)
+        if config.parameters.get("FORCE_CPU_ONLY_INPUT_TENSORS", "").strip().lower() == "no":
+            # Triton may then hand GPU tensors to a KIND_GPU model; here every input tensor is in
+            # CPU memory (is_cpu() is true), which such a model must accept anyway.
+            _log.warning("model '%s': FORCE_CPU_ONLY_INPUT_TENSORS 'no' is ignored; input "
+                         "tensors are always in CPU memory", config.name)
 
     @classmethod
     def auto_complete_config(cls, proto, model_path: Path) -> list[str]:

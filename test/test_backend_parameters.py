@@ -1,5 +1,6 @@
-"""The ONNX Runtime backend honours the model parameters Triton's onnxruntime_backend reads, and
-refuses their bad values at load time (not at the first request)."""
+"""Backend parameters of the model configuration: the ONNX Runtime backend honours those Triton's
+onnxruntime_backend reads and refuses their bad values at load time (not at the first request);
+the Python backend warns about the ones it cannot honour."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -100,3 +101,27 @@ def test_deprecated_cuda_keys_map_to_provider_options_as_triton_does():
             _deprecated_cuda_options(config(**bad))
         assert err.value.code is StatusCode.INVALID_ARG
         assert words in err.value.message
+
+
+def test_python_backend_parameters_it_cannot_honour_are_warned_about(tmp_path, caplog):
+    """Triton's Python backend reads EXECUTION_ENV_PATH and FORCE_CPU_ONLY_INPUT_TENSORS; here
+    the stub runs in the server's environment with CPU tensors, and the log says so."""
+    import shutil
+    source = Path(__file__).parent / "python_models" / "add_sub"
+    shutil.copytree(source, tmp_path / "add_sub")
+    config = tmp_path / "add_sub" / "config.pbtxt"
+    config.write_text(config.read_text() + '''
+parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }
+parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "no" } }
+''')
+    core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
+    core.start()
+    try:
+        with caplog.at_level("WARNING"):
+            core.load_model("add_sub")
+        assert core.model_ready("add_sub")
+    finally:
+        core.stop()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("EXECUTION_ENV_PATH is ignored" in m for m in messages), messages
+    assert any("FORCE_CPU_ONLY_INPUT_TENSORS 'no' is ignored" in m for m in messages), messages
