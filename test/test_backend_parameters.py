@@ -95,7 +95,8 @@ def test_deprecated_cuda_keys_map_to_provider_options_as_triton_does():
         "cudnn_conv_algo_search"] == "DEFAULT"
     for bad, words in ((dict(cudnn_conv_algo_search="3"), "cudnn_conv_algo_search value '3'"),
                        (dict(arena_extend_strategy="2"), "arena_extend_strategy value '2'"),
-                       (dict(gpu_mem_limit="lots"), "'gpu_mem_limit' must be an integer"),
+                       (dict(gpu_mem_limit="lots"), "invalid parameter 'gpu_mem_limit' of model 'm'"),
+                       (dict(gpu_mem_limit="-1"), "invalid parameter 'gpu_mem_limit'"),
                        (dict(do_copy_in_default_stream="maybe"), "must be a boolean")):
         with pytest.raises(TritonRosError) as err:
             _deprecated_cuda_options(config(**bad))

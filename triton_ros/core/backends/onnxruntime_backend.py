@@ -32,6 +32,7 @@ import numpy as np
 
 from ..backend_model import BackendModel, BackendModelInstance, BatchedTensorInstance
 from ..errors import TritonRosError, internal, invalid_arg, unavailable
+from ..strict_parse import parse_size
 from ..model_config import (DEFAULT_MAX_BATCH_SIZE, ONNXRUNTIME_FILENAME, WILDCARD_DIM,
                             ModelConfig, TensorConfig, version_dirs)
 
@@ -147,9 +148,10 @@ def _deprecated_cuda_options(config: ModelConfig) -> dict[str, str]:
         if search not in names:
             raise invalid_arg(f"unsupported cudnn_conv_algo_search value '{search}' is requested")
         options["cudnn_conv_algo_search"] = names[search]
-    if "gpu_mem_limit" in params:
-        _parse_int(config, "gpu_mem_limit", 0)    # a byte count; checked here, not by the provider
-        options["gpu_mem_limit"] = params["gpu_mem_limit"].strip()
+    if "gpu_mem_limit" in params:     # a byte count, checked here rather than by the provider
+        limit = parse_size(params["gpu_mem_limit"].strip(),
+                           f"parameter 'gpu_mem_limit' of model '{config.name}'")
+        options["gpu_mem_limit"] = str(limit)
     if "arena_extend_strategy" in params:
         strategy = _parse_int(config, "arena_extend_strategy", 0)
         names = {0: "kNextPowerOfTwo", 1: "kSameAsRequested"}
