@@ -126,3 +126,19 @@ parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "no" } }
     messages = [r.getMessage() for r in caplog.records]
     assert any("EXECUTION_ENV_PATH is ignored" in m for m in messages), messages
     assert any("FORCE_CPU_ONLY_INPUT_TENSORS 'no' is ignored" in m for m in messages), messages
+
+
+def test_parameters_the_onnxruntime_backend_does_not_read_are_named_in_a_warning(server, caplog):
+    with caplog.at_level("WARNING"):
+        load(server, "typo", {"intra_op_threads": "2", "intra_op_thread_count": "1",
+                              "session.intra_op.allow_spinning": "1"})
+    warnings = [r.getMessage() for r in caplog.records if "not read by the onnxruntime" in
+                r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert "'intra_op_threads'" in warnings[0]
+    assert "'intra_op_thread_count'" not in warnings[0].split(" are not read")[0]
+    assert "session.intra_op.allow_spinning" not in warnings[0]
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load(server, "clean", {"intra_op_thread_count": "1"})
+    assert not [r for r in caplog.records if "not read by the onnxruntime" in r.getMessage()]

@@ -14,7 +14,8 @@ as in Triton they override the ``cuda`` accelerator's parameters), plus
 ``optimization { graph { level } }``. Beyond Triton, every other parameter whose key starts with
 ``session.`` is handed to ONNX Runtime as a session configuration entry (for example
 ``session.intra_op.allow_spinning``); Triton's backend ignores those keys, so such a repository
-still loads there.
+still loads there. Any other parameter is named in a warning at load (Triton is silent about
+it): a misspelt key would otherwise change nothing unseen.
 
 Auto-complete fills a missing or partial configuration from the model (AutoCompleteConfig):
 inputs, outputs and max_batch_size (the default 4 when every tensor's first dimension is
@@ -100,6 +101,12 @@ def _parse_int(config: ModelConfig, key: str, default: int) -> int:
 
 
 _ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
+# The model parameters this backend reads (besides session.* entries)
+_READ_PARAMETERS = frozenset({
+    "intra_op_thread_count", "inter_op_thread_count", "execution_mode", "enable_mem_arena",
+    "enable_mem_pattern", _ARENA_SHRINKAGE, "cudnn_conv_algo_search", "gpu_mem_limit",
+    "arena_extend_strategy", "do_copy_in_default_stream",
+})
 
 
 # Session entries ONNX Runtime reads as "1" or not: any other value would silently mean "0"
@@ -185,6 +192,14 @@ class OnnxRuntimeModel(BackendModel):
         self.model_file = _model_file(version_path, config.default_model_filename)
         if not self.model_file.is_file():
             raise unavailable(f"unable to find '{self.model_file}' for model '{config.name}'")
+        unread = sorted(key for key in config.parameters
+                        if key not in _READ_PARAMETERS and not key.startswith("session."))
+        if unread:
+            # Triton ignores them silently; a misspelt key (intra_op_threads) would then change
+            # nothing without a word. Clients may still read them from the configuration.
+            _log.warning("model '%s': parameter(s) %s are not read by the onnxruntime backend "
+                         "(it reads %s and session.* entries)", config.name,
+                         ", ".join(f"'{k}'" for k in unread), ", ".join(sorted(_READ_PARAMETERS)))
 
     @classmethod
     def can_use_gpu(cls) -> bool:
