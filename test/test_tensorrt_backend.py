@@ -182,3 +182,42 @@ def test_plan_without_tensorrt_fails_to_load_and_the_rest_serves(start_server, t
     for tensor in inputs:
         tensor.set_data_from_numpy(data)
     np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"), 2 * data)
+
+
+def test_tensorrt_parameters_are_checked_and_unread_ones_named(caplog):
+    from triton_ros.core.backends.tensorrt_backend import check_parameters
+
+    def config(**params):
+        return SimpleNamespace(name="trt", parameters=params)
+    with caplog.at_level("WARNING"):
+        check_parameters(config(execution_context_allocation_strategy="STATIC"))
+    assert not caplog.records
+    with caplog.at_level("WARNING"):
+        check_parameters(config(execution_context_allocation_strategy="ON_PROFILE_CHANGE",
+                                execution_policy="BLOCKING"))
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("'ON_PROFILE_CHANGE' is not supported" in m for m in messages), messages
+    assert any("'execution_policy' are not read by the tensorrt backend" in m
+               for m in messages), messages
+    with pytest.raises(TritonRosError) as info:
+        check_parameters(config(execution_context_allocation_strategy="DYNAMIC"))
+    assert info.value.code == StatusCode.INVALID_ARG
+    assert "'STATIC' or 'ON_PROFILE_CHANGE', got 'DYNAMIC'" in info.value.message
+
+
+def test_a_bad_tensorrt_parameter_is_named_even_without_tensorrt(tmp_path):
+    from triton_ros.core.server import InferenceServer, ServerOptions
+    (tmp_path / "trt" / "1").mkdir(parents=True)
+    (tmp_path / "trt" / "1" / "model.plan").write_bytes(b"not a real engine")
+    (tmp_path / "trt" / "config.pbtxt").write_text(
+        CONFIG + 'parameters { key: "execution_context_allocation_strategy" '
+                 'value: { string_value: "DYNAMIC" } }\n')
+    core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
+    core.start()
+    try:
+        with pytest.raises(TritonRosError) as info:
+            core.load_model("trt")
+    finally:
+        core.stop()
+    assert info.value.code == StatusCode.INVALID_ARG
+    assert "execution_context_allocation_strategy" in info.value.message

@@ -9,6 +9,10 @@ CUDA stream and its own device buffers (:class:`~triton_ros.core.cuda_utils.Cuda
 cuda-python or pycuda). A batch runs on the first of the instance's profiles whose min..max
 ranges hold the batch's input shapes.
 
+Model parameters (Triton's): ``execution_context_allocation_strategy`` ``STATIC``, how contexts
+are created here; ``ON_PROFILE_CHANGE`` is warned about (contexts stay static); other keys are
+named in a warning (:func:`check_parameters`).
+
 Everything here imports ``tensorrt`` and CUDA lazily: without them, a TensorRT model fails to
 load with UNAVAILABLE and a message saying what is missing, and every other model serves.
 
@@ -277,12 +281,37 @@ def _tensorrt():
     return tensorrt
 
 
+_ALLOCATION_STRATEGY = "execution_context_allocation_strategy"
+
+
+def check_parameters(config: ModelConfig) -> None:
+    """The model parameters Triton's tensorrt_backend reads: ``execution_context_allocation_strategy``
+    ``STATIC`` (its default, how contexts are created here) or ``ON_PROFILE_CHANGE`` (not done
+    here: warned, contexts stay static); any other value is refused, any other key is named in a
+    warning (Triton ignores it silently)."""
+    strategy = config.parameters.get(_ALLOCATION_STRATEGY)
+    if strategy is not None:
+        strategy = strategy.strip()
+        if strategy == "ON_PROFILE_CHANGE":
+            _log.warning("model '%s': %s 'ON_PROFILE_CHANGE' is not supported by triton_ros; "
+                         "execution contexts allocate their memory statically (STATIC)",
+                         config.name, _ALLOCATION_STRATEGY)
+        elif strategy != "STATIC":
+            raise invalid_arg(f"model '{config.name}': parameter '{_ALLOCATION_STRATEGY}' must be "
+                              f"'STATIC' or 'ON_PROFILE_CHANGE', got '{strategy}'")
+    unread = sorted(k for k in config.parameters if k != _ALLOCATION_STRATEGY)
+    if unread:
+        _log.warning("model '%s': parameter(s) %s are not read by the tensorrt backend (it reads "
+                     "%s)", config.name, ", ".join(f"'{k}'" for k in unread), _ALLOCATION_STRATEGY)
+
+
 class TensorRTModel(BackendModel):
     """Model-level state: the plan bytes and one deserialized engine per GPU."""
 
     def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
                  version_path: Path) -> None:
         super().__init__(config, version=version, model_path=model_path, version_path=version_path)
+        check_parameters(config)                # before TensorRT: a bad value is named anyway
         self.trt = _tensorrt()
         from ..cuda_utils import cuda_api
 
