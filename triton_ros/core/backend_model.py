@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import abc
 import importlib
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,20 @@ def backend_class(name: str) -> type["BackendModel"]:
     except ImportError as exc:
         raise unsupported(f"backend '{name}' is not available: {exc}") from None
     return getattr(module, class_name)
+
+
+def warn_unread_parameters(config: ModelConfig, read: frozenset[str], backend: str,
+                           logger: logging.Logger, *, prefix: str = "") -> None:
+    """Name, in one warning, the model parameters a backend does not read (not in ``read``, nor
+    starting with ``prefix`` when one is given). Triton ignores them silently, so a misspelt key
+    would change nothing unseen; clients may still read them from the configuration."""
+    unread = sorted(key for key in config.parameters
+                    if key not in read and not (prefix and key.startswith(prefix)))
+    if unread:
+        extra = f" and {prefix}* entries" if prefix else ""
+        logger.warning("model '%s': parameter(s) %s are not read by the %s backend (it reads "
+                       "%s%s)", config.name, ", ".join(f"'{k}'" for k in unread), backend,
+                       ", ".join(sorted(read)), extra)
 
 
 @dataclass

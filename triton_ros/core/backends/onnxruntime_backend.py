@@ -31,7 +31,8 @@ from typing import Mapping
 
 import numpy as np
 
-from ..backend_model import BackendModel, BackendModelInstance, BatchedTensorInstance
+from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
+                             warn_unread_parameters)
 from ..errors import TritonRosError, internal, invalid_arg, unavailable
 from ..strict_parse import parse_size
 from ..model_config import (DEFAULT_MAX_BATCH_SIZE, ONNXRUNTIME_FILENAME, WILDCARD_DIM,
@@ -192,14 +193,10 @@ class OnnxRuntimeModel(BackendModel):
         self.model_file = _model_file(version_path, config.default_model_filename)
         if not self.model_file.is_file():
             raise unavailable(f"unable to find '{self.model_file}' for model '{config.name}'")
-        unread = sorted(key for key in config.parameters
-                        if key not in _READ_PARAMETERS and not key.startswith("session."))
-        if unread:
-            # Triton ignores them silently; a misspelt key (intra_op_threads) would then change
-            # nothing without a word. Clients may still read them from the configuration.
-            _log.warning("model '%s': parameter(s) %s are not read by the onnxruntime backend "
-                         "(it reads %s and session.* entries)", config.name,
-                         ", ".join(f"'{k}'" for k in unread), ", ".join(sorted(_READ_PARAMETERS)))
+        warn_unread_parameters(config, _READ_PARAMETERS, "onnxruntime", _log, prefix="session.")
+        # Checked once per model, before any instance: a bad value fails the load, named
+        self.session_entries = _session_entries(config)
+        self.arena_shrinkage = _arena_shrinkage(config)
 
     @classmethod
     def can_use_gpu(cls) -> bool:
@@ -306,16 +303,15 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
             pattern = False
         if pattern is not None:
             options.enable_mem_pattern = pattern
-        for key, value in _session_entries(config).items():
+        for key, value in model.session_entries.items():
             try:
                 options.add_session_config_entry(key, value)
             except Exception as exc:  # ONNX Runtime checks key and value lengths
                 raise invalid_arg(f"model '{config.name}': parameter '{key}': {exc}") from None
         self._run_options = None
-        shrinkage = _arena_shrinkage(config)
-        if shrinkage:
+        if model.arena_shrinkage:
             self._run_options = ort.RunOptions()
-            self._run_options.add_run_config_entry(_ARENA_SHRINKAGE, shrinkage)
+            self._run_options.add_run_config_entry(_ARENA_SHRINKAGE, model.arena_shrinkage)
 
         providers = self._providers(ort, config, kind, device_id)
         try:

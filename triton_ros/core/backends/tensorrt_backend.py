@@ -30,7 +30,8 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from ..backend_model import BackendModel, BackendModelInstance, BatchedTensorInstance
+from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
+                             warn_unread_parameters)
 from ..datatypes import element_size, protocol_to_config, to_numpy_dtype
 from ..errors import TritonRosError, internal, invalid_arg, unavailable, unsupported
 from ..model_config import (DEFAULT_MAX_BATCH_SIZE, TENSORRT_FILENAME, WILDCARD_DIM, ModelConfig,
@@ -299,10 +300,7 @@ def check_parameters(config: ModelConfig) -> None:
         elif strategy != "STATIC":
             raise invalid_arg(f"model '{config.name}': parameter '{_ALLOCATION_STRATEGY}' must be "
                               f"'STATIC' or 'ON_PROFILE_CHANGE', got '{strategy}'")
-    unread = sorted(k for k in config.parameters if k != _ALLOCATION_STRATEGY)
-    if unread:
-        _log.warning("model '%s': parameter(s) %s are not read by the tensorrt backend (it reads "
-                     "%s)", config.name, ", ".join(f"'{k}'" for k in unread), _ALLOCATION_STRATEGY)
+    warn_unread_parameters(config, frozenset({_ALLOCATION_STRATEGY}), "tensorrt", _log)
 
 
 class TensorRTModel(BackendModel):
