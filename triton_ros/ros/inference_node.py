@@ -135,8 +135,17 @@ class InferenceNode(Node):
                 for t in (DETECTIONS_TYPE, CLASSIFICATION_TYPE))
                 + ("" if VISION_MSGS else " (vision_msgs is not installed: the package's "
                    "fallback messages, same field names, no results[].pose)"))
-        log.info(f"ready: {len(self.bindings)} binding(s) "
-                 f"[{', '.join(b.config.name + ' -> ' + b.config.model for b in self.bindings)}]")
+
+    def announce_ready(self) -> None:
+        """Log ``ready:`` once the executor spins: from then on services and frames are answered
+        (tests and launch scripts wait for this line, so it must not come before that)."""
+        self.get_logger().info(
+            f"callbacks run on rclpy's "
+            f"{'events' if self.executor_kind == 'events' else 'wait-set'} "
+            f"executor (parameter 'executor': {self.config.executor})")
+        self.get_logger().info(
+            f"ready: {len(self.bindings)} binding(s) "
+            f"[{', '.join(b.config.name + ' -> ' + b.config.model for b in self.bindings)}]")
 
     def remote_models(self) -> list[RemoteModel]:
         """The bindings' remote model targets (server_urls)."""
@@ -207,9 +216,7 @@ def main(args: list[str] | None = None) -> int:
         spinner = NodeSpinner(node, kind=node.executor_kind, blocking_groups=[node.control_group],
                               control_node=node.control_node, logger=node.get_logger())
         spinner.start()
-        node.get_logger().info(f"callbacks run on rclpy's "
-                               f"{'events' if node.executor_kind == 'events' else 'wait-set'} "
-                               f"executor (parameter 'executor': {node.config.executor})")
+        node.announce_ready()
         while not stop.wait(0.2):
             if not spinner.alive():
                 node.get_logger().error("the executor stopped unexpectedly")
