@@ -151,14 +151,17 @@ class Server:
     def url(self, protocol: str) -> str:
         return f"127.0.0.1:{self.grpc_port if protocol == 'grpc' else self.http_port}"
 
-    def stats(self, model: str) -> tuple[int, int, int]:
-        """(successful requests, inferences, compute_infer ns) of every version of ``model``."""
+    def stats(self, model: str) -> tuple[int, int, int, int]:
+        """(successful requests, inferences, compute_infer ns, queue ns) of every version of
+        ``model``."""
         s = self.client.get_inference_statistics(model, as_json=True)["model_stats"]
         req = sum(int(m["inference_stats"]["success"].get("count", 0)) for m in s)
         inf = sum(int(m.get("inference_count", 0)) for m in s)
         # Per execution (batch_stats), not per request: a batch's compute counts once.
         ns = sum(int(b["compute_infer"].get("ns", 0)) for m in s for b in m.get("batch_stats", []))
-        return req, inf, ns
+        # Per request: the time each waited in the scheduler (the batcher's delay included).
+        queue = sum(int(m["inference_stats"]["queue"].get("ns", 0)) for m in s)
+        return req, inf, ns, queue
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -181,6 +184,7 @@ class Row:
     p99_us: float = 0.0
     cpu_us: float = 0.0           # server CPU per request
     beyond_us: float = 0.0        # server CPU per request minus the model's compute
+    queue_us: float = 0.0         # the server's queue time per request (its statistics)
     load: str = ""
     error: str = ""
     extra: dict = field(default_factory=dict)
@@ -196,13 +200,13 @@ def run_case(server: Server, label: str, case: str, args, pa: Path, pa_env: dict
            "--concurrency-range", f"{conc}:{conc}", "--measurement-mode", "time_windows",
            "-p", str(args.window_ms), "--max-trials", str(args.trials), "-s", "100000",
            "--percentile", "99", "--input-data", data, "-f", str(csv_path)]
-    r0, _, ns0 = server.stats(model)
+    r0, _, ns0, q0 = server.stats(model)
     c0 = cpu_seconds(server.proc.pid)
     with open(log_path, "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=pa_env,
                             timeout=args.window_ms / 1000 * (args.trials + 2) * 3 + 60).returncode
     c1 = cpu_seconds(server.proc.pid)
-    r1, _, ns1 = server.stats(model)
+    r1, _, ns1, q1 = server.stats(model)
     row = Row(label, case, load=loadavg())
     if rc != 0 or not csv_path.exists():
         row.error = f"perf_analyzer rc={rc}, see {log_path}"
@@ -214,6 +218,7 @@ def run_case(server: Server, label: str, case: str, args, pa: Path, pa_env: dict
     requests = max(1, r1 - r0)
     row.cpu_us = (c1 - c0) * 1e6 / requests
     row.beyond_us = row.cpu_us - (ns1 - ns0) / 1e3 / requests
+    row.queue_us = (q1 - q0) / 1e3 / requests
     return row
 
 
@@ -347,7 +352,8 @@ def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args
         "server process's CPU time per answered request; `beyond model`: minus the model's "
         "compute_infer time (wall time of the model's runs: meaningful when the model's thread is "
         "not descheduled, i.e. at concurrency 1 on a quiet machine; n/a when it exceeds the CPU "
-        "time).",
+        "time); `queue`: the server's own queue time per request (its statistics: for tinydet "
+        "the batcher's delay and how late its wait ended).",
         "",
         "| case | " + " | ".join(labels) + (" | ratio (last / first) |" if len(labels) > 1 else " |"),
         "|---|" + "---|" * len(labels) + ("---|" if len(labels) > 1 else ""),
@@ -366,7 +372,8 @@ def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args
             cells.append(f"{t:.0f}/s, p50 {median([r.p50_us for r in rs]) / 1e3:.2f} ms, p99 "
                          f"{median([r.p99_us for r in rs]) / 1e3:.1f} ms, CPU/req "
                          f"{median([r.cpu_us for r in rs]):.0f} us, beyond model "
-                         + (f"{beyond:.0f} us" if beyond >= 0 else "n/a"))
+                         + (f"{beyond:.0f} us" if beyond >= 0 else "n/a")
+                         + f", queue {median([r.queue_us for r in rs]):.0f} us")
         ratio = f" {thr[-1] / thr[0]:.2f}x |" if len(labels) > 1 else ""
         lines.append(f"| {case} | " + " | ".join(cells) + " |" + ratio)
     if any(rss.values()):
@@ -379,10 +386,12 @@ def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args
                              f"{median([r['peak_mb'] for r in rs]):.0f} MB (each round: "
                              + ", ".join(f"{r['peak_mb']:.0f}" for r in rs) + ")")
     lines += ["", "Every run:", "", "| round order | checkout | case | infer/s | p50 us | p99 us | "
-              "CPU/req us | beyond model us | load1 |", "|---|---|---|---|---|---|---|---|---|"]
+              "CPU/req us | beyond model us | queue us | load1 |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows):
         lines.append(f"| {i + 1} | {r.checkout} | {r.case} | {r.throughput:.1f} | {r.p50_us:.0f} | "
-                     f"{r.p99_us:.0f} | {r.cpu_us:.0f} | {r.beyond_us:.0f} | {r.load} |"
+                     f"{r.p99_us:.0f} | {r.cpu_us:.0f} | {r.beyond_us:.0f} | {r.queue_us:.0f} | "
+                     f"{r.load} |"
                      + (f" {r.error}" if r.error else ""))
     return "\n".join(lines) + "\n"
 

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from model_factory import add_sub_graph, identity_graph, slow_config, slow_graph, write_model
 from triton_ros.core import InferenceServer, InferRequest, ServerOptions, StatusCode, TritonRosError
+from triton_ros.core.dynamic_batch_scheduler import TIMER_SLACK_NS
 
 
 @pytest.fixture
@@ -345,3 +347,20 @@ dynamic_batching { }
         kept += list(zip(requests, result.responses))
     for request, response in kept:
         np.testing.assert_array_equal(response.outputs["OUTPUT0"], request.inputs["INPUT0"])
+
+
+@pytest.mark.skipif(not Path("/proc/self/timerslack_ns").exists(),
+                    reason="Linux's per-thread timer slack is not readable here")
+def test_instance_threads_wait_out_the_delay_with_a_tight_timer_slack(serve):
+    # The kernel's default slack (50 us) let every timed wait of the batcher end up to 50 us
+    # late; the instance threads, which sleep out max_queue_delay_microseconds, lower theirs.
+    server = serve(m=(add_sub_graph(), add_sub_config(
+        "m", dynamic_batching="dynamic_batching { max_queue_delay_microseconds: 2000 }")))
+    server.infer(add_sub_request("m", 1, 0)).result(timeout=30)
+    threads = [t for t in threading.enumerate() if t.name.startswith("m:1:")]
+    assert threads, [t.name for t in threading.enumerate()]
+    for thread in threads:
+        slack = int(Path(f"/proc/{thread.native_id}/timerslack_ns").read_text())
+        assert slack == TIMER_SLACK_NS, (thread.name, slack)
+    # other threads keep the system's slack: the setting is per thread, not the process's
+    assert int(Path("/proc/self/timerslack_ns").read_text()) != TIMER_SLACK_NS

@@ -19,7 +19,7 @@ import numpy as np
 
 from .backend_model import BackendModel, BackendModelInstance, ExecuteResult, backend_class
 from .cache_manager import LocalCache, request_cache_key
-from .dynamic_batch_scheduler import DynamicBatchScheduler
+from .dynamic_batch_scheduler import DynamicBatchScheduler, tighten_timer_slack
 from .errors import (StoppingError, TritonRosError, as_triton_error, internal,
                      invalid_arg, unavailable)
 from .infer_request import InferRequest, InferResponse, normalize_request
@@ -309,6 +309,7 @@ class Model(ModelBase):
 
     # ---------------------------------------------------------------- instance threads
     def _serve(self, instance: BackendModelInstance) -> None:
+        tighten_timer_slack()                  # this thread sleeps out the batcher's delays
         while instance.failure is None:
             item = self.scheduler.next_batch()
             if item is None:
