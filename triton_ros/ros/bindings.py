@@ -22,8 +22,11 @@ No failure on a frame's path is silent: whatever goes wrong (the plan, preproces
 decoding, publishing, or an unexpected exception anywhere) is counted by reason
 (:data:`~triton_ros.ros.failures.FAIL_REASONS`), logged at once and then throttled with a count
 (:class:`~triton_ros.ros.failures.FailureLog`), and shown on the binding's ``/diagnostics``
-status with the last error text. The source's in-flight slot is always released, so the next
-frame runs. Stale frames are explained (age, topic, likely cause) the same way, as warnings.
+status with the last error text. The line is logged (and the last error set) before the count
+moves, so whoever sees a count in ``/diagnostics`` or ``~/status`` finds its cause already
+there. The source's in-flight slot is always released, so the next frame runs. Stale frames are
+explained (age, topic, likely cause) the same way, as warnings, just after the source counts
+them (it decides staleness under its lock and logs outside it).
 """
 from __future__ import annotations
 
@@ -199,12 +202,12 @@ class Binding:
             try:
                 check_image(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
             except MalformedImage as exc:
-                source.count_malformed()
                 self.failures.report(
                     f"malformed:{source.topic}", "dropped_malformed",
                     f"binding '{self.config.name}': malformed image on {source.topic} (frame_id "
                     f"'{msg.header.frame_id}'): {exc}; dropped (counted as dropped_malformed in "
                     f"/diagnostics)", level="warn")
+                source.count_malformed()
                 return
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
             frame = source.offer(Frame(msg, stamp, now), now)
@@ -299,15 +302,15 @@ class Binding:
             plan = self.plan()
         except TritonRosError as exc:
             if exc.code in UNAVAILABLE_CODES:
-                source.count("dropped_unavailable")
                 self.failures.report(f"plan:{exc.code.name}", "dropped_unavailable",
                                      f"binding '{self.config.name}': {exc.message}; frames are "
                                      f"dropped until the model is ready", level="warn")
+                source.count("dropped_unavailable")
             else:
-                source.count("failed_plan")
                 self.failures.report(f"plan:{exc.code.name}", "failed_plan",
                                      f"binding '{self.config.name}': cannot feed model "
                                      f"'{self.config.model}': {exc.message}")
+                source.count("failed_plan")
             return self._finish_source(source)
         msg = frame.msg
         try:
@@ -342,17 +345,17 @@ class Binding:
         except BaseException as exc:           # the future's failure, whatever its type
             error = as_triton_error(exc)
             if error.code in UNAVAILABLE_CODES:
-                source.count("dropped_unavailable")
                 self.failures.report(f"infer:{error.code.name}", "dropped_unavailable",
                                      f"binding '{self.config.name}': model '{self.config.model}' "
                                      f"did not serve a frame of {source.topic}: {error.message}",
                                      level="warn")
+                source.count("dropped_unavailable")
             else:
-                source.count("failed_inference")
                 self.failures.report(f"infer:{error.code.name}", "failed_inference",
                                      f"binding '{self.config.name}': inference of a frame of "
                                      f"{source.topic} on model '{self.config.model}' failed "
                                      f"({error.code.name}): {error.message}")
+                source.count("failed_inference")
             return
         elapsed = time.monotonic_ns() - started
         source.infer_latency.add(elapsed)
@@ -393,7 +396,6 @@ class Binding:
         """Count a frame's failure by reason and log it (throttled), with its cause. Never
         raises: it runs on the paths that must release the frame's slot afterwards."""
         try:
-            source.count(reason)
             cause = (exc.message if isinstance(exc, TritonRosError)
                      else f"{type(exc).__name__}: {exc}")
             self.failures.report(reason, reason,
@@ -401,6 +403,11 @@ class Binding:
         except Exception as inner:             # last resort: the cause must not be lost
             print(f"binding '{self.config.name}': {what} failed: {exc!r}; reporting it failed: "
                   f"{inner!r}", file=sys.stderr, flush=True)
+        try:
+            source.count(reason)               # after the line: see the module docstring
+        except Exception as inner:
+            print(f"binding '{self.config.name}': counting {reason} failed: {inner!r}",
+                  file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------- model plan
     def target_state(self) -> TargetState:
