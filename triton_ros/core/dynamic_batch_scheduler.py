@@ -18,8 +18,8 @@ order, on the next free instance: Triton's behaviour with batching disabled.
 Time is monotonic nanoseconds. The instance threads that sleep in step 5 lower their Linux timer
 slack (:func:`tighten_timer_slack`): by default the kernel may wake a timed wait up to 50 us late
 to save power, which a 2 ms ``max_queue_delay_microseconds`` paid on every batch it waited for.
-``stop()`` refuses new requests and either drains the queue or
-fails every waiting request; nothing waiting is ever left unanswered.
+``stop()`` refuses new requests and either drains the queue or fails every waiting request;
+nothing waiting is ever left unanswered.
 """
 from __future__ import annotations
 
