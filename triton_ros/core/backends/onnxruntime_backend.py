@@ -151,21 +151,15 @@ def _deprecated_cuda_options(config: ModelConfig) -> dict[str, str]:
     params = config.parameters
     options: dict[str, str] = {}
     if "cudnn_conv_algo_search" in params:
-        search = _parse_int(config, "cudnn_conv_algo_search", 0)
-        names = {0: "EXHAUSTIVE", 1: "HEURISTIC", 2: "DEFAULT"}
-        if search not in names:
-            raise invalid_arg(f"unsupported cudnn_conv_algo_search value '{search}' is requested")
-        options["cudnn_conv_algo_search"] = names[search]
+        options["cudnn_conv_algo_search"] = _parse_choice(
+            config, "cudnn_conv_algo_search", ("EXHAUSTIVE", "HEURISTIC", "DEFAULT"))
     if "gpu_mem_limit" in params:     # a byte count, checked here rather than by the provider
         limit = parse_size(params["gpu_mem_limit"].strip(),
                            f"parameter 'gpu_mem_limit' of model '{config.name}'")
         options["gpu_mem_limit"] = str(limit)
     if "arena_extend_strategy" in params:
-        strategy = _parse_int(config, "arena_extend_strategy", 0)
-        names = {0: "kNextPowerOfTwo", 1: "kSameAsRequested"}
-        if strategy not in names:
-            raise invalid_arg(f"unsupported arena_extend_strategy value '{strategy}' is requested")
-        options["arena_extend_strategy"] = names[strategy]
+        options["arena_extend_strategy"] = _parse_choice(
+            config, "arena_extend_strategy", ("kNextPowerOfTwo", "kSameAsRequested"))
     if "do_copy_in_default_stream" in params:
         copy = _parse_bool(config, "do_copy_in_default_stream")
         options["do_copy_in_default_stream"] = "1" if copy else "0"
@@ -182,6 +176,15 @@ def _parse_bool(config: ModelConfig, key: str) -> bool | None:
     if lowered in ("false", "0", "no", "off"):
         return False
     raise invalid_arg(f"model '{config.name}': parameter '{key}' must be a boolean, got '{value}'")
+
+
+def _parse_choice(config: ModelConfig, key: str, names: tuple[str, ...]) -> str:
+    """An integer parameter that indexes ``names`` (Triton's numbered CUDA options) -> the name
+    ONNX Runtime takes; another number is refused with Triton's message."""
+    index = _parse_int(config, key, 0)
+    if not 0 <= index < len(names):
+        raise invalid_arg(f"unsupported {key} value '{index}' is requested")
+    return names[index]
 
 
 class OnnxRuntimeModel(BackendModel):
