@@ -364,3 +364,73 @@ def test_instance_threads_wait_out_the_delay_with_a_tight_timer_slack(serve):
         assert slack == TIMER_SLACK_NS, (thread.name, slack)
     # other threads keep the system's slack: the setting is per thread, not the process's
     assert int(Path("/proc/self/timerslack_ns").read_text()) != TIMER_SLACK_NS
+
+
+def count_batch_decisions(server: InferenceServer, model: str) -> list[int]:
+    """A counter of the scheduler's batch decisions (each time an instance thread looks at the
+    queue to decide whether to send a batch or sleep on)."""
+    scheduler = server.get_model(model).scheduler
+    form = scheduler._form_batch
+    calls = [0]
+
+    def counted(now):
+        calls[0] += 1
+        return form(now)
+    scheduler._form_batch = counted
+    return calls
+
+
+def test_arrivals_that_cannot_complete_a_batch_let_the_instance_sleep(serve):
+    # As in Triton's Enqueue, a request wakes the waiting instance thread only when it can change
+    # the decision; five requests within the delay cost two decisions (the first arrival and the
+    # delay's end), not one per arrival.
+    server = serve(m=(add_sub_graph(), add_sub_config(
+        "m", dynamic_batching="dynamic_batching { max_queue_delay_microseconds: 400000 }")))
+    calls = count_batch_decisions(server, "m")
+    futures = []
+    for i in range(5):
+        futures.append(server.infer(add_sub_request("m", 1, i)))
+        time.sleep(0.02)                # each arrival while the instance thread sleeps
+    for f in futures:
+        f.result(timeout=30)
+    assert batch_sizes(server, "m") == {5: 1}
+    assert calls[0] <= 3, calls[0]
+
+
+def test_the_request_that_fills_a_batch_wakes_the_instance(serve):
+    server = serve(m=(add_sub_graph(), add_sub_config(
+        "m", max_batch_size=4,
+        dynamic_batching="dynamic_batching { max_queue_delay_microseconds: 60000000 }")))
+    futures = []
+    for i in range(4):
+        futures.append(server.infer(add_sub_request("m", 1, i)))
+        time.sleep(0.02)
+    for f in futures:
+        f.result(timeout=30)            # the 60 s delay was not waited
+    assert batch_sizes(server, "m") == {4: 1}
+
+
+def test_a_request_of_another_shape_sends_the_waiting_batch(serve):
+    config = """
+name: "var"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 60000000 }
+"""
+    server = serve(var=(identity_graph("FP32", ["N", "L"]), config))
+    # [3, 3] waits for more until a length-5 request arrives (3 queued rows: no batch is full)
+    requests = [InferRequest("var", {"INPUT0": np.full((1, length), i, np.float32)})
+                for i, length in enumerate([3, 3, 5, 5, 5, 5])]
+    futures = []
+    for r in requests[:3]:
+        futures.append(server.infer(r))
+        time.sleep(0.02)
+    for r, f in zip(requests[:2], futures):     # not after the 60 s delay
+        np.testing.assert_array_equal(f.result(timeout=30).outputs["OUTPUT0"], r.inputs["INPUT0"])
+    futures += [server.infer(r) for r in requests[3:]]   # with the waiting one: preferred 4
+    for r, f in zip(requests, futures):
+        np.testing.assert_array_equal(f.result(timeout=30).outputs["OUTPUT0"], r.inputs["INPUT0"])
+    assert batch_sizes(server, "var") == {2: 1, 4: 1}

@@ -10,7 +10,17 @@ Triton's ``GetDynamicBatch`` rules:
 3. stop before a request that would exceed max_batch_size or whose shape differs;
 4. send the preferred batch if the oldest pending request has waited less than the delay,
    else send if the batch reached the largest preferred size, the delay expired or is zero;
-5. otherwise sleep until the delay or the closest timeout expires, or a request arrives.
+5. otherwise sleep until the delay or the closest timeout expires, or a request arrives that
+   can change the decision.
+
+A new request wakes a sleeping instance thread only when it can change step 4's answer, as
+Triton's ``Enqueue`` does (it wakes the batcher when the queued batch size reaches the next
+preferred size): when the queue was empty, when the queued rows reach the smallest preferred
+size (or max_batch_size), when its shape differs from the previous request's, when it carries
+a timeout, or when priority levels are configured. Otherwise the thread sleeps on to its
+deadline: waking it for every arrival only to find the batch not ready cost a thread switch
+and a pass over the queue per request. An instance thread that takes a batch and leaves
+requests queued wakes the next idle instance.
 
 Without ``dynamic_batching`` (or with max_batch_size 0) every request executes alone, in arrival
 order, on the next free instance: Triton's behaviour with batching disabled.
@@ -100,6 +110,10 @@ class DynamicBatchScheduler:
             for level in (db.priority_queue_policy if db else {}):
                 self._queues[level] = _PolicyQueue(db.policy_for(level), keep=True)
         self._size = 0
+        self._rows = 0                 # queued rows (batch sizes summed)
+        # Queued rows from which a new request may complete a batch (see the module docstring).
+        self._wake_rows = min(self._preferred) if self._preferred else self._max_batch
+        self._last_shape_key: tuple | None = None
         self._stopping = False
         self._stop_error: TritonRosError | None = None
         self._next_seq = 0
@@ -124,9 +138,15 @@ class DynamicBatchScheduler:
                 timeout_us = request.timeout_us
             now = time.monotonic_ns()
             request.queue_start_ns = now
-            queue.main.append(_Entry(request, now, now + timeout_us * 1000 if timeout_us else 0))
+            deadline = now + timeout_us * 1000 if timeout_us else 0
+            queue.main.append(_Entry(request, now, deadline))
             self._size += 1
-            self._cv.notify()
+            self._rows += request.batch_size
+            shape_changed = request.shape_key != self._last_shape_key
+            self._last_shape_key = request.shape_key
+            if (self._size == 1 or not self._batching or self._delay_ns == 0 or deadline
+                    or self._levels or shape_changed or self._rows >= self._wake_rows):
+                self._cv.notify()
 
     def _level_of(self, priority: int) -> int:
         if self._levels == 0:
@@ -158,6 +178,8 @@ class DynamicBatchScheduler:
                     batch = self._pop(decision)
                     seq = self._next_seq
                     self._next_seq += 1
+                    if self._size:         # more to do: the next idle instance takes it
+                        self._cv.notify()
             for entry in rejected:
                 self._on_reject(entry.request,
                                 unavailable(f"{_log_prefix(entry.request)}Request timeout expired"))
@@ -186,6 +208,7 @@ class DynamicBatchScheduler:
                     queue.main.clear()
                     queue.delayed.clear()
                 self._size = 0
+                self._rows = 0
             self._cv.notify_all()
         for entry in failed:
             self._on_reject(entry.request, error or StoppingError(STOPPING_MESSAGE))
@@ -231,6 +254,7 @@ class DynamicBatchScheduler:
                     keep.append(entry)
             queue.main = keep
         self._size -= len(rejected)
+        self._rows -= sum(e.request.batch_size for e in rejected)
         self._drop_empty_levels()
         return rejected
 
@@ -287,6 +311,7 @@ class DynamicBatchScheduler:
                     dq.popleft()
                     remaining -= 1
         self._size -= len(entries)
+        self._rows -= sum(e.request.batch_size for e in entries)
         self._drop_empty_levels()
         return [e.request for e in entries]
 
