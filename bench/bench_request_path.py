@@ -9,9 +9,10 @@ Each checkout's ``triton-ros-server`` (run as ``python -m triton_ros.server_main
 checkout first on ``PYTHONPATH``, this virtual environment's interpreter) serves one generated
 repository: ``tinydet`` (the peer benchmark's model, ``../shared/peer-bench/``: max_batch_size 32,
 2000 us queue delay, 2 instances x 1 ONNX Runtime thread as in its shared configuration, or
-``--instances`` x ``--ort-threads``) and the
-bundled ``simple``. perf_analyzer drives each case (``model:protocol:concurrency``, batch-1
-requests, the peer benchmark's JSON input for tinydet, zeros for simple). Checkouts alternate
+``--instances`` x ``--ort-threads``), ``tiny16`` (bench/peer_tiny_model.py: next to no compute,
+configured like tinydet) and the bundled ``simple``. perf_analyzer drives each case
+(``model:protocol:concurrency``, batch-1 requests, the peer benchmark's JSON input for tinydet,
+zeros for the others). Checkouts alternate
 within each round, so a foreign load on the machine hits both alike: read the ratios.
 
 Per case it reports perf_analyzer's throughput, p50 and p99, and two figures that a shared
@@ -54,7 +55,7 @@ from bench_common import cpu_seconds, free_port  # noqa: E402
 OUT = ROOT / "bench" / "out"
 PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 
-TINYDET_CONFIG = """name: "tinydet"
+TINYDET_CONFIG = """name: "{name}"
 backend: "onnxruntime"
 max_batch_size: 32
 dynamic_batching {{ max_queue_delay_microseconds: 2000 }}
@@ -101,8 +102,15 @@ def build_repository(dest: Path, extra_config: tuple[str, ...] | list[str] = (),
     (dest / "tinydet" / "1").mkdir(parents=True)
     shutil.copy(model, dest / "tinydet" / "1" / "model.onnx")
     (dest / "tinydet" / "config.pbtxt").write_text(
-        TINYDET_CONFIG.format(instances=instances, threads=threads)
+        TINYDET_CONFIG.format(name="tinydet", instances=instances, threads=threads)
         + "".join(line + "\n" for line in extra_config))
+    # tiny16: next to no compute (bench/peer_tiny_model.py), batched like tinydet
+    from peer_tiny_model import build as build_tiny16
+    import onnx
+    (dest / "tiny16" / "1").mkdir(parents=True)
+    onnx.save(build_tiny16(), dest / "tiny16" / "1" / "model.onnx")
+    (dest / "tiny16" / "config.pbtxt").write_text(
+        TINYDET_CONFIG.format(name="tiny16", instances=instances, threads=threads))
     shutil.copytree(ROOT / "model_repository" / "simple", dest / "simple")
     return dest
 

@@ -12,7 +12,9 @@
 #    (run_perf.sh): the uint8 NHWC variant of tinydet (camera pixels in, cast and layout in the
 #    graph: 4x fewer bytes per request) and tinydet at 448x448 (4x the pixels and bytes:
 #    bench/peer_model_variant.py), each on PyTriton and triton-ros-server 2x1 and 1x2, with
-#    peak RSS.
+#    peak RSS; and a model with next to no compute (bench/peer_tiny_model.py: float32 [N,16],
+#    one 16x16 MatMul) at concurrency 1, 16 and 64 (TINY_CONC), where each server's own
+#    per-request path is what is measured.
 # The results file gives the machine, the load average before and after, and every table.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/.." && pwd)
@@ -28,13 +30,13 @@ wait_ready() { for _ in $(seq 1 90); do curl -s -o /dev/null -w '%{http_code}' "
 stop_pid() { kill -TERM "$1" 2>/dev/null; for _ in $(seq 1 40); do kill -0 "$1" 2>/dev/null || return 0; sleep 1; done; kill -KILL "$1"; }
 # One extra configuration: PyTriton, then triton-ros-server as 2x1 and 1x2 (instances x ONNX
 # Runtime threads, as the shared pass), on MODEL with INPUT.
-extra_pair() {  # TAG MODEL INPUT DESCRIPTION
-  local tag=$1 model=$2 input=$3 desc=$4 PT TR N T repo
+extra_pair() {  # TAG MODEL INPUT DESCRIPTION [CONCURRENCIES]
+  local tag=$1 model=$2 input=$3 desc=$4 conc=${5:-${CONC:-1,4,16,32}} PT TR N T repo
   echo "== extra: PyTriton, $desc, max_batch 32, delay 2000us"
   "$D/venv-pt/bin/python" "$PEER/serve_pytriton.py" --model "$model" --name tinydet --max-batch 32 \
       --queue-delay-us 2000 --ort-threads 2 >"$R/extra/pytriton_$tag.log" 2>&1 & PT=$!
   wait_ready http://127.0.0.1:8000/v2/models/tinydet/ready $PT && \
-    LABEL="PyTriton $tag" OUTDIR="$R/extra/pytriton_$tag" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "${CONC:-1,4,16,32}" --input-data "$input"
+    LABEL="PyTriton $tag" OUTDIR="$R/extra/pytriton_$tag" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "$conc" --input-data "$input"
   stop_pid $PT
   for N in 2 1; do T=$((3 - N)); repo="$R/extra/repo_${tag}_${N}x$T"
     mkdir -p "$repo/tinydet/1"; cp "$model" "$repo/tinydet/1/model.onnx"
@@ -47,7 +49,7 @@ extra_pair() {  # TAG MODEL INPUT DESCRIPTION
     "$ROOT/.venv/bin/triton-ros-server" --model-repository="$repo" --http-port=8000 --grpc-port=8001 \
         --metrics-port=8002 >"$R/extra/triton_ros_${tag}_${N}x$T.log" 2>&1 & TR=$!
     wait_ready http://127.0.0.1:8000/v2/models/tinydet/ready $TR && \
-      LABEL="triton_ros ${N}x$T $tag" OUTDIR="$R/extra/triton_ros_${tag}_${N}x$T" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "${CONC:-1,4,16,32}" --input-data "$input"
+      LABEL="triton_ros ${N}x$T $tag" OUTDIR="$R/extra/triton_ros_${tag}_${N}x$T" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "$conc" --input-data "$input"
     grep -m1 VmHWM /proc/$TR/status 2>/dev/null | sed 's/^/server /'
     stop_pid $TR
   done
@@ -61,10 +63,15 @@ if [ "${EXTRA:-1}" != 0 ]; then
       --out "$R/extra/tinydet_448.onnx" >/dev/null
   "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 3,448,448 \
       --out "$R/extra/448_input.json" >/dev/null
+  "$D/venv-pt/bin/python" "$HERE/peer_tiny_model.py" --out "$R/extra/tiny16.onnx" >/dev/null
+  "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 16 --out "$R/extra/tiny16_input.json" \
+      >/dev/null
   {
   extra_pair u8 "$R/extra/tinydet_u8.onnx" "$R/extra/u8_input.json" "tinydet uint8 NHWC 224x224x3"
   extra_pair 448 "$R/extra/tinydet_448.onnx" "$R/extra/448_input.json" \
       "tinydet float32 NCHW 3x448x448 (4x the pixels)"
+  extra_pair tiny16 "$R/extra/tiny16.onnx" "$R/extra/tiny16_input.json" \
+      "tiny16 (float32 [16], one 16x16 MatMul: next to no compute)" "${TINY_CONC:-1,16,64}"
   } 2>&1 | tee "$R/extra.log"
 fi
 {
