@@ -217,10 +217,6 @@ class DynamicBatchScheduler:
     def stopping(self) -> bool:
         return self._stopping
 
-    @property
-    def stopping(self) -> bool:
-        return self._stopping
-
     def queue_size(self) -> int:
         with self._cv:
             return self._size
