@@ -145,6 +145,20 @@ def test_each_response_gets_exactly_its_own_rows(serve):
     assert stats.execution_count < 60                 # requests were batched together
 
 
+def variable_length_model(*, preferred: int, delay_us: int) -> tuple:
+    """An identity model "var" over FP32 rows of any length, batched by its dynamic batcher."""
+    config = f"""
+name: "var"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }} ]
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+dynamic_batching {{ preferred_batch_size: [ {preferred} ] max_queue_delay_microseconds: {delay_us} }}
+"""
+    return identity_graph("FP32", ["N", "L"]), config
+
+
 def test_without_dynamic_batching_each_request_executes_alone(serve):
     server = serve(m=(add_sub_graph(), add_sub_config("m", dynamic_batching="")))
     futures = [server.infer(add_sub_request("m", 2, i)) for i in range(10)]
@@ -154,16 +168,7 @@ def test_without_dynamic_batching_each_request_executes_alone(serve):
 
 
 def test_only_requests_of_equal_shape_batch_together(serve):
-    config = """
-name: "var"
-backend: "onnxruntime"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-dynamic_batching { preferred_batch_size: [ 8 ] max_queue_delay_microseconds: 300000 }
-"""
-    server = serve(var=(identity_graph("FP32", ["N", "L"]), config))
+    server = serve(var=variable_length_model(preferred=8, delay_us=300000))
     requests = [InferRequest("var", {"INPUT0": np.full((1, length), i, np.float32)})
                 for i, length in enumerate([3, 3, 5, 5])]
     futures = [server.infer(r) for r in requests]
@@ -411,16 +416,7 @@ def test_the_request_that_fills_a_batch_wakes_the_instance(serve):
 
 
 def test_a_request_of_another_shape_sends_the_waiting_batch(serve):
-    config = """
-name: "var"
-backend: "onnxruntime"
-max_batch_size: 8
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 60000000 }
-"""
-    server = serve(var=(identity_graph("FP32", ["N", "L"]), config))
+    server = serve(var=variable_length_model(preferred=4, delay_us=60000000))
     # [3, 3] waits for more until a length-5 request arrives (3 queued rows: no batch is full)
     requests = [InferRequest("var", {"INPUT0": np.full((1, length), i, np.float32)})
                 for i, length in enumerate([3, 3, 5, 5, 5, 5])]
