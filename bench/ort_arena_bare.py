@@ -40,10 +40,8 @@ def one(arena: str, seed: int, threads: int) -> str:
     options.intra_op_num_threads = threads
     options.enable_mem_pattern = False         # as the product, for models with a batch dimension
     if arena != "default":
-        ort.create_and_register_allocator(
-            ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
-                              ort.OrtMemType.DEFAULT),
-            ort.OrtArenaCfg({"arena_extend_strategy": 1}))
+        from ort_env_arena_server import register_env_arena
+        register_env_arena(1)                  # kSameAsRequested
         options.add_session_config_entry("session.use_env_allocators", "1")
     session = ort.InferenceSession(str(MODEL), options, providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
@@ -53,8 +51,9 @@ def one(arena: str, seed: int, threads: int) -> str:
     before = rss_mb()
     for rows in sizes:
         session.run(None, {name: images[:rows]})
-    return (f"{arena:9s} seed {seed} threads {threads}: resident {before:.0f} -> {rss_mb():.0f} MB, "
-            f"held by ONNX Runtime {rss_mb() - before:.0f} MB")
+    after = rss_mb()
+    return (f"{arena:9s} seed {seed} threads {threads}: resident {before:.0f} -> {after:.0f} MB, "
+            f"held by ONNX Runtime {after - before:.0f} MB")
 
 
 def main() -> int:

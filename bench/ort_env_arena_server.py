@@ -32,12 +32,18 @@ class _EnvArenaOptions(ort.SessionOptions):
         self.add_session_config_entry("session.use_env_allocators", "1")
 
 
-def main() -> int:
-    strategy = int(os.environ.get("ARENA_STRATEGY", "1"))
+def register_env_arena(strategy: int) -> None:
+    """Register this process's one CPU arena in ONNX Runtime's environment (sessions opt in with
+    ``session.use_env_allocators``); bench/ort_arena_bare.py uses it too."""
     ort.create_and_register_allocator(
         ort.OrtMemoryInfo("Cpu", ort.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
                           ort.OrtMemType.DEFAULT),
         ort.OrtArenaCfg({"arena_extend_strategy": strategy}))
+
+
+def main() -> int:
+    strategy = int(os.environ.get("ARENA_STRATEGY", "1"))
+    register_env_arena(strategy)
     ort.SessionOptions = _EnvArenaOptions      # the backend builds its options by this name
     if os.environ.get("WARM") == "1":
         instance = onnxruntime_backend.OnnxRuntimeInstance
