@@ -1,6 +1,8 @@
 """Image preprocessing of the ROS node: encodings, letterbox, layouts, dtypes, normalization."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -162,9 +164,12 @@ def test_plans_that_cannot_fit_the_model_are_refused():
 @pytest.mark.parametrize("encoding,channels", [("rgb8", 3), ("bgr8", 3), ("rgba8", 4),
                                                ("bgra8", 4), ("mono8", 1)])
 @pytest.mark.parametrize("datatype,layout", [("FP32", "NCHW"), ("UINT8", "NHWC")])
-def test_opencv_and_numpy_paths_agree_on_camera_frames(encoding, channels, datatype, layout):
-    """A 640x480 camera frame letterboxed into 256x256: OpenCV within one grey level of numpy."""
-    image = RNG.integers(0, 256, (480, 640, channels), dtype=np.uint8)
+@pytest.mark.parametrize("height,width", [(480, 640), (640, 480)], ids=["landscape", "portrait"])
+def test_opencv_and_numpy_paths_agree_on_camera_frames(encoding, channels, datatype, layout,
+                                                       height, width):
+    """A 640x480 camera frame (or a portrait one, padded left and right) letterboxed into
+    256x256: OpenCV within one grey level of numpy."""
+    image = RNG.integers(0, 256, (height, width, channels), dtype=np.uint8)
     dims = (3, 256, 256) if layout == "NCHW" else (256, 256, 3)
     plan = plan_input(PreprocessConfig(), TensorConfig("x", datatype, dims,
                                                        format=f"FORMAT_{layout}"), model="m")
@@ -173,3 +178,26 @@ def test_opencv_and_numpy_paths_agree_on_camera_frames(encoding, channels, datat
     assert box_fast == box_slow and fast.shape == slow.shape and fast.dtype == slow.dtype
     levels = 1.0 / 255 if datatype == "FP32" else 1
     assert np.abs(fast.astype(np.float64) - slow.astype(np.float64)).max() <= levels + 1e-6
+
+
+def test_threads_preprocessing_one_geometry_at_once_each_get_their_own_frame():
+    """Workers share a Preprocessor; each thread letterboxes into a canvas of its own."""
+    plan = plan_input(PreprocessConfig(), nchw(256), model="m")
+    shared = Preprocessor(plan)
+    images = [RNG.integers(0, 256, (480, 640, 3), dtype=np.uint8) for _ in range(4)]
+    expected = [preprocess(image, "rgb8", plan)[0] for image in images]
+    wrong: list[int] = []
+
+    def work(i: int) -> None:
+        data = images[i].tobytes()
+        for _ in range(50):
+            out, _ = shared(data, "rgb8", 480, 640, 640 * 3)
+            if not np.array_equal(out, expected[i]):
+                wrong.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not wrong

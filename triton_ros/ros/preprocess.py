@@ -12,16 +12,19 @@ any resolution therefore give tensors of one shape, so their frames batch togeth
 Nothing here imports rclpy: images arrive as (encoding, height, width, step, data).
 
 The work is done by OpenCV (``opencv-python-headless``, the library under cv_bridge) when it can
-be imported: resize (bilinear with half-pixel centres, or exact nearest), colour conversion and
-the letterbox border run in its vectorized C++ on 8-bit pixels, and numpy only normalizes and
-lays out the result, in one pass into the output tensor. A 640x480 rgb8 frame to a float NCHW
-256x256 input costs about 0.3 ms this way against 2.9 ms for the numpy gathers
-(bench/RESULTS-ros.md); the numpy path (:class:`_Sampler`) stays for machines without OpenCV.
+be imported: resize (bilinear with half-pixel centres, or exact nearest) and colour conversion
+run in its vectorized C++ on 8-bit pixels, written straight into a letterbox canvas, and a float
+NCHW input is normalized by OpenCV plane by plane into the output tensor (:class:`_CvPipeline`).
+A 640x480 rgb8 frame to a float NCHW 256x256 input costs about 0.18 ms of CPU this way, 0.23 ms
+with a padded copy and numpy's transposing normalization, 2.9 ms with the numpy gathers
+(bench/bench_preprocess.py, bench/RESULTS-ros.md); the numpy path (:class:`_Sampler`) stays for
+machines without OpenCV.
 With OpenCV, a resized 8-bit pixel is rounded to an integer before normalization (as cv_bridge
 pipelines do), so float inputs may differ from exact bilinear values by half a grey level.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -276,8 +279,15 @@ _CV_COLOR = {
 
 
 class _CvPipeline:
-    """One source geometry into one InputPlan with OpenCV: resize, colour, border, then one
-    numpy pass that normalizes and lays out into the output tensor."""
+    """One source geometry into one InputPlan with OpenCV.
+
+    The resized (and colour-converted) pixels are written straight into the inside of a
+    letterbox canvas that each thread keeps (its border is filled with the pad value once), so
+    no padded copy is made per frame. A floating-point NCHW input, the common case, is then
+    normalized plane by plane by OpenCV (``cv2.split`` and ``cv2.addWeighted`` into each
+    channel of the output tensor: ``x * gain + offset`` in one C++ pass per plane), which costs
+    less than half of numpy's strided transpose-and-multiply (bench/RESULTS-ros.md); other
+    layouts and data types take one numpy pass."""
 
     def __init__(self, plan: InputPlan, h: int, w: int, step: int, encoding: str) -> None:
         self.plan = plan
@@ -290,28 +300,62 @@ class _CvPipeline:
         self.interpolation = cv2.INTER_LINEAR if plan.interpolation == "bilinear" \
             else cv2.INTER_NEAREST_EXACT
         px, py = int(self.letterbox.pad_x), int(self.letterbox.pad_y)
-        self.border = (py, plan.height - self.nh - py, px, plan.width - self.nw - px)
-        self.pad = [float(plan.pad_value)] * 4
+        self.inside = (slice(py, py + self.nh), slice(px, px + self.nw))
+        self.padded = (self.nw, self.nh) != (plan.width, plan.height)
         nchw = plan.layout == "NCHW"
         shape = (-1, 1, 1) if nchw else (1, 1, -1)
         self.gain = None if plan.gain is None else plan.gain.reshape(shape).astype(np.float32)
         self.offset = None if plan.offset is None else plan.offset.reshape(shape).astype(np.float32)
+        # cv2.addWeighted into float32 planes: NCHW float32 with a gain (always, for floats)
+        self.planes = nchw and plan.dtype == np.float32 and plan.gain is not None
+        if self.planes:
+            self.plane_gain = [float(g) for g in plan.gain.astype(np.float32)]
+            self.plane_offset = [float(o) for o in plan.offset.astype(np.float32)]
+        self._local = threading.local()
+
+    def _canvas(self) -> np.ndarray:
+        """This thread's letterbox canvas (workers preprocess frames of one geometry at once)."""
+        canvas = getattr(self._local, "canvas", None)
+        if canvas is None:
+            canvas = self._local.canvas = np.full(
+                (self.plan.height, self.plan.width, self.plan.channels), self.plan.pad_value,
+                np.uint8)
+        return canvas
 
     def run(self, flat: np.ndarray) -> np.ndarray:
         plan = self.plan
         rows = flat.reshape(self.h, self.step)[:, :self.w * self.src_channels]
         image = rows.reshape(self.h, self.w, self.src_channels)
-        if not self.same_size:
-            image = cv2.resize(image, (self.nw, self.nh), interpolation=self.interpolation)
-        if self.color is not None:
-            image = cv2.cvtColor(image, self.color)
-        if any(self.border):
-            image = cv2.copyMakeBorder(image, *self.border, cv2.BORDER_CONSTANT, value=self.pad)
-        if image.ndim == 2:
-            image = image[:, :, None]
+        if self.padded:
+            canvas = self._canvas()
+            inside = canvas[self.inside]
+            if plan.channels == 1:
+                inside = inside[:, :, 0]
+            if self.color is None:
+                cv2.resize(image, (self.nw, self.nh), dst=inside,
+                           interpolation=self.interpolation)
+            elif self.same_size:
+                cv2.cvtColor(image, self.color, dst=inside)
+            else:
+                cv2.cvtColor(cv2.resize(image, (self.nw, self.nh),
+                                        interpolation=self.interpolation), self.color, dst=inside)
+            image = canvas
+        else:
+            if not self.same_size:
+                image = cv2.resize(image, (self.nw, self.nh), interpolation=self.interpolation)
+            if self.color is not None:
+                image = cv2.cvtColor(image, self.color)
+            if image.ndim == 2:
+                image = image[:, :, None]
+        out = np.empty(plan.shape, plan.dtype)
+        if self.planes:
+            sources = cv2.split(image) if plan.channels > 1 else (image[:, :, 0],)
+            for c, src in enumerate(sources):
+                cv2.addWeighted(src, self.plane_gain[c], src, 0.0, self.plane_offset[c],
+                                dst=out[c], dtype=cv2.CV_32F)
+            return out
         if plan.layout == "NCHW":
             image = image.transpose(2, 0, 1)
-        out = np.empty(plan.shape, plan.dtype)
         if self.gain is None:
             out[...] = image
         elif plan.dtype == np.float32:
