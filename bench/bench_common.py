@@ -42,6 +42,12 @@ def cpu_seconds(pid: int) -> float:
     return _stat_cpu_seconds(open(f"/proc/{pid}/stat").read())
 
 
+def minor_faults(pid: int) -> int:
+    """Minor page faults of a process so far (/proc/PID/stat ``minflt``): each is a page the
+    kernel had to map on first touch, e.g. of a freshly allocated large buffer."""
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[7])
+
+
 def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
     """Each living thread of a process: tid -> (its name, user + system CPU seconds so far)
     (/proc/PID/task/TID/stat). A thread that ends between two readings drops out."""

@@ -55,7 +55,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import (LOAD_AT_START, cpu_seconds, machine_lines, stamp_ns,  # noqa: E402
+from bench_common import (LOAD_AT_START, cpu_seconds, machine_lines, minor_faults, stamp_ns,  # noqa: E402
                           thread_cpu_seconds)
 
 
@@ -73,6 +73,7 @@ class Result:
     stages: dict | None = None        # stage -> CPU us per published frame (py-spy shares)
     threads: dict | None = None       # thread group -> CPU us per published frame (/proc)
     beyond_model_cores: float = float("nan")
+    faults_per_frame: float = 0.0     # the node's minor page faults per published frame
 
 
 def machine() -> str:
@@ -247,7 +248,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
             return s.inference_count, s.execution_count
 
         s0 = fresh_status(probe.get_clock().now().nanoseconds)
-        m0, c0 = model_stats(), cpu_seconds(node.pid)
+        m0, c0, f0 = model_stats(), cpu_seconds(node.pid), minor_faults(node.pid)
         threads0 = thread_cpu_seconds(node.pid)
         t0 = time.monotonic()
         measuring.set()
@@ -260,10 +261,13 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(args.seconds)
         measuring.clear()
-        m1, c1 = model_stats(), cpu_seconds(node.pid)
+        m1, c1, f1 = model_stats(), cpu_seconds(node.pid), minor_faults(node.pid)
         threads1 = thread_cpu_seconds(node.pid)
         if spy is not None:
             spy.wait(timeout=60)
+            if args.keep_profiles and raw.exists():
+                Path(args.keep_profiles).mkdir(parents=True, exist_ok=True)
+                shutil.copy(raw, Path(args.keep_profiles) / raw.name)
         elapsed = time.monotonic() - t0
         s1 = fresh_status(probe.get_clock().now().nanoseconds)
     finally:
@@ -300,7 +304,8 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         p50_ms=float(np.percentile(lat, 50)), p99_ms=float(np.percentile(lat, 99)),
         drops=drops, drop_fraction=sum(drops.values()) / d_received if d_received else 0.0,
         mean_batch=(m1[0] - m0[0]) / (m1[1] - m0[1]) if m1[1] > m0[1] else 0.0,
-        node_cpu=node_cpu, stages=stages, threads=threads, beyond_model_cores=beyond)
+        node_cpu=node_cpu, stages=stages, threads=threads, beyond_model_cores=beyond,
+        faults_per_frame=(f1 - f0) / (d_published / node_elapsed * elapsed) if d_published else 0.0)
 
 
 def core_ceiling(repository: Path, concurrency: int, seconds: float) -> tuple[float, float]:
@@ -349,7 +354,8 @@ def median_result(results: list[Result], name: str) -> Result:
     beyond = [r.beyond_model_cores for r in rs if r.stages]
     return Result(name, med("published_per_s"), med("received_per_s"), med("p50_ms"),
                   med("p99_ms"), drops, med("drop_fraction"), med("mean_batch"), med("node_cpu"),
-                  stages, threads, float(np.median(beyond)) if beyond else float("nan"))
+                  stages, threads, float(np.median(beyond)) if beyond else float("nan"),
+                  med("faults_per_frame"))
 
 
 def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, started: str,
@@ -406,6 +412,8 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
             f"| drops by reason | {fmt_drops(a.drops)} | {fmt_drops(b.drops)} | |",
             f"| mean executed batch | {a.mean_batch:.2f} | {b.mean_batch:.2f} | |",
             f"| node CPU (cores) | {a.node_cpu:.2f} | {b.node_cpu:.2f} | |",
+            f"| node page faults per frame (minor) | {a.faults_per_frame:.0f} | "
+            f"{b.faults_per_frame:.0f} | |",
         ]
         if a.stages or b.stages:
             order = [n for n, _ in STAGES] + [n for n, _ in LEAF_STAGES] + ["other", NATIVE]
@@ -505,6 +513,8 @@ def main() -> int:
                         help="do not sample the node with py-spy (no per-stage table)")
     parser.add_argument("--no-ceiling", dest="ceiling", action="store_false",
                         help="skip the in-process model-alone measurement")
+    parser.add_argument("--keep-profiles", metavar="DIR", default="",
+                        help="copy each run's raw py-spy samples into DIR (to read by hand)")
     args = parser.parse_args()
     os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 100)))
