@@ -51,7 +51,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import cpu_seconds, free_port  # noqa: E402
+from bench_common import cpu_seconds, free_port, minor_faults  # noqa: E402
 OUT = ROOT / "bench" / "out"
 PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 
@@ -193,6 +193,7 @@ class Row:
     cpu_us: float = 0.0           # server CPU per request
     beyond_us: float = 0.0        # server CPU per request minus the model's compute
     queue_us: float = 0.0         # the server's queue time per request (its statistics)
+    faults: float = 0.0           # the server's minor page faults per request
     load: str = ""
     error: str = ""
     extra: dict = field(default_factory=dict)
@@ -209,11 +210,11 @@ def run_case(server: Server, label: str, case: str, args, pa: Path, pa_env: dict
            "-p", str(args.window_ms), "--max-trials", str(args.trials), "-s", "100000",
            "--percentile", "99", "--input-data", data, "-f", str(csv_path)]
     r0, _, ns0, q0 = server.stats(model)
-    c0 = cpu_seconds(server.proc.pid)
+    c0, f0 = cpu_seconds(server.proc.pid), minor_faults(server.proc.pid)
     with open(log_path, "w") as log:
         rc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=pa_env,
                             timeout=args.window_ms / 1000 * (args.trials + 2) * 3 + 60).returncode
-    c1 = cpu_seconds(server.proc.pid)
+    c1, f1 = cpu_seconds(server.proc.pid), minor_faults(server.proc.pid)
     r1, _, ns1, q1 = server.stats(model)
     row = Row(label, case, load=loadavg())
     if rc != 0 or not csv_path.exists():
@@ -227,6 +228,7 @@ def run_case(server: Server, label: str, case: str, args, pa: Path, pa_env: dict
     row.cpu_us = (c1 - c0) * 1e6 / requests
     row.beyond_us = row.cpu_us - (ns1 - ns0) / 1e3 / requests
     row.queue_us = (q1 - q0) / 1e3 / requests
+    row.faults = (f1 - f0) / requests
     return row
 
 
@@ -312,7 +314,8 @@ def main() -> int:
                         rows.append(row)
                         print(f"round {rnd + 1} {label:>10} {case:<18} {row.throughput:8.1f}/s "
                               f"p50 {row.p50_us:8.0f} p99 {row.p99_us:8.0f} us  CPU/req "
-                              f"{row.cpu_us:7.0f} beyond model {row.beyond_us:7.0f} us  load "
+                              f"{row.cpu_us:7.0f} beyond model {row.beyond_us:7.0f} us  faults/req "
+                              f"{row.faults:5.0f}  load "
                               f"{row.load} {row.error}", flush=True)
                 finally:
                     server.stop()
@@ -381,7 +384,8 @@ def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args
                          f"{median([r.p99_us for r in rs]) / 1e3:.1f} ms, CPU/req "
                          f"{median([r.cpu_us for r in rs]):.0f} us, beyond model "
                          + (f"{beyond:.0f} us" if beyond >= 0 else "n/a")
-                         + f", queue {median([r.queue_us for r in rs]):.0f} us")
+                         + f", queue {median([r.queue_us for r in rs]):.0f} us, page faults/req "
+                         f"{median([r.faults for r in rs]):.0f}")
         ratio = f" {thr[-1] / thr[0]:.2f}x |" if len(labels) > 1 else ""
         lines.append(f"| {case} | " + " | ".join(cells) + " |" + ratio)
     if any(rss.values()):
@@ -394,12 +398,12 @@ def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args
                              f"{median([r['peak_mb'] for r in rs]):.0f} MB (each round: "
                              + ", ".join(f"{r['peak_mb']:.0f}" for r in rs) + ")")
     lines += ["", "Every run:", "", "| round order | checkout | case | infer/s | p50 us | p99 us | "
-              "CPU/req us | beyond model us | queue us | load1 |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+              "CPU/req us | beyond model us | queue us | faults/req | load1 |",
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(rows):
         lines.append(f"| {i + 1} | {r.checkout} | {r.case} | {r.throughput:.1f} | {r.p50_us:.0f} | "
                      f"{r.p99_us:.0f} | {r.cpu_us:.0f} | {r.beyond_us:.0f} | {r.queue_us:.0f} | "
-                     f"{r.load} |"
+                     f"{r.faults:.0f} | {r.load} |"
                      + (f" {r.error}" if r.error else ""))
     return "\n".join(lines) + "\n"
 

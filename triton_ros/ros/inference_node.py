@@ -27,6 +27,7 @@ from rclpy.logging import LoggingSeverity
 from rclpy.node import Node
 
 from ..core.errors import TritonRosError
+from ..core.memory import keep_freed_buffers
 from ..core.server import InferenceServer
 from .bindings import Binding
 from .diagnostics import DiagnosticsReporter, diagnostic_array, status_message
@@ -59,6 +60,9 @@ class InferenceNode(Node):
                                       f"(misspelt, or a binding missing from 'bindings'?)")
         self.executor_kind = resolve_executor(self.config.executor)
         self.control_node: Node | None = None      # events: load/unload live there
+        # Every frame is a new megabyte-sized buffer: glibc keeps freed ones for the next frame
+        # instead of mapping fresh pages (a page fault each; core/memory.py).
+        keep_freed_buffers()
         self.core = InferenceServer(self.config.server)
         self.reporter = DiagnosticsReporter(self.core)
         self.workers = ThreadPoolExecutor(max_workers=self.config.worker_threads,
