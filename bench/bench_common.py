@@ -1,11 +1,12 @@
 """Helpers the ROS benchmarks and the soak share: the machine's description for a results file,
-a free loopback port, a process's (and each of its threads') CPU time and a ROS stamp in
-nanoseconds."""
+a free loopback port, a process's (and each of its threads') CPU time and page faults, a ROS
+stamp in nanoseconds, and printing (and writing) a results text."""
 from __future__ import annotations
 
 import os
 import platform
 import socket
+from pathlib import Path
 
 # the load average when the benchmark started (its results file reports it with the machine)
 LOAD_AT_START = open("/proc/loadavg").read().split()[:3]
@@ -64,3 +65,11 @@ def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
 def stamp_ns(stamp) -> int:
     """A ROS ``builtin_interfaces/Time`` in nanoseconds."""
     return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
+def emit(text: str, out: str) -> int:
+    """Print a results text, also write it to ``out`` when one is given; a main()'s exit status."""
+    print(text)
+    if out:
+        Path(out).write_text(text)
+    return 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import machine_lines  # noqa: E402
+from bench_common import emit, machine_lines  # noqa: E402
 
 # (label, input dims, data type, format)
 INPUTS = (
@@ -76,10 +77,6 @@ def main() -> int:
             runs[label].append(json.loads(proc.stdout))
             print(f"round {r + 1} {label}: done", flush=True)
 
-    def median(values: list[float]) -> float:
-        values = sorted(values)
-        return values[len(values) // 2] if len(values) % 2 else \
-            (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
 
     names = list(runs[trees[0][0]][0])
     head = [label for label, _ in trees]
@@ -91,14 +88,10 @@ def main() -> int:
              "| case | " + " | ".join(head) + (" | first / last |" if len(head) > 1 else " |"),
              "|---|" + "---|" * (len(head) + (1 if len(head) > 1 else 0))]
     for name in names:
-        values = [median([run[name] for run in runs[label]]) for label in head]
+        values = [statistics.median([run[name] for run in runs[label]]) for label in head]
         row = f"| {name} | " + " | ".join(f"{v:.0f}" for v in values)
         lines.append(row + (f" | {values[0] / values[-1]:.2f}x |" if len(head) > 1 else " |"))
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
-    return 0
+    return emit("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

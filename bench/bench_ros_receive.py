@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import subprocess
 import sys
 import time
@@ -30,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import machine_lines, minor_faults, thread_cpu_seconds  # noqa: E402
+from bench_common import emit, machine_lines, minor_faults, thread_cpu_seconds  # noqa: E402
 
 MODES = ("events", "events-kept", "events-raw", "wait_set")
 
@@ -143,10 +144,6 @@ def main() -> int:
                   f"{x['cpu_us']:.0f} us CPU per frame, {x['faults']:.1f} faults per frame",
                   flush=True)
 
-    def median(values):
-        values = sorted(values)
-        mid = len(values) // 2
-        return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
     kinds = sorted({k for rs in results.values() for x in rs for k in x["threads"]})
     lines = ["# Receiving frames in rclpy, no work done: CPU per frame", "",
@@ -157,22 +154,18 @@ def main() -> int:
              f"{args.seconds:g} s per run, {args.rounds} alternating rounds, medians.", "",
              "| | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes),
              "| frames/s received | " + " | ".join(
-                 f"{median([x['frames_per_s'] for x in results[m]]):.1f}" for m in modes) + " |",
+                 f"{statistics.median([x['frames_per_s'] for x in results[m]]):.1f}" for m in modes) + " |",
              "| **CPU per frame (us)** | " + " | ".join(
-                 f"**{median([x['cpu_us'] for x in results[m]]):.0f}**" for m in modes) + " |"]
+                 f"**{statistics.median([x['cpu_us'] for x in results[m]]):.0f}**" for m in modes) + " |"]
     for kind in kinds:
         lines.append(f"| thread: {kind} | " + " | ".join(
-            f"{median([x['threads'].get(kind, 0.0) for x in results[m]]):.0f}" for m in modes)
+            f"{statistics.median([x['threads'].get(kind, 0.0) for x in results[m]]):.0f}" for m in modes)
             + " |")
     lines.append("| minor page faults per frame | " + " | ".join(
-        f"{median([x['faults'] for x in results[m]]):.1f}" for m in modes) + " |")
+        f"{statistics.median([x['faults'] for x in results[m]]):.1f}" for m in modes) + " |")
     lines += ["", "Every run (CPU us per frame): " + "; ".join(
         f"{m}: " + ", ".join(f"{x['cpu_us']:.0f}" for x in results[m]) for m in modes)]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
-    return 0
+    return emit("\n".join(lines) + "\n", args.out)
 
 
 if __name__ == "__main__":

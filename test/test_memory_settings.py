@@ -13,11 +13,16 @@ CODE = ("from triton_ros.core.memory import limit_malloc_arenas as f; "
         "print(f(), f())")
 
 
-def run(env_extra: dict) -> str:
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
+THRESHOLDS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+
+def run(env_extra: dict, code: str = CODE, unset: tuple[str, ...] = ("MALLOC_ARENA_MAX",),
+        *args: str) -> str:
+    """``code`` in a fresh interpreter, without the ``unset`` variables plus ``env_extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(env_extra)
-    return subprocess.run([sys.executable, "-c", CODE], env=env, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
@@ -33,11 +38,7 @@ KEEP = ("from triton_ros.core.memory import keep_freed_buffers as f; print(f(), 
 
 
 def run_keep(env_extra: dict) -> str:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
-    env.update(env_extra)
-    return subprocess.run([sys.executable, "-c", KEEP], env=env, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return run(env_extra, KEEP, THRESHOLDS)
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc only")
@@ -72,11 +73,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 50)
 def test_kept_buffers_are_reused_without_page_faults():
     """Frame-sized buffers freed and allocated again: glibc's defaults map fresh pages each
     time (hundreds of faults per frame); with keep_freed_buffers() the pages are reused."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")}
-
     def faults(mode: str) -> float:
-        return float(subprocess.run([sys.executable, "-c", FRAMES, mode], env=env,
-                                    capture_output=True, text=True, check=True).stdout)
+        return float(run({}, FRAMES, THRESHOLDS, mode))
     assert faults("default") > 100
     assert faults("keep") < 5
