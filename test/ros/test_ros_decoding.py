@@ -78,6 +78,33 @@ def test_raw_head_threshold_nms_topk_and_letterbox():
     np.testing.assert_allclose(result.boxes[0], [20, 76, 100, 156])
 
 
+@pytest.mark.parametrize("layout", ["boxes_scores", "detections"])
+def test_a_frame_without_detections_decodes_to_empty_arrays(layout):
+    """Nothing over the threshold: empty results of the same types as a frame with detections."""
+    plan, input_plan = _detector_plan(score_threshold=0.5)
+    box, _, _ = letterbox_for(640, 480, input_plan)
+    if layout == "detections":
+        from dataclasses import replace
+        decoded = replace(DETECTOR, outputs=(replace(DETECTOR.outputs[0], name="detections",
+                                                     dims=(100, 6)),))
+        plan = plan_detections(DetectionConfig(layout="detections", score_threshold=0.5),
+                               decoded, {}, input_plan)
+        outputs = {"detections": np.zeros((100, 6), np.float32)}
+    else:
+        outputs = {"boxes": np.ones((256, 4), np.float32), "scores": np.zeros((256, 8), np.float32)}
+    empty = decode_detections(outputs, plan, box)
+    outputs = {k: v.copy() for k, v in outputs.items()}
+    if layout == "detections":
+        outputs["detections"][0] = (10, 40, 50, 90, 0.9, 2)
+    else:
+        outputs["boxes"][0], outputs["scores"][0, 2] = (10, 40, 50, 90), 0.9
+    one = decode_detections(outputs, plan, box)
+    assert len(empty) == 0 and len(one) == 1
+    for name in ("boxes", "scores", "classes"):
+        a, b = getattr(empty, name), getattr(one, name)
+        assert a.dtype == b.dtype and a.shape[1:] == b.shape[1:]
+
+
 def test_decoded_rows_padding_formats_and_boxes_in_the_padding():
     cfg = DetectionConfig(layout="detections", score_threshold=0.25, box_format="cxcywh",
                           box_normalized=True)

@@ -123,6 +123,8 @@ def decode_detections(outputs: Mapping[str, np.ndarray], plan: DetectionPlan,
         anchor, classes = np.nonzero(raw_scores > cfg.score_threshold)
         scores = raw_scores[anchor, classes]
         boxes = raw_boxes[anchor]
+    if scores.shape[0] == 0:               # nothing over the threshold (most frames of a scene)
+        return DetectionResult(np.empty((0, 4)), np.empty(0), np.empty(0, np.int64))
     if scores.shape[0] > cfg.pre_nms_top_k > 0:
         best = np.argpartition(-scores, cfg.pre_nms_top_k - 1)[:cfg.pre_nms_top_k]
         boxes, scores, classes = boxes[best], scores[best], classes[best]
