@@ -49,6 +49,15 @@ def minor_faults(pid: int) -> int:
     return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[7])
 
 
+def proc_status_kb(pid: int, key: str) -> int:
+    """A kB field of /proc/PID/status (``VmRSS``, ``VmHWM``: the resident size, its peak); 0 if
+    absent."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1])
+    return 0
+
+
 def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
     """Each living thread of a process: tid -> (its name, user + system CPU seconds so far)
     (/proc/PID/task/TID/stat). A thread that ends between two readings drops out."""

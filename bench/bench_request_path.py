@@ -51,7 +51,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import cpu_seconds, free_port, minor_faults  # noqa: E402
+from bench_common import cpu_seconds, free_port, minor_faults, proc_status_kb  # noqa: E402
 OUT = ROOT / "bench" / "out"
 PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
 
@@ -113,13 +113,6 @@ def build_repository(dest: Path, extra_config: tuple[str, ...] | list[str] = (),
         TINYDET_CONFIG.format(name="tiny16", instances=instances, threads=threads))
     shutil.copytree(ROOT / "model_repository" / "simple", dest / "simple")
     return dest
-
-
-def proc_status_kb(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(key + ":"):
-            return int(line.split()[1])
-    return 0
 
 
 class Server:

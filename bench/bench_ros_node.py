@@ -55,8 +55,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import (LOAD_AT_START, cpu_seconds, machine_lines, minor_faults, stamp_ns,  # noqa: E402
-                          thread_cpu_seconds)
+from bench_common import (LOAD_AT_START, cpu_seconds, machine_lines, minor_faults,  # noqa: E402
+                          proc_status_kb, stamp_ns, thread_cpu_seconds)
 
 
 @dataclass
@@ -74,6 +74,7 @@ class Result:
     threads: dict | None = None       # thread group -> CPU us per published frame (/proc)
     beyond_model_cores: float = float("nan")
     faults_per_frame: float = 0.0     # the node's minor page faults per published frame
+    peak_rss_mb: float = 0.0          # the node's peak resident size (VmHWM) after the run
 
 
 def machine() -> str:
@@ -262,6 +263,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         time.sleep(args.seconds)
         measuring.clear()
         m1, c1, f1 = model_stats(), cpu_seconds(node.pid), minor_faults(node.pid)
+        peak_rss_mb = proc_status_kb(node.pid, "VmHWM") / 1024
         threads1 = thread_cpu_seconds(node.pid)
         if spy is not None:
             spy.wait(timeout=60)
@@ -305,7 +307,8 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         drops=drops, drop_fraction=sum(drops.values()) / d_received if d_received else 0.0,
         mean_batch=(m1[0] - m0[0]) / (m1[1] - m0[1]) if m1[1] > m0[1] else 0.0,
         node_cpu=node_cpu, stages=stages, threads=threads, beyond_model_cores=beyond,
-        faults_per_frame=(f1 - f0) / (d_published / node_elapsed * elapsed) if d_published else 0.0)
+        faults_per_frame=(f1 - f0) / (d_published / node_elapsed * elapsed) if d_published else 0.0,
+        peak_rss_mb=peak_rss_mb)
 
 
 def core_ceiling(repository: Path, concurrency: int, seconds: float) -> tuple[float, float]:
@@ -355,7 +358,7 @@ def median_result(results: list[Result], name: str) -> Result:
     return Result(name, med("published_per_s"), med("received_per_s"), med("p50_ms"),
                   med("p99_ms"), drops, med("drop_fraction"), med("mean_batch"), med("node_cpu"),
                   stages, threads, float(np.median(beyond)) if beyond else float("nan"),
-                  med("faults_per_frame"))
+                  med("faults_per_frame"), med("peak_rss_mb"))
 
 
 def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, started: str,
@@ -414,6 +417,7 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
             f"| node CPU (cores) | {a.node_cpu:.2f} | {b.node_cpu:.2f} | |",
             f"| node page faults per frame (minor) | {a.faults_per_frame:.0f} | "
             f"{b.faults_per_frame:.0f} | |",
+            f"| node peak RSS (MB) | {a.peak_rss_mb:.0f} | {b.peak_rss_mb:.0f} | |",
         ]
         if a.stages or b.stages:
             order = [n for n, _ in STAGES] + [n for n, _ in LEAF_STAGES] + ["other", NATIVE]

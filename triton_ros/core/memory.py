@@ -18,7 +18,8 @@ and the runs that happened not to fault about 0.46 ms. :func:`keep_freed_buffers
 allocator keep them: buffers below 32 MiB come from the heap (``M_MMAP_THRESHOLD``, which also
 stops glibc moving that threshold by itself) and up to 64 MiB of free memory stays at the top of
 each heap (``M_TRIM_THRESHOLD``), so a frame reuses the pages of the one before. The price is
-that memory, bounded by those settings per arena; the node calls it, the server does not (its
+that memory, bounded by those settings per arena (the node's peak RSS grew by 8-11 MB:
+bench/RESULTS-ros.md); the node calls it, the server does not (its
 requests fault 2-10 pages each, and keeping buffers changed neither its throughput nor its peak
 RSS: bench/results_server_page_faults.md).
 """
