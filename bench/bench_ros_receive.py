@@ -10,7 +10,8 @@ bench/bench_ros_node.py. Three ways to receive, in alternating rounds:
   ``triton_ros.core.memory.keep_freed_buffers()`` (glibc keeps freed frame buffers for reuse);
 - ``events-raw``: the same as ``events``, ``raw=True`` subscriptions (serialized bytes, no
   deserialization);
-- ``wait_set``: rclpy's SingleThreadedExecutor (the wait-set executor), typed messages.
+- ``wait_set``: rclpy's SingleThreadedExecutor (the wait-set executor: Humble's), typed
+  messages; ``wait_set-kept`` with ``keep_freed_buffers()`` as above.
 
 Reported per received frame: the subscriber's CPU time (/proc, exact) by thread, and its minor
 page faults. This is the floor under the node's "outside the model" cost: the node does the
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import emit, machine_lines, minor_faults, thread_cpu_seconds  # noqa: E402
 
-MODES = ("events", "events-kept", "events-raw", "wait_set")
+MODES = ("events", "events-kept", "events-raw", "wait_set", "wait_set-kept")
 
 CHILD = r"""
 import sys, time, json
