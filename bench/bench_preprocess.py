@@ -77,7 +77,6 @@ def main() -> int:
             runs[label].append(json.loads(proc.stdout))
             print(f"round {r + 1} {label}: done", flush=True)
 
-
     names = list(runs[trees[0][0]][0])
     head = [label for label, _ in trees]
     lines = [f"# Preprocessing alone: CPU per 640x480 frame (us)", "",

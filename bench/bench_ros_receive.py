@@ -62,7 +62,7 @@ else:
     executor = SingleThreadedExecutor()
 executor.add_node(node)
 print("ready", flush=True)
-for line in sys.stdin:                  # "mark": print the count; "stop": end
+for line in sys.stdin:                  # S: spin S seconds, then print the count; "stop": end
     if line.strip() == "stop":
         break
     end = time.monotonic() + float(line)
@@ -76,18 +76,17 @@ rclpy.try_shutdown()
 
 
 def run(mode: str, args) -> dict:
-    env = {**os.environ}
     sub = subprocess.Popen([sys.executable, "-c", CHILD, mode, str(args.cameras),
-                            str(args.seconds), str(ROOT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                           text=True, env=env)
+                            str(args.seconds), str(ROOT)], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
     cams = None
     try:
-        assert sub.stdout.readline().strip() == "ready"
+        if sub.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"{mode}: the subscriber did not start (exit status {sub.poll()})")
         cams = subprocess.Popen(
             [sys.executable, "-m", "triton_ros.ros.synthetic_cameras", "--rate", str(args.rate),
              "--quiet"] + [a for i in range(args.cameras)
-                           for a in ("--camera", f"bench/cam{i}:{args.width}x{args.height}:rgb8")],
-            env=env)
+                           for a in ("--camera", f"bench/cam{i}:{args.width}x{args.height}:rgb8")])
         sub.stdin.write(f"{args.warmup}\n")
         sub.stdin.flush()
         n0 = int(sub.stdout.readline())
@@ -97,6 +96,9 @@ def run(mode: str, args) -> dict:
         n1 = int(sub.stdout.readline())
         t1, f1 = thread_cpu_seconds(sub.pid), minor_faults(sub.pid)
         frames = n1 - n0
+        if frames <= 0:                 # no per-frame figure to give: say so, do not divide by 1
+            raise RuntimeError(f"{mode}: no frame received in {args.seconds:g} s after a "
+                               f"{args.warmup:g} s warm-up (cameras not discovered?)")
         threads: dict[str, float] = {}
         for tid, (name, cpu) in t1.items():
             used = cpu - t0.get(tid, (name, 0.0))[1]
@@ -104,9 +106,9 @@ def run(mode: str, args) -> dict:
                 "Python (executor, callbacks)" if name == "python" else name)
             threads[kind] = threads.get(kind, 0.0) + used
         return {"frames_per_s": frames / args.seconds,
-                "cpu_us": sum(threads.values()) * 1e6 / max(frames, 1),
-                "threads": {k: v * 1e6 / max(frames, 1) for k, v in threads.items()},
-                "faults": (f1 - f0) / max(frames, 1)}
+                "cpu_us": sum(threads.values()) * 1e6 / frames,
+                "threads": {k: v * 1e6 / frames for k, v in threads.items()},
+                "faults": (f1 - f0) / frames}
     finally:
         if cams is not None:
             cams.terminate()
@@ -144,7 +146,6 @@ def main() -> int:
             print(f"round {r + 1} {mode}: {x['frames_per_s']:.1f} frames/s, "
                   f"{x['cpu_us']:.0f} us CPU per frame, {x['faults']:.1f} faults per frame",
                   flush=True)
-
 
     kinds = sorted({k for rs in results.values() for x in rs for k in x["threads"]})
     lines = ["# Receiving frames in rclpy, no work done: CPU per frame", "",

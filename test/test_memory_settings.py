@@ -17,8 +17,9 @@ THRESHOLDS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 
 def run(env_extra: dict, code: str = CODE, unset: tuple[str, ...] = ("MALLOC_ARENA_MAX",),
-        *args: str) -> str:
-    """``code`` in a fresh interpreter, without the ``unset`` variables plus ``env_extra``."""
+        args: tuple[str, ...] = ()) -> str:
+    """``code`` (with ``args``) in a fresh interpreter, without the ``unset`` variables plus
+    ``env_extra``."""
     env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(env_extra)
     return subprocess.run([sys.executable, "-c", code, *args], env=env, capture_output=True,
@@ -74,6 +75,6 @@ def test_kept_buffers_are_reused_without_page_faults():
     """Frame-sized buffers freed and allocated again: glibc's defaults map fresh pages each
     time (hundreds of faults per frame); with keep_freed_buffers() the pages are reused."""
     def faults(mode: str) -> float:
-        return float(run({}, FRAMES, THRESHOLDS, mode))
+        return float(run({}, FRAMES, THRESHOLDS, (mode,)))
     assert faults("default") > 100
     assert faults("keep") < 5
