@@ -35,7 +35,7 @@ _log = logging.getLogger("triton_ros.memory")
 M_ARENA_MAX = -8            # glibc's mallopt parameter numbers
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-KEEP_BELOW = 32 << 20       # glibc's largest mmap threshold (HEAP_MAX_SIZE / 2 on 64-bit)
+KEEP_BELOW = 32 << 20       # the ceiling of glibc's own moving threshold (64-bit DEFAULT_MMAP_THRESHOLD_MAX)
 KEEP_AT_TOP = 64 << 20
 DEFAULT_ARENAS = 2
 _done = False
@@ -48,10 +48,15 @@ def _mallopt(*settings: tuple[int, int]) -> bool:
         return False
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return all(bool(libc.mallopt(param, value)) for param, value in settings)
-    except (OSError, AttributeError) as exc:
-        _log.debug("mallopt failed: %s", exc)
+    except OSError as exc:
+        _log.debug("cannot load the C library for mallopt: %s", exc)
         return False
+    for param, value in settings:
+        if not libc.mallopt(param, value):      # glibc refused it: say so, apply no more
+            _log.warning("glibc refused mallopt(%d, %d); memory settings left as they were",
+                         param, value)
+            return False
+    return True
 
 
 def limit_malloc_arenas(arenas: int = DEFAULT_ARENAS) -> bool:
