@@ -117,6 +117,10 @@ class _EnsembleContext:
         self.finished = False
         self.problems: list[str] = []   # outputs a step did not produce
         self.compute = [0, 0, 0]
+        # The running steps' requests, by their future. The future's done-callback must not hold
+        # the request (the request holds the future: a cycle that only the garbage collector
+        # freed, with this context, its tensors and the client's response in it).
+        self.launched: dict[Future, InferRequest] = {}
         self.lock = threading.Lock()
 
     def start(self) -> None:
@@ -149,9 +153,13 @@ class _EnsembleContext:
             priority=request.priority, timeout_us=request.timeout_us,
             parameters=dict(request.parameters))
         future = self.model.manager.infer(sub)
-        future.add_done_callback(lambda f: self._step_done(step, sub, f))
+        with self.lock:
+            self.launched[future] = sub
+        future.add_done_callback(lambda f: self._step_done(step, f))
 
-    def _step_done(self, step: _Step, sub: InferRequest, future: Future) -> None:
+    def _step_done(self, step: _Step, future: Future) -> None:
+        with self.lock:
+            sub = self.launched.pop(future)
         error = future.exception()
         if error is not None:
             error = as_triton_error(error)

@@ -111,17 +111,21 @@ class LoopHandoff:
             fn(arg)
 
     def wait(self, future: Future) -> asyncio.Future:
-        """An asyncio future that completes (with the concurrent future itself) when ``future``
-        is done; cancelling it does not cancel ``future``."""
+        """An asyncio future that completes (with None: read ``future`` itself) when ``future``
+        is done; cancelling it does not cancel ``future``.
+
+        The waiter must not hold ``future``: ``future`` keeps its done-callback, which holds the
+        waiter, so a waiter holding ``future`` made a reference cycle per request that only the
+        garbage collector freed, with the response's tensors in it (views of the batch's output
+        buffer, which the backend then could not reuse)."""
         waiter = self._loop.create_future()
-        future.add_done_callback(lambda f: self.post(_resolve, (waiter, f)))
+        future.add_done_callback(lambda _: self.post(_resolve, waiter))
         return waiter
 
 
-def _resolve(item: tuple[asyncio.Future, Future]) -> None:
-    waiter, future = item
+def _resolve(waiter: asyncio.Future) -> None:
     if not waiter.done():
-        waiter.set_result(future)
+        waiter.set_result(None)
 
 
 class _Capture:
@@ -308,8 +312,9 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelInfer(self, request: bytes, context) -> bytes:
         try:
             _, infer_request = await self._decode(request)
-            done = await self._loop_handoff().wait(self._core.infer(infer_request))
-            response = done.result()
+            future = self._core.infer(infer_request)
+            await self._loop_handoff().wait(future)
+            response = future.result()
             shm = infer_request.shared_memory_outputs()
             if codec.large_response(response):
                 return await asyncio.get_running_loop().run_in_executor(

@@ -1,0 +1,105 @@
+"""A finished request leaves no reference cycle behind: its future, its response and the
+response's tensors are freed by reference counting as soon as the last user lets go, not at the
+garbage collector's next pass.
+
+The tensors of a response are views of the batch's output buffer, which ONNX Runtime gives from
+its arena: a response kept alive by a cycle keeps the buffer of its whole batch from being reused
+until the collector runs, and the arena grows for the next batches meanwhile. Real server
+classes in this process (so that its collector can be inspected), real clients over 127.0.0.1."""
+from __future__ import annotations
+
+import gc
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from server_process import MODEL_REPOSITORY
+from triton_ros.core.infer_request import InferRequest, InferResponse
+from triton_ros.core.server import InferenceServer, ServerOptions
+from triton_ros.frontend.grpc_server import GrpcServer
+from triton_ros.frontend.http_server import HttpServer
+
+OURS = (InferRequest, InferResponse, Future)
+
+
+@pytest.fixture(scope="module")
+def servers():
+    core = InferenceServer(ServerOptions(model_repositories=(str(MODEL_REPOSITORY),)))
+    core.start()
+    grpc_server = GrpcServer(core, address="127.0.0.1", port=0)
+    http_server = HttpServer(core, address="127.0.0.1", port=0)
+    grpc_server.start()
+    http_server.start()
+    yield core, grpc_server, http_server
+    grpc_server.stop()
+    http_server.stop()
+    core.stop()
+
+
+def _garbage_after(run) -> list[object]:
+    """The objects of ours that only the collector would have freed, of ``run()``'s making."""
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        run()
+        gc.collect()
+        return [o for o in gc.garbage if isinstance(o, OURS)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+
+
+def _simple(module, i: int):
+    a = np.full((1, 16), i, dtype=np.int32)
+    b = np.ones((1, 16), dtype=np.int32)
+    inputs = [module.InferInput("INPUT0", [1, 16], "INT32"),
+              module.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[0].set_data_from_numpy(a)
+    inputs[1].set_data_from_numpy(b)
+    return inputs, a + b
+
+
+def test_grpc_model_infer_leaves_no_cycle(servers):
+    _, grpc_server, _ = servers
+    client = grpcclient.InferenceServerClient(grpc_server.target)
+
+    def run():
+        for i in range(20):
+            inputs, expected = _simple(grpcclient, i)
+            np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"),
+                                          expected)
+    assert _garbage_after(run) == []
+    client.close()
+
+
+def test_http_infer_leaves_no_cycle(servers):
+    _, _, http_server = servers
+    client = httpclient.InferenceServerClient(http_server.target)
+
+    def run():
+        for i in range(20):
+            inputs, expected = _simple(httpclient, i)
+            np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"),
+                                          expected)
+    assert _garbage_after(run) == []
+    client.close()
+
+
+def test_ensemble_steps_leave_no_cycle(servers):
+    core, _, _ = servers
+    config = core.get_model("detector_pipeline").config
+    tensor = config.inputs[0]
+    dims = [d if d > 0 else 64 for d in tensor.dims]
+    image = np.zeros(([1] if config.max_batch_size > 0 else []) + dims, dtype=np.uint8)
+
+    def run():
+        for _ in range(5):
+            response = core.infer_sync(InferRequest(model_name="detector_pipeline",
+                                                    inputs={tensor.name: image}), timeout=60)
+            assert response.outputs
+    assert _garbage_after(run) == []
