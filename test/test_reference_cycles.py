@@ -9,6 +9,7 @@ classes in this process (so that its collector can be inspected), real clients o
 from __future__ import annotations
 
 import gc
+import queue
 from concurrent.futures import Future
 
 import numpy as np
@@ -75,6 +76,32 @@ def test_grpc_model_infer_leaves_no_cycle(servers):
                                           expected)
     assert _garbage_after(run) == []
     client.close()
+
+
+def test_grpc_stream_infer_leaves_no_cycle(servers):
+    _, grpc_server, _ = servers
+    client = grpcclient.InferenceServerClient(grpc_server.target)
+    results: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+
+    def run():
+        expected = []
+        for i in range(20):
+            inputs, want = _simple(grpcclient, i)
+            expected.append(want)
+            client.async_stream_infer("simple", inputs, request_id=str(i))
+        got = {}
+        for _ in range(20):
+            result, error = results.get(timeout=30)
+            assert error is None
+            got[int(result.get_response().id)] = result.as_numpy("OUTPUT0")
+        for i, want in enumerate(expected):
+            np.testing.assert_array_equal(got[i], want)
+    try:
+        assert _garbage_after(run) == []
+    finally:
+        client.stop_stream()
+        client.close()
 
 
 def test_http_infer_leaves_no_cycle(servers):
