@@ -65,17 +65,22 @@ def _simple(module, i: int):
     return inputs, a + b
 
 
-def test_grpc_model_infer_leaves_no_cycle(servers):
-    _, grpc_server, _ = servers
-    client = grpcclient.InferenceServerClient(grpc_server.target)
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_infer_leaves_no_cycle(servers, protocol):
+    _, grpc_server, http_server = servers
+    module, endpoint = ((grpcclient, grpc_server) if protocol == "grpc"
+                        else (httpclient, http_server))
+    client = module.InferenceServerClient(endpoint.target)
 
     def run():
         for i in range(20):
-            inputs, expected = _simple(grpcclient, i)
+            inputs, expected = _simple(module, i)
             np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"),
                                           expected)
-    assert _garbage_after(run) == []
-    client.close()
+    try:
+        assert _garbage_after(run) == []
+    finally:
+        client.close()
 
 
 def test_grpc_stream_infer_leaves_no_cycle(servers):
@@ -102,19 +107,6 @@ def test_grpc_stream_infer_leaves_no_cycle(servers):
     finally:
         client.stop_stream()
         client.close()
-
-
-def test_http_infer_leaves_no_cycle(servers):
-    _, _, http_server = servers
-    client = httpclient.InferenceServerClient(http_server.target)
-
-    def run():
-        for i in range(20):
-            inputs, expected = _simple(httpclient, i)
-            np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"),
-                                          expected)
-    assert _garbage_after(run) == []
-    client.close()
 
 
 def test_ensemble_steps_leave_no_cycle(servers):

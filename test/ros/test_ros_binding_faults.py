@@ -2,10 +2,12 @@
 target breaks its contract: ``infer`` raises instead of failing its future, or the future fails
 with an untyped exception. Such defects are counted (failed_internal, failed_inference), kept as
 the last error, reported on the binding's health, and never leave the source's in-flight slot
-taken: later frames still publish.
+taken: later frames still publish. A binding with a sound target leaves no reference cycle behind
+(test/test_reference_cycles.py says why that matters).
 """
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -15,8 +17,10 @@ import pytest
 
 from ros_env import ROOT, TOKEN
 from ros_probe import image_message, wait_until
+from triton_ros.core.infer_request import InferRequest, InferResponse
 from triton_ros.core.server import InferenceServer, ServerOptions
 from triton_ros.ros.model_target import LocalModelTarget
+from triton_ros.ros.source import Frame
 
 TOPIC = f"/faults{TOKEN}/cam/image_raw"
 
@@ -76,28 +80,43 @@ def ros_node():
     rclpy.shutdown(context=context)
 
 
-def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
-    from triton_ros.ros.bindings import Binding
-    from triton_ros.ros.diagnostics import ERROR, WARN, DiagnosticsReporter
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
-    from triton_ros.ros.parameters import declare_and_read
-
-    config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
+def _detector_core() -> InferenceServer:
     core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
                                          model_control_mode="explicit",
                                          startup_models=("detector",)))
     core.start()
+    return core
+
+
+def _binding(node, core: InferenceServer, target, reporter):
+    """The node's one binding ("cam" on TOPIC) over ``target``, and its worker pool."""
+    from triton_ros.ros.bindings import Binding
+    from triton_ros.ros.parameters import declare_and_read
+
+    config = declare_and_read(node, bundled_repository=ROOT / "model_repository")
     workers = ThreadPoolExecutor(2)
+    binding = Binding(config.bindings[0], node=node, target=target, workers=workers,
+                      reporter=reporter, callback_group=None)
+    return binding, workers
+
+
+def _image_publisher(node):
+    return node.create_publisher(type(image_message(np.zeros((1, 1, 3), np.uint8), "rgb8", "",
+                                                    node.get_clock().now().to_msg())), TOPIC, 10)
+
+
+def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
+    from triton_ros.ros.diagnostics import ERROR, WARN, DiagnosticsReporter
+    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+
+    core = _detector_core()
     target = BrokenTarget(LocalModelTarget(core, "detector"), raises=3, untyped=2)
     reporter = DiagnosticsReporter(core)
-    binding = Binding(config.bindings[0], node=ros_node, target=target, workers=workers,
-                      reporter=reporter, callback_group=None)
+    binding, workers = _binding(ros_node, core, target, reporter)
     results = []
     ros_node.create_subscription(DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections",
                                  results.append, 10)
-    pub = ros_node.create_publisher(type(image_message(np.zeros((1, 1, 3), np.uint8), "rgb8", "",
-                                                       ros_node.get_clock().now().to_msg())),
-                                    TOPIC, 10)
+    pub = _image_publisher(ros_node)
     try:
         reporter.report([binding], time.monotonic_ns())
         binding.start()
@@ -140,23 +159,13 @@ class StuckTarget(BrokenTarget):
 def test_a_frame_stuck_in_the_model_is_reported(ros_node, monkeypatch):
     from triton_ros.core.errors import unavailable
     from triton_ros.ros import diagnostics
-    from triton_ros.ros.bindings import Binding
-    from triton_ros.ros.parameters import declare_and_read
 
     monkeypatch.setattr(diagnostics, "STALLED_WARN_S", 0.5)
-    config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
-    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
-                                         model_control_mode="explicit",
-                                         startup_models=("detector",)))
-    core.start()
-    workers = ThreadPoolExecutor(2)
+    core = _detector_core()
     target = StuckTarget(LocalModelTarget(core, "detector"))
     reporter = diagnostics.DiagnosticsReporter(core)
-    binding = Binding(config.bindings[0], node=ros_node, target=target, workers=workers,
-                      reporter=reporter, callback_group=None)
-    pub = ros_node.create_publisher(type(image_message(np.zeros((1, 1, 3), np.uint8), "rgb8", "",
-                                                       ros_node.get_clock().now().to_msg())),
-                                    TOPIC, 10)
+    binding, workers = _binding(ros_node, core, target, reporter)
+    pub = _image_publisher(ros_node)
     try:
         reporter.report([binding], time.monotonic_ns())
         binding.start()
@@ -188,5 +197,50 @@ def test_a_frame_stuck_in_the_model_is_reported(ros_node, monkeypatch):
         for future in target.futures:
             if not future.done():
                 future.set_exception(unavailable("test over"))
+        workers.shutdown(wait=True)
+        core.stop()
+
+
+def test_published_frames_leave_no_cycle(ros_node):
+    """The requests, responses, futures and frames of published frames are freed by reference
+    counting, not left to the garbage collector (checked to fail when the binding's done-callback
+    holds its future)."""
+    from triton_ros.ros.diagnostics import DiagnosticsReporter
+    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+
+    core = _detector_core()
+    binding, workers = _binding(ros_node, core, LocalModelTarget(core, "detector"),
+                                DiagnosticsReporter(core))
+    results = []
+    ros_node.create_subscription(DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections",
+                                 results.append, 10)
+    pub = _image_publisher(ros_node)
+    pixels = np.zeros((48, 64, 3), np.uint8)
+
+    def published(count: int):
+        def check() -> bool:
+            pub.publish(image_message(pixels, "rgb8", "cam",
+                                      ros_node.get_clock().now().to_msg()))
+            return len(results) >= count
+        return check
+
+    try:
+        binding.start()
+        wait_until(published(1), what="a first result", interval=0.1)
+        gc.collect()
+        gc.disable()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        try:
+            wait_until(published(len(results) + 10), what="ten more results", interval=0.05)
+            gc.collect()
+            ours = [o for o in gc.garbage
+                    if isinstance(o, (InferRequest, InferResponse, Future, Frame))]
+        finally:
+            gc.set_debug(0)
+            gc.garbage.clear()
+            gc.enable()
+        assert ours == []
+    finally:
+        binding.stop()
         workers.shutdown(wait=True)
         core.stop()
