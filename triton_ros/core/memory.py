@@ -53,7 +53,7 @@ def _mallopt(*settings: tuple[int, int]) -> bool:
         return False
     for param, value in settings:
         if not libc.mallopt(param, value):      # glibc refused it: say so, apply no more
-            _log.warning("glibc refused mallopt(%d, %d); memory settings left as they were",
+            _log.warning("glibc refused mallopt(%d, %d); the settings after it were not applied",
                          param, value)
             return False
     return True
