@@ -100,9 +100,13 @@ def _binding(node, core: InferenceServer, target, reporter):
     return binding, workers
 
 
-def _image_publisher(node):
-    return node.create_publisher(type(image_message(np.zeros((1, 1, 3), np.uint8), "rgb8", "",
-                                                    node.get_clock().now().to_msg())), TOPIC, 10)
+def _frame_sender(node):
+    """A function that publishes one black 64x48 rgb8 frame on TOPIC, stamped now."""
+    pixels = np.zeros((48, 64, 3), np.uint8)
+    pub = node.create_publisher(type(image_message(pixels, "rgb8", "",
+                                                   node.get_clock().now().to_msg())), TOPIC, 10)
+    return lambda: pub.publish(image_message(pixels, "rgb8", "cam",
+                                             node.get_clock().now().to_msg()))
 
 
 def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
@@ -116,15 +120,13 @@ def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
     results = []
     ros_node.create_subscription(DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections",
                                  results.append, 10)
-    pub = _image_publisher(ros_node)
+    send = _frame_sender(ros_node)
     try:
         reporter.report([binding], time.monotonic_ns())
         binding.start()
-        pixels = np.zeros((48, 64, 3), np.uint8)
 
         def published():
-            pub.publish(image_message(pixels, "rgb8", "cam",
-                                      ros_node.get_clock().now().to_msg()))
+            send()
             return len(results) >= 2
         wait_until(published, what="results after the target's defects", interval=0.1)
 
@@ -165,14 +167,13 @@ def test_a_frame_stuck_in_the_model_is_reported(ros_node, monkeypatch):
     target = StuckTarget(LocalModelTarget(core, "detector"))
     reporter = diagnostics.DiagnosticsReporter(core)
     binding, workers = _binding(ros_node, core, target, reporter)
-    pub = _image_publisher(ros_node)
+    send = _frame_sender(ros_node)
     try:
         reporter.report([binding], time.monotonic_ns())
         binding.start()
-        pixels = np.zeros((48, 64, 3), np.uint8)
 
         def sent():
-            pub.publish(image_message(pixels, "rgb8", "cam", ros_node.get_clock().now().to_msg()))
+            send()
             return target.futures
         wait_until(sent, what="a frame in the model", interval=0.1)
         source = binding.sources()[0]
@@ -214,13 +215,11 @@ def test_published_frames_leave_no_cycle(ros_node):
     results = []
     ros_node.create_subscription(DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections",
                                  results.append, 10)
-    pub = _image_publisher(ros_node)
-    pixels = np.zeros((48, 64, 3), np.uint8)
+    send = _frame_sender(ros_node)
 
     def published(count: int):
         def check() -> bool:
-            pub.publish(image_message(pixels, "rgb8", "cam",
-                                      ros_node.get_clock().now().to_msg()))
+            send()
             return len(results) >= count
         return check
 
