@@ -197,6 +197,9 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         "model_repository": str(repository), "startup_models": ["detector"],
         "grpc": {"enable": False}, "bindings": ["cams"], "executor": args.executor,
         "cams": {"model": "detector", "topics": [f"/{c}/image_raw" for c in cams]}}}}
+    for name_value in args.node_param:         # e.g. serialized_images=false
+        key, _, value = name_value.partition("=")
+        params["/**"]["ros__parameters"][key] = yaml.safe_load(value)
     params_file = tmp / f"{name}.yaml"
     params_file.write_text(yaml.safe_dump(params))
     log = open(tmp / f"{name}-node.log", "w")
@@ -368,7 +371,8 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
         "",
         f"`bench/bench_ros_node.py --cameras {args.cameras} --rates {args.rates} --width "
         f"{args.width} --height {args.height} --seconds {args.seconds:g} --warmup "
-        f"{args.warmup:g} --rounds {args.rounds} --executor {args.executor}`, run {started}.",
+        f"{args.warmup:g} --rounds {args.rounds} --executor {args.executor}"
+        + "".join(f" --node-param {p}" for p in args.node_param) + f"`, run {started}.",
         "",
         "## Machine",
         "",
@@ -519,6 +523,9 @@ def main() -> int:
                         help="skip the in-process model-alone measurement")
     parser.add_argument("--keep-profiles", metavar="DIR", default="",
                         help="copy each run's raw py-spy samples into DIR (to read by hand)")
+    parser.add_argument("--node-param", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a node parameter (VALUE as YAML) in both configurations, "
+                             "e.g. serialized_images=false; repeatable")
     args = parser.parse_args()
     os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 100)))

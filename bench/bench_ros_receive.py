@@ -9,7 +9,7 @@ bench/bench_ros_node.py. Three ways to receive, in alternating rounds:
 - ``events-kept``: the same in a process that first calls the node's
   ``triton_ros.core.memory.keep_freed_buffers()`` (glibc keeps freed frame buffers for reuse);
 - ``events-raw``: the same as ``events``, ``raw=True`` subscriptions (serialized bytes, no
-  deserialization);
+  deserialization); ``events-raw-kept`` with ``keep_freed_buffers()`` as below;
 - ``wait_set``: rclpy's SingleThreadedExecutor (the wait-set executor: Humble's), typed
   messages; ``wait_set-kept`` with ``keep_freed_buffers()`` as above.
 
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_common import emit, machine_lines, minor_faults, thread_cpu_seconds  # noqa: E402
 
-MODES = ("events", "events-kept", "events-raw", "wait_set", "wait_set-kept")
+MODES = ("events", "events-kept", "events-raw", "events-raw-kept", "wait_set", "wait_set-kept")
 
 CHILD = r"""
 import sys, time, json
@@ -52,7 +52,7 @@ count = [0]
 def on_frame(msg):
     count[0] += 1
 subs = [node.create_subscription(Image, f"/bench/cam{i}/image_raw", on_frame,
-                                 qos_profile_sensor_data, raw=mode == "events-raw")
+                                 qos_profile_sensor_data, raw=mode.startswith("events-raw"))
         for i in range(cameras)]
 if mode.startswith("events"):
     from rclpy.experimental import EventsExecutor

@@ -6,8 +6,10 @@ subscriptions and publishers. It talks to its model only through a
 :class:`~triton_ros.ros.model_target.ModelTarget` (the embedded core's model of any kind, or a
 remote one), so ONNX, Python and ensemble models are fed and read alike. Each frame goes through:
 
-1. the image callback (executor thread): header checks (malformed images are counted, logged
-   and dropped) and the source's flow control (:class:`~triton_ros.ros.source.Source`);
+1. the image callback (executor thread): the serialized image read without a copy of its pixels
+   (:mod:`~triton_ros.ros.serialized_image`; typed messages with ``serialized_images`` false),
+   header checks (malformed images are counted, logged and dropped) and the source's flow
+   control (:class:`~triton_ros.ros.source.Source`);
 2. a worker thread: preprocessing into the model's input and ``target.infer`` - one request per
    frame, so the model's dynamic batcher batches frames of every source (and gRPC requests)
    together;
@@ -48,6 +50,7 @@ from .model_target import ModelSpec, ModelTarget, TargetState
 from .parameters import BindingConfig
 from .preprocess import (InputPlan, Letterbox, MalformedImage, Preprocessor, check_image,
                          plan_input)
+from .serialized_image import ImageReader
 from .source import Frame, Source, SourceCounters
 from .topic_discovery import TopicMatcher
 
@@ -78,7 +81,8 @@ class Binding:
     """Runtime of one binding inside the node."""
 
     def __init__(self, config: BindingConfig, *, node, target: ModelTarget, workers: Executor,
-                 reporter: DiagnosticsReporter, callback_group) -> None:
+                 reporter: DiagnosticsReporter, callback_group,
+                 serialized_images: bool = True) -> None:
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
         self.config = config
@@ -104,6 +108,15 @@ class Binding:
         self._plan_lock = threading.Lock()
         self.failures = FailureLog(self._log)
         self._stopped = False
+        # Serialized subscriptions, read without a copy of the pixels (ros/serialized_image.py)
+        self._reader: ImageReader | None = None
+        if serialized_images:
+            try:
+                self._reader = ImageReader()
+            except ImportError as exc:         # rosbags missing (an apt-installed ROS 2)
+                self._log.warning(f"binding '{config.name}': serialized_images is true but "
+                                  f"{exc}; images arrive as typed messages (pip install "
+                                  f"rosbags, or set serialized_images false)")
 
     # ---------------------------------------------------------------- sources
     def start(self) -> None:
@@ -141,7 +154,7 @@ class Binding:
             source.output_topic = getattr(source.publisher, "topic_name", output)
             source.subscription = self._node.create_subscription(
                 Image, topic, lambda msg, s=source: self._on_image(s, msg), self._input_qos,
-                callback_group=self._group)
+                callback_group=self._group, raw=self._reader is not None)
             self._sources[topic] = source
         how = "found" if discovered else "bound"
         self._log.info(f"binding '{self.config.name}': {how} {topic} -> {source.output_topic} "
@@ -200,13 +213,16 @@ class Binding:
         try:
             now = self._now_ns()
             try:
+                if self._reader is not None:
+                    msg = self._reader(msg)
                 check_image(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
             except MalformedImage as exc:
+                header = getattr(msg, "header", None)     # None: the bytes did not deserialize
+                which = "" if header is None else f" (frame_id '{header.frame_id}')"
                 self.failures.report(
                     f"malformed:{source.topic}", "dropped_malformed",
-                    f"binding '{self.config.name}': malformed image on {source.topic} (frame_id "
-                    f"'{msg.header.frame_id}'): {exc}; dropped (counted as dropped_malformed in "
-                    f"/diagnostics)", level="warn")
+                    f"binding '{self.config.name}': malformed image on {source.topic}{which}: "
+                    f"{exc}; dropped (counted as dropped_malformed in /diagnostics)", level="warn")
                 source.count_malformed()
                 return
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec

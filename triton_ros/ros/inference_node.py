@@ -75,7 +75,8 @@ class InferenceNode(Node):
         self._timer_group = MutuallyExclusiveCallbackGroup()
         self.bindings = [Binding(cfg, node=self, target=model_target_for(cfg, self.core),
                                  workers=self.workers, reporter=self.reporter,
-                                 callback_group=self._image_group)
+                                 callback_group=self._image_group,
+                                 serialized_images=self.config.serialized_images)
                          for cfg in self.config.bindings]
         if self.remote_models():
             # A remote frame crosses threads four times (worker, event loop, gRPC, worker);

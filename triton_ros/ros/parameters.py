@@ -92,6 +92,10 @@ NODE_PARAMS: tuple[ParamSpec, ...] = (
               "later; less CPU per frame), with model load and unload on a hidden helper node's "
               "thread; wait_set: rclpy's wait-set executor (every ROS 2); auto: events where "
               "rclpy has it.", EXECUTORS),
+    ParamSpec("serialized_images", True, BOOL,
+              "Subscribe to images as serialized bytes and read them with rosbags: the pixels "
+              "stay in the received buffer (no copy, no Python message per frame); false: "
+              "rclpy's typed sensor_msgs/Image messages."),
 )
 
 BINDING_PARAMS: tuple[ParamSpec, ...] = (
@@ -260,6 +264,7 @@ class NodeConfig:
     diagnostics_period_s: float
     worker_threads: int
     executor: str = "auto"
+    serialized_images: bool = True
     unknown_parameters: tuple[str, ...] = ()
 
 
@@ -308,6 +313,7 @@ def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeCon
         diagnostics_period_s=_positive(values, "diagnostics_period_s"),
         worker_threads=_at_least(values, "worker_threads", 1),
         executor=values["executor"],
+        serialized_images=values["serialized_images"],
         unknown_parameters=tuple(sorted(unknown_overrides(node, declared))),
     )
 

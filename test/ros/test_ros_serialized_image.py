@@ -1,0 +1,139 @@
+"""Serialized images (``serialized_images``, ``ros/serialized_image.py``): the reader gives back
+every field rclpy serialized, its pixels a view of the received bytes, and refuses bytes that are
+no Image; a binding reading serialized frames publishes exactly what one reading typed messages
+publishes, header kept, for a frame with objects in it."""
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from ros_env import ROOT, TOKEN
+from ros_probe import image_message, wait_until
+from triton_ros.ros.preprocess import MalformedImage
+from triton_ros.ros.serialized_image import ImageReader
+
+
+def _serialized(pixels: np.ndarray, encoding: str, frame_id: str, sec: int, nanosec: int):
+    from builtin_interfaces.msg import Time
+    from rclpy.serialization import serialize_message
+
+    msg = image_message(pixels, encoding, frame_id, Time(sec=sec, nanosec=nanosec))
+    return msg, serialize_message(msg)
+
+
+# frame_id and encoding lengths move every later field across CDR's 4-byte alignment
+@pytest.mark.parametrize("frame_id", ["", "c", "cam", "cam0", "robot_7/camera_optical_frame"])
+@pytest.mark.parametrize("encoding,shape", [("rgb8", (48, 64, 3)), ("mono8", (7, 5)),
+                                            ("bgra8", (3, 9, 4)), ("mono16", (4, 6, 2))])
+def test_reader_gives_back_what_rclpy_serialized(frame_id, encoding, shape):
+    rng = np.random.default_rng(len(frame_id) * 31 + len(encoding))
+    pixels = rng.integers(0, 256, shape, dtype=np.uint8)
+    msg, raw = _serialized(pixels, encoding, frame_id, -7 if frame_id else 1_700_000_000,
+                           999_999_999)
+    got = ImageReader()(raw)
+    assert (got.header.stamp.sec, got.header.stamp.nanosec, got.header.frame_id) == \
+        (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id)
+    assert type(got.header) is type(msg.header)    # the outputs carry it: rclpy's own Header
+    assert (got.height, got.width, got.encoding, got.is_bigendian, got.step) == \
+        (msg.height, msg.width, msg.encoding, msg.is_bigendian, msg.step)
+    assert got.data.dtype == np.uint8 and got.data.tobytes() == pixels.tobytes()
+    assert np.shares_memory(got.data, np.frombuffer(raw, np.uint8)), "the pixels were copied"
+
+
+def test_reader_refuses_bytes_that_are_no_image():
+    _, raw = _serialized(np.zeros((4, 4, 3), np.uint8), "rgb8", "cam", 1, 2)
+    reader = ImageReader()
+    for bad in (raw[:-5], raw[:30], b"", b"\x07\x07\x00\x00" + raw[4:]):
+        with pytest.raises(MalformedImage, match="not a serialized sensor_msgs/Image"):
+            reader(bad)
+
+
+TOPIC = f"/serialized{TOKEN}/cam/image_raw"
+
+
+@pytest.fixture
+def ros_node():
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    context = Context()
+    rclpy.init(context=context)
+    node = rclpy.create_node(
+        f"serialized_{TOKEN}", context=context, parameter_overrides=[
+            Parameter("bindings", value=["cam"]), Parameter("cam.model", value="color_detector"),
+            Parameter("cam.topics", value=[TOPIC]), Parameter("cam.score_threshold", value=0.5),
+            Parameter("cam.max_age_ms", value=0)])
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread.start()
+    yield node
+    executor.shutdown()
+    thread.join(timeout=30)
+    node.destroy_node()
+    rclpy.shutdown(context=context)
+
+
+def test_serialized_and_typed_bindings_publish_the_same(ros_node):
+    from triton_ros.core.server import InferenceServer, ServerOptions
+    from triton_ros.ros.bindings import Binding
+    from triton_ros.ros.diagnostics import DiagnosticsReporter
+    from triton_ros.ros.detection_metrics import message_boxes
+    from triton_ros.ros.model_target import LocalModelTarget
+    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+    from triton_ros.ros.parameters import declare_and_read
+    from triton_ros.ros.synthetic_cameras import CLASS_NAMES, SyntheticScene, parse_camera
+
+    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
+                                         model_control_mode="explicit",
+                                         startup_models=("color_detector",)))
+    core.start()
+    config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
+    pixels, truth = SyntheticScene(parse_camera("r/cam:320x240:rgb8"), seed=5).render(0.0)
+    assert len(truth.boxes) > 0
+    results = []
+    ros_node.create_subscription(DETECTIONS_TYPE, f"/serialized{TOKEN}/cam/detections",
+                                 results.append, 10)
+    from sensor_msgs.msg import Image
+    pub = ros_node.create_publisher(Image, TOPIC, 10)
+    published = {}
+    try:
+        for serialized, frame_id in ((True, "serialized"), (False, "typed")):
+            workers = ThreadPoolExecutor(2)
+            binding = Binding(config.bindings[0], node=ros_node,
+                              target=LocalModelTarget(core, "color_detector"), workers=workers,
+                              reporter=DiagnosticsReporter(core), callback_group=None,
+                              serialized_images=serialized)
+            binding.start()
+            stamp = ros_node.get_clock().now().to_msg()
+
+            def arrived():
+                pub.publish(image_message(pixels, "rgb8", frame_id, stamp))
+                return any(r.header.frame_id == frame_id for r in results)
+            wait_until(arrived, what=f"detections of the {frame_id} binding", interval=0.2)
+            msg = next(r for r in results if r.header.frame_id == frame_id)
+            assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (stamp.sec, stamp.nanosec)
+            published[frame_id] = message_boxes(msg)
+            counters, _, _ = binding.sources()[0].snapshot()
+            assert counters.dropped_malformed == 0 and counters.failed_internal == 0
+            binding.stop()
+            for source in binding.sources():
+                binding.remove_source(source.topic)
+            workers.shutdown(wait=True)
+        boxes, classes, scores = published["serialized"]
+        typed_boxes, typed_classes, typed_scores = published["typed"]
+        np.testing.assert_array_equal(boxes, typed_boxes)
+        np.testing.assert_array_equal(scores, typed_scores)
+        assert classes == typed_classes
+        # and they are right: one box per object, on it (letterbox 320 -> 256: ~3 px a pixel)
+        assert len(boxes) == len(truth.boxes)
+        for box, cls in zip(truth.boxes, truth.classes):
+            near = [i for i in range(len(boxes)) if np.abs(boxes[i] - box).max() <= 3.0]
+            assert len(near) == 1 and classes[near[0]] == CLASS_NAMES[cls], (box, boxes)
+    finally:
+        core.stop()
