@@ -1,9 +1,11 @@
 """Serialized images (``serialized_images``, ``ros/serialized_image.py``): the reader gives back
 every field rclpy serialized, its pixels a view of the received bytes, and refuses bytes that are
 no Image; a binding reading serialized frames publishes exactly what one reading typed messages
-publishes, header kept, for a frame with objects in it."""
+publishes, header kept, for a frame with objects in it, and one asked for serialized frames where
+rosbags cannot be imported reads typed messages instead."""
 from __future__ import annotations
 
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -79,7 +81,9 @@ def ros_node():
     rclpy.shutdown(context=context)
 
 
-def test_serialized_and_typed_bindings_publish_the_same(ros_node):
+def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
+    from sensor_msgs.msg import Image
+
     from triton_ros.core.server import InferenceServer, ServerOptions
     from triton_ros.ros.bindings import Binding
     from triton_ros.ros.diagnostics import DiagnosticsReporter
@@ -99,16 +103,20 @@ def test_serialized_and_typed_bindings_publish_the_same(ros_node):
     results = []
     ros_node.create_subscription(DETECTIONS_TYPE, f"/serialized{TOKEN}/cam/detections",
                                  results.append, 10)
-    from sensor_msgs.msg import Image
     pub = ros_node.create_publisher(Image, TOPIC, 10)
     published = {}
     try:
-        for serialized, frame_id in ((True, "serialized"), (False, "typed")):
+        # "fallback": serialized_images true where rosbags cannot be imported -> typed
+        for serialized, frame_id in ((True, "serialized"), (False, "typed"), (True, "fallback")):
             workers = ThreadPoolExecutor(2)
-            binding = Binding(config.bindings[0], node=ros_node,
-                              target=LocalModelTarget(core, "color_detector"), workers=workers,
-                              reporter=DiagnosticsReporter(core), callback_group=None,
-                              serialized_images=serialized)
+            with monkeypatch.context() as patch:
+                if frame_id == "fallback":
+                    patch.setitem(sys.modules, "rosbags.typesys", None)   # import fails
+                binding = Binding(config.bindings[0], node=ros_node,
+                                  target=LocalModelTarget(core, "color_detector"),
+                                  workers=workers, reporter=DiagnosticsReporter(core),
+                                  callback_group=None, serialized_images=serialized)
+            assert (binding._reader is not None) == (frame_id == "serialized")
             binding.start()
             stamp = ros_node.get_clock().now().to_msg()
 
@@ -126,10 +134,11 @@ def test_serialized_and_typed_bindings_publish_the_same(ros_node):
                 binding.remove_source(source.topic)
             workers.shutdown(wait=True)
         boxes, classes, scores = published["serialized"]
-        typed_boxes, typed_classes, typed_scores = published["typed"]
-        np.testing.assert_array_equal(boxes, typed_boxes)
-        np.testing.assert_array_equal(scores, typed_scores)
-        assert classes == typed_classes
+        for other in ("typed", "fallback"):
+            other_boxes, other_classes, other_scores = published[other]
+            np.testing.assert_array_equal(boxes, other_boxes)
+            np.testing.assert_array_equal(scores, other_scores)
+            assert classes == other_classes
         # and they are right: one box per object, on it (letterbox 320 -> 256: ~3 px a pixel)
         assert len(boxes) == len(truth.boxes)
         for box, cls in zip(truth.boxes, truth.classes):
