@@ -37,3 +37,36 @@ def start_node(tmp_path):
     yield start
     for node, expected_rc in started:
         node.stop_and_check(expected_rc=expected_rc)
+
+
+@pytest.fixture
+def spinning_node():
+    """Make a node in this process, with parameters set, spun by a thread of its own (for tests
+    that build a Binding on it by hand); each is shut down at teardown."""
+    import threading
+
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.parameter import Parameter
+
+    made = []
+
+    def make(name: str, parameters: dict):
+        context = Context()
+        rclpy.init(context=context)
+        node = rclpy.create_node(name, context=context, parameter_overrides=[
+            Parameter(key, value=value) for key, value in parameters.items()])
+        executor = SingleThreadedExecutor(context=context)
+        executor.add_node(node)
+        thread = threading.Thread(target=executor.spin, daemon=True)
+        thread.start()
+        made.append((context, node, executor, thread))
+        return node
+
+    yield make
+    for context, node, executor, thread in made:
+        executor.shutdown()
+        thread.join(timeout=30)
+        node.destroy_node()
+        rclpy.shutdown(context=context)

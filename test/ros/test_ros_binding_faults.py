@@ -8,7 +8,6 @@ taken: later frames still publish. A binding with a sound target leaves no refer
 from __future__ import annotations
 
 import gc
-import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -56,28 +55,10 @@ class BrokenTarget:
 
 
 @pytest.fixture
-def ros_node():
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.parameter import Parameter
-
-    context = Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node(
-        f"faults_{TOKEN}", context=context, parameter_overrides=[
-            Parameter("bindings", value=["cam"]), Parameter("cam.model", value="detector"),
-            Parameter("cam.topics", value=[TOPIC]), Parameter("cam.score_threshold", value=0.0),
-            Parameter("cam.top_k", value=1)])
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
-    yield node
-    executor.shutdown()
-    thread.join(timeout=30)
-    node.destroy_node()
-    rclpy.shutdown(context=context)
+def ros_node(spinning_node):
+    return spinning_node(f"faults_{TOKEN}", {
+        "bindings": ["cam"], "cam.model": "detector", "cam.topics": [TOPIC],
+        "cam.score_threshold": 0.0, "cam.top_k": 1})
 
 
 def _detector_core() -> InferenceServer:

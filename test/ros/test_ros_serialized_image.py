@@ -6,7 +6,6 @@ rosbags cannot be imported reads typed messages instead."""
 from __future__ import annotations
 
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -57,28 +56,10 @@ TOPIC = f"/serialized{TOKEN}/cam/image_raw"
 
 
 @pytest.fixture
-def ros_node():
-    import rclpy
-    from rclpy.context import Context
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.parameter import Parameter
-
-    context = Context()
-    rclpy.init(context=context)
-    node = rclpy.create_node(
-        f"serialized_{TOKEN}", context=context, parameter_overrides=[
-            Parameter("bindings", value=["cam"]), Parameter("cam.model", value="color_detector"),
-            Parameter("cam.topics", value=[TOPIC]), Parameter("cam.score_threshold", value=0.5),
-            Parameter("cam.max_age_ms", value=0)])
-    executor = SingleThreadedExecutor(context=context)
-    executor.add_node(node)
-    thread = threading.Thread(target=executor.spin, daemon=True)
-    thread.start()
-    yield node
-    executor.shutdown()
-    thread.join(timeout=30)
-    node.destroy_node()
-    rclpy.shutdown(context=context)
+def ros_node(spinning_node):
+    return spinning_node(f"serialized_{TOKEN}", {
+        "bindings": ["cam"], "cam.model": "color_detector", "cam.topics": [TOPIC],
+        "cam.score_threshold": 0.5, "cam.max_age_ms": 0})
 
 
 def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
