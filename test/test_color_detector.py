@@ -172,3 +172,16 @@ def test_the_ground_truth_is_where_the_pixels_are(encoding):
                             pixels[y2, x1:x2] if y2 < h else None):
                 if outside is not None:
                     assert not (outside == colour).all(axis=-1).all(), (encoding, box)
+
+
+def test_to_encoding_orders_the_channels_of_each_encoding():
+    from triton_ros.ros.synthetic_cameras import to_encoding
+
+    rgb = np.random.default_rng(3).integers(0, 256, (37, 53, 3), dtype=np.uint8)
+    r, g, b = rgb[:, :, 0], rgb[:, :, 1], rgb[:, :, 2]
+    alpha = np.full_like(r, 255)
+    for encoding, planes in (("rgb8", (r, g, b)), ("bgr8", (b, g, r)),
+                             ("rgba8", (r, g, b, alpha)), ("bgra8", (b, g, r, alpha))):
+        out = to_encoding(rgb, encoding)
+        assert out.dtype == np.uint8 and out.flags["C_CONTIGUOUS"], encoding
+        np.testing.assert_array_equal(out, np.stack(planes, axis=2), err_msg=encoding)
