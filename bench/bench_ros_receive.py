@@ -3,7 +3,7 @@
 A subscriber process with one subscription per camera and a callback that only counts, against
 the synthetic cameras (``triton_ros.ros.synthetic_cameras``, 640x480 rgb8 at 30 Hz by default,
 another process) over Fast DDS shared memory (config/fastdds.xml), as in
-bench/bench_ros_node.py. Three ways to receive, in alternating rounds:
+bench/bench_ros_node.py. The ways to receive, in alternating rounds:
 
 - ``events``: rclpy's EventsExecutor (the node's default where rclpy has it), typed messages;
 - ``events-kept``: the same in a process that first calls the node's

@@ -91,7 +91,8 @@ class GroundTruth:
 
 
 def to_encoding(rgb: np.ndarray, encoding: str) -> np.ndarray:
-    """An RGB uint8 [H, W, 3] image as the bytes of ``encoding`` ([H, W] or [H, W, C])."""
+    """An RGB uint8 [H, W, 3] image as the bytes of ``encoding`` ([H, W] or [H, W, C]); for
+    rgb8 a contiguous ``rgb`` itself, not a copy."""
     if encoding in ("mono8", "8UC1"):
         return np.rint(rgb.astype(np.float32) @ _LUMA).clip(0, 255).astype(np.uint8)
     if encoding == "rgb8":
