@@ -527,6 +527,10 @@ def main() -> int:
                         help="set a node parameter (VALUE as YAML) in both configurations, "
                              "e.g. serialized_images=false; repeatable")
     args = parser.parse_args()
+    for name_value in args.node_param:
+        name, equals, _ = name_value.partition("=")
+        if not name or not equals:
+            parser.error(f"--node-param {name_value!r}: expected NAME=VALUE")
     os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 100)))
 
