@@ -1,6 +1,7 @@
 """The triton-ros-server command: start-up table, graceful stop, flags, and perf_analyzer against it."""
 from __future__ import annotations
 
+import http.client
 import queue
 import re
 import signal
@@ -12,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
 
 from server_process import MODEL_REPOSITORY, ROOT
 from model_factory import slow_config, slow_graph, write_model
@@ -49,6 +51,43 @@ def test_signal_finishes_in_flight_requests_then_exits_0(start_server, tmp_path,
     assert [e for _, e in answers if e is not None] == []
     assert sorted(float(r.as_numpy("OUTPUT0")[0, 0]) for r, _ in answers) == list(range(n))
     assert server.proc.wait(timeout=120) == 0
+    assert "Server stopped" in server.log()
+
+
+def test_idle_connections_do_not_hold_the_stop_back(start_server, tmp_path):
+    """SIGINT closes idle keep-alive connections (HTTP, metrics, gRPC) at once, while HTTP
+    requests in flight still finish: the exit takes their time, not --exit-timeout-secs. (aiohttp
+    waited out the whole grace period on each idle HTTP connection: one idle dashboard or client
+    held every stop for 30 s.)"""
+    repo = tmp_path / "repo"
+    write_model(repo, "slow", slow_graph(), slow_config("slow", max_batch_size=1))
+    server = start_server("--model-repository", str(repo), "--exit-timeout-secs", "60")
+    idle_http = server.http_client()
+    assert idle_http.is_server_live()           # its keep-alive connection stays open, idle
+    idle_grpc = server.client()
+    assert idle_grpc.is_server_live()
+    scrape = http.client.HTTPConnection("127.0.0.1", server.metrics_port, timeout=60)
+    scrape.request("GET", "/metrics")
+    response = scrape.getresponse()
+    assert response.status == 200 and response.read() and not response.will_close
+    busy = server.http_client(concurrency=4)
+    n = 4
+    pending = []
+    for i in range(n):
+        x = httpclient.InferInput("INPUT0", [1, 1], "FP32")
+        x.set_data_from_numpy(np.full((1, 1), i, np.float32))
+        pending.append(busy.async_infer("slow", [x]))
+    deadline = time.monotonic() + 120
+    while idle_grpc.get_inference_statistics("slow").model_stats[0].inference_stats.success.count < 1:
+        assert time.monotonic() < deadline, "no request completed"
+        time.sleep(0.01)
+    signalled = time.monotonic()
+    server.proc.send_signal(signal.SIGINT)
+    values = sorted(float(p.get_result().as_numpy("OUTPUT0")[0, 0]) for p in pending)
+    assert values == list(range(n))
+    assert server.proc.wait(timeout=120) == 0
+    took = time.monotonic() - signalled
+    assert took < 20, f"the server took {took:.1f} s to exit:\n{server.log()}"
     assert "Server stopped" in server.log()
 
 

@@ -257,6 +257,10 @@ class AiohttpEndpoint(EventLoopServer):
 
     async def _shutdown(self, grace: float) -> None:
         self._tcp.close()
-        # In-flight requests get the grace period; idle connections close at once.
+        # Idle keep-alive connections close at once: without pre_shutdown (which aiohttp's own
+        # runner calls first), shutdown() waited out the whole grace period on each idle
+        # connection, so one idle client held the process's exit for exit_timeout_secs (30 s).
+        # In-flight requests still get the grace period.
+        self._web.pre_shutdown()
         await self._web.shutdown(grace)
         await self._tcp.wait_closed()
