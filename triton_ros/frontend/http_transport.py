@@ -257,10 +257,13 @@ class AiohttpEndpoint(EventLoopServer):
 
     async def _shutdown(self, grace: float) -> None:
         self._tcp.close()
-        # Idle keep-alive connections close at once: without pre_shutdown (which aiohttp's own
-        # runner calls first), shutdown() waited out the whole grace period on each idle
-        # connection, so one idle client held the process's exit for exit_timeout_secs (30 s).
-        # In-flight requests still get the grace period.
-        self._web.pre_shutdown()
+        # Idle keep-alive connections close at once: without this, shutdown() waited out the
+        # whole grace period on each idle connection, so one idle client held the process's exit
+        # for exit_timeout_secs (30 s). aiohttp's own runner does the same first (its
+        # Server.pre_shutdown, which older aiohttp releases from a distribution lack; close()
+        # and the connections list are in all of them). In-flight requests still get the grace
+        # period: close() ends a busy connection once its response is sent.
+        for connection in self._web.connections:
+            connection.close()
         await self._web.shutdown(grace)
         await self._tcp.wait_closed()
