@@ -1,8 +1,11 @@
 """Start-up and shutdown of the inference node: clean exits, clear refusals of bad settings."""
 from __future__ import annotations
 
+import http.client
+import re
 import signal
 import socket
+import time
 
 import numpy as np
 
@@ -14,6 +17,8 @@ ROOT_REPO = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "mod
 
 
 def test_sigterm_while_frames_flow_exits_0_without_abort(start_node, probe):
+    """Frames in flight and an idle HTTP keep-alive client (a dashboard) at the signal: the node
+    exits 0 within seconds (the idle client used to hold the exit for the 30 s exit timeout)."""
     ns = f"/life{TOKEN}"
     node = start_node({"model_repository": ROOT_REPO, "startup_models": ["detector"],
                        "bindings": ["cam"],
@@ -27,9 +32,19 @@ def test_sigterm_while_frames_flow_exits_0_without_abort(start_node, probe):
         pub.publish(image_message(pixels, "rgb8", "cam", probe.node.get_clock().now().to_msg()))
         return rec.count() > 0
     wait_until(answered, what="detections", interval=0.1)
+    port = int(wait_until(lambda: re.search(r"Started HTTPService at 127\.0\.0\.1:(\d+)",
+                                            node.log()), what="the HTTP port").group(1))
+    idle = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    idle.request("GET", "/v2/health/ready")
+    response = idle.getresponse()
+    assert response.status == 200 and not response.will_close    # kept alive, then idle
+    response.read()
     for _ in range(5):                       # frames in flight while the signal arrives
         pub.publish(image_message(pixels, "rgb8", "cam", probe.node.get_clock().now().to_msg()))
+    signalled = time.monotonic()
     node.stop_and_check(signal.SIGTERM)
+    took = time.monotonic() - signalled
+    assert took < 15, f"the node took {took:.1f} s to exit"
     log = node.log_path.read_text()
     assert "SIGTERM received, shutting down" in log and "stopped" in log
     assert "successfully unloaded 'detector'" in log
