@@ -91,6 +91,62 @@ def test_idle_connections_do_not_hold_the_stop_back(start_server, tmp_path):
     assert "Server stopped" in server.log()
 
 
+def test_open_streams_end_at_stop_and_every_request_is_answered(start_server, tmp_path):
+    """SIGINT with two ModelStreamInfer streams open, one idle and one with requests queued: the
+    streams read no more, what they took is answered, each then ends with UNAVAILABLE (so what a
+    client wrote after the stop gets an error, never silence), and the server exits within
+    seconds (an open stream held the exit for the whole --exit-timeout-secs)."""
+    repo = tmp_path / "repo"
+    write_model(repo, "slow", slow_graph(), slow_config("slow", max_batch_size=1))
+    server = start_server("--model-repository", str(repo), "--exit-timeout-secs", "60")
+
+    def stream() -> tuple[grpcclient.InferenceServerClient, queue.Queue]:
+        client, answers = server.client(), queue.Queue()
+        client.start_stream(callback=lambda result, error: answers.put((result, error)))
+        return client, answers
+
+    def x(value: float) -> list:
+        tensor = grpcclient.InferInput("INPUT0", [1, 1], "FP32")
+        tensor.set_data_from_numpy(np.full((1, 1), value, np.float32))
+        return [tensor]
+
+    idle, idle_answers = stream()
+    idle.async_stream_infer("slow", x(-1))
+    result, error = idle_answers.get(timeout=120)
+    assert error is None and float(result.as_numpy("OUTPUT0")[0, 0]) == -1
+    busy, busy_answers = stream()
+    n = 6
+    for i in range(n):
+        busy.async_stream_infer("slow", x(i), request_id=str(i))
+    stats = server.client()
+    deadline = time.monotonic() + 120
+    while stats.get_inference_statistics("slow").model_stats[0].inference_stats.success.count < 2:
+        assert time.monotonic() < deadline, "no streamed request completed"
+        time.sleep(0.01)
+    signalled = time.monotonic()
+    server.proc.send_signal(signal.SIGINT)
+    assert server.proc.wait(timeout=120) == 0
+    took = time.monotonic() - signalled
+    assert took < 20, f"the server took {took:.1f} s to exit:\n{server.log()}"
+    try:
+        result, error = idle_answers.get(timeout=30)
+        assert result is None and error.status() == "StatusCode.UNAVAILABLE", error
+        assert "Server is stopping" in error.message(), error.message()
+        answered = []
+        while True:
+            result, error = busy_answers.get(timeout=30)
+            if error is not None:
+                assert "Server is stopping" in error.message(), error.message()
+                if error.status() == "StatusCode.UNAVAILABLE":
+                    break                      # the stream's end
+                continue                       # one it took but had not queued yet
+            answered.append(float(result.as_numpy("OUTPUT0")[0, 0]))
+        assert answered == list(range(len(answered))) and answered, answered
+    finally:
+        idle.stop_stream()
+        busy.stop_stream()
+
+
 def test_invalid_flag_value_is_refused():
     result = subprocess.run([sys.executable, "-m", "triton_ros.server_main", "--model-repository",
                              str(MODEL_REPOSITORY), "--strict-model-config=maybe"],

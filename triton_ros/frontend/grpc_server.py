@@ -22,6 +22,12 @@ The inference RPCs are the hot path (bench/bench_request_path.py measures it):
 - A stream has at most ``STREAM_BACKLOG`` requests whose responses are not yet sent: past that it
   stops reading, so a client that does not read its responses holds back only itself (HTTP/2
   flow control) and the server's memory stays bounded.
+
+When the endpoint stops, every open stream stops reading at once, sends the responses of the
+requests it already took, and ends with UNAVAILABLE ("Server is stopping"), so that requests the
+client wrote after that get an error rather than silence: an idle stream no longer holds the
+process's exit for the whole grace period (``exit_timeout_secs``), after which grpcio cancelled
+it anyway.
 """
 from __future__ import annotations
 
@@ -79,6 +85,8 @@ OFF_LOOP_BYTES = 4 << 20
 SMALL_MESSAGE_BYTES = 16 << 10
 # Requests of one ModelStreamInfer stream whose responses are not yet sent, at most.
 STREAM_BACKLOG = 64
+# How a stream that was still open when the endpoint stopped ends (after its responses).
+STREAM_STOPPING_MESSAGE = "Server is stopping, the stream accepts no more inference requests"
 
 
 class LoopHandoff:
@@ -145,6 +153,8 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         self._core = core
         self._handoff: LoopHandoff | None = None
         self._decoder: ThreadPoolExecutor | None = None
+        self._readers: set[asyncio.Task] = set()    # of the open ModelStreamInfer streams
+        self._stopping = False
 
     def add_to_server(self, server) -> None:
         """Register every RPC on ``server`` (a ``grpc.aio.Server``): the generated handlers, but
@@ -157,6 +167,13 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(capture.service, handlers),))
         server.add_registered_method_handlers(capture.service, handlers)
+
+    def stop_streams(self) -> None:
+        """On the endpoint's loop, as it stops: every open stream reads no more requests; each
+        ends with UNAVAILABLE once the responses of the requests it took are sent."""
+        self._stopping = True
+        for reader in list(self._readers):
+            reader.cancel()
 
     def close(self) -> None:
         if self._decoder is not None:
@@ -387,15 +404,25 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                     except _Malformed as exc:
                         finish_one(error_item(None, f"Exception deserializing request: {exc}"))
                         continue
+                    except asyncio.CancelledError:   # taken, not queued: answer it all the same
+                        finish_one(error_item(_header_of(data), STREAM_STOPPING_MESSAGE))
+                        raise
                     key = (msg, infer_request.shared_memory_outputs())
                     self._core.infer(infer_request).add_done_callback(
                         lambda f, key=key: handoff.post(on_done, (key, f)))
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    raise
+                state["cut"] = True    # stop_streams: read no more, answer what was taken
             finally:
                 state["reading"] = False
                 if state["in_flight"] == 0:
                     out.put_nowait(done)
 
         task = asyncio.ensure_future(reader())
+        self._readers.add(task)
+        if self._stopping:         # opened as the endpoint stops
+            task.cancel()
         try:
             while True:
                 item = await out.get()
@@ -404,7 +431,10 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 yield item
                 room.release()
             await task             # a reader's own failure ends the stream with its error
+            if state.get("cut"):
+                await context.abort(grpc.StatusCode.UNAVAILABLE, STREAM_STOPPING_MESSAGE)
         finally:
+            self._readers.discard(task)
             task.cancel()
 
 
@@ -506,6 +536,8 @@ class GrpcServer(EventLoopServer):
         await self._server.start()
 
     async def _shutdown(self, grace: float) -> None:
-        # In-flight calls get the grace period; new calls are refused at once.
+        # In-flight calls get the grace period; new calls are refused at once; open streams
+        # stop reading and end once their responses are sent (not at the end of the grace).
+        self._service.stop_streams()
         await self._server.stop(grace)
         self._service.close()
