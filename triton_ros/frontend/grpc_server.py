@@ -355,7 +355,7 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         room = asyncio.Semaphore(STREAM_BACKLOG)
         handoff = self._loop_handoff()
         done = object()
-        state = {"in_flight": 0, "reading": True}
+        state = {"in_flight": 0, "reading": True, "cut": False}
 
         def finish_one(item: bytes) -> None:
             out.put_nowait(item)
@@ -431,7 +431,7 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 yield item
                 room.release()
             await task             # a reader's own failure ends the stream with its error
-            if state.get("cut"):
+            if state["cut"]:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, STREAM_STOPPING_MESSAGE)
         finally:
             self._readers.discard(task)
