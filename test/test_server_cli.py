@@ -29,6 +29,25 @@ def test_start_up_table_lists_models_and_states(bundled_server):
     assert f"Started GRPCInferenceService at {bundled_server.url}" in log
 
 
+def _signal_once_completed(server, client, count: int, sig: int = signal.SIGINT) -> float:
+    """Send ``sig`` once ``count`` requests of the model 'slow' have completed (the others are
+    queued or executing by then); return when it was sent (time.monotonic)."""
+    deadline = time.monotonic() + 120
+    while client.get_inference_statistics("slow").model_stats[0].inference_stats.success.count \
+            < count:
+        assert time.monotonic() < deadline, "no request completed"
+        time.sleep(0.01)
+    sent = time.monotonic()
+    server.proc.send_signal(sig)
+    return sent
+
+
+def _assert_exits_0_within(server, signalled: float, seconds: float = 20) -> None:
+    assert server.proc.wait(timeout=120) == 0
+    took = time.monotonic() - signalled
+    assert took < seconds, f"the server took {took:.1f} s to exit:\n{server.log()}"
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_finishes_in_flight_requests_then_exits_0(start_server, tmp_path, sig):
     repo = tmp_path / "repo"
@@ -41,12 +60,7 @@ def test_signal_finishes_in_flight_requests_then_exits_0(start_server, tmp_path,
         x = grpcclient.InferInput("INPUT0", [1, 1], "FP32")
         x.set_data_from_numpy(np.full((1, 1), i, np.float32))
         client.async_infer("slow", [x], lambda result, error: results.put((result, error)))
-    # Signal once the first has completed: the others are queued or executing by then.
-    deadline = time.monotonic() + 120
-    while client.get_inference_statistics("slow").model_stats[0].inference_stats.success.count < 1:
-        assert time.monotonic() < deadline, "no request completed"
-        time.sleep(0.01)
-    server.proc.send_signal(sig)
+    _signal_once_completed(server, client, 1, sig)
     answers = [results.get(timeout=120) for _ in range(n)]
     assert [e for _, e in answers if e is not None] == []
     assert sorted(float(r.as_numpy("OUTPUT0")[0, 0]) for r, _ in answers) == list(range(n))
@@ -77,17 +91,10 @@ def test_idle_connections_do_not_hold_the_stop_back(start_server, tmp_path):
         x = httpclient.InferInput("INPUT0", [1, 1], "FP32")
         x.set_data_from_numpy(np.full((1, 1), i, np.float32))
         pending.append(busy.async_infer("slow", [x]))
-    deadline = time.monotonic() + 120
-    while idle_grpc.get_inference_statistics("slow").model_stats[0].inference_stats.success.count < 1:
-        assert time.monotonic() < deadline, "no request completed"
-        time.sleep(0.01)
-    signalled = time.monotonic()
-    server.proc.send_signal(signal.SIGINT)
+    signalled = _signal_once_completed(server, idle_grpc, 1)
     values = sorted(float(p.get_result().as_numpy("OUTPUT0")[0, 0]) for p in pending)
     assert values == list(range(n))
-    assert server.proc.wait(timeout=120) == 0
-    took = time.monotonic() - signalled
-    assert took < 20, f"the server took {took:.1f} s to exit:\n{server.log()}"
+    _assert_exits_0_within(server, signalled)
     assert "Server stopped" in server.log()
 
 
@@ -118,16 +125,8 @@ def test_open_streams_end_at_stop_and_every_request_is_answered(start_server, tm
     n = 6
     for i in range(n):
         busy.async_stream_infer("slow", x(i), request_id=str(i))
-    stats = server.client()
-    deadline = time.monotonic() + 120
-    while stats.get_inference_statistics("slow").model_stats[0].inference_stats.success.count < 2:
-        assert time.monotonic() < deadline, "no streamed request completed"
-        time.sleep(0.01)
-    signalled = time.monotonic()
-    server.proc.send_signal(signal.SIGINT)
-    assert server.proc.wait(timeout=120) == 0
-    took = time.monotonic() - signalled
-    assert took < 20, f"the server took {took:.1f} s to exit:\n{server.log()}"
+    signalled = _signal_once_completed(server, server.client(), 2)
+    _assert_exits_0_within(server, signalled)
     try:
         result, error = idle_answers.get(timeout=30)
         assert result is None and error.status() == "StatusCode.UNAVAILABLE", error
