@@ -6,6 +6,7 @@ timeouts. ``close()`` shuts the executor down and joins it before the context sh
 """
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
@@ -73,6 +74,13 @@ class NodeProcess:
     def log(self) -> str:
         self._log.flush()
         return self.log_path.read_text(errors="replace")
+
+    def port(self, what: str) -> int:
+        """The port of an endpoint as the node logs it (``<what> at 127.0.0.1:<port>``), once it
+        has: HTTP and metrics take any free port."""
+        match = wait_until(lambda: re.search(rf"{what} at 127\.0\.0\.1:(\d+)", self.log()),
+                           what=f"{what} port in the log")
+        return int(match.group(1))
 
     def wait_ready(self, probe: "Probe", timeout: float = TIMEOUT) -> None:
         from triton_ros_interfaces.srv import ListModels

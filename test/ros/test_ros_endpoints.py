@@ -2,7 +2,6 @@
 reach the same endpoint assembly as ``triton-ros-server`` (real node process, real clients)."""
 from __future__ import annotations
 
-import re
 import socket
 import sys
 from pathlib import Path
@@ -18,12 +17,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_endpoint_security import pki  # noqa: E402,F401  (the certificate fixture)
 
 ROOT_REPO = str(Path(__file__).resolve().parents[2] / "model_repository")
-
-
-def _port(node, what: str) -> int:
-    match = wait_until(lambda: re.search(rf"{what} at 127\.0\.0\.1:(\d+)", node.log()),
-                       what=f"{what} port in the log")
-    return int(match.group(1))
 
 
 def test_node_tls_restrictions_and_limits(start_node, probe, pki):  # noqa: F811
@@ -53,7 +46,7 @@ def test_node_tls_restrictions_and_limits(start_node, probe, pki):  # noqa: F811
     with pytest.raises(InferenceServerException):        # plaintext to the TLS port
         grpcclient.InferenceServerClient(node_url).infer("simple", inputs, client_timeout=10)
 
-    http_port = _port(node, "HTTP/REST endpoint")
+    http_port = node.port("HTTP/REST endpoint")
     with socket.create_connection(("127.0.0.1", http_port), timeout=TIMEOUT) as s:
         s.sendall(b"POST /v2/repository/index HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
         assert s.recv(100).startswith(b"HTTP/1.1 403")

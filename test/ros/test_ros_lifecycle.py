@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import http.client
-import re
 import signal
 import socket
 import time
@@ -32,9 +31,8 @@ def test_sigterm_while_frames_flow_exits_0_without_abort(start_node, probe):
         pub.publish(image_message(pixels, "rgb8", "cam", probe.node.get_clock().now().to_msg()))
         return rec.count() > 0
     wait_until(answered, what="detections", interval=0.1)
-    port = int(wait_until(lambda: re.search(r"Started HTTPService at 127\.0\.0\.1:(\d+)",
-                                            node.log()), what="the HTTP port").group(1))
-    idle = http.client.HTTPConnection("127.0.0.1", port, timeout=TIMEOUT)
+    idle = http.client.HTTPConnection("127.0.0.1", node.port("HTTP/REST endpoint"),
+                                      timeout=TIMEOUT)
     idle.request("GET", "/v2/health/ready")
     response = idle.getresponse()
     assert response.status == 200 and not response.will_close    # kept alive, then idle
