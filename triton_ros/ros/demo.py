@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{'has' if len(short) == 1 else 'have'} {args.min_frames} frames "
                           f"scored", flush=True)
                     waiting_for = short
-            if len(cameras) == 1 and time.monotonic() - start >= robot2_at:
+            if len(cameras) == 1 and elapsed >= robot2_at:
                 print("starting robot2 (the node finds it by its topic pattern)", flush=True)
                 cameras.append(_start([py, "-m", "triton_ros.ros.synthetic_cameras", "--rate",
                                        str(args.rate)] + [a for c in ROBOT2 for a in ("--camera", c)],
