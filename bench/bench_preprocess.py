@@ -40,18 +40,19 @@ import cv2, numpy as np
 cv2.setNumThreads(1)
 from triton_ros.core.model_config import TensorConfig
 from triton_ros.ros.preprocess import PreprocessConfig, Preprocessor, plan_input
-frames, cases = int(sys.argv[2]), json.loads(sys.argv[3])
-image = np.random.default_rng(0).integers(0, 256, (480, 640, 3), dtype=np.uint8).tobytes()
+frames, cases, distinct = int(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])
+rng = np.random.default_rng(0)
+images = [rng.integers(0, 256, (480, 640, 3), dtype=np.uint8).tobytes() for _ in range(distinct)]
 out = {}
 for label, dims, datatype, fmt, encoding in cases:
     plan = plan_input(PreprocessConfig(), TensorConfig("x", datatype, tuple(dims), format=fmt),
                       model="m")
     pre = Preprocessor(plan)
-    for _ in range(20):
-        pre(image, encoding, 480, 640, 1920)
+    for i in range(20):
+        pre(images[i % distinct], encoding, 480, 640, 1920)
     t0 = time.process_time()
-    for _ in range(frames):
-        pre(image, encoding, 480, 640, 1920)
+    for i in range(frames):
+        pre(images[i % distinct], encoding, 480, 640, 1920)
     out[f"{label} {encoding}"] = (time.process_time() - t0) / frames * 1e6
 print(json.dumps(out))
 """
@@ -63,6 +64,9 @@ def main() -> int:
                         help="a source tree to time (repeatable; default: this one)")
     parser.add_argument("--frames", type=int, default=400, help="frames per case and round")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--distinct", type=int, default=1,
+                        help="distinct frames cycled through: 1 keeps the frame warm in the "
+                             "cache; 64 (59 MB) makes each frame arrive cold, as in the node")
     parser.add_argument("--out", default="", help="also write the table to this file")
     args = parser.parse_args()
     trees = [t.split(":", 1) for t in (args.tree or [f"this:{ROOT}"])]
@@ -71,7 +75,7 @@ def main() -> int:
     for r in range(args.rounds):
         for label, path in trees:
             proc = subprocess.run([sys.executable, "-c", CHILD, str(Path(path).resolve()),
-                                   str(args.frames), json.dumps(cases)],
+                                   str(args.frames), json.dumps(cases), str(args.distinct)],
                                   capture_output=True, text=True, check=True,
                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
             runs[label].append(json.loads(proc.stdout))
@@ -82,7 +86,8 @@ def main() -> int:
     lines = [f"# Preprocessing alone: CPU per 640x480 frame (us)", "",
              f"`bench/bench_preprocess.py {' '.join(sys.argv[1:])}`, run "
              f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", "", machine_lines(), "",
-             f"{args.frames} frames per case, {args.rounds} alternating rounds, medians; trees: "
+             f"{args.frames} frames per case ({args.distinct} distinct), {args.rounds} "
+             "alternating rounds, medians; trees: "
              + ", ".join(f"{label} = `{path}`" for label, path in trees), "",
              "| case | " + " | ".join(head) + (" | first / last |" if len(head) > 1 else " |"),
              "|---|" + "---|" * (len(head) + (1 if len(head) > 1 else 0))]

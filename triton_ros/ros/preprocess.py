@@ -287,8 +287,9 @@ class _CvPipeline:
     normalized plane by plane by OpenCV (``cv2.split`` and ``cv2.addWeighted`` into each
     channel of the output tensor: ``x * gain + offset`` in one C++ pass per plane) instead of
     numpy's strided transpose-and-multiply: with the canvas, a 640x480 frame costs 1.3x less CPU
-    into 256x256 and 2x less into 640x640 (bench/results_preprocess.md). Other layouts and data
-    types take one numpy pass."""
+    into 256x256 and 2x less into 640x640 (bench/results_preprocess.md). The planes are split
+    into buffers each thread keeps, and an RGB <-> BGR conversion there is only the order in
+    which the planes are read. Other layouts and data types take one numpy pass."""
 
     def __init__(self, plan: InputPlan, h: int, w: int, step: int, encoding: str) -> None:
         self.plan = plan
@@ -309,9 +310,14 @@ class _CvPipeline:
         self.offset = None if plan.offset is None else plan.offset.reshape(shape).astype(np.float32)
         # cv2.addWeighted into float32 planes: NCHW float32 with a gain (always, for floats)
         self.planes = nchw and plan.dtype == np.float32 and plan.gain is not None
+        # Which split plane feeds each output channel. RGB <-> BGR is only an order of planes:
+        # the planes path reads them swapped instead of converting the pixels (a full pass).
+        self.plane_order = (0, 1, 2)
         if self.planes:
             self.plane_gain = [float(g) for g in plan.gain.astype(np.float32)]
             self.plane_offset = [float(o) for o in plan.offset.astype(np.float32)]
+            if code in ("COLOR_BGR2RGB", "COLOR_RGB2BGR"):
+                self.color, self.plane_order = None, (2, 1, 0)
         self._local = threading.local()
 
     def _canvas(self) -> np.ndarray:
@@ -322,6 +328,15 @@ class _CvPipeline:
                 (self.plan.height, self.plan.width, self.plan.channels), self.plan.pad_value,
                 np.uint8)
         return canvas
+
+    def _planes(self) -> list[np.ndarray]:
+        """This thread's three 8-bit planes that cv2.split writes into (a fresh allocation per
+        frame costs about 10 us of its 220)."""
+        planes = getattr(self._local, "planes", None)
+        if planes is None:
+            planes = self._local.planes = [
+                np.empty((self.plan.height, self.plan.width), np.uint8) for _ in range(3)]
+        return planes
 
     def run(self, flat: np.ndarray) -> np.ndarray:
         plan = self.plan
@@ -350,7 +365,11 @@ class _CvPipeline:
                 image = image[:, :, None]
         out = np.empty(plan.shape, plan.dtype)
         if self.planes:
-            sources = cv2.split(image) if plan.channels > 1 else (image[:, :, 0],)
+            if plan.channels > 1:
+                split = cv2.split(image, self._planes())
+                sources = [split[i] for i in self.plane_order]
+            else:
+                sources = [image[:, :, 0]]
             for c, src in enumerate(sources):
                 cv2.addWeighted(src, self.plane_gain[c], src, 0.0, self.plane_offset[c],
                                 dst=out[c], dtype=cv2.CV_32F)
@@ -419,6 +438,15 @@ class _Sampler:
         self.pad = pad.reshape(shape).astype(plan.dtype) if plan.dtype.kind == "f" \
             else np.rint(pad).reshape(shape).astype(plan.dtype)
         self.full = (nw, nh) == (plan.width, plan.height)
+
+    def _planes(self) -> list[np.ndarray]:
+        """This thread's three 8-bit planes that cv2.split writes into (a fresh allocation per
+        frame costs about 10 us of its 220)."""
+        planes = getattr(self._local, "planes", None)
+        if planes is None:
+            planes = self._local.planes = [
+                np.empty((self.plan.height, self.plan.width), np.uint8) for _ in range(3)]
+        return planes
 
     def run(self, flat: np.ndarray) -> np.ndarray:
         region = None
