@@ -430,3 +430,40 @@ def test_a_request_of_another_shape_sends_the_waiting_batch(serve):
     for r, f in zip(requests, futures):
         np.testing.assert_array_equal(f.result(timeout=30).outputs["OUTPUT0"], r.inputs["INPUT0"])
     assert batch_sizes(server, "var") == {2: 1, 4: 1}
+
+
+def record_instances(server: InferenceServer, model: str) -> list[str]:
+    """The name of the instance that executes each batch, in order (each instance's own
+    ``execute`` still runs)."""
+    ran: list[str] = []
+    for instance in server.get_model(model).instances:
+        def execute(requests, _instance=instance, _execute=instance.execute):
+            ran.append(_instance.name)
+            return _execute(requests)
+        instance.execute = execute
+    return ran
+
+
+def test_the_instance_idle_last_takes_the_next_batch(serve):
+    # At low load one instance serves every request, with its model state warm in the cache;
+    # with a plain condition variable the longest-idle instance woke, so two took turns.
+    server = serve(m=(add_sub_graph(), add_sub_config(
+        "m", instances=2, dynamic_batching="dynamic_batching { max_queue_delay_microseconds: 1000 }")))
+    # The first request may come before both threads wait: both then sleep out its delay and
+    # either may take it. From the next one on, the thread that ran the last batch is woken.
+    server.infer(add_sub_request("m", 1, 0)).result(timeout=30)
+    time.sleep(0.02)
+    ran = record_instances(server, "m")
+    for i in range(8):
+        server.infer(add_sub_request("m", 1, i)).result(timeout=30)
+        time.sleep(0.02)                # the instance that ran it is waiting again
+    assert len(ran) == 8 and len(set(ran)) == 1, ran
+
+
+def test_every_instance_still_runs_when_requests_overlap(serve):
+    server = serve(slow=(slow_graph(), slow_config("slow", instances=2)))
+    ran = record_instances(server, "slow")
+    futures = [server.infer(slow_request()) for _ in range(2)]
+    for f in futures:
+        f.result(timeout=60)
+    assert sorted(ran) == sorted(i.name for i in server.get_model("slow").instances), ran

@@ -25,6 +25,11 @@ requests queued wakes the next idle instance.
 Without ``dynamic_batching`` (or with max_batch_size 0) every request executes alone, in arrival
 order, on the next free instance: Triton's behaviour with batching disabled.
 
+Of the idle instance threads, the one that became idle last takes the next batch
+(:class:`_LastIdleFirst`): at low load one instance then serves every request with its weights and
+buffers warm in the cache, instead of the instances taking turns (a plain condition variable
+wakes the longest waiter). Which idle instance runs a batch is not part of Triton's semantics.
+
 Time is monotonic nanoseconds. The instance threads that sleep in step 5 lower their Linux timer
 slack (:func:`tighten_timer_slack`): by default the kernel may wake a timed wait up to 50 us late
 to save power, which a 2 ms ``max_queue_delay_microseconds`` paid on every batch it waited for.
@@ -102,7 +107,7 @@ class DynamicBatchScheduler:
         self._preserve_ordering = bool(db and db.preserve_ordering)
         self._on_reject = on_reject
 
-        self._cv = threading.Condition()
+        self._cv = _LastIdleFirst()
         self._queues: dict[int, _PolicyQueue] = {}
         if self._levels == 0:
             self._queues[0] = _PolicyQueue(self._policy_for(0) if db else QueuePolicy(), keep=True)
@@ -314,6 +319,54 @@ class DynamicBatchScheduler:
     def _drop_empty_levels(self) -> None:
         for level in [lv for lv, q in self._queues.items() if not q.keep and q.size() == 0]:
             del self._queues[level]
+
+
+class _LastIdleFirst:
+    """A condition variable whose ``notify`` wakes the thread that began waiting last.
+
+    ``threading.Condition`` wakes the longest waiter, so two idle instances alternate and each
+    batch runs on the instance whose model state is coldest in the cache; measured on tinydet
+    with 2 instances at concurrency 1, ONNX Runtime's run took 3 % longer that way (1331 against
+    1295 us). Same contract as ``Condition`` for what the scheduler uses: ``with``, ``wait``
+    (True when notified), ``notify`` (one thread), ``notify_all``. A waiter whose timeout ends
+    while it is being notified takes the notification with it, as with ``Condition``: the
+    scheduler's waiters re-read the queue after every wake, so nothing is lost."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: list = []        # one locked lock per waiting thread, oldest first
+
+    def __enter__(self) -> bool:
+        return self._lock.acquire()
+
+    def __exit__(self, *exc) -> None:
+        self._lock.release()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        waiter = threading.Lock()
+        waiter.acquire()
+        self._waiters.append(waiter)
+        self._lock.release()
+        notified = False
+        try:
+            notified = waiter.acquire() if timeout is None else waiter.acquire(True, timeout)
+            return notified
+        finally:
+            self._lock.acquire()
+            if not notified:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:      # notified as the timeout ended
+                    pass
+
+    def notify(self) -> None:
+        if self._waiters:
+            self._waiters.pop().release()
+
+    def notify_all(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            waiter.release()
 
 
 class _OrderedDelivery:
