@@ -439,15 +439,6 @@ class _Sampler:
             else np.rint(pad).reshape(shape).astype(plan.dtype)
         self.full = (nw, nh) == (plan.width, plan.height)
 
-    def _planes(self) -> list[np.ndarray]:
-        """This thread's three 8-bit planes that cv2.split writes into (a fresh allocation per
-        frame costs about 10 us of its 220)."""
-        planes = getattr(self._local, "planes", None)
-        if planes is None:
-            planes = self._local.planes = [
-                np.empty((self.plan.height, self.plan.width), np.uint8) for _ in range(3)]
-        return planes
-
     def run(self, flat: np.ndarray) -> np.ndarray:
         region = None
         for index, weight in self.gathers:
