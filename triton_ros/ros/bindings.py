@@ -10,9 +10,12 @@ remote one), so ONNX, Python and ensemble models are fed and read alike. Each fr
    (:mod:`~triton_ros.ros.serialized_image`; typed messages with ``serialized_images`` false),
    header checks (malformed images are counted, logged and dropped) and the source's flow
    control (:class:`~triton_ros.ros.source.Source`);
-2. a worker thread: preprocessing into the model's input and ``target.infer`` - one request per
-   frame, so the model's dynamic batcher batches frames of every source (and gRPC requests)
-   together;
+2. still in the callback (node parameter ``preprocess_in_callback``, the default: the pixels
+   were just copied in by this thread and are still in the CPU's cache, where a worker would
+   read them cold after a hand-off, ``bench/RESULTS-ros.md``), or on a worker thread:
+   preprocessing into the model's input and ``target.infer``, which only queues - one request
+   per frame, so the model's dynamic batcher batches frames of every source (and gRPC
+   requests) together;
 3. a worker thread again when the response arrives: decoding (detections, classification or
    tensors), publication with the input's header, then the source's next waiting frame.
 
@@ -82,13 +85,16 @@ class Binding:
 
     def __init__(self, config: BindingConfig, *, node, target: ModelTarget, workers: Executor,
                  reporter: DiagnosticsReporter, callback_group,
-                 serialized_images: bool = True) -> None:
+                 serialized_images: bool = True, preprocess_in_callback: bool = True) -> None:
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
         self.config = config
         self._node = node
         self.target = target
         self._workers = workers
+        # Preprocess in the image callback: the frame was just copied in by this thread, so its
+        # pixels are still in the cache (on a worker they arrive cold, after a hand-off).
+        self._inline = preprocess_in_callback
         self._reporter = reporter
         self._group = callback_group
         self._log = node.get_logger()
@@ -228,8 +234,11 @@ class Binding:
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
             frame = source.offer(Frame(msg, stamp, now), now)
             if frame is not None:
-                start, frame = frame, None     # _submit owns its slot from here
-                self._submit(self._run, source, start)
+                start, frame = frame, None     # _run / _submit own its slot from here
+                if self._inline:
+                    self._run(source, start)
+                else:
+                    self._submit(self._run, source, start)
         except Exception as exc:               # never lose a frame (or the callback) silently
             self._fail(source, "failed_internal", f"handling a frame of {source.topic}", exc)
             if frame is not None:              # it holds an in-flight slot: hand it on

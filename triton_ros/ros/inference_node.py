@@ -76,7 +76,8 @@ class InferenceNode(Node):
         self.bindings = [Binding(cfg, node=self, target=model_target_for(cfg, self.core),
                                  workers=self.workers, reporter=self.reporter,
                                  callback_group=self._image_group,
-                                 serialized_images=self.config.serialized_images)
+                                 serialized_images=self.config.serialized_images,
+                                 preprocess_in_callback=self.config.preprocess_in_callback)
                          for cfg in self.config.bindings]
         if self.remote_models():
             # A remote frame crosses threads four times (worker, event loop, gRPC, worker);
