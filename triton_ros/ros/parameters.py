@@ -95,8 +95,8 @@ NODE_PARAMS: tuple[ParamSpec, ...] = (
               "rclpy has it.", EXECUTORS),
     ParamSpec("preprocess_in_callback", True, BOOL,
               "Preprocess each frame in the image callback, on the executor thread that just "
-              "received it, while its pixels are still in the CPU's cache (about 100 us less CPU "
-              "per 640x480 frame on a 2-core host); false: on the worker threads, which spreads "
+              "received it, while its pixels are still in the CPU's cache (less CPU per frame: "
+              "bench/RESULTS-ros.md); false: on the worker threads, which spreads "
               "preprocessing over cores where one thread cannot keep up (many high-resolution "
               "cameras)."),
     ParamSpec("serialized_images", True, BOOL,
