@@ -206,6 +206,58 @@ class Probe:
         self._rclpy.shutdown(context=self.context)
 
 
+def bundled_core(model: str):
+    """A started core on the bundled repository with ``model`` loaded (the caller stops it)."""
+    from triton_ros.core.server import InferenceServer, ServerOptions
+
+    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
+                                         model_control_mode="explicit",
+                                         startup_models=(model,)))
+    core.start()
+    return core
+
+
+def detections_probe(node, image_topic: str, detections_topic: str):
+    """On ``node``: (the detections received on ``detections_topic``, a list that grows, and a
+    publisher of images on ``image_topic``)."""
+    from sensor_msgs.msg import Image
+    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+
+    results: list = []
+    node.create_subscription(DETECTIONS_TYPE, detections_topic, results.append, 10)
+    return results, node.create_publisher(Image, image_topic, 10)
+
+
+def stop_binding(binding, workers) -> None:
+    """Stop a Binding built by hand, unbind its sources and join its worker pool."""
+    binding.stop()
+    for source in binding.sources():
+        binding.remove_source(source.topic)
+    workers.shutdown(wait=True)
+
+
+def assert_same_right_boxes(published: dict, truth, tolerance: float = 3.0) -> None:
+    """``published`` (a name -> ``message_boxes(...)`` of a detections message): every entry
+    holds the same boxes, classes and scores, and they are right for the scene's ``truth``."""
+    (boxes, classes, scores), *others = published.values()
+    for other_boxes, other_classes, other_scores in others:
+        np.testing.assert_array_equal(boxes, other_boxes)
+        np.testing.assert_array_equal(scores, other_scores)
+        assert classes == other_classes
+    assert_boxes_on_objects(boxes, classes, truth, tolerance)
+
+
+def assert_boxes_on_objects(boxes, classes, truth, tolerance: float = 3.0) -> None:
+    """One box per object of a synthetic scene, on it (within ``tolerance`` pixels), with the
+    object's class."""
+    from triton_ros.ros.synthetic_cameras import CLASS_NAMES
+
+    assert len(boxes) == len(truth.boxes), (boxes, truth.boxes)
+    for box, cls in zip(truth.boxes, truth.classes):
+        near = [i for i in range(len(boxes)) if np.abs(boxes[i] - box).max() <= tolerance]
+        assert len(near) == 1 and classes[near[0]] == CLASS_NAMES[cls], (box, boxes)
+
+
 def image_message(pixels: np.ndarray, encoding: str, frame_id: str, stamp):
     from sensor_msgs.msg import Image
     from triton_ros.ros.output_messages import uint8_array

@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from ros_env import ROOT, TOKEN
-from ros_probe import image_message, wait_until
+from ros_probe import bundled_core, image_message, wait_until
 from triton_ros.core.infer_request import InferRequest, InferResponse
-from triton_ros.core.server import InferenceServer, ServerOptions
+from triton_ros.core.server import InferenceServer
 from triton_ros.ros.model_target import LocalModelTarget
 from triton_ros.ros.source import Frame
 
@@ -62,11 +62,7 @@ def ros_node(spinning_node):
 
 
 def _detector_core() -> InferenceServer:
-    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
-                                         model_control_mode="explicit",
-                                         startup_models=("detector",)))
-    core.start()
-    return core
+    return bundled_core("detector")
 
 
 def _binding(node, core: InferenceServer, target, reporter):

@@ -12,9 +12,11 @@ import numpy as np
 import pytest
 
 from ros_env import ROOT, TOKEN
-from ros_probe import image_message, wait_until
+from ros_probe import (assert_same_right_boxes, bundled_core, detections_probe,
+                       image_message, stop_binding, wait_until)
 
 TOPIC = f"/inline{TOKEN}/cam/image_raw"
+DETECTIONS = f"/inline{TOKEN}/cam/detections"
 WORKER = "binding_worker"
 
 
@@ -33,17 +35,13 @@ def test_the_default_preprocesses_in_the_callback():
 
 
 def test_callback_and_worker_preprocessing_publish_the_same_right_boxes(ros_node, monkeypatch):
-    from sensor_msgs.msg import Image
-
-    from triton_ros.core.server import InferenceServer, ServerOptions
     from triton_ros.ros import bindings as bindings_module
     from triton_ros.ros.bindings import Binding
     from triton_ros.ros.detection_metrics import message_boxes
     from triton_ros.ros.diagnostics import DiagnosticsReporter
     from triton_ros.ros.model_target import LocalModelTarget
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
     from triton_ros.ros.parameters import declare_and_read
-    from triton_ros.ros.synthetic_cameras import CLASS_NAMES, SyntheticScene, parse_camera
+    from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
 
     threads: list[str] = []                    # where each frame was preprocessed
     start_frame = Binding._start_frame
@@ -53,17 +51,11 @@ def test_callback_and_worker_preprocessing_publish_the_same_right_boxes(ros_node
         return start_frame(self, source, frame)
 
     monkeypatch.setattr(bindings_module.Binding, "_start_frame", recording)
-    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
-                                         model_control_mode="explicit",
-                                         startup_models=("color_detector",)))
-    core.start()
+    core = bundled_core("color_detector")
     config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
     pixels, truth = SyntheticScene(parse_camera("r/cam:320x240:rgb8"), seed=11).render(0.0)
     assert len(truth.boxes) > 0
-    results = []
-    ros_node.create_subscription(DETECTIONS_TYPE, f"/inline{TOKEN}/cam/detections",
-                                 results.append, 10)
-    pub = ros_node.create_publisher(Image, TOPIC, 10)
+    results, pub = detections_probe(ros_node, TOPIC, DETECTIONS)
     published = {}
     try:
         for inline, frame_id in ((True, "callback"), (False, "worker")):
@@ -87,34 +79,19 @@ def test_callback_and_worker_preprocessing_publish_the_same_right_boxes(ros_node
             assert threads, "no frame was started"
             on_workers = [name.startswith(WORKER) for name in threads]
             assert all(on_workers) if not inline else not any(on_workers), (inline, threads)
-            binding.stop()
-            for source in binding.sources():
-                binding.remove_source(source.topic)
-            workers.shutdown(wait=True)
-        boxes, classes, scores = published["callback"]
-        other_boxes, other_classes, other_scores = published["worker"]
-        np.testing.assert_array_equal(boxes, other_boxes)
-        np.testing.assert_array_equal(scores, other_scores)
-        assert classes == other_classes
-        # and they are right: one box per object, on it (letterbox 320 -> 256: ~3 px a pixel)
-        assert len(boxes) == len(truth.boxes)
-        for box, cls in zip(truth.boxes, truth.classes):
-            near = [i for i in range(len(boxes)) if np.abs(boxes[i] - box).max() <= 3.0]
-            assert len(near) == 1 and classes[near[0]] == CLASS_NAMES[cls], (box, boxes)
+            stop_binding(binding, workers)
+        # the same, and right: one box per object, on it (letterbox 320 -> 256: ~3 px a pixel)
+        assert_same_right_boxes(published, truth)
     finally:
         core.stop()
 
 
 def test_a_frame_failing_in_the_callback_is_counted_and_the_next_publish(ros_node,
                                                                         monkeypatch):
-    from sensor_msgs.msg import Image
-
-    from triton_ros.core.server import InferenceServer, ServerOptions
     from triton_ros.ros import preprocess as preprocess_module
     from triton_ros.ros.bindings import Binding
     from triton_ros.ros.diagnostics import DiagnosticsReporter
     from triton_ros.ros.model_target import LocalModelTarget
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
     from triton_ros.ros.parameters import declare_and_read
 
     failures = {"left": 2}
@@ -127,15 +104,9 @@ def test_a_frame_failing_in_the_callback_is_counted_and_the_next_publish(ros_nod
         return call(self, *args)
 
     monkeypatch.setattr(preprocess_module.Preprocessor, "__call__", flaky)
-    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
-                                         model_control_mode="explicit",
-                                         startup_models=("color_detector",)))
-    core.start()
+    core = bundled_core("color_detector")
     config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
-    results = []
-    ros_node.create_subscription(DETECTIONS_TYPE, f"/inline{TOKEN}/cam/detections",
-                                 results.append, 10)
-    pub = ros_node.create_publisher(Image, TOPIC, 10)
+    results, pub = detections_probe(ros_node, TOPIC, DETECTIONS)
     workers = ThreadPoolExecutor(2, thread_name_prefix=WORKER)
     binding = Binding(config.bindings[0], node=ros_node,
                       target=LocalModelTarget(core, "color_detector"), workers=workers,

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from ros_env import ROOT, TOKEN
-from ros_probe import image_message, wait_until
+from ros_probe import (assert_same_right_boxes, bundled_core, detections_probe,
+                       image_message, stop_binding, wait_until)
 from triton_ros.ros.preprocess import MalformedImage
 from triton_ros.ros.serialized_image import ImageReader
 
@@ -63,28 +64,18 @@ def ros_node(spinning_node):
 
 
 def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
-    from sensor_msgs.msg import Image
-
-    from triton_ros.core.server import InferenceServer, ServerOptions
     from triton_ros.ros.bindings import Binding
     from triton_ros.ros.diagnostics import DiagnosticsReporter
     from triton_ros.ros.detection_metrics import message_boxes
     from triton_ros.ros.model_target import LocalModelTarget
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
     from triton_ros.ros.parameters import declare_and_read
-    from triton_ros.ros.synthetic_cameras import CLASS_NAMES, SyntheticScene, parse_camera
+    from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
 
-    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
-                                         model_control_mode="explicit",
-                                         startup_models=("color_detector",)))
-    core.start()
+    core = bundled_core("color_detector")
     config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
     pixels, truth = SyntheticScene(parse_camera("r/cam:320x240:rgb8"), seed=5).render(0.0)
     assert len(truth.boxes) > 0
-    results = []
-    ros_node.create_subscription(DETECTIONS_TYPE, f"/serialized{TOKEN}/cam/detections",
-                                 results.append, 10)
-    pub = ros_node.create_publisher(Image, TOPIC, 10)
+    results, pub = detections_probe(ros_node, TOPIC, f"/serialized{TOKEN}/cam/detections")
     published = {}
     try:
         # "fallback": serialized_images true where rosbags cannot be imported -> typed
@@ -110,20 +101,8 @@ def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
             published[frame_id] = message_boxes(msg)
             counters, _, _ = binding.sources()[0].snapshot()
             assert counters.dropped_malformed == 0 and counters.failed_internal == 0
-            binding.stop()
-            for source in binding.sources():
-                binding.remove_source(source.topic)
-            workers.shutdown(wait=True)
-        boxes, classes, scores = published["serialized"]
-        for other in ("typed", "fallback"):
-            other_boxes, other_classes, other_scores = published[other]
-            np.testing.assert_array_equal(boxes, other_boxes)
-            np.testing.assert_array_equal(scores, other_scores)
-            assert classes == other_classes
-        # and they are right: one box per object, on it (letterbox 320 -> 256: ~3 px a pixel)
-        assert len(boxes) == len(truth.boxes)
-        for box, cls in zip(truth.boxes, truth.classes):
-            near = [i for i in range(len(boxes)) if np.abs(boxes[i] - box).max() <= 3.0]
-            assert len(near) == 1 and classes[near[0]] == CLASS_NAMES[cls], (box, boxes)
+            stop_binding(binding, workers)
+        # the same, and right: one box per object, on it (letterbox 320 -> 256: ~3 px a pixel)
+        assert_same_right_boxes(published, truth)
     finally:
         core.stop()
