@@ -23,8 +23,9 @@ cost more CPU than the frames themselves (measured: 10-16 ms of CPU per frame ag
 single thread, and the multi-threaded node fell behind at 120 frames/s). Image callbacks here
 check a header and preprocess the frame (or hand it to the worker pool), then only queue it,
 so one thread runs them. Only callback groups named as *blocking* (model load and unload,
-which take seconds) go to a separate thread, so that they never stall the cameras. Mutual exclusion of callback groups is rclpy's own: a
-group's next callback is not taken before the previous one ends. It uses only the public
+which take seconds) go to a separate thread, so that they never stall the cameras. Mutual
+exclusion of callback groups is rclpy's own: a group's next callback is not taken before the
+previous one ends. It uses only the public
 executor API (``wait_for_ready_callbacks``, ``spin_once``), the same on Humble, Jazzy and
 Kilted.
 
