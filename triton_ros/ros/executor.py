@@ -25,9 +25,8 @@ check a header and preprocess the frame (or hand it to the worker pool), then on
 so one thread runs them. Only callback groups named as *blocking* (model load and unload,
 which take seconds) go to a separate thread, so that they never stall the cameras. Mutual
 exclusion of callback groups is rclpy's own: a group's next callback is not taken before the
-previous one ends. It uses only the public
-executor API (``wait_for_ready_callbacks``, ``spin_once``), the same on Humble, Jazzy and
-Kilted.
+previous one ends. It uses only the public executor API (``wait_for_ready_callbacks``,
+``spin_once``), the same on Humble, Jazzy and Kilted.
 
 In both, a callback that raises is logged and the executor goes on.
 """

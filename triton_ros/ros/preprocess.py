@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -320,23 +321,26 @@ class _CvPipeline:
                 self.color, self.plane_order = None, (2, 1, 0)
         self._local = threading.local()
 
+    def _kept(self, name: str, make: Callable[[], Any]) -> Any:
+        """This thread's buffer ``name``, made by ``make()`` at its first use: several threads
+        may preprocess frames of one geometry at once, each into buffers of its own."""
+        value = getattr(self._local, name, None)
+        if value is None:
+            value = make()
+            setattr(self._local, name, value)
+        return value
+
     def _canvas(self) -> np.ndarray:
-        """This thread's letterbox canvas (workers preprocess frames of one geometry at once)."""
-        canvas = getattr(self._local, "canvas", None)
-        if canvas is None:
-            canvas = self._local.canvas = np.full(
-                (self.plan.height, self.plan.width, self.plan.channels), self.plan.pad_value,
-                np.uint8)
-        return canvas
+        """This thread's letterbox canvas."""
+        return self._kept("canvas", lambda: np.full(
+            (self.plan.height, self.plan.width, self.plan.channels), self.plan.pad_value,
+            np.uint8))
 
     def _planes(self) -> list[np.ndarray]:
         """This thread's three 8-bit planes that cv2.split writes into (a fresh allocation per
         frame costs about 10 us of its 220)."""
-        planes = getattr(self._local, "planes", None)
-        if planes is None:
-            planes = self._local.planes = [
-                np.empty((self.plan.height, self.plan.width), np.uint8) for _ in range(3)]
-        return planes
+        return self._kept("planes", lambda: [
+            np.empty((self.plan.height, self.plan.width), np.uint8) for _ in range(3)])
 
     def run(self, flat: np.ndarray) -> np.ndarray:
         plan = self.plan
