@@ -6,7 +6,8 @@ once per version) whose :meth:`BackendModel.create_instance` makes one
 and returns exactly one response or error per request, in order.
 
 :class:`BatchedTensorInstance` does this for backends that run one tensor batch per execution
-(ONNX Runtime, TensorRT): it concatenates the requests' inputs along the batch dimension, runs,
+(ONNX Runtime, TensorRT): it concatenates the requests' inputs along the batch dimension, runs
+(in parts of rows where the backend asks for it: :meth:`BatchedTensorInstance.rows_per_run`),
 checks the outputs and gives each request its own rows back.
 
 Backends are found by name in :data:`BACKENDS` and imported only when a model needs them, so that
@@ -125,6 +126,21 @@ class BackendModel(abc.ABC):
         """Release model-level resources after every instance is closed."""
 
 
+def _row_range(parts: list[np.ndarray], begin: int, end: int) -> list[np.ndarray]:
+    """Rows ``begin:end`` of the parts taken one after another, as views of them."""
+    pieces = []
+    offset = 0
+    for part in parts:
+        rows = int(part.shape[0])
+        lo, hi = max(begin, offset), min(end, offset + rows)
+        if lo < hi:
+            pieces.append(part[lo - offset:hi - offset])
+        offset += rows
+        if offset >= end:
+            break
+    return pieces
+
+
 class BatchedTensorInstance(BackendModelInstance):
     """Concatenate requests into one batch, :meth:`run` it, split the outputs per request."""
 
@@ -134,7 +150,13 @@ class BatchedTensorInstance(BackendModelInstance):
 
     @abc.abstractmethod
     def run(self, inputs: Mapping[str, np.ndarray], output_names: list[str]) -> Mapping[str, np.ndarray]:
-        """Execute the model on whole-batch tensors (model-facing shapes)."""
+        """Execute the model on batch tensors (model-facing shapes): the whole batch, or one part
+        of it when :meth:`rows_per_run` says so."""
+
+    def rows_per_run(self, row_elements: int, rows: int) -> int | None:
+        """At most how many rows of a batch of ``rows`` rows, whose inputs hold ``row_elements``
+        elements per row, one :meth:`run` takes; None (the default): the whole batch at once."""
+        return None
 
     def execute(self, requests: list[InferRequest]) -> ExecuteResult:
         config = self.model.config
@@ -145,23 +167,31 @@ class BatchedTensorInstance(BackendModelInstance):
             for name in request.output_names(config):
                 if name not in wanted:
                     wanted.append(name)
-        if len(requests) == 1:
-            feed = dict(model_facing_inputs(config, requests[0]))
-        else:
-            per_request = [model_facing_inputs(config, r) for r in requests]
-            feed = {name: self._assemble(name, [p[name] for p in per_request])
-                    for name in per_request[0]}
-        t1 = time.monotonic_ns()
+        per_request = [model_facing_inputs(config, r) for r in requests]
+        run_rows = self._run_rows(per_request, requests) if batching else None
+        input_ns = infer_ns = 0
         try:
-            outputs = self.run(feed, wanted)
-            if len(requests) > 1:
-                outputs = self._detach(outputs, feed)
+            if run_rows is None:
+                if len(requests) == 1:
+                    feed = dict(per_request[0])
+                else:
+                    feed = {name: self._assemble(name, [p[name] for p in per_request])
+                            for name in per_request[0]}
+                t1 = time.monotonic_ns()
+                input_ns = t1 - t0
+                outputs = self.run(feed, wanted)
+                if len(requests) > 1:
+                    outputs = self._detach(outputs, feed)
+                infer_ns = time.monotonic_ns() - t1
+            else:
+                outputs, input_ns, infer_ns = self._run_in_parts(per_request, run_rows, wanted, t0)
         except TritonRosError as exc:
-            return ExecuteResult([exc] * len(requests), t1 - t0, time.monotonic_ns() - t1, 0)
+            return ExecuteResult([exc] * len(requests), input_ns, infer_ns, 0)
         except Exception as exc:  # a backend failure fails this batch, never the server
             err = internal(f"{type(self).__name__} failed to execute model '{config.name}': "
                            f"{as_triton_error(exc).message}")
-            return ExecuteResult([err] * len(requests), t1 - t0, time.monotonic_ns() - t1, 0)
+            return ExecuteResult([err] * len(requests), input_ns, infer_ns, 0)
+        t1 = t0 + input_ns
         t2 = time.monotonic_ns()
 
         total_rows = sum(r.batch_size for r in requests)
@@ -183,6 +213,48 @@ class BatchedTensorInstance(BackendModelInstance):
             offset += rows
             responses.append(InferResponse(config.name, self.model.version, request.id, outs))
         return ExecuteResult(responses, t1 - t0, t2 - t1, time.monotonic_ns() - t2)
+
+    def _run_rows(self, per_request: list[Mapping[str, np.ndarray]],
+                  requests: list[InferRequest]) -> int | None:
+        """Rows per run when this batch runs in parts (:meth:`rows_per_run`), else None."""
+        total = 0
+        for inputs, request in zip(per_request, requests):
+            rows = request.batch_size
+            if not inputs or any(a.ndim == 0 or a.shape[0] != rows for a in inputs.values()):
+                return None                    # no common batch dimension: one run
+            total += rows
+        first = per_request[0]
+        row_elements = sum(a.size // a.shape[0] for a in first.values()) if first and \
+            requests[0].batch_size else 0
+        rows = self.rows_per_run(row_elements, total)
+        return rows if rows is not None and 0 < rows < total else None
+
+    def _run_in_parts(self, per_request: list[Mapping[str, np.ndarray]], rows: int,
+                      wanted: list[str], t0: int) -> tuple[Mapping[str, np.ndarray], int, int]:
+        """Run the batch ``rows`` rows at a time, each part assembled in the reusable buffers
+        (which then hold one part, not the batch); its outputs concatenated. Returns the outputs
+        and the time spent assembling and running."""
+        names = list(per_request[0])
+        total = sum(int(p[names[0]].shape[0]) for p in per_request)
+        input_ns = infer_ns = 0
+        parts: list[Mapping[str, np.ndarray]] = []
+        start = t0
+        for begin in range(0, total, rows):
+            end = min(begin + rows, total)
+            feed = {}
+            for name in names:
+                pieces = _row_range([p[name] for p in per_request], begin, end)
+                feed[name] = pieces[0] if len(pieces) == 1 else self._assemble(name, pieces)
+            ran = time.monotonic_ns()
+            input_ns += ran - start
+            # copied off the buffers before the next part overwrites them
+            parts.append(self._detach(self.run(feed, wanted), feed))
+            start = time.monotonic_ns()
+            infer_ns += start - ran
+        outputs = {name: np.concatenate([np.asarray(p[name]) for p in parts], axis=0)
+                   for name in wanted if all(name in p for p in parts)}
+        infer_ns += time.monotonic_ns() - start
+        return outputs, input_ns, infer_ns
 
     def _assemble(self, name: str, parts: list[np.ndarray]) -> np.ndarray:
         """The parts' rows, one after another, in this instance's reusable buffer for the input:

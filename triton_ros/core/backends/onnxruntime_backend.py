@@ -17,6 +17,17 @@ as in Triton they override the ``cuda`` accelerator's parameters), plus
 still loads there. Any other parameter is named in a warning at load (Triton is silent about
 it): a misspelt key would otherwise change nothing unseen.
 
+On the CPU an executed batch of large samples runs as several smaller runs (``max_sub_batch_size``,
+beyond Triton): ONNX Runtime's CPU kernels gain nothing from a batch of images (its convolutions
+loop over the images) while every run's activations grow with the batch. Measured on tinydet
+(``bench/results_sub_batch.md``, bare ONNX Runtime, 1 thread): a batch of 32 ran at 670 img/s and
+held 51 MB of activations; in runs of 8, 765 img/s and 14 MB; of 4, 780 img/s and 4 MB. The
+parameter sets the most rows per run (``0``: the whole batch in one run, as Triton's backend
+does); by default it is the most rows whose inputs hold at most 2^20 elements (6 images of
+3x224x224, the whole batch for small samples, where batching does pay). KIND_GPU instances run
+the whole batch. The model's outputs are the runs' outputs concatenated: dynamic batching already
+treats the rows of a batch as independent.
+
 Auto-complete fills a missing or partial configuration from the model (AutoCompleteConfig):
 inputs, outputs and max_batch_size (the default 4 when every tensor's first dimension is
 dynamic, which also turns on the dynamic batcher).
@@ -106,8 +117,11 @@ _ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
 _READ_PARAMETERS = frozenset({
     "intra_op_thread_count", "inter_op_thread_count", "execution_mode", "enable_mem_arena",
     "enable_mem_pattern", _ARENA_SHRINKAGE, "cudnn_conv_algo_search", "gpu_mem_limit",
-    "arena_extend_strategy", "do_copy_in_default_stream",
+    "arena_extend_strategy", "do_copy_in_default_stream", "max_sub_batch_size",
 })
+# The default bound on one CPU run's inputs when max_sub_batch_size is not set (elements, summed
+# over the inputs): 6 rows of a 3x224x224 image (bench/results_sub_batch.md).
+SUB_BATCH_ELEMENTS = 1 << 20
 
 
 # Session entries ONNX Runtime reads as "1" or not: any other value would silently mean "0"
@@ -143,6 +157,18 @@ def _arena_shrinkage(config: ModelConfig) -> str | None:
         raise invalid_arg(f"model '{config.name}': parameter '{_ARENA_SHRINKAGE}' must list "
                           f"devices as 'cpu:0' or 'cpu:0;gpu:0', got '{value}'")
     return value
+
+
+def _max_sub_batch(config: ModelConfig) -> int | None:
+    """Rows per CPU run: None for whole batches (``0``), 0 for the default (from the samples'
+    size), else the parameter's row count."""
+    if "max_sub_batch_size" not in config.parameters:
+        return 0
+    rows = _parse_int(config, "max_sub_batch_size", 0)
+    if rows < 0:
+        raise invalid_arg(f"model '{config.name}': parameter 'max_sub_batch_size' must be 0 "
+                          f"(whole batches) or a row count, got {rows}")
+    return rows or None
 
 
 def _deprecated_cuda_options(config: ModelConfig) -> dict[str, str]:
@@ -200,6 +226,7 @@ class OnnxRuntimeModel(BackendModel):
         # Checked once per model, before any instance: a bad value fails the load, named
         self.session_entries = _session_entries(config)
         self.arena_shrinkage = _arena_shrinkage(config)
+        self.max_sub_batch = _max_sub_batch(config)
 
     @classmethod
     def can_use_gpu(cls) -> bool:
@@ -325,6 +352,10 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
                            f"({model.model_file}): {exc}") from None
         self._check_io(config)
         self._bytes_inputs = {t.name for t in config.inputs if t.datatype == "BYTES"}
+        # Rows per run on the CPU: None = the whole batch, 0 = from the samples' size
+        self._sub_batch: int | None = None
+        if kind != "KIND_GPU" and config.max_batch_size > 1:
+            self._sub_batch = model.max_sub_batch
         _log.debug("instance %s of '%s' uses %s", name, config.name, self.session.get_providers())
 
     @staticmethod
@@ -390,6 +421,13 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
             raise internal(f"onnxruntime execution failure for model '{self.model.config.name}': "
                            f"{exc}") from None
         return dict(zip(output_names, values))
+
+    def rows_per_run(self, row_elements: int, rows: int) -> int | None:
+        if self._sub_batch is None:
+            return None
+        if self._sub_batch > 0:
+            return self._sub_batch
+        return max(1, SUB_BATCH_ELEMENTS // row_elements) if row_elements else None
 
     def close(self) -> None:
         self.session = None

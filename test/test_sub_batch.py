@@ -1,0 +1,106 @@
+"""ONNX Runtime on the CPU runs a batch of large samples in parts (``max_sub_batch_size``): the
+answers are each request's own rows, exactly; the parts are as large as the parameter (or the
+default element bound) says; the reused batch buffers hold one part, not the batch; ``0`` runs
+the batch whole, as Triton's backend does; a bad value fails the load."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from model_factory import add_sub_graph, write_model
+from triton_ros.core.backends.onnxruntime_backend import SUB_BATCH_ELEMENTS
+from triton_ros.core.errors import StatusCode, TritonRosError
+from triton_ros.core.infer_request import InferRequest
+from triton_ros.core.server import InferenceServer, ServerOptions
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
+    core.start()
+    core.repo_path = tmp_path
+    yield core
+    core.stop()
+
+
+def load(server, name: str, width: int, parameters: dict[str, str]):
+    lines = ['backend: "onnxruntime"', "max_batch_size: 16",
+             f'input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
+             f'{{ name: "INPUT1" data_type: TYPE_FP32 dims: [ {width} ] }} ]',
+             f'output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
+             f'{{ name: "OUTPUT1" data_type: TYPE_FP32 dims: [ {width} ] }} ]',
+             'instance_group [ { count: 1 kind: KIND_CPU } ]']
+    lines += [f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}'
+              for k, v in parameters.items()]
+    write_model(server.repo_path, name, add_sub_graph("FP32", ["N", width]), "\n".join(lines))
+    server.load_model(name)
+    (instance,) = server.get_model(name).instances
+    runs: list[int] = []
+    real_run = instance.run
+
+    def counted(inputs, output_names):         # the real session runs; only its rows are noted
+        runs.append(int(inputs["INPUT0"].shape[0]))
+        return real_run(inputs, output_names)
+
+    instance.run = counted
+    return instance, runs
+
+
+def execute(instance, name: str, width: int, batch_sizes: list[int]):
+    rng = np.random.default_rng(len(batch_sizes))
+    requests = []
+    for rows in batch_sizes:
+        request = InferRequest(name, {
+            "INPUT0": rng.standard_normal((rows, width)).astype(np.float32),
+            "INPUT1": rng.standard_normal((rows, width)).astype(np.float32)})
+        request.batch_size = rows
+        requests.append(request)
+    result = instance.execute(requests)
+    for request, response in zip(requests, result.responses):
+        assert not isinstance(response, TritonRosError), response
+        a, b = request.inputs["INPUT0"], request.inputs["INPUT1"]
+        np.testing.assert_array_equal(response.outputs["OUTPUT0"], a + b)
+        np.testing.assert_array_equal(response.outputs["OUTPUT1"], a - b)
+    assert result.compute_infer_ns > 0
+    return result
+
+
+def test_a_batch_runs_in_parts_of_the_configured_rows(server):
+    instance, runs = load(server, "parts", 4, {"max_sub_batch_size": "3"})
+    execute(instance, "parts", 4, [2, 4, 1])       # 7 rows, a request across each boundary
+    assert runs == [3, 3, 1]
+    # the buffers that assemble a part hold one part, not the batch
+    assert all(buf.shape[0] <= 3 for buf in instance._batch_buffers.values())
+    runs.clear()
+    execute(instance, "parts", 4, [2, 1])          # within one part: one run
+    assert runs == [3]
+
+
+def test_zero_runs_the_batch_whole(server):
+    instance, runs = load(server, "whole", 4, {"max_sub_batch_size": "0"})
+    execute(instance, "whole", 4, [2, 4, 1, 5])
+    assert runs == [12]
+
+
+def test_default_bounds_the_elements_of_a_run(server):
+    # small rows (8 elements over both inputs): the whole batch, where batching pays
+    instance, runs = load(server, "small", 4, {})
+    execute(instance, "small", 4, [3, 5, 8])
+    assert runs == [16]
+    # 2 x 300000 elements a row: as many rows as fit in SUB_BATCH_ELEMENTS, over both inputs
+    width = 300_000
+    rows = SUB_BATCH_ELEMENTS // (2 * width)
+    assert rows == 1
+    instance, runs = load(server, "large", width, {})
+    execute(instance, "large", width, [2, 1])
+    assert runs == [1, 1, 1]
+
+
+@pytest.mark.parametrize("value", ["-1", "three"])
+def test_a_bad_value_fails_the_load(server, value):
+    with pytest.raises(TritonRosError) as err:
+        load(server, "bad", 4, {"max_sub_batch_size": value})
+    assert err.value.code == StatusCode.INVALID_ARG
+    assert "max_sub_batch_size" in err.value.message
