@@ -1,7 +1,8 @@
 """ONNX Runtime on the CPU runs a batch of large samples in parts (``max_sub_batch_size``): the
-answers are each request's own rows, exactly; the parts are as large as the parameter (or the
-default element bound) says; the reused batch buffers hold one part, not the batch; ``0`` runs
-the batch whole, as Triton's backend does; a bad value fails the load."""
+answers are each request's own rows, exactly; a part is whole requests of at most as many rows
+as the parameter (or the default element bound) says, and a larger request runs alone, never
+split; the reused batch buffers hold one part, not the batch; ``0`` runs the batch whole, as
+Triton's backend does; a bad value fails the load."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -67,15 +68,22 @@ def execute(instance, name: str, width: int, batch_sizes: list[int]):
     return result
 
 
-def test_a_batch_runs_in_parts_of_the_configured_rows(server):
+def test_a_batch_runs_in_parts_of_whole_requests(server):
     instance, runs = load(server, "parts", 4, {"max_sub_batch_size": "3"})
-    execute(instance, "parts", 4, [2, 4, 1])       # 7 rows, a request across each boundary
+    execute(instance, "parts", 4, [1, 1, 1, 2, 1, 1])   # 7 rows: parts of 3, 3 and 1
     assert runs == [3, 3, 1]
     # the buffers that assemble a part hold one part, not the batch
     assert all(buf.shape[0] <= 3 for buf in instance._batch_buffers.values())
     runs.clear()
-    execute(instance, "parts", 4, [2, 1])          # within one part: one run
+    # a request is never split: one of more rows than a part runs alone
+    execute(instance, "parts", 4, [2, 4, 1, 1])
+    assert runs == [2, 4, 2]
+    runs.clear()
+    execute(instance, "parts", 4, [2, 1])           # within one part: one run
     assert runs == [3]
+    runs.clear()
+    execute(instance, "parts", 4, [5])              # one request: one run
+    assert runs == [5]
 
 
 def test_zero_runs_the_batch_whole(server):
@@ -94,8 +102,8 @@ def test_default_bounds_the_elements_of_a_run(server):
     rows = SUB_BATCH_ELEMENTS // (2 * width)
     assert rows == 1
     instance, runs = load(server, "large", width, {})
-    execute(instance, "large", width, [2, 1])
-    assert runs == [1, 1, 1]
+    execute(instance, "large", width, [1, 1, 2, 1])
+    assert runs == [1, 1, 2, 1]
 
 
 @pytest.mark.parametrize("value", ["-1", "three"])

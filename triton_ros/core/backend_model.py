@@ -126,21 +126,6 @@ class BackendModel(abc.ABC):
         """Release model-level resources after every instance is closed."""
 
 
-def _row_range(parts: list[np.ndarray], begin: int, end: int) -> list[np.ndarray]:
-    """Rows ``begin:end`` of the parts taken one after another, as views of them."""
-    pieces = []
-    offset = 0
-    for part in parts:
-        rows = int(part.shape[0])
-        lo, hi = max(begin, offset), min(end, offset + rows)
-        if lo < hi:
-            pieces.append(part[lo - offset:hi - offset])
-        offset += rows
-        if offset >= end:
-            break
-    return pieces
-
-
 class BatchedTensorInstance(BackendModelInstance):
     """Concatenate requests into one batch, :meth:`run` it, split the outputs per request."""
 
@@ -184,7 +169,8 @@ class BatchedTensorInstance(BackendModelInstance):
                     outputs = self._detach(outputs, feed)
                 infer_ns = time.monotonic_ns() - t1
             else:
-                outputs, input_ns, infer_ns = self._run_in_parts(per_request, run_rows, wanted, t0)
+                outputs, input_ns, infer_ns = self._run_in_parts(per_request, requests, run_rows,
+                                                                 wanted, t0)
         except TritonRosError as exc:
             return ExecuteResult([exc] * len(requests), input_ns, infer_ns, 0)
         except Exception as exc:  # a backend failure fails this batch, never the server
@@ -227,32 +213,46 @@ class BatchedTensorInstance(BackendModelInstance):
         row_elements = sum(a.size // a.shape[0] for a in first.values()) if first and \
             requests[0].batch_size else 0
         rows = self.rows_per_run(row_elements, total)
-        return rows if rows is not None and 0 < rows < total else None
+        if rows is None or rows <= 0 or rows >= total or len(requests) == 1:
+            return None                        # one run: a request's rows run together
+        return rows
 
-    def _run_in_parts(self, per_request: list[Mapping[str, np.ndarray]], rows: int,
-                      wanted: list[str], t0: int) -> tuple[Mapping[str, np.ndarray], int, int]:
-        """Run the batch ``rows`` rows at a time, each part assembled in the reusable buffers
-        (which then hold one part, not the batch); its outputs concatenated. Returns the outputs
-        and the time spent assembling and running."""
-        names = list(per_request[0])
-        total = sum(int(p[names[0]].shape[0]) for p in per_request)
+    def _run_in_parts(self, per_request: list[Mapping[str, np.ndarray]],
+                      requests: list[InferRequest], rows: int, wanted: list[str], t0: int
+                      ) -> tuple[Mapping[str, np.ndarray], int, int]:
+        """Run the batch in parts of whole requests, each of at most ``rows`` rows (a request
+        of more rows runs alone: its rows always run together, as its client sent them), each
+        part assembled in the reusable buffers, which then hold one part, not the batch; the
+        parts' outputs concatenated. Returns the outputs and the time spent assembling and
+        running."""
+        groups: list[list[int]] = []
+        filled = rows
+        for index, request in enumerate(requests):
+            if filled + request.batch_size > rows:
+                groups.append([])
+                filled = 0
+            groups[-1].append(index)
+            filled += request.batch_size
         input_ns = infer_ns = 0
         parts: list[Mapping[str, np.ndarray]] = []
         start = t0
-        for begin in range(0, total, rows):
-            end = min(begin + rows, total)
-            feed = {}
-            for name in names:
-                pieces = _row_range([p[name] for p in per_request], begin, end)
-                feed[name] = pieces[0] if len(pieces) == 1 else self._assemble(name, pieces)
+        for group in groups:
+            if len(group) == 1:
+                feed = dict(per_request[group[0]])
+            else:
+                feed = {name: self._assemble(name, [per_request[i][name] for i in group])
+                        for name in per_request[group[0]]}
             ran = time.monotonic_ns()
             input_ns += ran - start
             # copied off the buffers before the next part overwrites them
             parts.append(self._detach(self.run(feed, wanted), feed))
             start = time.monotonic_ns()
             infer_ns += start - ran
-        outputs = {name: np.concatenate([np.asarray(p[name]) for p in parts], axis=0)
-                   for name in wanted if all(name in p for p in parts)}
+        if len(parts) == 1:
+            outputs = parts[0]
+        else:
+            outputs = {name: np.concatenate([np.asarray(p[name]) for p in parts], axis=0)
+                       for name in wanted if all(name in p for p in parts)}
         infer_ns += time.monotonic_ns() - start
         return outputs, input_ns, infer_ns
 

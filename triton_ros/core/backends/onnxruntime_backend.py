@@ -25,8 +25,9 @@ held 51 MB of activations; in runs of 8, 765 img/s and 14 MB; of 4, 780 img/s an
 parameter sets the most rows per run (``0``: the whole batch in one run, as Triton's backend
 does); by default it is the most rows whose inputs hold at most 2^20 elements (6 images of
 3x224x224, the whole batch for small samples, where batching does pay). KIND_GPU instances run
-the whole batch. The model's outputs are the runs' outputs concatenated: dynamic batching already
-treats the rows of a batch as independent.
+the whole batch. A part is one or more whole requests (a request of more rows runs alone, its
+rows together as its client sent them), so a part is a batch Triton's dynamic batcher could have
+formed itself; the model's outputs are the parts' outputs concatenated.
 
 Auto-complete fills a missing or partial configuration from the model (AutoCompleteConfig):
 inputs, outputs and max_batch_size (the default 4 when every tensor's first dimension is
