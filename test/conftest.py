@@ -46,3 +46,15 @@ def bundled_server():
     yield server
     rc = server.stop()
     assert rc == 0, f"server exited with {rc}:\n{server.log()}"
+
+
+@pytest.fixture
+def explicit_core(tmp_path: Path):
+    """A started core over an empty repository in ``tmp_path`` (``repo_path``), explicit model
+    control: a test writes its models there and loads them."""
+    from triton_ros.core.server import InferenceServer, ServerOptions
+    core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
+    core.start()
+    core.repo_path = tmp_path
+    yield core
+    core.stop()

@@ -26,12 +26,8 @@ def config_text(parameters: dict[str, str]) -> str:
 
 
 @pytest.fixture
-def server(tmp_path: Path):
-    core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
-    core.start()
-    core.repo_path = tmp_path
-    yield core
-    core.stop()
+def server(explicit_core):
+    return explicit_core
 
 
 def load(server, name: str, parameters: dict[str, str]):

@@ -5,7 +5,6 @@ split; the reused batch buffers hold one part, not the batch; ``0`` runs the bat
 Triton's backend does; a bad value fails the load."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,16 +13,11 @@ from model_factory import add_sub_graph, write_model
 from triton_ros.core.backends.onnxruntime_backend import SUB_BATCH_ELEMENTS
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.infer_request import InferRequest
-from triton_ros.core.server import InferenceServer, ServerOptions
 
 
 @pytest.fixture
-def server(tmp_path: Path):
-    core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
-    core.start()
-    core.repo_path = tmp_path
-    yield core
-    core.stop()
+def server(explicit_core):
+    return explicit_core
 
 
 def load(server, name: str, width: int, parameters: dict[str, str]):
