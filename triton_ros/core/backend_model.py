@@ -153,30 +153,34 @@ class BatchedTensorInstance(BackendModelInstance):
                 if name not in wanted:
                     wanted.append(name)
         per_request = [model_facing_inputs(config, r) for r in requests]
-        run_rows = self._run_rows(per_request, requests) if batching else None
-        input_ns = infer_ns = 0
+        groups = self._groups(per_request, requests) if batching else [list(range(len(requests)))]
+        input_ns = 0                           # assembling; the rest until t2 is running
         try:
-            if run_rows is None:
-                if len(requests) == 1:
-                    feed = dict(per_request[0])
+            parts: list[Mapping[str, np.ndarray]] = []
+            start = t0
+            for group in groups:
+                if len(group) == 1:
+                    feed = dict(per_request[group[0]])
                 else:
-                    feed = {name: self._assemble(name, [p[name] for p in per_request])
-                            for name in per_request[0]}
-                t1 = time.monotonic_ns()
-                input_ns = t1 - t0
+                    feed = {name: self._assemble(name, [per_request[i][name] for i in group])
+                            for name in per_request[group[0]]}
+                ran = time.monotonic_ns()
+                input_ns += ran - start
                 outputs = self.run(feed, wanted)
-                if len(requests) > 1:
-                    outputs = self._detach(outputs, feed)
-                infer_ns = time.monotonic_ns() - t1
-            else:
-                outputs, input_ns, infer_ns = self._run_in_parts(per_request, requests, run_rows,
-                                                                 wanted, t0)
+                # copied off the reused buffers before the next batch (or part) overwrites them
+                parts.append(self._detach(outputs, feed) if len(group) > 1 else outputs)
+                start = time.monotonic_ns()
+            outputs = parts[0] if len(parts) == 1 else {
+                name: np.concatenate([np.asarray(p[name]) for p in parts], axis=0)
+                for name in wanted if all(name in p for p in parts)}
         except TritonRosError as exc:
-            return ExecuteResult([exc] * len(requests), input_ns, infer_ns, 0)
+            return ExecuteResult([exc] * len(requests), input_ns,
+                                 time.monotonic_ns() - t0 - input_ns, 0)
         except Exception as exc:  # a backend failure fails this batch, never the server
             err = internal(f"{type(self).__name__} failed to execute model '{config.name}': "
                            f"{as_triton_error(exc).message}")
-            return ExecuteResult([err] * len(requests), input_ns, infer_ns, 0)
+            return ExecuteResult([err] * len(requests), input_ns,
+                                 time.monotonic_ns() - t0 - input_ns, 0)
         t1 = t0 + input_ns
         t2 = time.monotonic_ns()
 
@@ -200,61 +204,34 @@ class BatchedTensorInstance(BackendModelInstance):
             responses.append(InferResponse(config.name, self.model.version, request.id, outs))
         return ExecuteResult(responses, t1 - t0, t2 - t1, time.monotonic_ns() - t2)
 
-    def _run_rows(self, per_request: list[Mapping[str, np.ndarray]],
-                  requests: list[InferRequest]) -> int | None:
-        """Rows per run when this batch runs in parts (:meth:`rows_per_run`), else None."""
+    def _groups(self, per_request: list[Mapping[str, np.ndarray]],
+                requests: list[InferRequest]) -> list[list[int]]:
+        """The requests (by index) each :meth:`run` takes: all of them in one run, or, where
+        :meth:`rows_per_run` asks for parts, parts of whole requests of at most that many rows
+        (a request of more rows runs alone: its rows always run together, as its client sent
+        them). A part then fills the reusable buffers instead of the whole batch."""
+        whole = [list(range(len(requests)))]
         total = 0
         for inputs, request in zip(per_request, requests):
             rows = request.batch_size
             if not inputs or any(a.ndim == 0 or a.shape[0] != rows for a in inputs.values()):
-                return None                    # no common batch dimension: one run
+                return whole                   # no common batch dimension: one run
             total += rows
-        first = per_request[0]
-        row_elements = sum(a.size // a.shape[0] for a in first.values()) if first and \
-            requests[0].batch_size else 0
-        rows = self.rows_per_run(row_elements, total)
-        if rows is None or rows <= 0 or rows >= total or len(requests) == 1:
-            return None                        # one run: a request's rows run together
-        return rows
-
-    def _run_in_parts(self, per_request: list[Mapping[str, np.ndarray]],
-                      requests: list[InferRequest], rows: int, wanted: list[str], t0: int
-                      ) -> tuple[Mapping[str, np.ndarray], int, int]:
-        """Run the batch in parts of whole requests, each of at most ``rows`` rows (a request
-        of more rows runs alone: its rows always run together, as its client sent them), each
-        part assembled in the reusable buffers, which then hold one part, not the batch; the
-        parts' outputs concatenated. Returns the outputs and the time spent assembling and
-        running."""
+        if len(requests) == 1 or not requests[0].batch_size:
+            return whole
+        row_elements = sum(a.size // a.shape[0] for a in per_request[0].values())
+        limit = self.rows_per_run(row_elements, total)
+        if limit is None or limit <= 0 or limit >= total:
+            return whole
         groups: list[list[int]] = []
-        filled = rows
+        filled = limit
         for index, request in enumerate(requests):
-            if filled + request.batch_size > rows:
+            if filled + request.batch_size > limit:
                 groups.append([])
                 filled = 0
             groups[-1].append(index)
             filled += request.batch_size
-        input_ns = infer_ns = 0
-        parts: list[Mapping[str, np.ndarray]] = []
-        start = t0
-        for group in groups:
-            if len(group) == 1:
-                feed = dict(per_request[group[0]])
-            else:
-                feed = {name: self._assemble(name, [per_request[i][name] for i in group])
-                        for name in per_request[group[0]]}
-            ran = time.monotonic_ns()
-            input_ns += ran - start
-            # copied off the buffers before the next part overwrites them
-            parts.append(self._detach(self.run(feed, wanted), feed))
-            start = time.monotonic_ns()
-            infer_ns += start - ran
-        if len(parts) == 1:
-            outputs = parts[0]
-        else:
-            outputs = {name: np.concatenate([np.asarray(p[name]) for p in parts], axis=0)
-                       for name in wanted if all(name in p for p in parts)}
-        infer_ns += time.monotonic_ns() - start
-        return outputs, input_ns, infer_ns
+        return groups
 
     def _assemble(self, name: str, parts: list[np.ndarray]) -> np.ndarray:
         """The parts' rows, one after another, in this instance's reusable buffer for the input:
