@@ -91,13 +91,15 @@ def test_default_bounds_the_elements_of_a_run(server):
     instance, runs = load(server, "small", 4, {})
     execute(instance, "small", 4, [3, 5, 8])
     assert runs == [16]
-    # 2 x 300000 elements a row: as many rows as fit in SUB_BATCH_ELEMENTS, over both inputs
-    width = 300_000
-    rows = SUB_BATCH_ELEMENTS // (2 * width)
-    assert rows == 1
+    # 2 x 20000 elements a row: as many rows as fit in SUB_BATCH_ELEMENTS, over both inputs
+    width = 20_000
+    assert SUB_BATCH_ELEMENTS // (2 * width) == 3
     instance, runs = load(server, "large", width, {})
     execute(instance, "large", width, [1, 1, 2, 1])
-    assert runs == [1, 1, 2, 1]
+    assert runs == [2, 3]
+    # camera-sized images run one a run; small ones together
+    assert instance.rows_per_run(3 * 224 * 224, 8) == 1
+    assert instance.rows_per_run(3 * 64 * 64, 32) == 10
 
 
 @pytest.mark.parametrize("value", ["-1", "three"])

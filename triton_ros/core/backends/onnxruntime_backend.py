@@ -23,9 +23,10 @@ loop over the images) while every run's activations grow with the batch. Measure
 (``bench/results_sub_batch.md``, bare ONNX Runtime, 1 thread): a batch of 32 ran at 670 img/s and
 held 51 MB of activations; in runs of 8, 765 img/s and 14 MB; of 4, 780 img/s and 4 MB. The
 parameter sets the most rows per run (``0``: the whole batch in one run, as Triton's backend
-does); by default it is the most rows whose inputs hold at most 2^20 elements (6 images of
-3x224x224, the whole batch for small samples, where batching does pay). KIND_GPU instances run
-the whole batch. A part is one or more whole requests (a request of more rows runs alone, its
+does); by default it is the most rows whose inputs hold at most 2^17 elements: one image of
+3x224x224 or more per run (on this CPU one image per run was the fastest, 1.02-1.06x against
+runs of 5-6 with 1 and 2 threads, and it needs no copy into a batch buffer), 10 of 3x64x64, the
+whole batch for small samples, where batching does pay. KIND_GPU instances run the whole batch. A part is one or more whole requests (a request of more rows runs alone, its
 rows together as its client sent them), so a part is a batch Triton's dynamic batcher could have
 formed itself; the model's outputs are the parts' outputs concatenated.
 
@@ -121,8 +122,8 @@ _READ_PARAMETERS = frozenset({
     "arena_extend_strategy", "do_copy_in_default_stream", "max_sub_batch_size",
 })
 # The default bound on one CPU run's inputs when max_sub_batch_size is not set (elements, summed
-# over the inputs): 6 rows of a 3x224x224 image (bench/results_sub_batch.md).
-SUB_BATCH_ELEMENTS = 1 << 20
+# over the inputs): one 3x224x224 image a run, 2 of 3x128x128 (bench/results_sub_batch.md).
+SUB_BATCH_ELEMENTS = 1 << 17
 
 
 # Session entries ONNX Runtime reads as "1" or not: any other value would silently mean "0"
