@@ -5,6 +5,7 @@ A plain module (not conftest) so that test modules in any folder can import it.
 from __future__ import annotations
 
 import os
+import random as _random
 import signal
 import socket
 import subprocess
@@ -16,10 +17,42 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL_REPOSITORY = ROOT / "model_repository"
 
 
+_GIVEN: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768                     # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free now on 127.0.0.1 for a server to listen on, below the kernel's ephemeral
+    range: a port the kernel hands out (bind to 0) may meanwhile become the source port of some
+    client's connection (the suites run side by side and connect all the time), and the server,
+    binding it seconds later after loading its models, then failed with "address in use".
+    Suites running side by side (scripts/test.sh gives each its own TRITON_ROS_TEST_DOMAIN_ID,
+    consecutive numbers) draw from separate quarters of the range, so one cannot take a port
+    the other has chosen and not yet bound."""
+    low = min(_ephemeral_low(), 32768)
+    first, end = low // 2, low
+    suite = os.environ.get("TRITON_ROS_TEST_DOMAIN_ID", "")
+    if suite.isdigit():
+        width = (end - first) // 4
+        first += (int(suite) % 4) * width
+        end = first + width
+    while True:
+        port = _random.randrange(first, end)
+        if port in _GIVEN:               # never the same port twice in one test process
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            _GIVEN.add(port)
+            return port
 
 
 class ServerProcess:

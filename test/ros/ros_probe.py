@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,14 +18,10 @@ from typing import Any, Callable
 import numpy as np
 import yaml
 
+from server_process import free_port  # test/: on sys.path through its conftest
+
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 60.0                       # generous: the machine is shared and has 2 cores
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stamp_ns(stamp) -> int:
