@@ -24,9 +24,10 @@ loop over the images) while every run's activations grow with the batch. Measure
 held 51 MB of activations; in runs of 8, 765 img/s and 14 MB; of 4, 780 img/s and 4 MB. The
 parameter sets the most rows per run (``0``: the whole batch in one run, as Triton's backend
 does); by default it is the most rows whose inputs hold at most 2^17 elements: one image of
-3x224x224 or more per run (on this CPU one image per run was the fastest, 1.02-1.06x against
-runs of 5-6 with 1 and 2 threads, and it needs no copy into a batch buffer), 10 of 3x64x64, the
-whole batch for small samples, where batching does pay. KIND_GPU instances run the whole batch. A part is one or more whole requests (a request of more rows runs alone, its
+3x224x224 or more per run (on this CPU one image per run was as fast as runs of 4-6 or faster,
+1.01-1.08x with 1 and 2 threads, and it needs no copy into a batch buffer), 10 of 3x64x64, the
+whole batch for small samples, where batching does pay. KIND_GPU instances run the whole batch.
+A part is one or more whole requests (a request of more rows runs alone, its
 rows together as its client sent them), so a part is a batch Triton's dynamic batcher could have
 formed itself; the model's outputs are the parts' outputs concatenated.
 
