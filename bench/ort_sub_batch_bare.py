@@ -48,9 +48,10 @@ def main() -> None:
         for i in range(0, args.batch, args.rows):
             session.run(None, {meta.name: batch[i:i + args.rows]})
     seconds = time.perf_counter() - start
+    after = rss_mb()
     print(f"rows/run={args.rows} threads={args.threads} batch={args.batch}: "
-          f"{args.repeats * args.batch / seconds:.0f} img/s, resident {before} -> {rss_mb()} MB "
-          f"(+{rss_mb() - before} MB)")
+          f"{args.repeats * args.batch / seconds:.0f} img/s, resident {before} -> {after} MB "
+          f"(+{after - before} MB)")
 
 
 if __name__ == "__main__":

@@ -98,8 +98,8 @@ def test_default_bounds_the_elements_of_a_run(server):
     execute(instance, "large", width, [1, 1, 2, 1])
     assert runs == [2, 3]
     # camera-sized images run one a run; small ones together
-    assert instance.rows_per_run(3 * 224 * 224, 8) == 1
-    assert instance.rows_per_run(3 * 64 * 64, 32) == 10
+    assert instance.rows_per_run(3 * 224 * 224) == 1
+    assert instance.rows_per_run(3 * 64 * 64) == 10
 
 
 @pytest.mark.parametrize("value", ["-1", "three"])

@@ -138,9 +138,9 @@ class BatchedTensorInstance(BackendModelInstance):
         """Execute the model on batch tensors (model-facing shapes): the whole batch, or one part
         of it when :meth:`rows_per_run` says so."""
 
-    def rows_per_run(self, row_elements: int, rows: int) -> int | None:
-        """At most how many rows of a batch of ``rows`` rows, whose inputs hold ``row_elements``
-        elements per row, one :meth:`run` takes; None (the default): the whole batch at once."""
+    def rows_per_run(self, row_elements: int) -> int | None:
+        """At most how many rows of a batch whose inputs hold ``row_elements`` elements per row
+        one :meth:`run` takes; None (the default): the whole batch at once."""
         return None
 
     def execute(self, requests: list[InferRequest]) -> ExecuteResult:
@@ -211,17 +211,15 @@ class BatchedTensorInstance(BackendModelInstance):
         (a request of more rows runs alone: its rows always run together, as its client sent
         them). A part then fills the reusable buffers instead of the whole batch."""
         whole = [list(range(len(requests)))]
-        total = 0
-        for inputs, request in zip(per_request, requests):
-            rows = request.batch_size
-            if not inputs or any(a.ndim == 0 or a.shape[0] != rows for a in inputs.values()):
-                return whole                   # no common batch dimension: one run
-            total += rows
-        if len(requests) == 1 or not requests[0].batch_size:
+        if len(requests) == 1 or not self._batch_dimension(per_request[0], requests[0]):
             return whole
-        row_elements = sum(a.size // a.shape[0] for a in per_request[0].values())
-        limit = self.rows_per_run(row_elements, total)
-        if limit is None or limit <= 0 or limit >= total:
+        # asked first: a backend that runs whole batches (the default) pays for nothing more
+        limit = self.rows_per_run(sum(a.size // a.shape[0] for a in per_request[0].values()))
+        if limit is None or limit <= 0:
+            return whole
+        if not all(self._batch_dimension(i, r) for i, r in zip(per_request[1:], requests[1:])):
+            return whole                       # no common batch dimension: one run
+        if limit >= sum(r.batch_size for r in requests):
             return whole
         groups: list[list[int]] = []
         filled = limit
@@ -232,6 +230,13 @@ class BatchedTensorInstance(BackendModelInstance):
             groups[-1].append(index)
             filled += request.batch_size
         return groups
+
+    @staticmethod
+    def _batch_dimension(inputs: Mapping[str, np.ndarray], request: InferRequest) -> bool:
+        """Whether every input of the request leads with its (non-zero) batch size."""
+        rows = request.batch_size
+        return bool(rows) and bool(inputs) and all(
+            a.ndim and a.shape[0] == rows for a in inputs.values())
 
     def _assemble(self, name: str, parts: list[np.ndarray]) -> np.ndarray:
         """The parts' rows, one after another, in this instance's reusable buffer for the input:

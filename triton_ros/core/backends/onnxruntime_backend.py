@@ -425,7 +425,7 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
                            f"{exc}") from None
         return dict(zip(output_names, values))
 
-    def rows_per_run(self, row_elements: int, rows: int) -> int | None:
+    def rows_per_run(self, row_elements: int) -> int | None:
         if self._sub_batch is None:
             return None
         if self._sub_batch > 0:
