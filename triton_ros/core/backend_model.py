@@ -85,6 +85,10 @@ class BackendModelInstance(abc.ABC):
         # Set (to the reason) when the instance can no longer execute, e.g. a Python stub that
         # cannot be restarted: its thread stops taking batches and the other instances serve.
         self.failure: str | None = None
+        # Whether the instance may execute on the thread that submits a request (see
+        # Model._execute_directly): only an instance whose execute needs nothing of its own
+        # thread, computes on the CPU and calls nothing back into the server.
+        self.may_run_on_caller = False
 
     @abc.abstractmethod
     def execute(self, requests: list[InferRequest]) -> ExecuteResult:

@@ -24,6 +24,9 @@ requests queued wakes the next idle instance.
 
 Without ``dynamic_batching`` (or with max_batch_size 0) every request executes alone, in arrival
 order, on the next free instance: Triton's behaviour with batching disabled.
+:meth:`DynamicBatchScheduler.take_direct` lets a request skip the queue, to execute on the
+caller's thread (``Model._execute_directly``), only where the queue would have sent it alone and
+at once: nothing queued, no delay, no priority levels, no ordering to keep.
 
 Of the idle instance threads, the one that became idle last takes the next batch
 (:class:`_LastIdleFirst`): at low load one instance then serves every request with its weights and
@@ -123,6 +126,10 @@ class DynamicBatchScheduler:
         self._stop_error: TritonRosError | None = None
         self._next_seq = 0
         self._ordering = _OrderedDelivery() if self._preserve_ordering else None
+        # take_direct: a request may skip the queue only where the queue would send it alone
+        # and at once (and no policy of the queue could apply to it).
+        self._direct_ok = ((not self._batching or self._delay_ns == 0) and not self._levels
+                           and self._ordering is None)
 
     # ---------------------------------------------------------------- producer side
     def enqueue(self, request: InferRequest) -> None:
@@ -152,6 +159,21 @@ class DynamicBatchScheduler:
             if (self._size == 1 or not self._batching or self._delay_ns == 0 or deadline
                     or self._levels or shape_changed or self._rows >= self._wake_rows):
                 self._cv.notify()
+
+    def take_direct(self, request: InferRequest) -> int | None:
+        """Admit ``request`` to execute at once, alone, on the caller's side of the queue; its
+        sequence number, or None when it must queue. Only where the queue would hand it out
+        unchanged and at once: nothing queued, no batching delay, no priority levels, no
+        ordering to keep, not stopping."""
+        if not self._direct_ok:
+            return None
+        with self._cv:
+            if self._size or self._stopping:
+                return None
+            request.queue_start_ns = time.monotonic_ns()
+            seq = self._next_seq
+            self._next_seq += 1
+            return seq
 
     def _level_of(self, priority: int) -> int:
         if self._levels == 0:

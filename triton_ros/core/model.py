@@ -5,6 +5,15 @@ one thread per model instance. Each thread asks the scheduler for a batch whenev
 executes it on its own backend instance, records statistics and answers every request of the
 batch exactly once: with its own response, or with an error. A failure of one batch never stops
 the thread, and stopping the model answers every request still waiting.
+
+Direct execution (beyond Triton, same semantics): where the scheduler would hand a request alone
+and at once to an idle instance (no batching delay, nothing queued), and the model's executions
+are short (ONNX Runtime on the CPU, a mean under :data:`DIRECT_EXECUTION_NS`) and the request
+small, the thread that submits it executes it on that instance, holding the instance's execution
+lock as the instance's own thread does for every batch. Its future is answered before ``enqueue``
+returns. For a model like Triton's ``simple`` the two thread hand-offs (to the instance thread
+and back to the frontend's event loop) cost more than the execution itself
+(bench/results_direct_execution.md).
 """
 from __future__ import annotations
 
@@ -29,6 +38,22 @@ from .model_warmup import run_warmup
 
 _log = logging.getLogger("triton_ros.model")
 
+
+#: Direct execution (Model._execute_directly): a model whose executions take less than this on
+#: average may run a request on the thread that submits it, when an instance is idle and nothing
+#: is queued. Two thread hand-offs (to the instance thread and back to the caller's event loop)
+#: cost about this much on a 2-core machine, so such a request spends no longer on the caller
+#: than it would have waited for those hand-offs.
+DIRECT_EXECUTION_NS = 100_000
+#: ... and only a request of at most this many input bytes (its execution is then about as
+#: short as the mean says).
+DIRECT_INPUT_BYTES = 64 << 10
+# Weight of one execution in the running mean of execution times.
+_EXEC_MEAN_WEIGHT = 0.125
+# Set on a thread while it executes a request directly: a request submitted from within that
+# execution (an ensemble's next step, answered by its callbacks) is queued, so direct executions
+# never nest and the stack stays flat however many steps an ensemble chains.
+_on_caller = threading.local()
 
 #: A label file is one short line per class; anything this large is not one.
 MAX_LABEL_FILE_BYTES = 64 * 1024 * 1024
@@ -220,6 +245,13 @@ class Model(ModelBase):
         self._threads: list[threading.Thread] = []
         self._live_threads = 0
         self._unloading = False
+        # Held while an instance executes: by its own thread, or by a caller executing directly.
+        self._exec_locks: dict[int, threading.Lock] = {}
+        self._direct: list[tuple[BackendModelInstance, threading.Lock]] = []
+        # Mean wall time of recent executions (ns), and whether it allows direct execution.
+        self.direct_execution_ns = DIRECT_EXECUTION_NS
+        self._exec_ns = float(DIRECT_EXECUTION_NS)
+        self._direct_ready = False
 
     # ---------------------------------------------------------------- lifecycle
     def load(self) -> None:
@@ -243,8 +275,11 @@ class Model(ModelBase):
                             name=f"{group.name}{suffix}", kind=group.kind, device_id=device,
                             **extra)
                         self.instances.append(instance)
+                        self._exec_locks[id(instance)] = threading.Lock()
                         if group.passive:
                             continue
+                        if instance.may_run_on_caller:
+                            self._direct.append((instance, self._exec_locks[id(instance)]))
                         thread = threading.Thread(
                             target=self._serve, args=(instance,), daemon=True,
                             name=f"{self.name}:{self.version}:{instance.name}")
@@ -278,7 +313,12 @@ class Model(ModelBase):
     def _close_backend(self) -> None:
         for instance in self.instances:
             try:
-                instance.close()
+                lock = self._exec_locks.get(id(instance))
+                if lock is not None:   # a direct execution still running ends first
+                    with lock:
+                        instance.close()
+                else:
+                    instance.close()
             except Exception as exc:
                 _log.warning("closing instance %s failed: %s", instance.name, exc)
         self.instances = []
@@ -294,7 +334,49 @@ class Model(ModelBase):
         return self.scheduler.stopping
 
     def _schedule(self, request: InferRequest) -> None:
+        if self._direct_ready and self._execute_directly(request):
+            return
         self.scheduler.enqueue(request)
+
+    def _execute_directly(self, request: InferRequest) -> bool:
+        """Execute ``request`` now on the calling thread if the queue would hand it, alone and
+        at once, to an idle instance; False (nothing done) otherwise.
+
+        Only for a model whose executions are short (:data:`DIRECT_EXECUTION_NS`) on instances
+        that allow it (``may_run_on_caller``), and a small request. The instance is held by its
+        execution lock for the time, so it still runs one execution at a time; everything else
+        (statistics, response, cache) is what its own thread would have done. What it saves are
+        the two thread hand-offs, which cost more than such a model's execution."""
+        if getattr(_on_caller, "busy", False):
+            return False
+        size = 0
+        for array in request.inputs.values():
+            if array.dtype == object:
+                return False
+            size += array.nbytes
+        if size > DIRECT_INPUT_BYTES:
+            return False
+        for instance, lock in self._direct:
+            if instance.failure is None and lock.acquire(blocking=False):
+                break
+        else:
+            return False
+        try:
+            seq = self.scheduler.take_direct(request)
+            if seq is None:
+                return False
+            _on_caller.busy = True
+            try:
+                self._execute(instance, seq, [request])
+            except BaseException as exc:       # as _serve: answer the request, carry on
+                error = as_triton_error(exc)
+                _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
+                self.scheduler.complete(seq, lambda: self._fail_unanswered([request], error))
+            finally:
+                _on_caller.busy = False
+            return True
+        finally:
+            lock.release()
 
     def pending_request_count(self) -> int:
         """Requests queued and not yet picked up by an instance: Triton's
@@ -310,13 +392,15 @@ class Model(ModelBase):
     # ---------------------------------------------------------------- instance threads
     def _serve(self, instance: BackendModelInstance) -> None:
         tighten_timer_slack()                  # this thread sleeps out the batcher's delays
+        lock = self._exec_locks[id(instance)]
         while instance.failure is None:
             item = self.scheduler.next_batch()
             if item is None:
                 return
             seq, batch = item
             try:
-                self._execute(instance, seq, batch)
+                with lock:
+                    self._execute(instance, seq, batch)
             except BaseException as exc:  # keep serving; answer the batch if it is not yet
                 error = as_triton_error(exc)
                 _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
@@ -354,6 +438,10 @@ class Model(ModelBase):
             result = instance.execute(batch)
         except Exception as exc:
             result = ExecuteResult([as_triton_error(exc)] * len(batch), 0, time.monotonic_ns() - start)
+        if self._direct:
+            # A race between two instance threads loses one sample at worst.
+            self._exec_ns += (time.monotonic_ns() - start - self._exec_ns) * _EXEC_MEAN_WEIGHT
+            self._direct_ready = self._exec_ns < self.direct_execution_ns
         responses = result.responses
         if len(responses) != len(batch):
             error = internal(f"model '{self.name}' instance {instance.name} returned "

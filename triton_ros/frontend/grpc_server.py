@@ -330,7 +330,8 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         try:
             _, infer_request = await self._decode(request)
             future = self._core.infer(infer_request)
-            await self._loop_handoff().wait(future)
+            if not future.done():       # done already when executed directly, or refused
+                await self._loop_handoff().wait(future)
             response = future.result()
             shm = infer_request.shared_memory_outputs()
             if codec.large_response(response):

@@ -228,7 +228,8 @@ class HttpService:
                                                                version)
         else:
             infer_request, plan, future = self._submit(request, name, version)
-        response = await asyncio.wrap_future(future)
+        # done already when executed directly (Model._execute_directly) or refused
+        response = future.result() if future.done() else await asyncio.wrap_future(future)
         shm = infer_request.shared_memory_outputs()
         encoding = _accepted_encoding(request.headers.get("accept-encoding", ""))
         heavy = codec.response_is_heavy(response, plan, shm)

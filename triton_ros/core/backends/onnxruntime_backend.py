@@ -359,6 +359,7 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
         self._sub_batch: int | None = None
         if kind != "KIND_GPU" and config.max_batch_size > 1:
             self._sub_batch = model.max_sub_batch
+        self.may_run_on_caller = kind != "KIND_GPU"
         _log.debug("instance %s of '%s' uses %s", name, config.name, self.session.get_providers())
 
     @staticmethod
