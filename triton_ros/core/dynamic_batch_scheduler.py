@@ -252,6 +252,11 @@ class DynamicBatchScheduler:
     def batching(self) -> bool:
         return self._batching
 
+    @property
+    def allows_direct(self) -> bool:
+        """Whether :meth:`take_direct` can ever admit a request (the configuration allows it)."""
+        return self._direct_ok
+
     # ---------------------------------------------------------------- internals (lock held)
     def _iter_entries(self) -> Iterator[_Entry]:
         for level in sorted(self._queues):

@@ -278,7 +278,7 @@ class Model(ModelBase):
                         self._exec_locks[id(instance)] = threading.Lock()
                         if group.passive:
                             continue
-                        if instance.may_run_on_caller:
+                        if instance.may_run_on_caller and self.scheduler.allows_direct:
                             self._direct.append((instance, self._exec_locks[id(instance)]))
                         thread = threading.Thread(
                             target=self._serve, args=(instance,), daemon=True,
