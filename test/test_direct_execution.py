@@ -174,3 +174,29 @@ def test_an_instance_runs_one_execution_at_a_time(server):
     assert any(t.startswith("shared:1:") for t in ran)
     (stats,) = server.model_statistics("shared", 1)
     assert stats.success.count == 1800 + sent
+
+
+def test_a_callback_of_the_answer_may_wait_on_the_same_model(server):
+    """The instance's lock is released before the answers go out: a done-callback that waits
+    on another request of the same single-instance model gets it answered."""
+    load(server, "again")
+    server.get_model("again").direct_execution_ns = 50_000_000    # eligible on a loaded machine
+    warm(server, "again")
+    answered: list[InferRequest] = []
+    failures: list[BaseException] = []
+
+    def on_done(_) -> None:
+        inner = request("again", seed=7)
+        try:
+            server.infer(inner).result(timeout=20)
+            answered.append(inner)
+        except BaseException as exc:    # a callback's exception is only logged: keep it
+            failures.append(exc)
+
+    outer = request("again", seed=6)
+    outer.future.add_done_callback(on_done)
+    assert server.infer(outer).done()       # executed directly, callback included
+    check(outer)
+    assert not failures, failures
+    (inner,) = answered
+    check(inner)

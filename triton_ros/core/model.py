@@ -356,27 +356,28 @@ class Model(ModelBase):
             size += array.nbytes
         if size > DIRECT_INPUT_BYTES:
             return False
+        seq = self.scheduler.take_direct(request)
+        if seq is None:
+            return False
         for instance, lock in self._direct:
             if instance.failure is None and lock.acquire(blocking=False):
                 break
-        else:
-            return False
+        else:       # every instance busy: queue it (its sequence number stays unused, which
+            return False        # matters only to preserve_ordering, never admitted here)
+        _on_caller.busy = True
         try:
-            seq = self.scheduler.take_direct(request)
-            if seq is None:
-                return False
-            _on_caller.busy = True
             try:
-                self._execute(instance, seq, [request])
-            except BaseException as exc:       # as _serve: answer the request, carry on
-                error = as_triton_error(exc)
-                _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
-                self.scheduler.complete(seq, lambda: self._fail_unanswered([request], error))
+                deliver = self._execute(instance, seq, [request])
             finally:
-                _on_caller.busy = False
-            return True
+                lock.release()                  # before answering, as _serve does
+            self.scheduler.complete(seq, deliver)
+        except BaseException as exc:           # as _serve: answer the request, carry on
+            error = as_triton_error(exc)
+            _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
+            self.scheduler.complete(seq, lambda: self._fail_unanswered([request], error))
         finally:
-            lock.release()
+            _on_caller.busy = False
+        return True
 
     def pending_request_count(self) -> int:
         """Requests queued and not yet picked up by an instance: Triton's
@@ -399,8 +400,11 @@ class Model(ModelBase):
                 return
             seq, batch = item
             try:
+                # The lock covers the execution, not the answers: a callback of a response
+                # that waits on this model must not wait on this instance's lock too.
                 with lock:
-                    self._execute(instance, seq, batch)
+                    deliver = self._execute(instance, seq, batch)
+                self.scheduler.complete(seq, deliver)
             except BaseException as exc:  # keep serving; answer the batch if it is not yet
                 error = as_triton_error(exc)
                 _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
@@ -430,7 +434,10 @@ class Model(ModelBase):
         if self.on_unavailable is not None:
             self.on_unavailable(reason)
 
-    def _execute(self, instance: BackendModelInstance, seq: int, batch: list[InferRequest]) -> None:
+    def _execute(self, instance: BackendModelInstance, seq: int,
+                 batch: list[InferRequest]) -> Callable[[], None]:
+        """Execute ``batch`` on ``instance`` and record its statistics; return the function
+        that answers its requests (through ``scheduler.complete``, once the instance is free)."""
         start = time.monotonic_ns()
         for request in batch:
             request.compute_start_ns = start
@@ -485,7 +492,7 @@ class Model(ModelBase):
                     request.set_error(response)
                 self._done()
 
-        self.scheduler.complete(seq, deliver)
+        return deliver
 
     def _finish_response(self, request: InferRequest, response: InferResponse) -> InferResponse:
         response.model_name = self.name
