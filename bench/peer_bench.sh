@@ -4,6 +4,8 @@
 #   bench/peer_bench.sh                 # ../shared/peer-bench/setup.sh first (once)
 #   CONC=1,16 bench/peer_bench.sh       # fewer levels (passed on to the shared scripts)
 #   EXTRA=0 bench/peer_bench.sh         # only the shared configuration
+#   EXTRAS="load" bench/peer_bench.sh   # the shared configuration and the named extras only
+#                                       # (u8, 448, tiny16, load; all by default)
 #
 # 1. Runs the shared side-by-side pass unchanged (../shared/peer-bench/side_by_side.sh: raw
 #    onnxruntime, PyTriton, triton-ros-server 2x1 and 1x2 on tinydet), so its figures stay
@@ -14,7 +16,9 @@
 #    bench/peer_model_variant.py), each on PyTriton and triton-ros-server 2x1 and 1x2, with
 #    peak RSS; and a model with next to no compute (bench/peer_tiny_model.py: float32 [N,16],
 #    one 16x16 MatMul) at concurrency 1, 16 and 64 (TINY_CONC), where each server's own
-#    per-request path is what is measured.
+#    per-request path is what is measured. And (`load`) tinydet itself under loads the shared
+#    pass does not reach: concurrency 64 and 128 (LOAD_CONC), and batch-4 requests (perf_analyzer
+#    -b 4) at concurrency 1 and 8 (B4_CONC).
 # The results file gives the machine, the load average before and after, and every table.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/.." && pwd)
@@ -30,13 +34,14 @@ wait_ready() { for _ in $(seq 1 90); do curl -s -o /dev/null -w '%{http_code}' "
 stop_pid() { kill -TERM "$1" 2>/dev/null; for _ in $(seq 1 40); do kill -0 "$1" 2>/dev/null || return 0; sleep 1; done; kill -KILL "$1"; }
 # One extra configuration: PyTriton, then triton-ros-server as 2x1 and 1x2 (instances x ONNX
 # Runtime threads, as the shared pass), on MODEL with INPUT.
-extra_pair() {  # TAG MODEL INPUT DESCRIPTION [CONCURRENCIES]
+extra_pair() {  # TAG MODEL INPUT DESCRIPTION [CONCURRENCIES [PERF_ANALYZER_ARGS...]]
   local tag=$1 model=$2 input=$3 desc=$4 conc=${5:-${CONC:-1,4,16,32}} PT TR N T repo
+  shift 5 2>/dev/null || shift $#
   echo "== extra: PyTriton, $desc, max_batch 32, delay 2000us"
   "$D/venv-pt/bin/python" "$PEER/serve_pytriton.py" --model "$model" --name tinydet --max-batch 32 \
       --queue-delay-us 2000 --ort-threads 2 >"$R/extra/pytriton_$tag.log" 2>&1 & PT=$!
   wait_ready http://127.0.0.1:8000/v2/models/tinydet/ready $PT && \
-    LABEL="PyTriton $tag" OUTDIR="$R/extra/pytriton_$tag" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "$conc" --input-data "$input"
+    LABEL="PyTriton $tag" OUTDIR="$R/extra/pytriton_$tag" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "$conc" --input-data "$input" "$@"
   stop_pid $PT
   for N in 2 1; do T=$((3 - N)); repo="$R/extra/repo_${tag}_${N}x$T"
     mkdir -p "$repo/tinydet/1"; cp "$model" "$repo/tinydet/1/model.onnx"
@@ -49,7 +54,7 @@ extra_pair() {  # TAG MODEL INPUT DESCRIPTION [CONCURRENCIES]
     "$ROOT/.venv/bin/triton-ros-server" --model-repository="$repo" --http-port=8000 --grpc-port=8001 \
         --metrics-port=8002 >"$R/extra/triton_ros_${tag}_${N}x$T.log" 2>&1 & TR=$!
     wait_ready http://127.0.0.1:8000/v2/models/tinydet/ready $TR && \
-      LABEL="triton_ros ${N}x$T $tag" OUTDIR="$R/extra/triton_ros_${tag}_${N}x$T" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "$conc" --input-data "$input"
+      LABEL="triton_ros ${N}x$T $tag" OUTDIR="$R/extra/triton_ros_${tag}_${N}x$T" "$PEER/run_perf.sh" 127.0.0.1:8001 tinydet "$conc" --input-data "$input" "$@"
     grep -m1 VmHWM /proc/$TR/status 2>/dev/null | sed 's/^/server /'
     stop_pid $TR
   done
@@ -66,12 +71,17 @@ if [ "${EXTRA:-1}" != 0 ]; then
   "$D/venv-pt/bin/python" "$HERE/peer_tiny_model.py" --out "$R/extra/tiny16.onnx" >/dev/null
   "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 16 --out "$R/extra/tiny16_input.json" \
       >/dev/null
+  want() { case " ${EXTRAS:-u8 448 tiny16 load} " in *" $1 "*) return 0;; esac; return 1; }
   {
-  extra_pair u8 "$R/extra/tinydet_u8.onnx" "$R/extra/u8_input.json" "tinydet uint8 NHWC 224x224x3"
-  extra_pair 448 "$R/extra/tinydet_448.onnx" "$R/extra/448_input.json" \
+  want u8 && extra_pair u8 "$R/extra/tinydet_u8.onnx" "$R/extra/u8_input.json" "tinydet uint8 NHWC 224x224x3"
+  want 448 && extra_pair 448 "$R/extra/tinydet_448.onnx" "$R/extra/448_input.json" \
       "tinydet float32 NCHW 3x448x448 (4x the pixels)"
-  extra_pair tiny16 "$R/extra/tiny16.onnx" "$R/extra/tiny16_input.json" \
+  want tiny16 && extra_pair tiny16 "$R/extra/tiny16.onnx" "$R/extra/tiny16_input.json" \
       "tiny16 (float32 [16], one 16x16 MatMul: next to no compute)" "${TINY_CONC:-1,16,64}"
+  want load && extra_pair load "$D/models/tinydet.onnx" "$D/models/tinydet_input.json" \
+      "tinydet (the shared model and input) at high concurrency" "${LOAD_CONC:-64,128}"
+  want load && extra_pair b4 "$D/models/tinydet.onnx" "$D/models/tinydet_input.json" \
+      "tinydet (the shared model and input), batch-4 requests (-b 4)" "${B4_CONC:-1,8}" -b 4
   } 2>&1 | tee "$R/extra.log"
 fi
 {
