@@ -42,8 +42,9 @@ _log = logging.getLogger("triton_ros.model")
 #: Direct execution (Model._execute_directly): a model whose executions take less than this on
 #: average may run a request on the thread that submits it, when an instance is idle and nothing
 #: is queued. Two thread hand-offs (to the instance thread and back to the caller's event loop)
-#: cost about this much on a 2-core machine, so such a request spends no longer on the caller
-#: than it would have waited for those hand-offs.
+#: cost about this much on a 2-core machine (the first alone, a request's queue time for
+#: `simple` at concurrency 1, was 62-95 us: bench/results_direct_execution.md), so such a request
+#: spends no longer on the caller than it would have waited for those hand-offs.
 DIRECT_EXECUTION_NS = 100_000
 #: ... and only a request of at most this many input bytes (its execution is then about as
 #: short as the mean says).
