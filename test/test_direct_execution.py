@@ -6,11 +6,13 @@ at once either way, and the statistics count both alike."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 
 from model_factory import add_sub_graph, slow_config, slow_graph, write_model
+from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.infer_request import InferRequest
 from triton_ros.core.model import DIRECT_INPUT_BYTES
 
@@ -200,3 +202,54 @@ def test_a_callback_of_the_answer_may_wait_on_the_same_model(server):
     assert not failures, failures
     (inner,) = answered
     check(inner)
+
+
+def test_unloading_while_clients_execute_directly(server):
+    """Unload (and load again) while four clients keep a short model busy: every request is
+    answered, correctly or with the status of a model that is not there (never left waiting),
+    and the instances are closed only after the direct executions on them end."""
+    load(server, "churn", instances=2)
+    server.get_model("churn").direct_execution_ns = 50_000_000    # eligible on a loaded machine
+    warm(server, "churn")
+    stop = threading.Event()
+    answered = [0] * 4
+    refused: list[StatusCode] = []
+    errors: list[BaseException] = []
+
+    def client(k: int) -> None:
+        i = 0
+        while not stop.is_set():
+            req = request("churn", seed=10_000 * k + i)
+            i += 1
+            try:
+                server.infer(req).result(timeout=20)
+            except TritonRosError as exc:
+                refused.append(exc.code)
+                continue
+            except BaseException as exc:    # a hang (timeout) or anything unexpected
+                errors.append(exc)
+                return
+            try:
+                check(req)
+                answered[k] += 1
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(3):
+            time.sleep(0.2)
+            server.unload_model("churn")
+            time.sleep(0.1)
+            server.load_model("churn")
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+    assert not errors, errors[0]
+    assert all(n > 0 for n in answered), answered
+    assert set(refused) <= {StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND}, set(refused)
