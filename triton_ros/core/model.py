@@ -247,12 +247,12 @@ class Model(ModelBase):
         self._live_threads = 0
         self._unloading = False
         # Held while an instance executes: by its own thread, or by a caller executing directly.
-        self._exec_locks: dict[int, threading.Lock] = {}
+        self._exec_locks: dict[BackendModelInstance, threading.Lock] = {}
         self._direct: list[tuple[BackendModelInstance, threading.Lock]] = []
-        # Mean wall time of recent executions (ns), and whether it allows direct execution.
+        # Mean wall time of recent executions (ns): below direct_execution_ns, requests may
+        # execute directly.
         self.direct_execution_ns = DIRECT_EXECUTION_NS
         self._exec_ns = float(DIRECT_EXECUTION_NS)
-        self._direct_ready = False
 
     # ---------------------------------------------------------------- lifecycle
     def load(self) -> None:
@@ -276,11 +276,11 @@ class Model(ModelBase):
                             name=f"{group.name}{suffix}", kind=group.kind, device_id=device,
                             **extra)
                         self.instances.append(instance)
-                        self._exec_locks[id(instance)] = threading.Lock()
+                        self._exec_locks[instance] = threading.Lock()
                         if group.passive:
                             continue
                         if instance.may_run_on_caller and self.scheduler.allows_direct:
-                            self._direct.append((instance, self._exec_locks[id(instance)]))
+                            self._direct.append((instance, self._exec_locks[instance]))
                         thread = threading.Thread(
                             target=self._serve, args=(instance,), daemon=True,
                             name=f"{self.name}:{self.version}:{instance.name}")
@@ -314,11 +314,7 @@ class Model(ModelBase):
     def _close_backend(self) -> None:
         for instance in self.instances:
             try:
-                lock = self._exec_locks.get(id(instance))
-                if lock is not None:   # a direct execution still running ends first
-                    with lock:
-                        instance.close()
-                else:
+                with self._exec_locks[instance]:   # a direct execution still running ends first
                     instance.close()
             except Exception as exc:
                 _log.warning("closing instance %s failed: %s", instance.name, exc)
@@ -335,7 +331,8 @@ class Model(ModelBase):
         return self.scheduler.stopping
 
     def _schedule(self, request: InferRequest) -> None:
-        if self._direct_ready and self._execute_directly(request):
+        if (self._direct and self._exec_ns < self.direct_execution_ns
+                and self._execute_directly(request)):
             return
         self.scheduler.enqueue(request)
 
@@ -394,7 +391,7 @@ class Model(ModelBase):
     # ---------------------------------------------------------------- instance threads
     def _serve(self, instance: BackendModelInstance) -> None:
         tighten_timer_slack()                  # this thread sleeps out the batcher's delays
-        lock = self._exec_locks[id(instance)]
+        lock = self._exec_locks[instance]
         while instance.failure is None:
             item = self.scheduler.next_batch()
             if item is None:
@@ -449,7 +446,6 @@ class Model(ModelBase):
         if self._direct:
             # A race between two instance threads loses one sample at worst.
             self._exec_ns += (time.monotonic_ns() - start - self._exec_ns) * _EXEC_MEAN_WEIGHT
-            self._direct_ready = self._exec_ns < self.direct_execution_ns
         responses = result.responses
         if len(responses) != len(batch):
             error = internal(f"model '{self.name}' instance {instance.name} returned "
