@@ -56,7 +56,17 @@ def to_numpy_dtype(datatype: str) -> np.dtype:
         raise invalid_arg(f"invalid data type '{datatype}'") from None
 
 
+# The reverse of _NP_OF: every tensor of every request and response is named through it.
+_NAME_OF: dict[np.dtype, str] = {np_dtype: name for name, np_dtype in _NP_OF.items()}
+
+
 def from_numpy_dtype(dtype: np.dtype) -> str:
+    try:
+        name = _NAME_OF.get(dtype)         # a dtype hashes as its type and byte order
+    except TypeError:                      # unhashable: not a dtype, numpy says why below
+        name = None
+    if name is not None:
+        return name
     dtype = np.dtype(dtype)
     if dtype.kind in ("O", "S", "U"):
         return "BYTES"
@@ -179,12 +189,14 @@ def check_input_shape(shape, datatype: str, *, input_name: str, model_name: str)
 
 
 def tensor_from_bytes(raw: bytes | memoryview, datatype: str, shape: tuple[int, ...], *,
-                      input_name: str, model_name: str) -> np.ndarray:
+                      input_name: str, model_name: str, shape_checked: bool = False) -> np.ndarray:
     """An input tensor from its wire bytes (raw contents, binary data or shared memory), with
     Triton's errors for a byte count that does not match the shape. Fixed-size types are wrapped
-    without a copy (read-only)."""
+    without a copy (read-only). ``shape_checked``: ``shape`` is what :func:`check_input_shape`
+    returned already (not checked again)."""
     dtype = to_numpy_dtype(datatype)
-    shape = check_input_shape(shape, datatype, input_name=input_name, model_name=model_name)
+    if not shape_checked:
+        shape = check_input_shape(shape, datatype, input_name=input_name, model_name=model_name)
     count = math.prod(shape)
     if datatype == "BYTES":
         try:

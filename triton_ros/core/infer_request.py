@@ -98,11 +98,11 @@ def normalize_request(config: ModelConfig, request: InferRequest) -> None:
     shapes, too large batches and unknown requested outputs.
     """
     model = config.name
-    declared = {t.name: t for t in config.inputs}
+    declared = config.inputs_by_name
     for name in request.inputs:
         if name not in declared:
             raise invalid_arg(f"unexpected inference input '{name}' for model '{model}'")
-    required = [t.name for t in config.inputs if not t.optional]
+    required = config.required_inputs
     missing = [n for n in required if n not in request.inputs]
     if missing:
         got = "[" + ",".join(f"'{n}'" for n in request.inputs) + "]"
@@ -166,7 +166,7 @@ def normalize_request(config: ModelConfig, request: InferRequest) -> None:
         key.append(("__present__", tuple(sorted(request.inputs))))
 
     if request.requested_outputs is not None:
-        outputs = {t.name for t in config.outputs}
+        outputs = config.outputs_by_name
         for out in request.requested_outputs:
             if out.name not in outputs:
                 raise invalid_arg(f"unexpected inference output '{out.name}' for model '{model}'")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
@@ -199,13 +200,35 @@ class ModelConfig:
         return self.platform == ENSEMBLE_PLATFORM
 
     def input(self, name: str) -> TensorConfig | None:
-        return next((t for t in self.inputs if t.name == name), None)
+        return self.inputs_by_name.get(name)
 
     def output(self, name: str) -> TensorConfig | None:
-        return next((t for t in self.outputs if t.name == name), None)
+        return self.outputs_by_name.get(name)
+
+    # Looked up for every request: computed once (the dataclass is frozen; cached_property
+    # writes the instance's __dict__ directly, and equality compares the fields only).
+    @cached_property
+    def inputs_by_name(self) -> Mapping[str, TensorConfig]:
+        return _first_by_name(self.inputs)
+
+    @cached_property
+    def outputs_by_name(self) -> Mapping[str, TensorConfig]:
+        return _first_by_name(self.outputs)
+
+    @cached_property
+    def required_inputs(self) -> tuple[str, ...]:
+        """The names of the inputs that are not ``optional``, in configuration order."""
+        return tuple(t.name for t in self.inputs if not t.optional)
 
     def to_json(self) -> str:
         return model_config_to_json(self.proto)
+
+
+def _first_by_name(tensors: Iterable[TensorConfig]) -> dict[str, TensorConfig]:
+    by_name: dict[str, TensorConfig] = {}
+    for tensor in tensors:
+        by_name.setdefault(tensor.name, tensor)
+    return by_name
 
 
 # --------------------------------------------------------------------------------------------

@@ -247,7 +247,8 @@ def _decode_tensor(model: str, tensor, raw: bytes | None) -> np.ndarray:
         if has_contents:
             raise invalid_arg(f"contents field must not be specified when using "
                               f"raw_input_contents for '{name}' for model '{model}'")
-        return tensor_from_bytes(raw, datatype, shape, input_name=name, model_name=model)
+        return tensor_from_bytes(raw, datatype, shape, input_name=name, model_name=model,
+                                 shape_checked=True)
 
     field = _CONTENTS_FIELD.get(datatype)
     if field is None:

@@ -226,14 +226,15 @@ def _decode_input(model: str, name: str, item: dict, binary: memoryview,
 
     if shm is not None:
         data = shared_memory.read(*shm)
-        return tensor_from_bytes(data, datatype, shape, input_name=name, model_name=model), 0
+        return tensor_from_bytes(data, datatype, shape, input_name=name, model_name=model,
+                                 shape_checked=True), 0
     if has_binary:
         size = _uint(params["binary_data_size"], "binary_data_size")
         if size > len(binary):
             raise invalid_arg(f"unexpected size for input '{name}', expecting "
                               f"{size - len(binary)} additional bytes for model '{model}'")
         return tensor_from_bytes(binary[:size], datatype, shape, input_name=name,
-                                 model_name=model), size
+                                 model_name=model, shape_checked=True), size
 
     return _decode_json_data(model, name, datatype, dtype, shape, count, item["data"]), 0
 

@@ -1,0 +1,93 @@
+"""The gRPC servicer's ModelInfer on Triton's ``simple`` in one process: no socket, no grpcio.
+
+What it measures is the server's own per-request path (decode the serialized request, core,
+direct execution on the calling thread, statistics, serialize the reply), as CPU time of the
+one thread that runs it (``time.thread_time``: on a shared 2-core VM wall time moves by 30-50 %
+between seconds, thread CPU time far less). Each checkout runs in its own interpreter, the
+checkouts alternate round by round, and the minimum and median of the rounds are printed.
+
+    python bench/bench_inprocess_infer.py                       # this checkout
+    python bench/bench_inprocess_infer.py --checkout /tmp/base --checkout .   # A/B, alternating
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+_CHILD = r"""
+import asyncio, sys, time
+import numpy as np
+from tritonclient.grpc import service_pb2 as pb
+from triton_ros.core.server import InferenceServer, ServerOptions
+from triton_ros.frontend.grpc_server import GrpcInferenceService
+
+repo, requests, windows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+core = InferenceServer(ServerOptions((repo,), model_control_mode="explicit"))
+core.start()
+core.load_model("simple")
+service = GrpcInferenceService(core)
+msg = pb.ModelInferRequest(model_name="simple")
+for name in ("INPUT0", "INPUT1"):
+    msg.inputs.add(name=name, datatype="INT32", shape=[1, 16])
+    msg.raw_input_contents.append(np.arange(16, dtype=np.int32).tobytes())
+data = msg.SerializeToString()
+expected = (np.arange(16) * 2).astype(np.int32).tobytes()
+
+
+class Context:          # ModelInfer only touches the context to abort, which must not happen
+    async def abort(self, code, details):
+        raise SystemExit(f"ModelInfer aborted: {code} {details}")
+
+
+async def run(n: int) -> None:
+    for _ in range(n):
+        reply = await service.ModelInfer(data, Context())
+    out = pb.ModelInferResponse.FromString(reply)
+    if out.raw_output_contents[0] != expected:
+        raise SystemExit("wrong OUTPUT0")
+
+
+async def main() -> None:
+    await run(requests)                       # warm-up
+    for _ in range(windows):
+        t = time.thread_time_ns()
+        await run(requests)
+        print((time.thread_time_ns() - t) / requests / 1000, flush=True)
+
+asyncio.run(main())
+core.stop()
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkout", action="append", help="a checkout of this project (repeatable; "
+                    "default: this one)")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per checkout, alternating")
+    ap.add_argument("--windows", type=int, default=5, help="timed windows per round")
+    ap.add_argument("--requests", type=int, default=5000, help="requests per window")
+    a = ap.parse_args()
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    checkouts = [os.path.abspath(c) for c in (a.checkout or [here])]
+    samples: dict[str, list[float]] = {c: [] for c in checkouts}
+    for _ in range(a.rounds):
+        for checkout in checkouts:
+            env = dict(os.environ, PYTHONPATH=checkout)
+            out = subprocess.run([sys.executable, "-c", _CHILD,
+                                  os.path.join(checkout, "model_repository"), str(a.requests),
+                                  str(a.windows)], env=env, cwd=checkout, check=True,
+                                 capture_output=True, text=True).stdout
+            samples[checkout] += [float(x) for x in out.split()]
+    print("us of thread CPU per ModelInfer on 'simple' (in process, direct execution)")
+    print(f"{'checkout':<40} {'min':>7} {'median':>7} {'windows':>8}")
+    for checkout, values in samples.items():
+        print(f"{checkout:<40} {min(values):7.1f} {statistics.median(values):7.1f} "
+              f"{len(values):8d}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
