@@ -5,7 +5,7 @@
 #   CONC=1,16 bench/peer_bench.sh       # fewer levels (passed on to the shared scripts)
 #   EXTRA=0 bench/peer_bench.sh         # only the shared configuration
 #   EXTRAS="load" bench/peer_bench.sh   # the shared configuration and the named extras only
-#                                       # (u8, 448, tiny16, load; all by default)
+#                                       # (u8, 448, 640, tiny16, load; all by default)
 #
 # 1. Runs the shared side-by-side pass unchanged (../shared/peer-bench/side_by_side.sh: raw
 #    onnxruntime, PyTriton, triton-ros-server 2x1 and 1x2 on tinydet), so its figures stay
@@ -13,7 +13,8 @@
 # 2. Then this project's own configurations on the same model, input and load generator
 #    (run_perf.sh): the uint8 NHWC variant of tinydet (camera pixels in, cast and layout in the
 #    graph: 4x fewer bytes per request) and tinydet at 448x448 (4x the pixels and bytes:
-#    bench/peer_model_variant.py), each on PyTriton and triton-ros-server 2x1 and 1x2, with
+#    bench/peer_model_variant.py) and at 640x640 (8.2x: a YOLO-sized input, concurrency 1, 4 and
+#    16: SIZE640_CONC), each on PyTriton and triton-ros-server 2x1 and 1x2, with
 #    peak RSS; and a model with next to no compute (bench/peer_tiny_model.py: float32 [N,16],
 #    one 16x16 MatMul) at concurrency 1, 16 and 64 (TINY_CONC), where each server's own
 #    per-request path is what is measured. And (`load`) tinydet itself under loads the shared
@@ -64,18 +65,22 @@ if [ "${EXTRA:-1}" != 0 ]; then
   "$D/venv-pt/bin/python" "$PEER/make_model.py" --uint8 --out "$R/extra/tinydet_u8.onnx" >/dev/null
   "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --dtype uint8 --shape 224,224,3 \
       --out "$R/extra/u8_input.json" >/dev/null
-  "$D/venv-pt/bin/python" "$HERE/peer_model_variant.py" --model "$D/models/tinydet.onnx" --size 448 \
-      --out "$R/extra/tinydet_448.onnx" >/dev/null
-  "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 3,448,448 \
-      --out "$R/extra/448_input.json" >/dev/null
+  for SIZE in 448 640; do
+    "$D/venv-pt/bin/python" "$HERE/peer_model_variant.py" --model "$D/models/tinydet.onnx" \
+        --size $SIZE --out "$R/extra/tinydet_$SIZE.onnx" >/dev/null
+    "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 3,$SIZE,$SIZE \
+        --out "$R/extra/${SIZE}_input.json" >/dev/null
+  done
   "$D/venv-pt/bin/python" "$HERE/peer_tiny_model.py" --out "$R/extra/tiny16.onnx" >/dev/null
   "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 16 --out "$R/extra/tiny16_input.json" \
       >/dev/null
-  want() { case " ${EXTRAS:-u8 448 tiny16 load} " in *" $1 "*) return 0;; esac; return 1; }
+  want() { case " ${EXTRAS:-u8 448 640 tiny16 load} " in *" $1 "*) return 0;; esac; return 1; }
   {
   want u8 && extra_pair u8 "$R/extra/tinydet_u8.onnx" "$R/extra/u8_input.json" "tinydet uint8 NHWC 224x224x3"
   want 448 && extra_pair 448 "$R/extra/tinydet_448.onnx" "$R/extra/448_input.json" \
       "tinydet float32 NCHW 3x448x448 (4x the pixels)"
+  want 640 && extra_pair 640 "$R/extra/tinydet_640.onnx" "$R/extra/640_input.json" \
+      "tinydet float32 NCHW 3x640x640 (8.2x the pixels: a YOLO-sized input)" "${SIZE640_CONC:-1,4,16}"
   want tiny16 && extra_pair tiny16 "$R/extra/tiny16.onnx" "$R/extra/tiny16_input.json" \
       "tiny16 (float32 [16], one 16x16 MatMul: next to no compute)" "${TINY_CONC:-1,16,64}"
   want load && extra_pair load "$D/models/tinydet.onnx" "$D/models/tinydet_input.json" \
