@@ -7,7 +7,8 @@ between seconds, thread CPU time far less). Each checkout runs in its own interp
 checkouts alternate round by round, and the minimum and median of the rounds are printed.
 
     python bench/bench_inprocess_infer.py                       # this checkout
-    python bench/bench_inprocess_infer.py --checkout /tmp/base --checkout .   # A/B, alternating
+    python bench/bench_inprocess_infer.py --checkout /tmp/base --label before --checkout . \
+        --label after --out bench/results_inprocess_infer.md      # A/B, alternating
 """
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ import os
 import statistics
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_common import LOAD_AT_START, emit, machine_lines  # noqa: E402
 
 _CHILD = r"""
 import asyncio, sys, time
@@ -66,9 +72,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--checkout", action="append", help="a checkout of this project (repeatable; "
                     "default: this one)")
+    ap.add_argument("--label", action="append", help="a name per --checkout, in order")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per checkout, alternating")
     ap.add_argument("--windows", type=int, default=5, help="timed windows per round")
     ap.add_argument("--requests", type=int, default=5000, help="requests per window")
+    ap.add_argument("--out", default="", help="also write the results (markdown) here")
     a = ap.parse_args()
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     checkouts = [os.path.abspath(c) for c in (a.checkout or [here])]
@@ -81,12 +89,27 @@ def main() -> int:
                                   str(a.windows)], env=env, cwd=checkout, check=True,
                                  capture_output=True, text=True).stdout
             samples[checkout] += [float(x) for x in out.split()]
-    print("us of thread CPU per ModelInfer on 'simple' (in process, direct execution)")
-    print(f"{'checkout':<40} {'min':>7} {'median':>7} {'windows':>8}")
-    for checkout, values in samples.items():
-        print(f"{checkout:<40} {min(values):7.1f} {statistics.median(values):7.1f} "
-              f"{len(values):8d}")
-    return 0
+    labels = a.label or []
+    if len(labels) < len(checkouts):
+        labels += [os.path.basename(c) for c in checkouts[len(labels):]]
+    lines = [
+        "# The gRPC servicer's ModelInfer on `simple`, in process",
+        "",
+        f"`bench/bench_inprocess_infer.py {' '.join(sys.argv[1:])}`, run "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: thread CPU time per request "
+        f"(decode, core, direct execution, statistics, serialized reply; no socket), "
+        f"{a.rounds} alternating rounds x {a.windows} windows of {a.requests} requests per checkout.",
+        "",
+        machine_lines(),
+        f"- load average at start: {' '.join(LOAD_AT_START)}",
+        "",
+        "| checkout | path | min (us) | median (us) | windows |",
+        "|---|---|---|---|---|",
+    ]
+    for label, (checkout, values) in zip(labels, samples.items()):
+        lines.append(f"| {label} | {checkout} | {min(values):.1f} | "
+                     f"{statistics.median(values):.1f} | {len(values)} |")
+    return emit("\n".join(lines) + "\n", a.out)
 
 
 if __name__ == "__main__":
