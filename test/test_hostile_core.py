@@ -103,6 +103,18 @@ def test_overflowing_shape_is_refused_by_the_core(core):
     assert check_input_shape([0, 4, 4], "FP32", input_name="X", model_name="m") == (0, 4, 4)
 
 
+def test_every_numpy_dtype_gets_its_protocol_name_or_a_typed_refusal():
+    from triton_ros.core.datatypes import _NP_OF, from_numpy_dtype
+    for name, dtype in _NP_OF.items():                      # the reverse lookup, both ways
+        assert from_numpy_dtype(dtype) == name
+        assert from_numpy_dtype(dtype.type) == name          # a scalar type as well as a dtype
+    assert from_numpy_dtype(np.dtype("S7")) == from_numpy_dtype(np.dtype("U3")) == "BYTES"
+    for bad in (np.dtype(">i4"), np.dtype(np.complex64), np.dtype([("a", "i4")])):
+        with pytest.raises(TritonRosError) as err:           # big-endian, complex, structured
+            from_numpy_dtype(bad)
+        assert err.value.code is StatusCode.INVALID_ARG
+
+
 def test_random_malformed_grpc_requests_never_get_internal(core):
     """500 seeded random ModelInferRequests (datatypes, shapes, raw sizes, parameters) through
     the real gRPC codec into the real core: every refusal is a client error, never INTERNAL or an

@@ -132,3 +132,14 @@ def test_model_names_cannot_leave_the_repository(name):
     with pytest.raises(TritonRosError) as err:
         check_model_name(name)
     assert err.value.code is StatusCode.INVALID_ARG
+
+
+def test_tensor_lookups_by_name(tmp_path):
+    """The lookups the request path makes for every request, computed once per config."""
+    config = load(tmp_path, BASE.replace('dims: [ 4 ] },\n        { name: "INPUT1"',
+                                         'dims: [ 4 ] optional: true },\n        { name: "INPUT1"'))
+    assert config.input("INPUT1").name == "INPUT1" and config.input("nope") is None
+    assert config.output("OUTPUT0").name == "OUTPUT0" and config.output("INPUT0") is None
+    assert list(config.inputs_by_name) == ["INPUT0", "INPUT1"]
+    assert config.required_inputs == ("INPUT1",)          # INPUT0 is optional
+    assert config.inputs_by_name is config.inputs_by_name  # cached, not rebuilt
