@@ -67,13 +67,13 @@ def from_numpy_dtype(dtype: np.dtype) -> str:
         name = None
     if name is not None:
         return name
-    dtype = np.dtype(dtype)
+    dtype = np.dtype(dtype)                # a scalar type or a type string: as a dtype
     if dtype.kind in ("O", "S", "U"):
         return "BYTES"
-    for name, np_dtype in _NP_OF.items():
-        if np_dtype == dtype:
-            return name
-    raise invalid_arg(f"numpy dtype {dtype} has no Triton data type")
+    name = _NAME_OF.get(dtype)
+    if name is None:
+        raise invalid_arg(f"numpy dtype {dtype} has no Triton data type")
+    return name
 
 
 def element_size(datatype: str) -> int:

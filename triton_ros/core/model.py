@@ -364,15 +364,7 @@ class Model(ModelBase):
             return False        # matters only to preserve_ordering, never admitted here)
         _on_caller.busy = True
         try:
-            try:
-                deliver = self._execute(instance, seq, [request])
-            finally:
-                lock.release()                  # before answering, as _serve does
-            self.scheduler.complete(seq, deliver)
-        except BaseException as exc:           # as _serve: answer the request, carry on
-            error = as_triton_error(exc)
-            _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
-            self.scheduler.complete(seq, lambda: self._fail_unanswered([request], error))
+            self._run_locked(instance, lock, seq, [request])
         finally:
             _on_caller.busy = False
         return True
@@ -397,18 +389,26 @@ class Model(ModelBase):
             if item is None:
                 return
             seq, batch = item
-            try:
-                # The lock covers the execution, not the answers: a callback of a response
-                # that waits on this model must not wait on this instance's lock too.
-                with lock:
-                    deliver = self._execute(instance, seq, batch)
-                self.scheduler.complete(seq, deliver)
-            except BaseException as exc:  # keep serving; answer the batch if it is not yet
-                error = as_triton_error(exc)
-                _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
-                self.scheduler.complete(seq, lambda error=error, batch=batch:
-                                        self._fail_unanswered(batch, error))
+            lock.acquire()
+            self._run_locked(instance, lock, seq, batch)
         self._instance_failed(instance)
+
+    def _run_locked(self, instance: BackendModelInstance, lock: threading.Lock, seq: int,
+                    batch: list[InferRequest]) -> None:
+        """Execute ``batch`` on ``instance``, whose execution lock the caller holds, then answer
+        it. The lock is released before the answers: a callback of a response that waits on
+        this model must not wait on this instance's lock too. Any fault answers the batch's
+        requests that are not answered yet, and the caller carries on."""
+        try:
+            try:
+                deliver = self._execute(instance, seq, batch)
+            finally:
+                lock.release()
+            self.scheduler.complete(seq, deliver)
+        except BaseException as exc:
+            error = as_triton_error(exc)
+            _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
+            self.scheduler.complete(seq, lambda: self._fail_unanswered(batch, error))
 
     def _fail_unanswered(self, batch: list[InferRequest], error: TritonRosError) -> None:
         # Counted like every other failure, so statistics and metrics still add up.
