@@ -31,6 +31,7 @@ from triton_ros.core.server import InferenceServer, ServerOptions
 from triton_ros.frontend.grpc_server import GrpcInferenceService
 
 repo, requests, windows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+gaps = [int(g) for g in sys.argv[4].split(",")]
 core = InferenceServer(ServerOptions((repo,), model_control_mode="explicit"))
 core.start()
 core.load_model("simple")
@@ -48,20 +49,30 @@ class Context:          # ModelInfer only touches the context to abort, which mu
         raise SystemExit(f"ModelInfer aborted: {code} {details}")
 
 
-async def run(n: int) -> None:
+async def run(n: int, gap_s: float = 0.0) -> tuple[float, float]:
+    # n requests, each after gap_s of sleep: (mean thread CPU, median wall) per request, us
+    cpu = 0
+    walls = []
     for _ in range(n):
+        if gap_s:
+            time.sleep(gap_s)                 # the thread idles between requests, as when served
+        c, w = time.thread_time_ns(), time.perf_counter_ns()
         reply = await service.ModelInfer(data, Context())
+        walls.append(time.perf_counter_ns() - w)
+        cpu += time.thread_time_ns() - c
     out = pb.ModelInferResponse.FromString(reply)
     if out.raw_output_contents[0] != expected:
         raise SystemExit("wrong OUTPUT0")
+    walls.sort()
+    return cpu / n / 1000, walls[n // 2] / 1000
 
 
 async def main() -> None:
     await run(requests)                       # warm-up
-    for _ in range(windows):
-        t = time.thread_time_ns()
-        await run(requests)
-        print((time.thread_time_ns() - t) / requests / 1000, flush=True)
+    for gap_us in gaps:
+        for _ in range(windows):
+            cpu_us, wall_us = await run(requests, gap_us / 1e6)
+            print(gap_us, cpu_us, wall_us, flush=True)
 
 asyncio.run(main())
 core.stop()
@@ -76,19 +87,27 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3, help="rounds per checkout, alternating")
     ap.add_argument("--windows", type=int, default=5, help="timed windows per round")
     ap.add_argument("--requests", type=int, default=5000, help="requests per window")
+    ap.add_argument("--gap-us", default="0", help="comma-separated idle times before each "
+                    "request, us (0: back to back; 500: about the time a request at concurrency "
+                    "1 spends in the client and grpcio between two of the server's)")
     ap.add_argument("--out", default="", help="also write the results (markdown) here")
     a = ap.parse_args()
+    gaps = [int(g) for g in a.gap_us.split(",")]
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     checkouts = [os.path.abspath(c) for c in (a.checkout or [here])]
-    samples: dict[str, list[float]] = {c: [] for c in checkouts}
+    # (checkout, gap) -> per window: (mean thread CPU, median wall) per request, us
+    samples: dict[tuple[str, int], list[tuple[float, float]]] = {
+        (c, g): [] for c in checkouts for g in gaps}
     for _ in range(a.rounds):
         for checkout in checkouts:
             env = dict(os.environ, PYTHONPATH=checkout)
             out = subprocess.run([sys.executable, "-c", _CHILD,
                                   os.path.join(checkout, "model_repository"), str(a.requests),
-                                  str(a.windows)], env=env, cwd=checkout, check=True,
+                                  str(a.windows), a.gap_us], env=env, cwd=checkout, check=True,
                                  capture_output=True, text=True).stdout
-            samples[checkout] += [float(x) for x in out.split()]
+            for line in out.splitlines():
+                gap, cpu, wall = line.split()
+                samples[(checkout, int(gap))].append((float(cpu), float(wall)))
     labels = a.label or []
     if len(labels) < len(checkouts):
         labels += [os.path.basename(c) for c in checkouts[len(labels):]]
@@ -97,18 +116,24 @@ def main() -> int:
         "",
         f"`bench/bench_inprocess_infer.py {' '.join(sys.argv[1:])}`, run "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: thread CPU time per request "
-        f"(decode, core, direct execution, statistics, serialized reply; no socket), "
-        f"{a.rounds} alternating rounds x {a.windows} windows of {a.requests} requests per checkout.",
+        f"(decode, core, direct execution, statistics, serialized reply; no socket; a window's "
+        f"mean), and the window's median wall time per request, "
+        f"{a.rounds} alternating rounds x {a.windows} windows of {a.requests} requests per checkout"
+        f" and idle gap (the thread sleeps that long before each request).",
         "",
         machine_lines(),
         f"- load average at start: {' '.join(LOAD_AT_START)}",
         "",
-        "| checkout | path | min (us) | median (us) | windows |",
-        "|---|---|---|---|---|",
+        "| checkout | path | gap (us) | CPU min (us) | CPU median (us) | wall median (us) | windows |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for label, (checkout, values) in zip(labels, samples.items()):
-        lines.append(f"| {label} | {checkout} | {min(values):.1f} | "
-                     f"{statistics.median(values):.1f} | {len(values)} |")
+    for label, checkout in zip(labels, checkouts):
+        for gap in gaps:
+            values = samples[(checkout, gap)]
+            cpu = [v[0] for v in values]
+            lines.append(f"| {label} | {checkout} | {gap} | {min(cpu):.1f} | "
+                         f"{statistics.median(cpu):.1f} | "
+                         f"{statistics.median(v[1] for v in values):.1f} | {len(values)} |")
     return emit("\n".join(lines) + "\n", a.out)
 
 

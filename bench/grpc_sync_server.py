@@ -11,6 +11,10 @@ servicer methods, which only await on their error path. HTTP is the product's en
 ``triton-ros-server``'s own subset that bench/bench_request_path.py passes
 (``--variant-server LABEL:bench/grpc_sync_server.py``).
 
+With ``floor=True`` (``bench/grpc_sync_floor_server.py``) ``ModelInfer`` answers each request size
+from its first answer, as ``bench/grpc_floor_server.py`` does for the ``grpc.aio`` endpoint: what is
+left is grpcio's synchronous server (HTTP/2, its polling thread, the hand-off to a pool thread).
+
 Not a product: no TLS, restricted protocols, streaming or decoding off the serving threads.
 """
 from __future__ import annotations
@@ -30,6 +34,8 @@ from triton_ros.frontend.grpc_server import (GRPC_STATUS, GrpcInferenceService, 
                                              _Malformed)
 from triton_ros.frontend.http_server import HttpServer
 
+from grpc_floor_server import FloorService   # this folder (run as a script)
+
 
 def _sync(method):
     """A servicer coroutine that returns without awaiting, run to completion on this thread."""
@@ -44,7 +50,7 @@ def _sync(method):
     return handler
 
 
-def main() -> int:
+def main(floor: bool = False) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model-repository", required=True)
     ap.add_argument("--grpc-port", type=int, default=8001)
@@ -55,14 +61,25 @@ def main() -> int:
     args = ap.parse_args()
 
     core = InferenceServer(ServerOptions(model_repositories=(args.model_repository,)))
+    count_lock = threading.Lock()           # pool threads answer at once
     core.start()
-    servicer = GrpcInferenceService(core)
+    servicer = FloorService(core) if floor else GrpcInferenceService(core)
 
     def model_infer(data: bytes, context) -> bytes:
+        if floor:
+            cached = servicer._answers.get(len(data))
+            if cached is not None:
+                answer, model = cached   # counted for ModelStatistics, as FloorService does
+                with count_lock:
+                    servicer._counts[model] = servicer._counts.get(model, 0) + 1
+                return answer
         try:
             _, request = servicer._decode_now(data, None)     # the product's parse and decode
             response = core.infer(request).result()
-            return codec.serialize_infer_response(response, request.shared_memory_outputs())
+            answer = codec.serialize_infer_response(response, request.shared_memory_outputs())
+            if floor:
+                servicer._answers[len(data)] = (answer, request.model_name)
+            return answer
         except TritonRosError as exc:
             context.abort(GRPC_STATUS[exc.code], exc.message)
         except _Malformed as exc:
