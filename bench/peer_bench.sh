@@ -5,7 +5,7 @@
 #   CONC=1,16 bench/peer_bench.sh       # fewer levels (passed on to the shared scripts)
 #   EXTRA=0 bench/peer_bench.sh         # only the shared configuration
 #   EXTRAS="load" bench/peer_bench.sh   # the shared configuration and the named extras only
-#                                       # (u8, 448, 640, tiny16, load; all by default)
+#                                       # (u8, 448, 640, tiny16, seg, load; all by default)
 #
 # 1. Runs the shared side-by-side pass unchanged (../shared/peer-bench/side_by_side.sh: raw
 #    onnxruntime, PyTriton, triton-ros-server 2x1 and 1x2 on tinydet), so its figures stay
@@ -17,7 +17,9 @@
 #    16: SIZE640_CONC), each on PyTriton and triton-ros-server 2x1 and 1x2, with
 #    peak RSS; and a model with next to no compute (bench/peer_tiny_model.py: float32 [N,16],
 #    one 16x16 MatMul) at concurrency 1, 16 and 64 (TINY_CONC), where each server's own
-#    per-request path is what is measured. And (`load`) tinydet itself under loads the shared
+#    per-request path is what is measured; a model whose reply outweighs its request
+#    (bench/peer_seg_model.py, `seg`: the shared input in, 1.6 MB of float32 masks out, little
+#    compute) at concurrency 1, 4 and 16 (SEG_CONC). And (`load`) tinydet itself under loads the shared
 #    pass does not reach: concurrency 64 and 128 (LOAD_CONC), and batch-4 requests (perf_analyzer
 #    -b 4) at concurrency 1 and 8 (B4_CONC).
 # The results file gives the machine, the load average before and after, and every table.
@@ -72,9 +74,10 @@ if [ "${EXTRA:-1}" != 0 ]; then
         --out "$R/extra/${SIZE}_input.json" >/dev/null
   done
   "$D/venv-pt/bin/python" "$HERE/peer_tiny_model.py" --out "$R/extra/tiny16.onnx" >/dev/null
+  "$D/venv-pt/bin/python" "$HERE/peer_seg_model.py" --out "$R/extra/seg8.onnx" >/dev/null
   "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 16 --out "$R/extra/tiny16_input.json" \
       >/dev/null
-  want() { case " ${EXTRAS:-u8 448 640 tiny16 load} " in *" $1 "*) return 0;; esac; return 1; }
+  want() { case " ${EXTRAS:-u8 448 640 tiny16 seg load} " in *" $1 "*) return 0;; esac; return 1; }
   {
   want u8 && extra_pair u8 "$R/extra/tinydet_u8.onnx" "$R/extra/u8_input.json" "tinydet uint8 NHWC 224x224x3"
   want 448 && extra_pair 448 "$R/extra/tinydet_448.onnx" "$R/extra/448_input.json" \
@@ -83,6 +86,9 @@ if [ "${EXTRA:-1}" != 0 ]; then
       "tinydet float32 NCHW 3x640x640 (8.2x the pixels: a YOLO-sized input)" "${SIZE640_CONC:-1,4,16}"
   want tiny16 && extra_pair tiny16 "$R/extra/tiny16.onnx" "$R/extra/tiny16_input.json" \
       "tiny16 (float32 [16], one 16x16 MatMul: next to no compute)" "${TINY_CONC:-1,16,64}"
+  want seg && extra_pair seg "$R/extra/seg8.onnx" "$D/models/tinydet_input.json" \
+      "seg8 (the shared input; [8,224,224] float32 masks out: 1.6 MB a reply, little compute)" \
+      "${SEG_CONC:-1,4,16}"
   want load && extra_pair load "$D/models/tinydet.onnx" "$D/models/tinydet_input.json" \
       "tinydet (the shared model and input) at high concurrency" "${LOAD_CONC:-64,128}"
   want load && extra_pair b4 "$D/models/tinydet.onnx" "$D/models/tinydet_input.json" \
