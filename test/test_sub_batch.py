@@ -2,9 +2,12 @@
 answers are each request's own rows, exactly; a part is whole requests of at most as many rows
 as the parameter (or the default element bound) says, and a larger request runs alone, never
 split; the reused batch buffers hold one part, not the batch; ``0`` runs the batch whole, as
-Triton's backend does; a bad value fails the load."""
+Triton's backend does; a bad value fails the load. A part's requests are answered before the
+next part runs (not under ``preserve_ordering``), each with its own rows, and the statistics
+still count one execution of the whole batch."""
 from __future__ import annotations
 
+import threading
 
 import numpy as np
 import pytest
@@ -20,8 +23,8 @@ def server(explicit_core):
     return explicit_core
 
 
-def load(server, name: str, width: int, parameters: dict[str, str]):
-    lines = ['backend: "onnxruntime"', "max_batch_size: 16",
+def load(server, name: str, width: int, parameters: dict[str, str], extra: str = ""):
+    lines = ['backend: "onnxruntime"', "max_batch_size: 16", extra,
              f'input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
              f'{{ name: "INPUT1" data_type: TYPE_FP32 dims: [ {width} ] }} ]',
              f'output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
@@ -108,3 +111,65 @@ def test_a_bad_value_fails_the_load(server, value):
         load(server, "bad", 4, {"max_sub_batch_size": value})
     assert err.value.code == StatusCode.INVALID_ARG
     assert "max_sub_batch_size" in err.value.message
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_a_part_is_answered_before_the_next_part_runs(server, ordered):
+    # The batcher sends the batch once its 4 requests are queued (a preferred size; the delay is
+    # far longer); each request is a part of its own.
+    batching = ("dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: "
+                f"10000000 preserve_ordering: {'true' if ordered else 'false'} }}")
+    instance, runs = load(server, "early", 4, {"max_sub_batch_size": "1"}, batching)
+    rng = np.random.default_rng(7)
+    seen: list[tuple[int, int]] = []          # (request, runs made when it was answered)
+    lock = threading.Lock()
+    requests = []
+    for index in range(4):
+        request = InferRequest("early", {
+            "INPUT0": rng.standard_normal((1, 4)).astype(np.float32),
+            "INPUT1": rng.standard_normal((1, 4)).astype(np.float32)}, id=str(index))
+        request.future.add_done_callback(
+            lambda _, index=index: (lock.acquire(), seen.append((index, len(runs))), lock.release()))
+        requests.append(request)
+    futures = [server.infer(r) for r in requests]
+    for request, future in zip(requests, futures):
+        response = future.result(timeout=30)
+        a, b = request.inputs["INPUT0"], request.inputs["INPUT1"]
+        np.testing.assert_array_equal(response.outputs["OUTPUT0"], a + b)
+        np.testing.assert_array_equal(response.outputs["OUTPUT1"], a - b)
+        assert response.id == request.id and response.model_name == "early"
+    assert runs == [1, 1, 1, 1]
+    if ordered:     # preserve_ordering: the batch's answers leave together, after its last run
+        assert sorted(seen) == [(0, 4), (1, 4), (2, 4), (3, 4)]
+    else:           # each answered after its own run, before the next
+        assert sorted(seen) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    stats = server.get_model("early").stats.snapshot()
+    assert (stats.inference_count, stats.execution_count) == (4, 1)
+    assert stats.success.count == 4 and stats.fail.count == 0
+    assert stats.compute_infer.count == 4
+    assert server.get_model("early").in_flight_count() == 0
+
+
+def test_a_failing_part_fails_only_the_requests_not_answered(server):
+    instance, runs = load(server, "halfway", 4, {"max_sub_batch_size": "1"},
+                          "dynamic_batching { preferred_batch_size: [ 3 ] "
+                          "max_queue_delay_microseconds: 10000000 }")
+    real_run = instance.run
+
+    def second_fails(inputs, output_names):
+        if len(runs) == 1:                  # the first part ran; the second fails
+            raise RuntimeError("device lost")
+        return real_run(inputs, output_names)
+
+    instance.run = second_fails
+    requests = [InferRequest("halfway", {"INPUT0": np.ones((1, 4), np.float32),
+                                         "INPUT1": np.ones((1, 4), np.float32)})
+                for _ in range(3)]
+    futures = [server.infer(r) for r in requests]
+    outcomes = [f.exception(timeout=30) for f in futures]
+    assert outcomes[0] is None                          # its part ran: answered
+    for error in outcomes[1:]:                          # the failing part and the one after it
+        assert isinstance(error, TritonRosError) and "device lost" in error.message
+    stats = server.get_model("halfway").stats.snapshot()
+    assert (stats.success.count, stats.fail.count) == (1, 2)
+    assert server.get_model("halfway").in_flight_count() == 0

@@ -21,7 +21,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -64,6 +64,11 @@ def warn_unread_parameters(config: ModelConfig, read: frozenset[str], backend: s
                        ", ".join(sorted(read)), extra)
 
 
+# answer_early(pairs of (request, response), compute_input_ns, compute_infer_ns, compute_output_ns):
+# the requests of one finished part of a batch, answered at once by the model.
+AnswerEarly = Callable[[list[tuple[InferRequest, InferResponse]], int, int, int], None]
+
+
 @dataclass
 class ExecuteResult:
     """One response or error per request, and how long each phase took."""
@@ -89,10 +94,15 @@ class BackendModelInstance(abc.ABC):
         # Model._execute_directly): only an instance whose execute needs nothing of its own
         # thread, computes on the CPU and calls nothing back into the server.
         self.may_run_on_caller = False
+        # Set by the model where a request may be answered before the rest of its batch
+        # (no preserve_ordering): an execute that runs a batch in parts hands each finished
+        # part's responses here, with the part's times so far; see BatchedTensorInstance.
+        self.answer_early: AnswerEarly | None = None
 
     @abc.abstractmethod
     def execute(self, requests: list[InferRequest]) -> ExecuteResult:
-        """Run the requests; never raise for one request's fault (return its error instead)."""
+        """Run the requests; never raise for one request's fault (return its error instead).
+        Requests handed to :attr:`answer_early` keep their place in the result."""
 
     def close(self) -> None:
         """Release the instance's resources."""
@@ -131,7 +141,12 @@ class BackendModel(abc.ABC):
 
 
 class BatchedTensorInstance(BackendModelInstance):
-    """Concatenate requests into one batch, :meth:`run` it, split the outputs per request."""
+    """Concatenate requests into one batch, :meth:`run` it, split the outputs per request.
+
+    A batch that runs in parts (:meth:`rows_per_run`) is answered part by part: each part's
+    outputs are split among its own requests, and where the model allows it
+    (:attr:`answer_early`) those requests are answered before the next part runs, so the first
+    requests of a batch do not wait for its last."""
 
     def __init__(self, model: "BackendModel", *, name: str, kind: str, device_id: int | None) -> None:
         super().__init__(model, name=name, kind=kind, device_id=device_id)
@@ -158,11 +173,11 @@ class BatchedTensorInstance(BackendModelInstance):
                     wanted.append(name)
         per_request = [model_facing_inputs(config, r) for r in requests]
         groups = self._groups(per_request, requests) if batching else [list(range(len(requests)))]
-        input_ns = 0                           # assembling; the rest until t2 is running
+        input_ns = infer_ns = output_ns = 0    # assembling, running, splitting (all parts)
+        responses: list[InferResponse | TritonRosError] = []
         try:
-            parts: list[Mapping[str, np.ndarray]] = []
-            start = t0
-            for group in groups:
+            for number, group in enumerate(groups):
+                start = time.monotonic_ns()
                 if len(group) == 1:
                     feed = dict(per_request[group[0]])
                 else:
@@ -171,31 +186,36 @@ class BatchedTensorInstance(BackendModelInstance):
                 ran = time.monotonic_ns()
                 input_ns += ran - start
                 outputs = self.run(feed, wanted)
-                # copied off the reused buffers before the next batch (or part) overwrites them
-                parts.append(self._detach(outputs, feed) if len(group) > 1 else outputs)
-                start = time.monotonic_ns()
-            outputs = parts[0] if len(parts) == 1 else {
-                name: np.concatenate([np.asarray(p[name]) for p in parts], axis=0)
-                for name in wanted if all(name in p for p in parts)}
+                if len(group) > 1:      # copied off the reused buffers the next part overwrites
+                    outputs = self._detach(outputs, feed)
+                split = time.monotonic_ns()
+                infer_ns += split - ran
+                part = [requests[i] for i in group]
+                responses += self._split(config, part, outputs, wanted, batching)
+                output_ns += time.monotonic_ns() - split
+                if self.answer_early is not None and number < len(groups) - 1:
+                    self.answer_early(list(zip(part, responses[-len(part):])), input_ns,
+                                      infer_ns, output_ns)
         except TritonRosError as exc:
-            return ExecuteResult([exc] * len(requests), input_ns,
-                                 time.monotonic_ns() - t0 - input_ns, 0)
+            return ExecuteResult(responses + [exc] * (len(requests) - len(responses)),
+                                 input_ns, infer_ns or time.monotonic_ns() - t0 - input_ns,
+                                 output_ns)
         except Exception as exc:  # a backend failure fails this batch, never the server
             err = internal(f"{type(self).__name__} failed to execute model '{config.name}': "
                            f"{as_triton_error(exc).message}")
-            return ExecuteResult([err] * len(requests), input_ns,
-                                 time.monotonic_ns() - t0 - input_ns, 0)
-        t1 = t0 + input_ns
-        t2 = time.monotonic_ns()
+            return ExecuteResult(responses + [err] * (len(requests) - len(responses)),
+                                 input_ns, infer_ns or time.monotonic_ns() - t0 - input_ns,
+                                 output_ns)
+        return ExecuteResult(responses, input_ns, infer_ns, output_ns)
 
+    def _split(self, config: ModelConfig, requests: list[InferRequest],
+               outputs: Mapping[str, np.ndarray], wanted: list[str],
+               batching: bool) -> list[InferResponse]:
+        """One run's outputs, checked, as each of its requests' own rows."""
         total_rows = sum(r.batch_size for r in requests)
-        checked: dict[str, np.ndarray] = {}
-        try:
-            for name in wanted:
-                checked[name] = self._checked_output(config, name, outputs, total_rows, batching)
-        except TritonRosError as exc:
-            return ExecuteResult([exc] * len(requests), t1 - t0, t2 - t1, time.monotonic_ns() - t2)
-        responses: list[InferResponse | TritonRosError] = []
+        checked = {name: self._checked_output(config, name, outputs, total_rows, batching)
+                   for name in wanted}
+        responses = []
         offset = 0
         for request in requests:
             rows = request.batch_size
@@ -206,7 +226,7 @@ class BatchedTensorInstance(BackendModelInstance):
                 outs = {n: checked[n] for n in names}
             offset += rows
             responses.append(InferResponse(config.name, self.model.version, request.id, outs))
-        return ExecuteResult(responses, t1 - t0, t2 - t1, time.monotonic_ns() - t2)
+        return responses
 
     def _groups(self, per_request: list[Mapping[str, np.ndarray]],
                 requests: list[InferRequest]) -> list[list[int]]:

@@ -253,6 +253,11 @@ class DynamicBatchScheduler:
         return self._batching
 
     @property
+    def preserves_ordering(self) -> bool:
+        """Whether responses leave in the order their batches were formed (preserve_ordering)."""
+        return self._preserve_ordering
+
+    @property
     def allows_direct(self) -> bool:
         """Whether :meth:`take_direct` can ever admit a request (the configuration allows it)."""
         return self._direct_ok

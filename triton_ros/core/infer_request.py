@@ -67,6 +67,8 @@ class InferRequest:
     compute_input_ns: int = 0
     compute_infer_ns: int = 0
     compute_output_ns: int = 0
+    # Answered with its part of a batch that runs in parts, before the batch ended.
+    answered_early: bool = False
 
     def set_response(self, response: InferResponse) -> None:
         if not self.future.done():

@@ -279,6 +279,8 @@ class Model(ModelBase):
                         self._exec_locks[instance] = threading.Lock()
                         if group.passive:
                             continue
+                        if not self.scheduler.preserves_ordering:
+                            instance.answer_early = self._answer_early
                         if instance.may_run_on_caller and self.scheduler.allows_direct:
                             self._direct.append((instance, self._exec_locks[instance]))
                         thread = threading.Thread(
@@ -455,6 +457,9 @@ class Model(ModelBase):
         finished: list[tuple[InferRequest, InferResponse | TritonRosError]] = []
         ok_rows = 0
         for request, response in zip(batch, responses):
+            if request.answered_early:          # answered with its part (_answer_early)
+                ok_rows += request.batch_size
+                continue
             if isinstance(response, InferResponse):
                 try:
                     response = self._finish_response(request, response)
@@ -469,27 +474,48 @@ class Model(ModelBase):
 
         def deliver() -> None:
             for request, response in finished:
-                request.compute_input_ns = result.compute_input_ns
-                request.compute_infer_ns = result.compute_infer_ns
-                request.compute_output_ns = result.compute_output_ns
                 if isinstance(response, InferResponse):
-                    if request.cache_key is not None:
-                        self._insert_into_cache(request, response)
-                    now = time.monotonic_ns()
-                    self.stats.record_success(
-                        request_ns=now - request.arrival_ns,
-                        queue_ns=request.compute_start_ns - request.queue_start_ns,
-                        compute_input_ns=result.compute_input_ns,
-                        compute_infer_ns=result.compute_infer_ns,
-                        compute_output_ns=result.compute_output_ns)
-                    request.set_response(response)
+                    self._answer(request, response, result.compute_input_ns,
+                                 result.compute_infer_ns, result.compute_output_ns)
                 else:
+                    request.compute_input_ns = result.compute_input_ns
+                    request.compute_infer_ns = result.compute_infer_ns
+                    request.compute_output_ns = result.compute_output_ns
                     self.stats.record_failure(request_ns=time.monotonic_ns() - request.arrival_ns,
                                               reason="BACKEND")
                     request.set_error(response)
-                self._done()
+                    self._done()
 
         return deliver
+
+    def _answer(self, request: InferRequest, response: InferResponse, input_ns: int,
+                infer_ns: int, output_ns: int) -> None:
+        """Answer ``request`` (its response finished): cache, statistics, the response."""
+        request.compute_input_ns = input_ns
+        request.compute_infer_ns = infer_ns
+        request.compute_output_ns = output_ns
+        if request.cache_key is not None:
+            self._insert_into_cache(request, response)
+        self.stats.record_success(
+            request_ns=time.monotonic_ns() - request.arrival_ns,
+            queue_ns=request.compute_start_ns - request.queue_start_ns,
+            compute_input_ns=input_ns, compute_infer_ns=infer_ns, compute_output_ns=output_ns)
+        request.set_response(response)
+        self._done()
+
+    def _answer_early(self, pairs: list[tuple[InferRequest, InferResponse]], input_ns: int,
+                      infer_ns: int, output_ns: int) -> None:
+        """Answer the requests of a finished part of a batch now, on the instance's thread,
+        with the batch's times so far (the instance's ``answer_early``; never under
+        preserve_ordering). A request whose response cannot be finished is left to the batch,
+        which answers it with the error."""
+        for request, response in pairs:
+            try:
+                response = self._finish_response(request, response)
+            except TritonRosError:
+                continue
+            request.answered_early = True
+            self._answer(request, response, input_ns, infer_ns, output_ns)
 
     def _finish_response(self, request: InferRequest, response: InferResponse) -> InferResponse:
         response.model_name = self.name
