@@ -12,11 +12,10 @@ mostly each server writing and sending large replies. Deterministic (seeded weig
 """
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
-import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from peer_tiny_model import cli, finish    # this folder (run as a script)
 
 CHANNELS = 8
 SIZE = 224
@@ -35,20 +34,12 @@ def build(seed: int = 0) -> onnx.ModelProto:
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, SIZE, SIZE])],
         [helper.make_tensor_value_info("masks", TensorProto.FLOAT, ["N", CHANNELS, SIZE, SIZE])],
         [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8                   # loadable by older ONNX Runtime releases too
-    onnx.checker.check_model(model)
-    return model
+    return finish(graph)
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--seed", type=int, default=0)
-    a = ap.parse_args()
-    onnx.save(build(a.seed), a.out)
-    print(f"wrote {a.out}: images [N, 3, {SIZE}, {SIZE}] -> masks [N, {CHANNELS}, {SIZE}, {SIZE}]")
-    return 0
+    return cli(build, __doc__,
+               f"images [N, 3, {SIZE}, {SIZE}] -> masks [N, {CHANNELS}, {SIZE}, {SIZE}]")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ dynamic batcher, the hand-offs to the model and back. Deterministic (seeded weig
 from __future__ import annotations
 
 import argparse
+from typing import Callable
 
 import numpy as np
 import onnx
@@ -29,20 +30,30 @@ def build(seed: int = 0) -> onnx.ModelProto:
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", FEATURES])],
         [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", FEATURES])],
         [numpy_helper.from_array(weight.astype(np.float32), "w")])
+    return finish(graph)
+
+
+def finish(graph: onnx.GraphProto) -> onnx.ModelProto:
+    """The model of ``graph``, checked (shared with bench/peer_seg_model.py)."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8                   # loadable by older ONNX Runtime releases too
     onnx.checker.check_model(model)
     return model
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cli(build: Callable[[int], onnx.ModelProto], doc: str, shapes: str) -> int:
+    """``--out FILE [--seed N]``: write ``build(seed)`` there."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
     onnx.save(build(a.seed), a.out)
-    print(f"wrote {a.out}: images [N, {FEATURES}] -> scores [N, {FEATURES}]")
+    print(f"wrote {a.out}: {shapes}")
     return 0
+
+
+def main() -> int:
+    return cli(build, __doc__, f"images [N, {FEATURES}] -> scores [N, {FEATURES}]")
 
 
 if __name__ == "__main__":
