@@ -20,6 +20,7 @@ Flags: ``triton-ros-server``'s (it calls its ``main``). Not a product: answers a
 from __future__ import annotations
 
 import sys
+import threading
 
 from tritonclient.grpc import service_pb2 as pb
 
@@ -34,16 +35,29 @@ class FloorService(grpc_server.GrpcInferenceService):
         super().__init__(core)
         self._answers: dict[int, tuple[bytes, str]] = {}    # request size -> (answer, model)
         self._counts: dict[str, int] = {}       # answers from the cache, per model
+        self._counts_lock = threading.Lock()    # the synchronous floor answers on many threads
 
-    async def ModelInfer(self, request: bytes, context) -> bytes:
+    def cached_answer(self, request: bytes) -> bytes | None:
+        """The kept answer for a request of this size, counted for ModelStatistics; None if
+        there is none yet."""
         cached = self._answers.get(len(request))
         if cached is None:
-            answer = await super().ModelInfer(request, context)   # an error raises: not kept
-            model = pb.ModelInferResponse.FromString(answer).model_name
-            self._answers[len(request)] = (answer, model)
-            return answer                       # counted by the core
+            return None
         answer, model = cached
-        self._counts[model] = self._counts.get(model, 0) + 1   # one event loop: no lock
+        with self._counts_lock:
+            self._counts[model] = self._counts.get(model, 0) + 1
+        return answer
+
+    def keep_answer(self, request: bytes, answer: bytes) -> None:
+        """Keep ``answer`` (computed by the core, which counted it) for this request size."""
+        model = pb.ModelInferResponse.FromString(answer).model_name
+        self._answers[len(request)] = (answer, model)
+
+    async def ModelInfer(self, request: bytes, context) -> bytes:
+        answer = self.cached_answer(request)
+        if answer is None:
+            answer = await super().ModelInfer(request, context)   # an error raises: not kept
+            self.keep_answer(request, answer)
         return answer
 
     async def ModelStatistics(self, request, context):

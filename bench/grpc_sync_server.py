@@ -61,24 +61,19 @@ def main(floor: bool = False) -> int:
     args = ap.parse_args()
 
     core = InferenceServer(ServerOptions(model_repositories=(args.model_repository,)))
-    count_lock = threading.Lock()           # pool threads answer at once
     core.start()
     servicer = FloorService(core) if floor else GrpcInferenceService(core)
 
     def model_infer(data: bytes, context) -> bytes:
-        if floor:
-            cached = servicer._answers.get(len(data))
-            if cached is not None:
-                answer, model = cached   # counted for ModelStatistics, as FloorService does
-                with count_lock:
-                    servicer._counts[model] = servicer._counts.get(model, 0) + 1
-                return answer
+        answer = servicer.cached_answer(data) if floor else None
+        if answer is not None:
+            return answer
         try:
             _, request = servicer._decode_now(data, None)     # the product's parse and decode
             response = core.infer(request).result()
             answer = codec.serialize_infer_response(response, request.shared_memory_outputs())
             if floor:
-                servicer._answers[len(data)] = (answer, request.model_name)
+                servicer.keep_answer(data, answer)
             return answer
         except TritonRosError as exc:
             context.abort(GRPC_STATUS[exc.code], exc.message)
