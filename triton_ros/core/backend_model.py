@@ -196,16 +196,13 @@ class BatchedTensorInstance(BackendModelInstance):
                 if self.answer_early is not None and number < len(groups) - 1:
                     self.answer_early(list(zip(part, responses[-len(part):])), input_ns,
                                       infer_ns, output_ns)
-        except TritonRosError as exc:
-            return ExecuteResult(responses + [exc] * (len(requests) - len(responses)),
-                                 input_ns, infer_ns or time.monotonic_ns() - t0 - input_ns,
-                                 output_ns)
-        except Exception as exc:  # a backend failure fails this batch, never the server
-            err = internal(f"{type(self).__name__} failed to execute model '{config.name}': "
-                           f"{as_triton_error(exc).message}")
-            return ExecuteResult(responses + [err] * (len(requests) - len(responses)),
-                                 input_ns, infer_ns or time.monotonic_ns() - t0 - input_ns,
-                                 output_ns)
+        except Exception as exc:  # a backend failure fails the rest of the batch, never the server
+            err = exc if isinstance(exc, TritonRosError) else internal(
+                f"{type(self).__name__} failed to execute model '{config.name}': "
+                f"{as_triton_error(exc).message}")
+            # the requests without a response yet get the error; the failing step counts as running
+            return ExecuteResult(responses + [err] * (len(requests) - len(responses)), input_ns,
+                                 time.monotonic_ns() - t0 - input_ns - output_ns, output_ns)
         return ExecuteResult(responses, input_ns, infer_ns, output_ns)
 
     def _split(self, config: ModelConfig, requests: list[InferRequest],

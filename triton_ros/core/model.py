@@ -508,14 +508,15 @@ class Model(ModelBase):
         """Answer the requests of a finished part of a batch now, on the instance's thread,
         with the batch's times so far (the instance's ``answer_early``; never under
         preserve_ordering). A request whose response cannot be finished is left to the batch,
-        which answers it with the error."""
+        which answers it as it answers every other: with the error, or, for a fault of ours,
+        logged and failed by :meth:`_run_locked`."""
         for request, response in pairs:
             try:
                 response = self._finish_response(request, response)
-            except TritonRosError:
+            except Exception:
                 continue
-            request.answered_early = True
             self._answer(request, response, input_ns, infer_ns, output_ns)
+            request.answered_early = True   # only once answered: never skipped unanswered
 
     def _finish_response(self, request: InferRequest, response: InferResponse) -> InferResponse:
         response.model_name = self.name
