@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from model_factory import identity_graph, write_model
-from triton_ros.core.backends.onnxruntime_backend import _deprecated_cuda_options
+from triton_ros.core.backends.onnxruntime_backend import INTRA_OP_SPIN_US, _deprecated_cuda_options
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.server import InferenceServer, ServerOptions
 
@@ -55,12 +55,29 @@ def test_session_entries_and_arena_shrinkage_reach_onnxruntime(server):
 
 
 def test_without_the_parameters_onnxruntime_keeps_its_defaults(server):
+    # (but for the intra-op spin duration: see the test below)
     model = load(server, "plain", {})
     (instance,) = model.instances
     assert instance._run_options is None
     with pytest.raises(RuntimeError, match="does not have configuration"):
         instance.session.get_session_options().get_session_config_entry(
             "session.intra_op.allow_spinning")
+
+
+def test_idle_intra_op_threads_spin_briefly_unless_the_model_says_otherwise(server):
+    spin = "session.intra_op.spin_duration_us"
+    (plain,) = load(server, "plain", {}).instances
+    assert plain.session.get_session_options().get_session_config_entry(spin) == \
+        str(INTRA_OP_SPIN_US)
+    (longer,) = load(server, "longer", {spin: "5000"}).instances
+    assert longer.session.get_session_options().get_session_config_entry(spin) == "5000"
+    # a model that turns spinning off gets no spin duration of ours beside it
+    (off,) = load(server, "off", {"session.intra_op.allow_spinning": "0"}).instances
+    with pytest.raises(RuntimeError, match="does not have configuration"):
+        off.session.get_session_options().get_session_config_entry(spin)
+    x = np.arange(4, dtype=np.float32).reshape(1, 4)
+    for instance in (plain, longer, off):
+        np.testing.assert_array_equal(instance.run({"INPUT0": x}, ["OUTPUT0"])["OUTPUT0"], x)
 
 
 @pytest.mark.parametrize("parameters, words", [
