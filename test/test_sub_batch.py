@@ -15,7 +15,7 @@ import pytest
 from model_factory import add_sub_graph, write_model
 from triton_ros.core.backends.onnxruntime_backend import SUB_BATCH_ELEMENTS
 from triton_ros.core.errors import StatusCode, TritonRosError
-from triton_ros.core.infer_request import InferRequest
+from triton_ros.core.infer_request import InferRequest, InferResponse, RequestedOutput
 
 
 @pytest.fixture
@@ -173,3 +173,18 @@ def test_a_failing_part_fails_only_the_requests_not_answered(server):
     stats = server.get_model("halfway").stats.snapshot()
     assert (stats.success.count, stats.fail.count) == (1, 2)
     assert server.get_model("halfway").in_flight_count() == 0
+
+
+def test_a_response_that_fails_to_finish_is_left_as_it_was(server):
+    # _answer_early leaves such a request to its batch, which finishes it again: the second
+    # attempt must see the outputs the model produced, not ones half classified by the first.
+    load(server, "finish", 4, {})
+    model = server.get_model("finish")
+    request = InferRequest("finish", {}, requested_outputs=(
+        RequestedOutput("OUTPUT0", class_count=2), RequestedOutput("MISSING", class_count=2)))
+    produced = np.array([[0.1, 0.9, 0.3, 0.2]], dtype=np.float32)
+    response = InferResponse("finish", 1, "", {"OUTPUT0": produced})
+    for _ in range(2):
+        with pytest.raises(TritonRosError, match="did not produce output 'MISSING'"):
+            model._finish_response(request, response)
+        assert response.outputs["OUTPUT0"] is produced

@@ -523,12 +523,17 @@ class Model(ModelBase):
         response.model_version = self.version
         response.id = request.id
         if request.requested_outputs is not None:
+            # Replaced only once every one is classified: a response that fails here is left
+            # as it was, so finishing it again (_answer_early leaves it to the batch) sees the
+            # same outputs and fails the same way.
+            classified: dict[str, np.ndarray] = {}
             for wanted in request.requested_outputs:
                 if wanted.class_count > 0:
                     array = response.outputs.get(wanted.name)
                     if array is None:
                         raise internal(f"model '{self.name}' did not produce output '{wanted.name}'")
-                    response.outputs[wanted.name] = classify(
+                    classified[wanted.name] = classify(
                         array, wanted.class_count, self.labels.get(wanted.name),
                         self.config.max_batch_size > 0)
+            response.outputs.update(classified)
         return response
