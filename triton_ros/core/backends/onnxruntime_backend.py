@@ -146,7 +146,8 @@ SUB_BATCH_ELEMENTS = 1 << 17
 # the module docstring): long enough to bridge the gaps between one run's operators, far shorter
 # than the gaps between runs.
 INTRA_OP_SPIN_US = 100
-_SPIN_KEYS = frozenset({"session.intra_op.spin_duration_us", "session.intra_op.allow_spinning"})
+_SPIN_DURATION = "session.intra_op.spin_duration_us"
+_SPIN_KEYS = frozenset({_SPIN_DURATION, "session.intra_op.allow_spinning"})
 
 
 # Session entries ONNX Runtime reads as "1" or not: any other value would silently mean "0"
@@ -364,8 +365,7 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
             except Exception as exc:  # ONNX Runtime checks key and value lengths
                 raise invalid_arg(f"model '{config.name}': parameter '{key}': {exc}") from None
         if not _SPIN_KEYS & model.session_entries.keys():
-            options.add_session_config_entry("session.intra_op.spin_duration_us",
-                                             str(INTRA_OP_SPIN_US))
+            options.add_session_config_entry(_SPIN_DURATION, str(INTRA_OP_SPIN_US))
         self._run_options = None
         if model.arena_shrinkage:
             self._run_options = ort.RunOptions()
