@@ -3,8 +3,10 @@ answers are each request's own rows, exactly; a part is whole requests of at mos
 as the parameter (or the default element bound) says, and a larger request runs alone, never
 split; the reused batch buffers hold one part, not the batch; ``0`` runs the batch whole, as
 Triton's backend does; a bad value fails the load. A part's requests are answered before the
-next part runs (not under ``preserve_ordering``), each with its own rows, and the statistics
-still count one execution of the whole batch."""
+next part runs (not under ``preserve_ordering``), each with its own rows. Served by the core,
+the scheduler hands a batch out part by part to whichever instance is free; where it cannot
+(priority levels, timeouts, ``preserve_ordering``) one instance runs every part. Either way the
+statistics count one execution of the whole batch."""
 from __future__ import annotations
 
 import threading
@@ -23,17 +25,22 @@ def server(explicit_core):
     return explicit_core
 
 
-def load(server, name: str, width: int, parameters: dict[str, str], extra: str = ""):
+def write(server, name: str, width: int, parameters: dict[str, str], extra: str = "",
+          instances: int = 1) -> None:
     lines = ['backend: "onnxruntime"', "max_batch_size: 16", extra,
              f'input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
              f'{{ name: "INPUT1" data_type: TYPE_FP32 dims: [ {width} ] }} ]',
              f'output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
              f'{{ name: "OUTPUT1" data_type: TYPE_FP32 dims: [ {width} ] }} ]',
-             'instance_group [ { count: 1 kind: KIND_CPU } ]']
+             f'instance_group [ {{ count: {instances} kind: KIND_CPU }} ]']
     lines += [f'parameters {{ key: "{k}" value: {{ string_value: "{v}" }} }}'
               for k, v in parameters.items()]
     write_model(server.repo_path, name, add_sub_graph("FP32", ["N", width]), "\n".join(lines))
     server.load_model(name)
+
+
+def load(server, name: str, width: int, parameters: dict[str, str], extra: str = ""):
+    write(server, name, width, parameters, extra)
     (instance,) = server.get_model(name).instances
     runs: list[int] = []
     real_run = instance.run
@@ -113,12 +120,19 @@ def test_a_bad_value_fails_the_load(server, value):
     assert "max_sub_batch_size" in err.value.message
 
 
-@pytest.mark.parametrize("ordered", [False, True])
-def test_a_part_is_answered_before_the_next_part_runs(server, ordered):
+# How the batch's parts run: handed out by the scheduler (a plain FIFO queue), or all by one
+# instance, answered part by part (priority levels) or together (preserve_ordering).
+QUEUES = {"handed_out": "",
+          "levels": "priority_levels: 2 default_priority_level: 1",
+          "ordered": "preserve_ordering: true"}
+
+
+@pytest.mark.parametrize("queue", sorted(QUEUES))
+def test_a_part_is_answered_before_the_next_part_runs(server, queue):
     # The batcher sends the batch once its 4 requests are queued (a preferred size; the delay is
     # far longer); each request is a part of its own.
     batching = ("dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: "
-                f"10000000 preserve_ordering: {'true' if ordered else 'false'} }}")
+                f"10000000 {QUEUES[queue]} }}")
     instance, runs = load(server, "early", 4, {"max_sub_batch_size": "1"}, batching)
     rng = np.random.default_rng(7)
     seen: list[tuple[int, int]] = []          # (request, runs made when it was answered)
@@ -139,9 +153,9 @@ def test_a_part_is_answered_before_the_next_part_runs(server, ordered):
         np.testing.assert_array_equal(response.outputs["OUTPUT1"], a - b)
         assert response.id == request.id and response.model_name == "early"
     assert runs == [1, 1, 1, 1]
-    if ordered:     # preserve_ordering: the batch's answers leave together, after its last run
+    if queue == "ordered":  # the batch's answers leave together, after its last run
         assert sorted(seen) == [(0, 4), (1, 4), (2, 4), (3, 4)]
-    else:           # each answered after its own run, before the next
+    else:                   # each answered after its own run, before the next
         assert sorted(seen) == [(0, 1), (1, 2), (2, 3), (3, 4)]
     stats = server.get_model("early").stats.snapshot()
     assert (stats.inference_count, stats.execution_count) == (4, 1)
@@ -150,14 +164,17 @@ def test_a_part_is_answered_before_the_next_part_runs(server, ordered):
     assert server.get_model("early").in_flight_count() == 0
 
 
-def test_a_failing_part_fails_only_the_requests_not_answered(server):
+@pytest.mark.parametrize("queue", ["handed_out", "levels"])
+def test_a_failing_part_fails_only_the_requests_not_answered(server, queue):
     instance, runs = load(server, "halfway", 4, {"max_sub_batch_size": "1"},
                           "dynamic_batching { preferred_batch_size: [ 3 ] "
-                          "max_queue_delay_microseconds: 10000000 }")
+                          f"max_queue_delay_microseconds: 10000000 {QUEUES[queue]} }}")
     real_run = instance.run
+    calls = []
 
     def second_fails(inputs, output_names):
-        if len(runs) == 1:                  # the first part ran; the second fails
+        calls.append(1)
+        if len(calls) == 2:                 # the first part ran; the second fails
             raise RuntimeError("device lost")
         return real_run(inputs, output_names)
 
@@ -168,11 +185,56 @@ def test_a_failing_part_fails_only_the_requests_not_answered(server):
     futures = [server.infer(r) for r in requests]
     outcomes = [f.exception(timeout=30) for f in futures]
     assert outcomes[0] is None                          # its part ran: answered
-    for error in outcomes[1:]:                          # the failing part and the one after it
-        assert isinstance(error, TritonRosError) and "device lost" in error.message
+    error = outcomes[1]                                 # the failing part
+    assert isinstance(error, TritonRosError) and "device lost" in error.message
     stats = server.get_model("halfway").stats.snapshot()
-    assert (stats.success.count, stats.fail.count) == (1, 2)
+    if queue == "handed_out":   # the last part is an execution of its own: it runs
+        assert outcomes[2] is None and runs == [1, 1]
+        assert (stats.success.count, stats.fail.count) == (2, 1)
+    else:                       # one instance's execution of the batch: the rest fails with it
+        assert isinstance(outcomes[2], TritonRosError) and outcomes[2].message == error.message
+        assert runs == [1] and (stats.success.count, stats.fail.count) == (1, 2)
+    # one execution of the batch either way, of the rows that were answered
+    assert [(b.batch_size, b.compute_infer.count) for b in stats.batch_stats] == [
+        (stats.success.count, 1)]
     assert server.get_model("halfway").in_flight_count() == 0
+
+
+def test_a_batch_is_handed_out_part_by_part_to_the_free_instances(server):
+    # Two instances, one request a part: the batch of four the batcher sends is run by both,
+    # in arrival order, instead of by one instance in turn while the other idles.
+    write(server, "shared", 4, {"max_sub_batch_size": "1"},
+          "dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 10000000 }",
+          instances=2)
+    model = server.get_model("shared")
+    started: list[tuple[str, int]] = []           # (instance, request) as each run starts
+    lock = threading.Lock()
+    second_started = threading.Event()
+    for instance in model.instances:
+        def run(inputs, output_names, instance=instance, real_run=instance.run):
+            with lock:
+                started.append((instance.name, int(inputs["INPUT0"][0, 0])))
+                if len(started) == 2:
+                    second_started.set()
+            if len(started) == 1:                 # the first part waits for the second to start
+                assert second_started.wait(timeout=30), "the other instance never started"
+            return real_run(inputs, output_names)
+        instance.run = run
+    requests = [InferRequest("shared", {"INPUT0": np.full((1, 4), index, np.float32),
+                                        "INPUT1": np.ones((1, 4), np.float32)})
+                for index in range(4)]
+    futures = [server.infer(r) for r in requests]
+    for index, future in enumerate(futures):
+        np.testing.assert_array_equal(future.result(timeout=30).outputs["OUTPUT0"],
+                                      np.full((1, 4), index + 1, np.float32))
+    first_two = started[:2]
+    assert sorted(r for _, r in first_two) == [0, 1]          # the batch's first two parts,
+    assert first_two[0][0] != first_two[1][0]                 # on both instances at once
+    assert sorted(r for _, r in started) == [0, 1, 2, 3]
+    stats = model.stats.snapshot()        # the batch the batcher sent: one execution of 4
+    assert (stats.inference_count, stats.execution_count) == (4, 1)
+    assert [(b.batch_size, b.compute_infer.count) for b in stats.batch_stats] == [(4, 1)]
+    assert stats.compute_infer.count == 4
 
 
 def test_a_response_that_fails_to_finish_is_left_as_it_was(server):

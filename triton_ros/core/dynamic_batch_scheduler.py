@@ -28,6 +28,17 @@ order, on the next free instance: Triton's behaviour with batching disabled.
 caller's thread (``Model._execute_directly``), only where the queue would have sent it alone and
 at once: nothing queued, no delay, no priority levels, no ordering to keep.
 
+Where the backend runs a batch in parts (ONNX Runtime on the CPU: ``Model._hand_out_parts``
+calls :meth:`DynamicBatchScheduler.set_part_rows`), a batch step 4 sends is handed out part by
+part: the instance takes the first part, the rest stay at the head of the queue, already sent,
+and the next free instance takes the next part at once. Which requests are sent and when is
+Triton's decision, unchanged; only no instance holds a whole batch while another is free, so
+requests are served in arrival order across instances (tinydet, 2 instances, concurrency 16:
+p99 80 -> 57 and 87 -> 67 ms in two runs, bench/results_parts_handed_out.md). The statistics still count the batch as
+one execution (:class:`SentBatch`). Only for a plain FIFO queue: no priority levels, no
+timeouts, no ordering to keep. (Should the queue be failed while parts of a batch wait, its
+requests are failed and counted, but the execution of its parts that ran is not.)
+
 Of the idle instance threads, the one that became idle last takes the next batch
 (:class:`_LastIdleFirst`): at low load one instance then serves every request with its weights and
 buffers warm in the cache, instead of the instances taking turns (a plain condition variable
@@ -81,6 +92,34 @@ class _Entry:
     deadline_ns: int                   # 0: no timeout
 
 
+class SentBatch:
+    """A batch step 4 sent that is handed out in parts (see the module docstring). Its parts
+    run on whichever instances are free; it is recorded as one execution, as Triton records the
+    batch its batcher formed, once every row of it has run: :meth:`part_done` returns the batch's
+    totals to the part that completes it, None to the others."""
+
+    __slots__ = ("rows", "_lock", "_done", "_ok_rows", "_input_ns", "_infer_ns", "_output_ns")
+
+    def __init__(self, rows: int) -> None:
+        self.rows = rows
+        self._lock = threading.Lock()
+        self._done = self._ok_rows = self._input_ns = self._infer_ns = self._output_ns = 0
+
+    def part_done(self, rows: int, ok_rows: int, input_ns: int, infer_ns: int,
+                  output_ns: int) -> tuple[int, int, int, int] | None:
+        """A part of ``rows`` rows ran (``ok_rows`` of them answered): the batch's successful
+        rows and summed times when this was its last part, else None."""
+        with self._lock:
+            self._done += rows
+            self._ok_rows += ok_rows
+            self._input_ns += input_ns
+            self._infer_ns += infer_ns
+            self._output_ns += output_ns
+            if self._done < self.rows:
+                return None
+            return self._ok_rows, self._input_ns, self._infer_ns, self._output_ns
+
+
 @dataclass(eq=False)
 class _PolicyQueue:
     policy: QueuePolicy
@@ -130,6 +169,12 @@ class DynamicBatchScheduler:
         # and at once (and no policy of the queue could apply to it).
         self._direct_ok = ((not self._batching or self._delay_ns == 0) and not self._levels
                            and self._ordering is None)
+        # Parts (set_part_rows): rows one execution takes of a batch sent by step 4, where the
+        # backend runs batches in parts; the batch's other requests stay at the head of the
+        # queue, already sent (_released), for the next free instance.
+        self._part_rows: Callable[[InferRequest], int | None] | None = None
+        self._released = 0
+        self._sent: SentBatch | None = None       # the batch _released belongs to
 
     # ---------------------------------------------------------------- producer side
     def enqueue(self, request: InferRequest) -> None:
@@ -175,6 +220,17 @@ class DynamicBatchScheduler:
             self._next_seq += 1
             return seq
 
+    def set_part_rows(self, part_rows: Callable[[InferRequest], int | None]) -> bool:
+        """Hand out each batch step 4 sends part by part: ``part_rows(request)`` gives the most
+        rows one execution of such requests takes (None: the whole batch). Only where the queue
+        is one FIFO (no priority levels, no timeouts, no ordering to keep); True if set."""
+        policy = self._queues[0].policy if 0 in self._queues else None
+        if (not self._batching or self._levels or self._ordering is not None or policy is None
+                or policy.default_timeout_us):
+            return False
+        self._part_rows = part_rows
+        return True
+
     def _level_of(self, priority: int) -> int:
         if self._levels == 0:
             return 0
@@ -183,12 +239,14 @@ class DynamicBatchScheduler:
         return priority
 
     # ---------------------------------------------------------------- consumer side
-    def next_batch(self) -> tuple[int, list[InferRequest]] | None:
-        """Block until a batch should execute; return (sequence, requests), or None once stopped
-        and empty. Called by each model instance's thread when it is free."""
+    def next_batch(self) -> tuple[int, list[InferRequest], SentBatch | None] | None:
+        """Block until a batch should execute; return (sequence, requests, the sent batch they
+        are a part of or None when they are the whole of it), or None once stopped and empty.
+        Called by each model instance's thread when it is free."""
         while True:
             rejected: list[_Entry] = []
             batch: list[InferRequest] | None = None
+            sent: SentBatch | None = None
             with self._cv:
                 now = time.monotonic_ns()
                 rejected = self._apply_policies(now)
@@ -198,10 +256,21 @@ class DynamicBatchScheduler:
                             return None
                         self._cv.wait()
                         continue
-                    decision = self._form_batch(now)
-                    if isinstance(decision, int):
-                        self._cv.wait(timeout=max(decision, 1000) / 1e9)
-                        continue
+                    if self._released:     # the rest of a batch already sent
+                        decision = self._head(self._released)
+                        sent = self._sent
+                    else:
+                        decision = self._form_batch(now)
+                        if isinstance(decision, int):
+                            self._cv.wait(timeout=max(decision, 1000) / 1e9)
+                            continue
+                    if self._part_rows is not None:
+                        part = self._first_part(decision)
+                        if sent is None and part < len(decision):
+                            sent = self._sent = SentBatch(
+                                sum(e.request.batch_size for e in decision))
+                        self._released = len(decision) - part
+                        decision = decision[:part]
                     batch = self._pop(decision)
                     seq = self._next_seq
                     self._next_seq += 1
@@ -211,7 +280,7 @@ class DynamicBatchScheduler:
                 self._on_reject(entry.request,
                                 unavailable(f"{_log_prefix(entry.request)}Request timeout expired"))
             if batch is not None:
-                return seq, batch
+                return seq, batch, sent
 
     def complete(self, seq: int, deliver: Callable[[], None]) -> None:
         """Deliver a finished batch's responses, in batch order when preserve_ordering is set."""
@@ -236,6 +305,8 @@ class DynamicBatchScheduler:
                     queue.delayed.clear()
                 self._size = 0
                 self._rows = 0
+                self._released = 0
+                self._sent = None
             self._cv.notify_all()
         for entry in failed:
             self._on_reject(entry.request, error or StoppingError(STOPPING_MESSAGE))
@@ -268,6 +339,28 @@ class DynamicBatchScheduler:
             queue = self._queues[level]
             yield from queue.main
             yield from queue.delayed
+
+    def _head(self, count: int) -> list[_Entry]:
+        entries: list[_Entry] = []
+        for entry in self._iter_entries():
+            if len(entries) == count:
+                break
+            entries.append(entry)
+        return entries
+
+    def _first_part(self, entries: list[_Entry]) -> int:
+        """How many of ``entries`` (a batch step 4 sent) one execution takes: whole requests
+        up to the part's rows, at least one (as BatchedTensorInstance cuts its parts)."""
+        limit = self._part_rows(entries[0].request) if self._part_rows else None
+        if not limit:
+            return len(entries)
+        rows = taken = 0
+        for entry in entries:
+            if taken and rows + entry.request.batch_size > limit:
+                break
+            rows += entry.request.batch_size
+            taken += 1
+        return taken
 
     def _apply_policies(self, now: int) -> list[_Entry]:
         """Move expired requests to the delayed queue (DELAY) or out (REJECT, returned)."""

@@ -26,9 +26,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .backend_model import BackendModel, BackendModelInstance, ExecuteResult, backend_class
+from .backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
+                            ExecuteResult, backend_class)
 from .cache_manager import LocalCache, request_cache_key
-from .dynamic_batch_scheduler import DynamicBatchScheduler, tighten_timer_slack
+from .dynamic_batch_scheduler import DynamicBatchScheduler, SentBatch, tighten_timer_slack
 from .errors import (StoppingError, TritonRosError, as_triton_error, internal,
                      invalid_arg, unavailable)
 from .infer_request import InferRequest, InferResponse, normalize_request
@@ -293,6 +294,7 @@ class Model(ModelBase):
             if self.config.warmup:
                 run_warmup(self.config, version=self.version, model_path=self.model_path,
                            instances=self.instances)
+            self._hand_out_parts()
         except BaseException:
             self._close_backend()
             raise
@@ -300,6 +302,34 @@ class Model(ModelBase):
         for thread in self._threads:
             thread.start()
         self.load_duration_ns = time.monotonic_ns() - start
+
+    def _hand_out_parts(self) -> None:
+        """Where every instance runs a batch in parts (ONNX Runtime on the CPU), let the
+        scheduler hand out a batch part by part to whichever instance is free, instead of one
+        instance running every part in turn while another may idle or start a later batch:
+        requests are then served in arrival order across instances, so none waits behind a
+        whole batch queued on one instance (the tail of the latency). The batch still counts as
+        one execution, once its last part has run, as the batch Triton's batcher formed."""
+        instances = self.instances
+        if not instances or not all(isinstance(i, BatchedTensorInstance) and i.kind == "KIND_CPU"
+                                    and type(i) is type(instances[0]) for i in instances):
+            return
+        runs = instances[0].rows_per_run
+
+        def part_rows(request: InferRequest) -> int | None:
+            # As BatchedTensorInstance cuts its parts; called on an instance thread under the
+            # scheduler's lock, so a request it cannot read goes whole (execute reports it).
+            try:
+                rows = request.batch_size
+                arrays = request.inputs.values()
+                if not rows or not arrays or any(a.ndim == 0 or a.shape[0] != rows
+                                                 for a in arrays):
+                    return None
+                return runs(sum(a.size // rows for a in arrays))
+            except Exception:
+                return None
+
+        self.scheduler.set_part_rows(part_rows)
 
     def unload(self, *, drain: bool = True, timeout: float | None = None) -> None:
         """Stop accepting requests, finish (drain) or fail the queued ones, release resources."""
@@ -393,26 +423,28 @@ class Model(ModelBase):
             item = self.scheduler.next_batch()
             if item is None:
                 return
-            seq, batch = item
+            seq, batch, sent = item
             lock.acquire()
-            self._run_locked(instance, lock, seq, batch)
+            self._run_locked(instance, lock, seq, batch, sent)
         self._instance_failed(instance)
 
     def _run_locked(self, instance: BackendModelInstance, lock: threading.Lock, seq: int,
-                    batch: list[InferRequest]) -> None:
+                    batch: list[InferRequest], sent: SentBatch | None = None) -> None:
         """Execute ``batch`` on ``instance``, whose execution lock the caller holds, then answer
         it. The lock is released before the answers: a callback of a response that waits on
         this model must not wait on this instance's lock too. Any fault answers the batch's
         requests that are not answered yet, and the caller carries on."""
         try:
             try:
-                deliver = self._execute(instance, seq, batch)
+                deliver = self._execute(instance, seq, batch, sent)
             finally:
                 lock.release()
             self.scheduler.complete(seq, deliver)
         except BaseException as exc:
             error = as_triton_error(exc)
             _log.error("model '%s' instance %s: %s", self.name, instance.name, error)
+            if sent is not None:        # the sent batch's other parts are still counted
+                self._record_execution(sent, batch, 0, 0, 0, 0)
             self.scheduler.complete(seq, lambda: self._fail_unanswered(batch, error))
 
     def _fail_unanswered(self, batch: list[InferRequest], error: TritonRosError) -> None:
@@ -437,10 +469,11 @@ class Model(ModelBase):
         if self.on_unavailable is not None:
             self.on_unavailable(reason)
 
-    def _execute(self, instance: BackendModelInstance, seq: int,
-                 batch: list[InferRequest]) -> Callable[[], None]:
-        """Execute ``batch`` on ``instance`` and record its statistics; return the function
-        that answers its requests (through ``scheduler.complete``, once the instance is free)."""
+    def _execute(self, instance: BackendModelInstance, seq: int, batch: list[InferRequest],
+                 sent: SentBatch | None = None) -> Callable[[], None]:
+        """Execute ``batch`` on ``instance`` and record its statistics (those of the ``sent``
+        batch it is a part of, once its last part ran); return the function that answers its
+        requests (through ``scheduler.complete``, once the instance is free)."""
         start = time.monotonic_ns()
         for request in batch:
             request.compute_start_ns = start
@@ -470,10 +503,8 @@ class Model(ModelBase):
                 except TritonRosError as exc:
                     response = exc
             finished.append((request, response))
-        if ok_rows:
-            self.stats.record_execution(batch_size=ok_rows, compute_input_ns=result.compute_input_ns,
-                                        compute_infer_ns=result.compute_infer_ns,
-                                        compute_output_ns=result.compute_output_ns)
+        self._record_execution(sent, batch, ok_rows, result.compute_input_ns,
+                               result.compute_infer_ns, result.compute_output_ns)
 
         def deliver() -> None:
             for request, response in finished:
@@ -490,6 +521,17 @@ class Model(ModelBase):
                     self._done()
 
         return deliver
+
+    def _record_execution(self, sent: SentBatch | None, batch: list[InferRequest], ok_rows: int,
+                          input_ns: int, infer_ns: int, output_ns: int) -> None:
+        """Count an execution of ``ok_rows`` answered rows: ``batch``'s own, or, for a part of
+        a ``sent`` batch, the whole batch's once its last part has run."""
+        totals: tuple[int, int, int, int] | None = (ok_rows, input_ns, infer_ns, output_ns)
+        if sent is not None:
+            totals = sent.part_done(sum(r.batch_size for r in batch), *totals)
+        if totals is not None and totals[0]:
+            self.stats.record_execution(batch_size=totals[0], compute_input_ns=totals[1],
+                                        compute_infer_ns=totals[2], compute_output_ns=totals[3])
 
     def _answer(self, request: InferRequest, response: InferResponse, input_ns: int,
                 infer_ns: int, output_ns: int) -> None:

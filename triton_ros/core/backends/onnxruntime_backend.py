@@ -29,7 +29,9 @@ does); by default it is the most rows whose inputs hold at most 2^17 elements: o
 whole batch for small samples, where batching does pay. KIND_GPU instances run the whole batch.
 A part is one or more whole requests (a request of more rows runs alone, its
 rows together as its client sent them), so a part is a batch Triton's dynamic batcher could have
-formed itself; the model's outputs are the parts' outputs concatenated.
+formed itself; the model's outputs are the parts' outputs concatenated. Served by the core, the
+scheduler hands such a batch out part by part to whichever instance is free
+(``dynamic_batch_scheduler``); the statistics count the batch as one execution either way.
 
 An idle intra-op thread spins at most ``INTRA_OP_SPIN_US`` (100 us) before it sleeps, unless the
 model sets ``session.intra_op.spin_duration_us`` or ``session.intra_op.allow_spinning`` itself
