@@ -94,6 +94,8 @@ def test_zero_runs_the_batch_whole(server):
     instance, runs = load(server, "whole", 4, {"max_sub_batch_size": "0"})
     execute(instance, "whole", 4, [2, 4, 1, 5])
     assert runs == [12]
+    # nothing to hand out: the scheduler sends whole batches without asking for parts
+    assert server.get_model("whole").scheduler._part_rows is None
 
 
 def test_default_bounds_the_elements_of_a_run(server):

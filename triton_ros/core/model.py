@@ -315,6 +315,8 @@ class Model(ModelBase):
                                     and type(i) is type(instances[0]) for i in instances):
             return
         runs = instances[0].rows_per_run
+        if runs(1) is None:         # whole batches whatever the rows (max_sub_batch_size 0)
+            return
 
         def part_rows(request: InferRequest) -> int | None:
             # As BatchedTensorInstance cuts its parts; called on an instance thread under the
