@@ -252,3 +252,70 @@ def test_a_response_that_fails_to_finish_is_left_as_it_was(server):
         with pytest.raises(TritonRosError, match="did not produce output 'MISSING'"):
             model._finish_response(request, response)
         assert response.outputs["OUTPUT0"] is produced
+
+
+@pytest.mark.parametrize("drain", [True, False])
+def test_a_batch_whose_parts_wait_is_answered_when_the_model_stops(server, drain):
+    # Unloading while the rest of a sent batch waits at the head of the queue: drained, every
+    # part still runs; failed, the parts not taken are answered UNAVAILABLE. Nothing hangs.
+    write(server, "stops", 4, {"max_sub_batch_size": "1"},
+          "dynamic_batching { preferred_batch_size: [ 6 ] max_queue_delay_microseconds: 10000000 }",
+          instances=2)
+    model = server.get_model("stops")
+    running = threading.Event()
+    for instance in model.instances:
+        def run(inputs, output_names, real_run=instance.run):
+            running.set()
+            threading.Event().wait(0.2)           # long enough for the unload to find parts
+            return real_run(inputs, output_names)
+        instance.run = run
+    requests = [InferRequest("stops", {"INPUT0": np.full((1, 4), i, np.float32),
+                                       "INPUT1": np.ones((1, 4), np.float32)}) for i in range(6)]
+    futures = [server.infer(r) for r in requests]
+    assert running.wait(timeout=30)
+    if drain:
+        server.unload_model("stops")
+    else:
+        model.scheduler.stop(drain=False)
+    outcomes = [f.exception(timeout=30) for f in futures]    # every request answered
+    answered = [i for i, error in enumerate(outcomes) if error is None]
+    for i in answered:
+        np.testing.assert_array_equal(futures[i].result().outputs["OUTPUT0"],
+                                      np.full((1, 4), i + 1, np.float32))
+    if drain:
+        assert answered == list(range(6))
+    else:                   # the parts already running answered; the rest refused as stopping
+        assert 1 <= len(answered) < 6
+        for error in outcomes:
+            assert error is None or error.code == StatusCode.UNAVAILABLE
+    assert model.in_flight_count() == 0
+
+
+def test_the_rest_of_a_sent_batch_is_not_counted_against_max_queue_size(server):
+    # As in Triton, a batch the batcher sent has left the queue: its parts still waiting for an
+    # instance do not make max_queue_size refuse new requests.
+    write(server, "bounded", 4, {"max_sub_batch_size": "1"},
+          "dynamic_batching { preferred_batch_size: [ 4 ] max_queue_delay_microseconds: 10000000 "
+          "default_queue_policy { max_queue_size: 4 } }")
+    model = server.get_model("bounded")
+    (instance,) = model.instances
+    running = threading.Event()
+    real_run = instance.run
+
+    def run(inputs, output_names):
+        running.set()
+        threading.Event().wait(0.2)
+        return real_run(inputs, output_names)
+
+    instance.run = run
+
+    def request(i):
+        return InferRequest("bounded", {"INPUT0": np.full((1, 4), i, np.float32),
+                                        "INPUT1": np.ones((1, 4), np.float32)})
+
+    futures = [server.infer(request(i)) for i in range(4)]
+    assert running.wait(timeout=30)             # the batch of 4 sent: 3 parts wait
+    futures += [server.infer(request(i)) for i in range(4, 8)]
+    for i, future in enumerate(futures):
+        np.testing.assert_array_equal(future.result(timeout=30).outputs["OUTPUT0"],
+                                      np.full((1, 4), i + 1, np.float32))

@@ -187,7 +187,9 @@ class DynamicBatchScheduler:
             if queue is None:
                 queue = self._queues[level] = _PolicyQueue(self._policy_for(level), keep=False)
             policy = queue.policy
-            if policy.max_queue_size and queue.size() >= policy.max_queue_size:
+            # The rest of a sent batch is no longer queued in Triton's sense (its batch left the
+            # queue there): it does not count against max_queue_size.
+            if policy.max_queue_size and queue.size() - self._released >= policy.max_queue_size:
                 raise unavailable(f"{_log_prefix(request)}Exceeds maximum queue size")
             timeout_us = policy.default_timeout_us
             # Triton lets a request only lower a non-zero default timeout (scheduler_utils.cc).
