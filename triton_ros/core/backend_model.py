@@ -232,10 +232,10 @@ class BatchedTensorInstance(BackendModelInstance):
         (a request of more rows runs alone: its rows always run together, as its client sent
         them). A part then fills the reusable buffers instead of the whole batch."""
         whole = [list(range(len(requests)))]
-        if len(requests) == 1 or not self._batch_dimension(per_request[0], requests[0]):
+        if len(requests) == 1:
             return whole
         # asked first: a backend that runs whole batches (the default) pays for nothing more
-        limit = self.rows_per_run(sum(a.size // a.shape[0] for a in per_request[0].values()))
+        limit = self.request_rows_per_run(per_request[0], requests[0])
         if limit is None or limit <= 0:
             return whole
         if not all(self._batch_dimension(i, r) for i, r in zip(per_request[1:], requests[1:])):
@@ -251,6 +251,14 @@ class BatchedTensorInstance(BackendModelInstance):
             groups[-1].append(index)
             filled += request.batch_size
         return groups
+
+    def request_rows_per_run(self, inputs: Mapping[str, np.ndarray],
+                             request: InferRequest) -> int | None:
+        """:meth:`rows_per_run` for a batch of requests like ``request``, whose inputs are
+        ``inputs``: None (the whole batch) when they do not all lead with its batch size."""
+        if not self._batch_dimension(inputs, request):
+            return None
+        return self.rows_per_run(sum(a.size // a.shape[0] for a in inputs.values()))
 
     @staticmethod
     def _batch_dimension(inputs: Mapping[str, np.ndarray], request: InferRequest) -> bool:

@@ -34,8 +34,8 @@ part: the instance takes the first part, the rest stay at the head of the queue,
 and the next free instance takes the next part at once. Which requests are sent and when is
 Triton's decision, unchanged; only no instance holds a whole batch while another is free, so
 requests are served in arrival order across instances (tinydet, 2 instances, concurrency 16:
-p99 80 -> 57 and 87 -> 67 ms in two runs, bench/results_parts_handed_out.md). The statistics still count the batch as
-one execution (:class:`SentBatch`). Only for a plain FIFO queue: no priority levels, no
+p99 80 -> 57 and 87 -> 67 ms in two runs, bench/results_parts_handed_out.md). The statistics
+still count the batch as one execution (:class:`SentBatch`). Only for a plain FIFO queue: no priority levels, no
 timeouts, no ordering to keep. (Should the queue be failed while parts of a batch wait, its
 requests are failed and counted, but the execution of its parts that ran is not.)
 
@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import itertools
 import sys
 import threading
 import time
@@ -343,17 +344,12 @@ class DynamicBatchScheduler:
             yield from queue.delayed
 
     def _head(self, count: int) -> list[_Entry]:
-        entries: list[_Entry] = []
-        for entry in self._iter_entries():
-            if len(entries) == count:
-                break
-            entries.append(entry)
-        return entries
+        return list(itertools.islice(self._iter_entries(), count))
 
     def _first_part(self, entries: list[_Entry]) -> int:
         """How many of ``entries`` (a batch step 4 sent) one execution takes: whole requests
-        up to the part's rows, at least one (as BatchedTensorInstance cuts its parts)."""
-        limit = self._part_rows(entries[0].request) if self._part_rows else None
+        up to the part's rows, at least one, as BatchedTensorInstance._groups cuts its parts."""
+        limit = self._part_rows(entries[0].request)
         if not limit:
             return len(entries)
         rows = taken = 0

@@ -314,20 +314,16 @@ class Model(ModelBase):
         if not instances or not all(isinstance(i, BatchedTensorInstance) and i.kind == "KIND_CPU"
                                     and type(i) is type(instances[0]) for i in instances):
             return
-        runs = instances[0].rows_per_run
-        if runs(1) is None:         # whole batches whatever the rows (max_sub_batch_size 0)
+        instance = instances[0]
+        if instance.rows_per_run(1) is None:    # whole batches whatever the rows
             return
 
         def part_rows(request: InferRequest) -> int | None:
-            # As BatchedTensorInstance cuts its parts; called on an instance thread under the
-            # scheduler's lock, so a request it cannot read goes whole (execute reports it).
+            # Called on an instance thread under the scheduler's lock: whatever a request holds,
+            # it must not stop that thread; a request it cannot read goes whole, and execute
+            # reports what is wrong with it.
             try:
-                rows = request.batch_size
-                arrays = request.inputs.values()
-                if not rows or not arrays or any(a.ndim == 0 or a.shape[0] != rows
-                                                 for a in arrays):
-                    return None
-                return runs(sum(a.size // rows for a in arrays))
+                return instance.request_rows_per_run(request.inputs, request)
             except Exception:
                 return None
 
