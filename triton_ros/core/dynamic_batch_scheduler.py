@@ -35,9 +35,10 @@ and the next free instance takes the next part at once. Which requests are sent 
 Triton's decision, unchanged; only no instance holds a whole batch while another is free, so
 requests are served in arrival order across instances (tinydet, 2 instances, concurrency 16:
 p99 80 -> 57 and 87 -> 67 ms in two runs, bench/results_parts_handed_out.md). The statistics
-still count the batch as one execution (:class:`SentBatch`). Only for a plain FIFO queue: no priority levels, no
-timeouts, no ordering to keep. (Should the queue be failed while parts of a batch wait, its
-requests are failed and counted, but the execution of its parts that ran is not.)
+still count the batch as one execution (:class:`SentBatch`). Only for a plain FIFO queue: no
+priority levels, no timeouts, no ordering to keep. (Should the queue be failed while parts of a
+batch wait, its requests are failed and counted, but the execution of its parts that ran is
+not.)
 
 Of the idle instance threads, the one that became idle last takes the next batch
 (:class:`_LastIdleFirst`): at low load one instance then serves every request with its weights and
