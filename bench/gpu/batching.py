@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """GPU batching benchmark of the server: batch-1 against dynamic batching, on a GPU machine.
 
-    PYTHONPATH=. python3 bench/gpu_batching_bench.py [--seconds 5] [--concurrency 1,8,32,64]
+    python3 -m bench.gpu.batching [--seconds 5] [--concurrency 1,8,32,64]     # from the root
 
 Needs an NVIDIA GPU with PyTorch (CUDA) and tritonclient[grpc] importable; exits 2 with the
 reason when either is missing (no GPU: nothing is run). What it does, in one bounded run:
@@ -23,7 +23,8 @@ reason when either is missing (no GPU: nothing is run). What it does, in one bou
    latency minus the model's p50 execution time (gRPC, the core, the Python stub's IPC), and the
    server's statistics (request duration minus compute time).
 
-Writes bench/RESULTS-gpu.md (``--out``) naming the machine and the GPU.
+Writes bench/out/gpu-batching.md (``--out``) naming the machine, the GPU and the commit; exits 1
+when a request failed.
 """
 from __future__ import annotations
 
@@ -40,9 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import free_port  # noqa: E402
+from bench.common import ROOT, commit, default_out, free_port
 
 MODEL_PY = '''
 """Benchmark model: a small conv classifier in PyTorch on the instance's GPU, DLPack in and out."""
@@ -219,7 +218,7 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,8,32,64")
     parser.add_argument("--queue-delay-us", type=int, default=500)
     parser.add_argument("--gpu", type=int, default=0)
-    parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-gpu.md"))
+    parser.add_argument("--out", default=default_out("gpu-batching"))
     parser.add_argument("--cpu-dry-run", action="store_true",
                         help="check the benchmark's own workings without a GPU: KIND_CPU and a "
                              "numpy stand-in for the network (its numbers mean nothing)")
@@ -324,7 +323,7 @@ def main() -> int:
 
     lines = [
         "# GPU batching: batch-1 vs dynamic batching (Python backend, PyTorch, DLPack)", "",
-        f"`bench/gpu_batching_bench.py {' '.join(sys.argv[1:])}`, run "
+        f"`python3 -m bench.gpu.batching {' '.join(sys.argv[1:])}`, commit {commit()}, run "
         f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", "",
         f"Machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}; GPU "
         f"{args.gpu}: {gpu_name}; torch {torch_version}. Inputs reached the model through: "
@@ -359,6 +358,7 @@ def main() -> int:
             f"{o['server_compute_us']:.0f} + other "
             f"{o['server_request_us'] - o['server_queue_us'] - o['server_compute_us']:.0f} us")
     text = "\n".join(lines) + "\n"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)
     return 1 if errors else 0

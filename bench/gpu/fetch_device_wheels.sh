@@ -4,7 +4,7 @@
 # CPython 3.10-3.12 on manylinux x86_64. They go to .whl/ (ignored by git); pass
 # `carry: [".whl"]` to the device tool so that they travel with the working tree.
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 pin() { grep -E "^$1==" requirements.txt | head -1; }
 mkdir -p .whl
 for py in 310 311 312; do

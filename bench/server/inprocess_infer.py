@@ -6,9 +6,13 @@ one thread that runs it (``time.thread_time``: on a shared 2-core VM wall time m
 between seconds, thread CPU time far less). Each checkout runs in its own interpreter, the
 checkouts alternate round by round, and the minimum and median of the rounds are printed.
 
-    python bench/bench_inprocess_infer.py                       # this checkout
-    python bench/bench_inprocess_infer.py --checkout /tmp/base --label before --checkout . \
-        --label after --out bench/results_inprocess_infer.md      # A/B, alternating
+    .venv/bin/python -m bench.server.inprocess_infer                    # this checkout
+    .venv/bin/python -m bench.server.inprocess_infer --checkout /tmp/base --label before \
+        --checkout . --label after                                      # A/B, alternating
+
+Results (markdown, the machine and each checkout's commit, CPU per request and its ratio to the
+first checkout at the same gap) go to ``--out`` (default bench/out/server-inprocess_infer.md).
+A checkout whose reply is wrong ends the run with a non-zero exit status.
 """
 from __future__ import annotations
 
@@ -20,8 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import LOAD_AT_START, emit, machine_lines  # noqa: E402
+from bench.common import LOAD_AT_START, ROOT, commit, default_out, emit, machine_lines
 
 _CHILD = r"""
 import asyncio, sys, time
@@ -90,11 +93,11 @@ def main() -> int:
     ap.add_argument("--gap-us", default="0", help="comma-separated idle times before each "
                     "request, us (0: back to back; 500: about the time a request at concurrency "
                     "1 spends in the client and grpcio between two of the server's)")
-    ap.add_argument("--out", default="", help="also write the results (markdown) here")
+    ap.add_argument("--out", default=default_out("server-inprocess_infer"),
+                    help="also write the results (markdown) here")
     a = ap.parse_args()
     gaps = [int(g) for g in a.gap_us.split(",")]
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    checkouts = [os.path.abspath(c) for c in (a.checkout or [here])]
+    checkouts = [os.path.abspath(c) for c in (a.checkout or [str(ROOT)])]
     # (checkout, gap) -> per window: (mean thread CPU, median wall) per request, us
     samples: dict[tuple[str, int], list[tuple[float, float]]] = {
         (c, g): [] for c in checkouts for g in gaps}
@@ -114,7 +117,7 @@ def main() -> int:
     lines = [
         "# The gRPC servicer's ModelInfer on `simple`, in process",
         "",
-        f"`bench/bench_inprocess_infer.py {' '.join(sys.argv[1:])}`, run "
+        f"`python -m bench.server.inprocess_infer {' '.join(sys.argv[1:])}`, run "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: thread CPU time per request "
         f"(decode, core, direct execution, statistics, serialized reply; no socket; a window's "
         f"mean), and the window's median wall time per request, "
@@ -124,15 +127,17 @@ def main() -> int:
         machine_lines(),
         f"- load average at start: {' '.join(LOAD_AT_START)}",
         "",
-        "| checkout | path | gap (us) | CPU min (us) | CPU median (us) | wall median (us) | windows |",
-        "|---|---|---|---|---|---|---|",
+        "| checkout | commit | gap (us) | CPU min (us) | CPU median (us) | CPU median / first "
+        "checkout's | wall median (us) | windows |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for label, checkout in zip(labels, checkouts):
         for gap in gaps:
             values = samples[(checkout, gap)]
             cpu = [v[0] for v in values]
-            lines.append(f"| {label} | {checkout} | {gap} | {min(cpu):.1f} | "
-                         f"{statistics.median(cpu):.1f} | "
+            first = statistics.median(v[0] for v in samples[(checkouts[0], gap)])
+            lines.append(f"| {label} | {commit(Path(checkout))} | {gap} | {min(cpu):.1f} | "
+                         f"{statistics.median(cpu):.1f} | {statistics.median(cpu) / first:.2f}x | "
                          f"{statistics.median(v[1] for v in values):.1f} | {len(values)} |")
     return emit("\n".join(lines) + "\n", a.out)
 

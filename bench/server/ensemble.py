@@ -13,18 +13,18 @@
    4 concurrent gRPC clients: requests/s and their ratio (2 on two free cores is perfect scaling:
    every instance is its own process, so the GIL does not serialize them).
 
-Writes bench/RESULTS-ensemble.md (``--out``) naming the machine. Every point runs ``--seconds``
+Writes bench/out/server-ensemble.md (``--out``) naming the machine and the commit; a failed
+client request ends the run with a non-zero exit status. Every point runs ``--seconds``
 (default 5); the whole run takes about two minutes. The clients share the machine with the
 server: compare ratios from the same run, not absolute numbers across machines.
 
-Usage: ``.venv/bin/python bench/bench_ensemble.py [--seconds 5] [--out bench/RESULTS-ensemble.md]``
+Usage: ``.venv/bin/python -m bench.server.ensemble [--seconds 5] [--out FILE]``
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import os
-import platform
 import shutil
 import signal
 import subprocess
@@ -37,10 +37,8 @@ from typing import Callable
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import free_port  # noqa: E402
+from bench.common import ROOT, commit, default_out, free_port, machine
+
 LOOP = 300_000      # iterations of the CPU-bound request (~20 ms of pure Python)
 
 CPU_BOUND_MODEL = '''
@@ -68,18 +66,6 @@ input [ {{ name: "N", data_type: TYPE_INT64, dims: [ 1 ] }} ]
 output [ {{ name: "OUT", data_type: TYPE_INT64, dims: [ 1 ] }} ]
 instance_group [ {{ count: {count}, kind: KIND_CPU }} ]
 '''
-
-
-def machine() -> list[str]:
-    cpu = "unknown"
-    try:
-        cpu = next(line.split(":", 1)[1].strip()
-                   for line in Path("/proc/cpuinfo").read_text().splitlines()
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return [f"`uname -a`: {' '.join(platform.uname())}", f"`nproc`: {os.cpu_count()}",
-            f"CPU: {cpu}", f"Python {platform.python_version()}"]
 
 
 def _burn(iterations: int) -> None:
@@ -222,7 +208,7 @@ def compare(ensemble, direct, direct_name: str, seconds: float) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "RESULTS-ensemble.md")
+    parser.add_argument("--out", type=Path, default=default_out("server-ensemble"))
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench_ensemble_"))
@@ -236,9 +222,10 @@ def main() -> int:
 
     lines = ["# Ensemble overhead and Python-backend scaling", "",
              f"Run {datetime.datetime.now().isoformat(timespec='seconds')} by "
-             f"`bench/bench_ensemble.py --seconds {args.seconds:g}`. Compare the ratios within this "
-             f"run; the load average below says how busy the machine was.", "",
-             *[f"- {m}" for m in machine()],
+             f"`python -m bench.server.ensemble --seconds {args.seconds:g}` at commit {commit()}. "
+             f"Compare the ratios within this run; the load average below says how busy the "
+             f"machine was.", "",
+             f"- {machine()}",
              f"- load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", "",
              "Reading: 1a is what a client gains by sending one ensemble request instead of three "
              "(one round trip, intermediate tensors stay in the server); 1b isolates the ensemble "
@@ -302,6 +289,7 @@ def main() -> int:
         core.stop()
     shutil.rmtree(work, ignore_errors=True)
 
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
     return 0

@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Served detector vs raw in-process onnxruntime, in one run (issue: core server benchmark).
 
+    .venv/bin/python -m bench.server.served_vs_raw [--seconds 5] [--concurrency 1 4 16 32]
+
 1. Raw: the bundled detector in-process with onnxruntime, one intra-op thread, batch 1, for
    ``--seconds``: images/s (the reference a served model is compared with).
 2. Served: ``triton-ros-server`` on the bundled repository, driven by perf_analyzer over gRPC with
    batch-1 requests at concurrency 1, 4, 16 and 32: images/s, p50/p99 latency, and the mean
    executed batch from the server's own statistics (inference_count / execution_count deltas).
 
-Writes a markdown table to ``--out`` (default bench/RESULTS.md) naming the machine. On a 2-core
+Writes a markdown table to ``--out`` (default bench/out/server-served_vs_raw.md) naming the
+machine and the commit, and exits 1 when a target at concurrency 16 is not met. On a 2-core
 machine perf_analyzer shares the cores with the server: compare ratios from the same run.
 """
 from __future__ import annotations
@@ -16,8 +19,6 @@ import argparse
 import csv
 import datetime
 import io
-import os
-import platform
 import signal
 import subprocess
 import sys
@@ -26,29 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import free_port  # noqa: E402
+from bench.common import OUT, ROOT, commit, default_out, free_port, machine
+
 MODEL = ROOT / "model_repository" / "detector" / "1" / "model.onnx"
 PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
-
-
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f", {kb / 2**20:.0f} GiB RAM"
-    except (OSError, ValueError, IndexError):
-        pass
-    return f"{platform.node()}: {cpu}, {os.cpu_count()} cores{mem}, {platform.platform()}"
 
 
 def raw_onnxruntime(seconds: float, batch: int = 1) -> float:
@@ -72,7 +54,8 @@ def server_counts(client) -> tuple[int, int]:
 
 
 def perf(url: str, concurrency: int, seconds: float) -> dict:
-    csv_path = ROOT / "bench" / f".perf-{concurrency}.csv"
+    OUT.mkdir(parents=True, exist_ok=True)
+    csv_path = OUT / f"served_vs_raw-perf-{concurrency}.csv"
     cmd = [str(PERF_ANALYZER), "-m", "detector", "-i", "grpc", "-u", url, "--concurrency-range",
            str(concurrency), "--measurement-interval", str(int(seconds * 1000)), "--input-data",
            "zero", "-s", "100", "--max-trials", "3", "-f", str(csv_path)]
@@ -91,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="measurement window")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16, 32])
-    parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS.md"))
+    parser.add_argument("--out", default=default_out("server-served_vs_raw"))
     parser.add_argument("--repository", default=str(ROOT / "model_repository"))
     args = parser.parse_args(argv)
 
@@ -135,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         "# Served detector vs raw onnxruntime",
         "",
         f"Machine: {machine()}  ",
-        f"Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}  ",
-        f"Command: `python bench/bench_server.py --seconds {args.seconds:g}`",
+        f"Date: {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}, commit {commit()}  ",
+        f"Command: `python -m bench.server.served_vs_raw {' '.join(sys.argv[1:])}`",
         "",
         "Model: bundled `detector` (FP32 [N,3,256,256], 2 CPU instances with 1 intra-op thread, "
         "dynamic batching). Load: perf_analyzer 2.50 over gRPC on 127.0.0.1, batch-1 requests, "
@@ -151,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['concurrency']} | {r['throughput']:.1f} | {r['throughput'] / raw:.2f}x | "
                      f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['mean_batch']:.2f} |")
     by_c = {r["concurrency"]: r for r in rows}
+    met = []
     if 16 in by_c:
         r16 = by_c[16]
         lines += [
@@ -162,13 +146,19 @@ def main(argv: list[str] | None = None) -> int:
             f"0.7.0 on this machine type, c=16 ~340 infer/s): {r16['p99_ms']:.1f} ms "
             f"({'met' if r16['p99_ms'] < 95 else 'NOT met'})",
         ]
+        met += [r16["throughput"] >= 0.7 * raw, r16["p99_ms"] < 95]
     batches = [r["mean_batch"] for r in rows]
     if len(batches) > 1:
         grows = all(b2 >= b1 for b1, b2 in zip(batches, batches[1:]))
         lines.append(f"- mean executed batch grows with concurrency: "
                      f"{' -> '.join(f'{b:.2f}' for b in batches)} ({'met' if grows else 'NOT met'})")
+        met.append(grows)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")
     print(f"wrote {args.out}")
+    if not all(met):
+        print("served_vs_raw: a target was not met", file=sys.stderr)
+        return 1
     return 0
 
 

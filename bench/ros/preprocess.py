@@ -8,7 +8,10 @@ alternate for ``--rounds`` rounds; the table gives each case's median over the r
 CPU microseconds per frame (``time.process_time``, one OpenCV thread), and the ratio of the
 first tree to the last.
 
-    .venv/bin/python bench/bench_preprocess.py --tree before:/tmp/old --tree after:.
+    .venv/bin/python -m bench.ros.preprocess --tree before:/tmp/old --tree after:.
+
+The table, with the machine and each tree's commit, goes to ``--out`` (default
+bench/out/ros-preprocess.md).
 """
 from __future__ import annotations
 
@@ -21,9 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import emit, machine_lines  # noqa: E402
+from bench.common import ROOT, commit, default_out, emit, machine_lines
 
 # (label, input dims, data type, format)
 INPUTS = (
@@ -67,7 +68,8 @@ def main() -> int:
     parser.add_argument("--distinct", type=int, default=1,
                         help="distinct frames cycled through: 1 keeps the frame warm in the "
                              "cache; 64 (59 MB) makes each frame arrive cold, as in the node")
-    parser.add_argument("--out", default="", help="also write the table to this file")
+    parser.add_argument("--out", default=default_out("ros-preprocess"),
+                        help="also write the table to this file")
     args = parser.parse_args()
     trees = [t.split(":", 1) for t in (args.tree or [f"this:{ROOT}"])]
     cases = [(label, dims, dt, fmt, enc) for label, dims, dt, fmt in INPUTS for enc in ENCODINGS]
@@ -83,12 +85,12 @@ def main() -> int:
 
     names = list(runs[trees[0][0]][0])
     head = [label for label, _ in trees]
-    lines = [f"# Preprocessing alone: CPU per 640x480 frame (us)", "",
-             f"`bench/bench_preprocess.py {' '.join(sys.argv[1:])}`, run "
+    lines = ["# Preprocessing alone: CPU per 640x480 frame (us)", "",
+             f"`python -m bench.ros.preprocess {' '.join(sys.argv[1:])}`, run "
              f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", "", machine_lines(), "",
              f"{args.frames} frames per case ({args.distinct} distinct), {args.rounds} "
              "alternating rounds, medians; trees: "
-             + ", ".join(f"{label} = `{path}`" for label, path in trees), "",
+             + ", ".join(f"{label} = `{path}` ({commit(Path(path))})" for label, path in trees), "",
              "| case | " + " | ".join(head) + (" | first / last |" if len(head) > 1 else " |"),
              "|---|" + "---|" * (len(head) + (1 if len(head) > 1 else 0))]
     for name in names:

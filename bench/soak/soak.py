@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Soak: mixed load with hostile inputs on one inference node; exits non-zero when a target fails.
 
-``.venv/bin/python bench/soak.py [--duration 600] [--reload-every 30] [--results FILE]``
+``.venv/bin/python -m bench.soak.soak [--duration 600] [--reload-every 30] [--results FILE]``
 
 One ``inference_node`` process (the product: KServe v2 gRPC and HTTP endpoints and a camera
 binding on one core) serves, for ``--duration`` seconds:
@@ -27,8 +27,8 @@ every hostile input answered with its expected status, every reload successful, 
 of every kind in every minute, the node alive throughout and exiting 0, its RSS (with children)
 at the end within ``--rss-tolerance`` of its RSS after ``--warmup``, health p99 within
 ``--health-p99-ms``. Reported per minute: good requests and p99 latency by protocol, frames,
-hostile inputs, health latency and RSS. ``--results`` writes the report with the machine's
-description (bench/RESULTS-soak.md by default for the full run; ``--results ''`` for none).
+hostile inputs, health latency and RSS. ``--results`` writes the report with the machine and
+the commit (bench/out/soak.md by default; ``--results ''`` for none).
 """
 from __future__ import annotations
 
@@ -53,14 +53,12 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, default_out, free_port,
+                          machine_lines)
+
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(101, 200)))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
-
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import LOAD_AT_START, cpu_seconds, free_port, machine_lines  # noqa: E402
 
 TOKEN = secrets.token_hex(3)
 NS = f"/soak{TOKEN}"
@@ -514,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hostile-every", type=float, default=0.1)
     p.add_argument("--rss-tolerance", type=float, default=0.10)
     p.add_argument("--health-p99-ms", type=float, default=50.0)
-    p.add_argument("--results", default=str(ROOT / "bench" / "RESULTS-soak.md"),
+    p.add_argument("--results", default=default_out("soak"),
                    help="report file ('' for none)")
     args = p.parse_args(argv)
 
@@ -673,12 +671,13 @@ def main(argv: list[str] | None = None) -> int:
     # ---------------------------------------------------------------- report
     lines = [f"# Soak: {args.duration:.0f} s of mixed load with hostile inputs on one "
              f"inference_node", "",
-             f"Command: `.venv/bin/python bench/soak.py --duration {args.duration:g} "
+             f"Command: `.venv/bin/python -m bench.soak.soak --duration {args.duration:g} "
              f"--reload-every {args.reload_every:g}` "
              f"({args.grpc_workers} gRPC + {args.http_workers} HTTP workers at {args.rate:g} "
              f"req/s each, {args.cameras} cameras at {args.fps:g} fps 320x240 rgb8, one hostile "
              f"input every {args.hostile_every:g} s, `simple` reloaded every "
-             f"{args.reload_every:g} s). Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+             f"{args.reload_every:g} s). Date: "
+             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}.",
              "", "## Machine", "", machine(), "",
              f"## Verdict: {'PASS' if not failures else 'FAIL'}", ""]
     lines += [f"- FAILED: {f}" for f in failures] or ["- every target met"]
@@ -722,6 +721,7 @@ def main(argv: list[str] | None = None) -> int:
     report = "\n".join(lines) + "\n"
     print(report)
     if args.results:
+        Path(args.results).parent.mkdir(parents=True, exist_ok=True)
         Path(args.results).write_text(report)
         print(f"written to {args.results}")
     if failures:

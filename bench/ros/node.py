@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: many cameras into one inference node, batched vs one request per frame.
 
-``.venv/bin/python bench/bench_ros_node.py [--cameras 8] [--rates 30,60] [--seconds 20]``
+``.venv/bin/python -m bench.ros.node [--cameras 8] [--rates 30,60] [--seconds 20]``
 (FASTDDS_DEFAULT_PROFILES_FILE=config/fastdds.xml is set by the script when missing.)
 
 For each configuration, in one run and on the same machine:
@@ -16,7 +16,7 @@ rgb8 by default, sensor_data QoS); this process subscribes to every camera's det
 it measures for ``--seconds``: frames published by the node per second, end-to-end latency p50
 and p99 (the camera's header stamp to the receipt of the detections here), the node's drops by
 reason (it counts every one), the mean executed batch (model statistics) and the node's CPU use.
-Results go to bench/RESULTS-ros.md with the machine's description.
+Results go to ``--out`` (default bench/out/ros-node.md) with the machine and the commit.
 
 Where the node's CPU goes: while it measures, the script samples the node's Python stacks with
 py-spy (``bench/requirements-bench.txt``; skipped with a note when py-spy is not installed) and
@@ -52,11 +52,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import (LOAD_AT_START, cpu_seconds, machine_lines, minor_faults,  # noqa: E402
-                          proc_status_kb, stamp_ns, thread_cpu_seconds)
+from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, default_out, machine_lines,
+                          minor_faults, proc_status_kb, stamp_ns, thread_cpu_seconds)
 
 
 @dataclass
@@ -369,10 +366,11 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
     lines = [
         "# ROS node benchmark: batched vs one request per frame",
         "",
-        f"`bench/bench_ros_node.py --cameras {args.cameras} --rates {args.rates} --width "
+        f"`python -m bench.ros.node --cameras {args.cameras} --rates {args.rates} --width "
         f"{args.width} --height {args.height} --seconds {args.seconds:g} --warmup "
         f"{args.warmup:g} --rounds {args.rounds} --executor {args.executor}"
-        + "".join(f" --node-param {p}" for p in args.node_param) + f"`, run {started}.",
+        + "".join(f" --node-param {p}" for p in args.node_param) + f"`, run {started}, commit "
+        f"{commit()}.",
         "",
         "## Machine",
         "",
@@ -489,6 +487,7 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
             "",
         ]
     text = "\n".join(lines)
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return text
 
@@ -514,7 +513,7 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=2,
                         help="alternating runs of each configuration (median reported)")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-ros.md"))
+    parser.add_argument("--out", default=default_out("ros-node"))
     parser.add_argument("--executor", default="auto", choices=EXECUTORS,
                         help="the node's 'executor' parameter")
     parser.add_argument("--no-profile", dest="profile", action="store_false",

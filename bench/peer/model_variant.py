@@ -1,4 +1,4 @@
-"""The shared peer benchmark's tinydet at another input size, for bench/peer_bench.sh.
+"""The shared peer benchmark's tinydet at another input size, for bench/peer/run.sh.
 
 tinydet (../shared/peer-bench/make_model.py) is convolutions and a head that reshapes to
 ``[N, channels, -1]``, so the same weights serve any image size: this copy sets the input's
@@ -6,7 +6,7 @@ height and width and leaves the outputs' cell count to ONNX Runtime (a symbolic 
 PyTriton and triton-ros-server both read the new shapes from the model itself. Runs in the peer
 benchmark's PyTriton environment, which has ``onnx``.
 
-    python bench/peer_model_variant.py --model tinydet.onnx --size 448 --out tinydet_448.onnx
+    python -m bench.peer.model_variant --model tinydet.onnx --size 448 --out tinydet_448.onnx
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A model whose answer is larger than its question, for bench/peer_bench.sh: the response case.
+"""A model whose answer is larger than its question, for bench/peer/run.sh: the response case.
 
 tinydet answers a 602 KB image with 94 KB of boxes and scores, so the shared comparison weighs
 each server's receive path far more than its reply path. This model is a segmentation head's
@@ -8,14 +8,15 @@ per image, with little compute (about 14 MMAC per image), so what perf_analyzer 
 mostly each server writing and sending large replies. Deterministic (seeded weights); built with
 ``onnx`` in the peer benchmark's PyTriton environment.
 
-    python bench/peer_seg_model.py --out seg8.onnx
+    python -m bench.peer.seg_model --out seg8.onnx          # from the project root
 """
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from peer_tiny_model import cli, finish    # this folder (run as a script)
+from bench.peer.tiny_model import cli, finish
 
 CHANNELS = 8
 SIZE = 224

@@ -3,7 +3,7 @@
 A subscriber process with one subscription per camera and a callback that only counts, against
 the synthetic cameras (``triton_ros.ros.synthetic_cameras``, 640x480 rgb8 at 30 Hz by default,
 another process) over Fast DDS shared memory (config/fastdds.xml), as in
-bench/bench_ros_node.py. The ways to receive, in alternating rounds:
+bench/ros/node.py. The ways to receive, in alternating rounds:
 
 - ``events``: rclpy's EventsExecutor (the node's default where rclpy has it), typed messages;
 - ``events-kept``: the same in a process that first calls the node's
@@ -17,7 +17,9 @@ Reported per received frame: the subscriber's CPU time (/proc, exact) by thread,
 page faults. This is the floor under the node's "outside the model" cost: the node does the
 same take and then its own work.
 
-    .venv/bin/python bench/bench_ros_receive.py --rounds 3
+    .venv/bin/python -m bench.ros.receive --rounds 3
+
+Results, with the machine and the commit, go to ``--out`` (default bench/out/ros-receive.md).
 """
 from __future__ import annotations
 
@@ -28,11 +30,9 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_common import emit, machine_lines, minor_faults, thread_cpu_seconds  # noqa: E402
+from bench.common import (ROOT, commit, default_out, emit, machine_lines, minor_faults,
+                          thread_cpu_seconds)
 
 MODES = ("events", "events-kept", "events-raw", "events-raw-kept", "wait_set", "wait_set-kept")
 
@@ -131,7 +131,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--out", default="", help="also write the results to this file")
+    parser.add_argument("--out", default=default_out("ros-receive"),
+                        help="also write the results to this file")
     args = parser.parse_args()
     os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(101, 200)))
@@ -149,7 +150,8 @@ def main() -> int:
 
     kinds = sorted({k for rs in results.values() for x in rs for k in x["threads"]})
     lines = ["# Receiving frames in rclpy, no work done: CPU per frame", "",
-             f"`bench/bench_ros_receive.py {' '.join(sys.argv[1:])}`, run {started}.", "",
+             f"`python -m bench.ros.receive {' '.join(sys.argv[1:])}`, run {started}, commit "
+             f"{commit()}.", "",
              machine_lines(), f"- load average at start: {[f'{v:.2f}' for v in load0]}, at end: "
              f"{[f'{v:.2f}' for v in os.getloadavg()]}", "",
              f"{args.cameras} cameras x {args.rate:g} Hz, {args.width}x{args.height} rgb8; "

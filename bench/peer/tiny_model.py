@@ -1,4 +1,4 @@
-"""A model whose compute is next to nothing, for bench/peer_bench.sh: the per-request cost case.
+"""A model whose compute is next to nothing, for bench/peer/run.sh: the per-request cost case.
 
 tinydet spends about a millisecond per image in ONNX Runtime, so its comparison mostly weighs
 the two servers' batching and ONNX Runtime. This model (``images`` float32 ``[N, 16]`` ->
@@ -7,7 +7,7 @@ microseconds per batch, so what perf_analyzer measures is each server's own path
 dynamic batcher, the hand-offs to the model and back. Deterministic (seeded weights); built with
 ``onnx`` in the peer benchmark's PyTriton environment.
 
-    python bench/peer_tiny_model.py --out tiny16.onnx
+    python -m bench.peer.tiny_model --out tiny16.onnx       # from the project root
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def build(seed: int = 0) -> onnx.ModelProto:
 
 
 def finish(graph: onnx.GraphProto) -> onnx.ModelProto:
-    """The model of ``graph``, checked (shared with bench/peer_seg_model.py)."""
+    """The model of ``graph``, checked (shared with bench/peer/seg_model.py)."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8                   # loadable by older ONNX Runtime releases too
     onnx.checker.check_model(model)

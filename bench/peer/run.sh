@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The standing comparison with real Triton, recorded in bench/RESULTS-peer.md with the machine.
+# The standing comparison with real Triton: writes every table with the machine and the commit to
+# $OUTMD (default: bench/out/peer_<time>/results.md); bench/peer/README.md keeps the latest
+# ratios, bench/peer/HISTORY.md one row a run.
 #
-#   bench/peer_bench.sh                 # ../shared/peer-bench/setup.sh first (once)
-#   CONC=1,16 bench/peer_bench.sh       # fewer levels (passed on to the shared scripts)
-#   EXTRA=0 bench/peer_bench.sh         # only the shared configuration
-#   EXTRAS="load" bench/peer_bench.sh   # the shared configuration and the named extras only
+#   bench/peer/run.sh                   # ../shared/peer-bench/setup.sh first (once)
+#   CONC=1,16 bench/peer/run.sh         # fewer levels (passed on to the shared scripts)
+#   EXTRA=0 bench/peer/run.sh           # only the shared configuration
+#   EXTRAS="load" bench/peer/run.sh     # the shared configuration and the named extras only
 #                                       # (u8, 448, 640, tiny16, seg, load; all by default)
 #
 # 1. Runs the shared side-by-side pass unchanged (../shared/peer-bench/side_by_side.sh: raw
@@ -13,22 +15,22 @@
 # 2. Then this project's own configurations on the same model, input and load generator
 #    (run_perf.sh): the uint8 NHWC variant of tinydet (camera pixels in, cast and layout in the
 #    graph: 4x fewer bytes per request) and tinydet at 448x448 (4x the pixels and bytes:
-#    bench/peer_model_variant.py) and at 640x640 (8.2x: a YOLO-sized input, concurrency 1, 4 and
+#    bench/peer/model_variant.py) and at 640x640 (8.2x: a YOLO-sized input, concurrency 1, 4 and
 #    16: SIZE640_CONC), each on PyTriton and triton-ros-server 2x1 and 1x2, with
-#    peak RSS; and a model with next to no compute (bench/peer_tiny_model.py: float32 [N,16],
+#    peak RSS; and a model with next to no compute (bench/peer/tiny_model.py: float32 [N,16],
 #    one 16x16 MatMul) at concurrency 1, 16 and 64 (TINY_CONC), where each server's own
 #    per-request path is what is measured; a model whose reply outweighs its request
-#    (bench/peer_seg_model.py, `seg`: the shared input in, 1.6 MB of float32 masks out, little
+#    (bench/peer/seg_model.py, `seg`: the shared input in, 1.6 MB of float32 masks out, little
 #    compute) at concurrency 1, 4 and 16 (SEG_CONC). And (`load`) tinydet itself under loads the shared
 #    pass does not reach: concurrency 64 and 128 (LOAD_CONC), and batch-4 requests (perf_analyzer
 #    -b 4) at concurrency 1 and 8 (B4_CONC).
 # The results file gives the machine, the load average before and after, and every table.
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/.." && pwd)
+HERE=$(cd "$(dirname "$0")" && pwd); ROOT=$(cd "$HERE/../.." && pwd)
 PEER=${PEER_BENCH:-$ROOT/../shared/peer-bench}; [ -d "$PEER" ] || PEER=/work/shared/peer-bench
 D=${PEER_DIR:-/tmp/peer}
 R=${1:-$ROOT/bench/out/peer_$(date +%Y%m%d_%H%M%S)}; mkdir -p "$R"
-OUTMD=${OUTMD:-$ROOT/bench/RESULTS-peer.md}
+OUTMD=${OUTMD:-$R/results.md}
 [ -x "$ROOT/.venv/bin/triton-ros-server" ] || { echo "run scripts/setup.sh first" >&2; exit 2; }
 [ -f "$D/models/tinydet.onnx" ] || { echo "run $PEER/setup.sh first" >&2; exit 2; }
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -68,13 +70,13 @@ if [ "${EXTRA:-1}" != 0 ]; then
   "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --dtype uint8 --shape 224,224,3 \
       --out "$R/extra/u8_input.json" >/dev/null
   for SIZE in 448 640; do
-    "$D/venv-pt/bin/python" "$HERE/peer_model_variant.py" --model "$D/models/tinydet.onnx" \
-        --size $SIZE --out "$R/extra/tinydet_$SIZE.onnx" >/dev/null
+    (cd "$ROOT" && "$D/venv-pt/bin/python" -m bench.peer.model_variant \
+        --model "$D/models/tinydet.onnx" --size $SIZE --out "$R/extra/tinydet_$SIZE.onnx" >/dev/null)
     "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 3,$SIZE,$SIZE \
         --out "$R/extra/${SIZE}_input.json" >/dev/null
   done
-  "$D/venv-pt/bin/python" "$HERE/peer_tiny_model.py" --out "$R/extra/tiny16.onnx" >/dev/null
-  "$D/venv-pt/bin/python" "$HERE/peer_seg_model.py" --out "$R/extra/seg8.onnx" >/dev/null
+  (cd "$ROOT" && "$D/venv-pt/bin/python" -m bench.peer.tiny_model --out "$R/extra/tiny16.onnx" >/dev/null)
+  (cd "$ROOT" && "$D/venv-pt/bin/python" -m bench.peer.seg_model --out "$R/extra/seg8.onnx" >/dev/null)
   "$D/venv-pt/bin/python" "$PEER/make_input_json.py" --shape 16 --out "$R/extra/tiny16_input.json" \
       >/dev/null
   want() { case " ${EXTRAS:-u8 448 640 tiny16 seg load} " in *" $1 "*) return 0;; esac; return 1; }
@@ -98,7 +100,7 @@ fi
 {
   echo "# Peer benchmark: triton-ros-server beside real Triton (PyTriton) and raw onnxruntime"
   echo
-  echo "\`bench/peer_bench.sh\` (the shared \`../shared/peer-bench/side_by_side.sh\` unchanged, then this"
+  echo "\`bench/peer/run.sh\` (the shared \`../shared/peer-bench/side_by_side.sh\` unchanged, then this"
   echo "project's extra configurations), run $(date -u '+%Y-%m-%d %H:%M UTC'), commit $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)."
   echo
   echo "Machine: $(uname -n), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores,"

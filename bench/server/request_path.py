@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Per-request cost of triton-ros-server, side by side for one or more checkouts, in one run.
 
-    .venv/bin/python bench/bench_request_path.py                       # this checkout
-    .venv/bin/python bench/bench_request_path.py --checkout /tmp/base --checkout .   # before/after
-    .venv/bin/python bench/bench_request_path.py --cases simple:grpc:1,simple:http:1 --rounds 3
+    .venv/bin/python -m bench.server.request_path                       # this checkout
+    .venv/bin/python -m bench.server.request_path --checkout /tmp/base --checkout .   # before/after
+    .venv/bin/python -m bench.server.request_path --cases simple:grpc:1,simple:http:1 --rounds 3
 
 Each checkout's ``triton-ros-server`` (run as ``python -m triton_ros.server_main`` with that
 checkout first on ``PYTHONPATH``, this virtual environment's interpreter) serves one generated
 repository: ``tinydet`` (the peer benchmark's model, ``../shared/peer-bench/``: max_batch_size 32,
 2000 us queue delay, 2 instances x 1 ONNX Runtime thread as in its shared configuration, or
-``--instances`` x ``--ort-threads``), ``tiny16`` (bench/peer_tiny_model.py: next to no compute,
+``--instances`` x ``--ort-threads``), ``tiny16`` (bench/peer/tiny_model.py: next to no compute,
 configured like tinydet) and the bundled ``simple``. perf_analyzer drives each case
 (``model:protocol:concurrency``, batch-1 requests, the peer benchmark's JSON input for tinydet,
 zeros for the others). Checkouts alternate
@@ -27,21 +27,20 @@ Variants of one checkout are compared the same way: give the checkout twice with
 for a label ``--variant-env LABEL:KEY=VALUE`` (the server's environment, e.g. glibc's
 ``MALLOC_ARENA_MAX``), ``--variant-config LABEL:LINE`` (a line added to tinydet's config.pbtxt,
 e.g. an ONNX Runtime parameter) or ``--variant-server LABEL:SCRIPT`` (a script run instead of
-``triton_ros.server_main``, with the same flags: bench/grpc_sync_server.py).
+``triton_ros.server_main``, with the same flags: a server variant written for one experiment,
+such as the synchronous servicer or the cached floor of bench/DECISIONS.md, kept in git's
+history).
 
 A separate ``rss`` pass starts a fresh server per checkout, drives tinydet at ``--rss-concurrency``
 (32) and reads the server's peak RSS (VmHWM). Results: a markdown file naming the machine
-(``--out``, default bench/RESULTS-request-path.md); raw perf_analyzer logs in bench/out/.
+and the commit (``--out``, default bench/out/server-request_path.md); raw perf_analyzer logs in
+bench/out/. Exits 1 when a case or an RSS pass failed.
 """
 from __future__ import annotations
 
 import argparse
 import csv
-import os
-import platform
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,11 +48,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import cpu_seconds, free_port, minor_faults, proc_status_kb  # noqa: E402
-OUT = ROOT / "bench" / "out"
-PEER_DIR = Path(os.environ.get("PEER_DIR", "/tmp/peer"))
+from bench.common import (OUT, PEER_DIR, ROOT, ServerProcess, commit, cpu_seconds, default_out,
+                          find_perf_analyzer, machine, minor_faults, proc_status_kb)
+from bench.peer.tiny_model import build as build_tiny16
+
 
 TINYDET_CONFIG = """name: "{name}"
 backend: "onnxruntime"
@@ -64,34 +62,8 @@ parameters {{ key: "intra_op_thread_count" value: {{ string_value: "{threads}" }
 """
 
 
-def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                   if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    mem = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
-    return (f"{platform.node()}: {cpu}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, "
-            f"{platform.platform()}, Python {platform.python_version()}")
-
-
 def loadavg() -> str:
     return Path("/proc/loadavg").read_text().split()[0]
-
-
-def find_perf_analyzer() -> tuple[Path, dict]:
-    """perf_analyzer and the environment it needs (this venv's, else the peer benchmark's)."""
-    own = Path(sys.executable).parent / "perf_analyzer"
-    if own.exists():
-        return own, dict(os.environ)
-    peer = PEER_DIR / "pa" / "tritonclient-2.50.0.data" / "data" / "bin" / "perf_analyzer"
-    libs = sorted(PEER_DIR.glob("venv-pa/lib/python3*/site-packages/nvidia/cuda_runtime/lib"))
-    if peer.exists() and libs:
-        env = dict(os.environ)
-        env["LD_LIBRARY_PATH"] = f"{libs[0]}:{env.get('LD_LIBRARY_PATH', '')}"
-        return peer, env
-    raise SystemExit("perf_analyzer not found: run scripts/setup.sh (or ../shared/peer-bench/setup.sh)")
 
 
 def build_repository(dest: Path, extra_config: tuple[str, ...] | list[str] = (), *,
@@ -104,8 +76,7 @@ def build_repository(dest: Path, extra_config: tuple[str, ...] | list[str] = (),
     (dest / "tinydet" / "config.pbtxt").write_text(
         TINYDET_CONFIG.format(name="tinydet", instances=instances, threads=threads)
         + "".join(line + "\n" for line in extra_config))
-    # tiny16: next to no compute (bench/peer_tiny_model.py), batched like tinydet
-    from peer_tiny_model import build as build_tiny16
+    # tiny16: next to no compute (bench/peer/tiny_model.py), batched like tinydet
     import onnx
     (dest / "tiny16" / "1").mkdir(parents=True)
     onnx.save(build_tiny16(), dest / "tiny16" / "1" / "model.onnx")
@@ -115,42 +86,13 @@ def build_repository(dest: Path, extra_config: tuple[str, ...] | list[str] = (),
     return dest
 
 
-class Server:
-    """One checkout's triton-ros-server on free ports of 127.0.0.1."""
+class Server(ServerProcess):
+    """One checkout's triton-ros-server on a repository, with its statistics."""
 
     def __init__(self, checkout: Path, repository: Path, log: Path, *,
                  env_extra: dict[str, str] | None = None, script: str | None = None) -> None:
-        self.grpc_port, self.http_port, self.metrics_port = free_port(), free_port(), free_port()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = f"{checkout}:{env.get('PYTHONPATH', '')}"
-        env.update(env_extra or {})
-        self._log = open(log, "w")
-        entry = [str(Path(script).resolve())] if script else ["-m", "triton_ros.server_main"]
-        self.proc = subprocess.Popen(
-            [sys.executable, *entry, f"--model-repository={repository}",
-             f"--grpc-port={self.grpc_port}", f"--http-port={self.http_port}",
-             f"--metrics-port={self.metrics_port}"],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(checkout))
-        import tritonclient.grpc as grpcclient
-        self.client = grpcclient.InferenceServerClient(f"127.0.0.1:{self.grpc_port}")
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if self.client.is_server_ready() and self._http_up():
-                    break
-            except Exception:
-                pass
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"server of {checkout} did not start: see {log}")
-            time.sleep(0.3)
-
-    def _http_up(self) -> bool:
-        with socket.socket() as s:
-            return s.connect_ex(("127.0.0.1", self.http_port)) == 0
-
-    def url(self, protocol: str) -> str:
-        return f"127.0.0.1:{self.grpc_port if protocol == 'grpc' else self.http_port}"
+        super().__init__(f"--model-repository={repository}", log=log, checkout=checkout,
+                         env_extra=env_extra, script=script)
 
     def stats(self, model: str) -> tuple[int, int, int, int]:
         """(successful requests, inferences, compute_infer ns, queue ns) of every version of
@@ -163,17 +105,6 @@ class Server:
         # Per request: the time each waited in the scheduler (the batcher's delay included).
         queue = sum(int(m["inference_stats"]["queue"].get("ns", 0)) for m in s)
         return req, inf, ns, queue
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
 
 
 @dataclass
@@ -259,7 +190,7 @@ def main() -> int:
     parser.add_argument("--instances", type=int, default=2, help="tinydet's CPU instances")
     parser.add_argument("--ort-threads", type=int, default=1,
                         help="ONNX Runtime intra-op threads per tinydet instance")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-request-path.md"))
+    parser.add_argument("--out", default=default_out("server-request_path"))
     args = parser.parse_args()
     checkouts = [Path(c).resolve() for c in (args.checkout or [str(ROOT)])]
     labels = args.label + [c.name for c in checkouts[len(args.label):]]
@@ -320,7 +251,8 @@ def main() -> int:
                     print(f"round {rnd + 1} {label:>10} RSS idle {r['idle_mb']:.0f} MB, peak "
                           f"{r['peak_mb']:.0f} MB at c={args.rss_concurrency} "
                           f"({r['throughput']:.0f}/s) {r['error']}", flush=True)
-    text = report(rows, rss, labels, cases, args, started, load_start)
+    text = report(rows, rss, labels, checkouts, cases, args, started, load_start)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)
     # A failed case or RSS pass is in the tables (for the record) and in the exit status.
@@ -339,12 +271,15 @@ def median(values: list[float]) -> float:
     return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
 
 
-def report(rows: list[Row], rss: dict, labels: list[str], cases: list[str], args, started: str,
+def report(rows: list[Row], rss: dict, labels: list[str], checkouts: list[Path], cases: list[str],
+           args, started: str,
            load_start: list[str]) -> str:
     lines = [
         "# Request path: per-request cost of triton-ros-server",
         "",
-        f"`bench/bench_request_path.py {' '.join(sys.argv[1:])}`, run {started}.",
+        f"`python -m bench.server.request_path {' '.join(sys.argv[1:])}`, run {started}; "
+        f"checkouts at " + ", ".join(f"{label} {commit(c)}" for label, c in zip(labels, checkouts))
+        + ".",
         "",
         f"Machine: {machine()}. Load average at start {load_start}, at end "
         f"{Path('/proc/loadavg').read_text().split()[:3]} (the machine is shared; perf_analyzer "

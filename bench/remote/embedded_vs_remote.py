@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark: the node's model embedded vs served by a remote triton-ros-server on the same host.
 
-``.venv/bin/python bench/bench_remote.py [--cameras 8] [--rate 30] [--seconds 20] [--rounds 2]``
+``.venv/bin/python -m bench.remote.embedded_vs_remote [--cameras 8] [--rate 30] [--seconds 20]``
 
 In one run, alternating, on the same machine and the same camera load (``--cameras`` synthetic
 640x480 rgb8 cameras at ``--rate`` Hz from a separate process; this process receives every
@@ -16,9 +16,9 @@ camera's detections):
 
 Measured per configuration after a warm-up: frames/s published (the node's ~/status), end-to-end
 p50/p99 (the camera's header stamp to the receipt here), drops, and CPU seconds per second of the
-node process and of the remote server process. Results go to bench/RESULTS-remote.md with the
-machine's description and the ratios the issue sets targets on (remote p99 / embedded p99 within
-1.5x; node CPU saved).
+node process and of the remote server process. Results go to ``--out`` (default
+bench/out/remote-embedded_vs_remote.md) with the machine, the commit and the ratios the issue
+sets targets on (remote p99 / embedded p99 within 1.5x; node CPU saved).
 """
 from __future__ import annotations
 
@@ -37,11 +37,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "test"))
-sys.path.insert(0, str(ROOT / "bench"))
-from bench_common import LOAD_AT_START, cpu_seconds, machine_lines, stamp_ns  # noqa: E402
+from bench.common import (LOAD_AT_START, OUT, ROOT, ServerProcess, commit, cpu_seconds, default_out,
+                          machine_lines, stamp_ns)
 
 
 @dataclass
@@ -87,7 +84,7 @@ def run_config(name: str, args, tmp: Path, probe, server) -> Result:
         node_params["startup_models"] = ["detector"]
     else:
         node_params["startup_models"] = []           # a robot's node: no model of its own
-        binding["server_urls"] = [f"grpc://{server.url}"]
+        binding["server_urls"] = [f"grpc://{server.url()}"]
         binding["shared_memory"] = "auto" if name == "remote shm" else "off"
     params_file = tmp / f"{node_name}.yaml"
     params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": node_params}}))
@@ -203,7 +200,7 @@ def model_alone(server, seconds: float, in_flight: int) -> dict[str, tuple[float
                                                               inputs={"images": x})))
     finally:
         core.stop()
-    remote = RemoteModel("detector", -1, RemoteConfig(urls=(f"grpc://{server.url}",)))
+    remote = RemoteModel("detector", -1, RemoteConfig(urls=(f"grpc://{server.url()}",)))
     remote.start()
     try:
         out["remote shm"] = run(lambda: remote.infer({"images": x}, ("boxes", "scores")))
@@ -234,9 +231,10 @@ def write(results: list[Result], names: list[str], args, out: Path, started: str
             ("remote server CPU (cores)", "server_cpu", "{:.2f}"),
             ("server CPU per published frame (ms)", "server_ms_per_frame", "{:.2f}")]
     lines = ["# Remote inference benchmark: embedded core vs a remote triton-ros-server",
-             "", f"`bench/bench_remote.py --cameras {args.cameras} --rate {args.rate:g} --width "
-             f"{args.width} --height {args.height} --seconds {args.seconds:g} --warmup "
-             f"{args.warmup:g} --rounds {args.rounds}`, run {started}.", "", "## Machine", "",
+             "", f"`python -m bench.remote.embedded_vs_remote --cameras {args.cameras} --rate "
+             f"{args.rate:g} --width {args.width} --height {args.height} --seconds "
+             f"{args.seconds:g} --warmup {args.warmup:g} --rounds {args.rounds}`, run {started}, "
+             f"commit {commit()}.", "", "## Machine", "",
              machine(), f"- load average at end: {open('/proc/loadavg').read().split()[:3]}", "",
              "## Set-up", "",
              f"- {args.cameras} synthetic cameras ({args.width}x{args.height} rgb8, "
@@ -283,6 +281,7 @@ def write(results: list[Result], names: list[str], args, out: Path, started: str
                      f"{r.drop_fraction:.1%} | {drops or 'none'} | {r.node_cpu:.2f} | "
                      f"{r.server_cpu:.2f} |")
     text = "\n".join(lines) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     return text
 
@@ -296,7 +295,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--out", default=str(ROOT / "bench" / "RESULTS-remote.md"))
+    parser.add_argument("--out", default=default_out("remote-embedded_vs_remote"))
     args = parser.parse_args()
     os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(1, 100)))
@@ -304,14 +303,12 @@ def main() -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from server_process import ServerProcess
-
     started = time.strftime("%Y-%m-%d %H:%M:%S %Z")
     names = ["embedded", "remote shm", "remote wire"]
     server = ServerProcess("--model-repository", str(ROOT / "model_repository"),
                            "--model-control-mode", "explicit", "--load-model", "detector",
-                           "--allow-client-shm", "true", "--allow-metrics", "false")
-    server.wait_live()
+                           "--allow-client-shm", "true", "--allow-metrics", "false",
+                           log=OUT / "remote-server.log")
     rclpy.init()
     probe = rclpy.create_node("bench_remote_receiver")
     executor = SingleThreadedExecutor()
