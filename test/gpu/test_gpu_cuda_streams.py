@@ -1,43 +1,53 @@
-#!/usr/bin/env python3
 """GPU check of the CUDA part of the TensorRT backend (no TensorRT needed).
 
-Run on a machine with an NVIDIA GPU and cuda-python (``cuda-bindings``) or pycuda::
+Needs an NVIDIA GPU and cuda-python (``cuda-bindings``) or pycuda; skipped without a GPU
+(test/gpu/conftest.py)::
 
-    PYTHONPATH=. python3 bench/gpu_check.py --devices 0 --instances 2
+    python3 -m pytest test/gpu/test_gpu_cuda_streams.py -v -s
 
 It uses :class:`triton_ros.core.cuda_utils.CudaStream` exactly as TensorRT instances do: one
-stream per instance on each given device, each instance on its own thread (as model instances
-run), device buffers sized for a batch of 1 and grown (``ensure``) for larger batches, and
+stream per instance on each device, each instance on its own thread (as model instances run),
+device buffers sized for a batch of 1 and grown (``ensure``) for larger batches, and
 host->device->host round trips of tensors of several data types, checked bit for bit. It also
-checks that ``triton_ros.core.gpu.supported_gpus()`` sees the devices. Prints one PASS/FAIL line
-per check and exits non-zero on any failure.
+checks that ``triton_ros.core.gpu.supported_gpus()`` sees the devices, and prints the pageable
+copy bandwidth. ``TRITON_ROS_GPU_DEVICES`` (comma-separated, default ``0``) and
+``TRITON_ROS_GPU_INSTANCES`` (streams per device, default 2) choose what runs.
 """
 from __future__ import annotations
 
-import argparse
-import sys
+import os
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
+import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from triton_ros.core import gpu as core_gpu
+from triton_ros.core.cuda_utils import CudaStream, cuda_api
 
-from triton_ros.core import gpu  # noqa: E402
-from triton_ros.core.cuda_utils import CudaStream, cuda_api  # noqa: E402
+pytestmark = pytest.mark.unit
 
-results: list[tuple[str, bool, str]] = []
-_lock = threading.Lock()
-
-
-def check(name: str, ok: bool, detail: str = "") -> None:
-    with _lock:
-        results.append((name, ok, detail))
-        print(f"{'PASS' if ok else 'FAIL'} {name}{(': ' + detail) if detail else ''}", flush=True)
+DEVICES = [int(d) for d in os.environ.get("TRITON_ROS_GPU_DEVICES", "0").split(",")]
+INSTANCES = int(os.environ.get("TRITON_ROS_GPU_INSTANCES", "2"))
+BATCHES = (1, 4, 16, 3)
 
 
-def instance_round_trips(device: int, instance: int, batches: list[int]) -> None:
+class Checks:
+    """PASS/FAIL lines from several threads; the test asserts that none failed."""
+
+    def __init__(self) -> None:
+        self.failed: list[str] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, name: str, ok: bool, detail: str = "") -> None:
+        line = f"{name}{(': ' + detail) if detail else ''}"
+        with self._lock:
+            print(f"{'PASS' if ok else 'FAIL'} {line}", flush=True)
+            if not ok:
+                self.failed.append(line)
+
+
+def instance_round_trips(check: Checks, device: int, instance: int) -> None:
     """What one TensorRT instance does per batch: grow buffers, copy in, copy out, sync."""
     name = f"gpu{device}/instance{instance}"
     try:
@@ -50,7 +60,8 @@ def instance_round_trips(device: int, instance: int, batches: list[int]) -> None
         rng = np.random.default_rng(1000 * device + instance)
         buffers: dict[str, object] = {}
         grown = 0
-        for batch in batches:
+        tensors: dict[str, np.ndarray] = {}
+        for batch in BATCHES:
             tensors = {
                 "images": rng.random((batch, 3, 256, 256), dtype=np.float32),
                 "scores": rng.random((batch, 256, 8)).astype(np.float16),
@@ -72,7 +83,7 @@ def instance_round_trips(device: int, instance: int, batches: list[int]) -> None
             check(f"{name} round trip batch {batch}", not bad,
                   f"mismatch in {bad}" if bad else f"{sum(a.nbytes for a in tensors.values())} B")
         check(f"{name} buffers grow with the batch", grown >= len(tensors),
-              f"{grown} allocations for {len(batches)} batches")
+              f"{grown} allocations for {len(BATCHES)} batches")
     except Exception as exc:
         check(f"{name} round trips", False, repr(exc))
     finally:
@@ -83,7 +94,27 @@ def instance_round_trips(device: int, instance: int, batches: list[int]) -> None
             check(f"{name} close", False, repr(exc))
 
 
-def bandwidth(device: int, megabytes: int = 256) -> None:
+def test_a_cuda_binding_sees_the_devices(gpu):
+    api = cuda_api()                 # raises with what to install when there is no binding
+    print(f"CUDA binding: {api.name}", flush=True)
+    seen = core_gpu.supported_gpus()
+    assert all(d in seen for d in DEVICES), f"supported {sorted(seen)}, asked {DEVICES}"
+
+
+def test_each_instance_round_trips_tensors_on_its_own_stream(gpu):
+    check = Checks()
+    threads = [threading.Thread(target=instance_round_trips, args=(check, d, i))
+               for d in DEVICES for i in range(INSTANCES)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not check.failed, "\n".join(check.failed)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pageable_copy_bandwidth(gpu, device):
+    megabytes = 256
     stream = CudaStream(device)
     try:
         host = np.ones(megabytes << 20, np.uint8)
@@ -94,49 +125,13 @@ def bandwidth(device: int, megabytes: int = 256) -> None:
         stream.copy_to_device(buffer, host)
         stream.synchronize()
         t1 = time.perf_counter()
+        host[:] = 0                  # so that the copy back must bring the ones back
+        t2 = time.perf_counter()
         stream.copy_to_host(host, buffer)
         stream.synchronize()
-        t2 = time.perf_counter()
-        check(f"gpu{device} pageable copy bandwidth", True,
-              f"H2D {megabytes / 1024 / (t1 - t0):.1f} GiB/s, D2H {megabytes / 1024 / (t2 - t1):.1f} GiB/s")
+        t3 = time.perf_counter()
     finally:
         stream.close()
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--devices", type=int, nargs="+", default=[0])
-    parser.add_argument("--instances", type=int, default=2, help="streams (instances) per device")
-    args = parser.parse_args()
-
-    try:
-        api = cuda_api()
-    except Exception as exc:
-        check("CUDA binding", False, str(exc))
-        print("FAIL: no CUDA binding", flush=True)
-        return 1
-    check("CUDA binding", True, api.name)
-    seen = gpu.supported_gpus()
-    check("supported_gpus() sees the devices", all(d in seen for d in args.devices),
-          f"supported {sorted(seen)}, asked {args.devices}")
-
-    threads = [threading.Thread(target=instance_round_trips, args=(d, i, [1, 4, 16, 3]))
-               for d in args.devices for i in range(args.instances)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for device in args.devices:
-        try:
-            bandwidth(device)
-        except Exception as exc:
-            check(f"gpu{device} pageable copy bandwidth", False, repr(exc))
-
-    failed = [r for r in results if not r[1]]
-    print(f"{'PASS' if not failed else 'FAIL'}: {len(results) - len(failed)} passed, "
-          f"{len(failed)} failed", flush=True)
-    return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    print(f"gpu{device} pageable copy bandwidth: H2D {megabytes / 1024 / (t1 - t0):.1f} GiB/s, "
+          f"D2H {megabytes / 1024 / (t3 - t2):.1f} GiB/s", flush=True)
+    assert np.all(host == 1), "the round trip through the device changed the bytes"
