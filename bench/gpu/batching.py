@@ -139,7 +139,7 @@ parameters {{ key: "engine" value: {{ string_value: "{engine}" }} }}
 
 
 def need(what: str, why: str) -> None:
-    print(f"gpu_batching_bench: {what}: {why}; nothing was run", file=sys.stderr)
+    print(f"bench.gpu.batching: {what}: {why}; nothing was run", file=sys.stderr)
     sys.exit(2)
 
 
@@ -285,7 +285,7 @@ def main() -> int:
                     pass
                 if failed or server.poll() is not None or time.monotonic() > deadline:
                     print((Path(tmp) / "server.log").read_text()[-4000:], file=sys.stderr)
-                    print(f"gpu_batching_bench: the server did not get both models ready "
+                    print(f"bench.gpu.batching: the server did not get both models ready "
                           f"{failed}", file=sys.stderr)
                     return 1
                 time.sleep(0.5)
