@@ -1,6 +1,6 @@
-"""bench/soak.py, short: the soak's own machinery and targets on a 45-second run.
+"""bench/soak/soak.py, short: the soak's own machinery and targets on a 45-second run.
 
-The full 10-minute soak is run by hand (bench/RESULTS-soak.md); this keeps the script working and
+The full 10-minute soak is run by hand (bench/soak/README.md); this keeps the script working and
 checks that a short mixed run with hostile inputs and reloads loses no good request. The health
 latency target is relaxed here (a loaded 2-core CI machine), the rest are the soak's own.
 """
@@ -15,7 +15,7 @@ from server_process import ROOT
 def test_short_soak_meets_its_targets(tmp_path):
     results = tmp_path / "soak.md"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "soak.py"), "--duration", "45", "--warmup", "10",
+        [sys.executable, "-m", "bench.soak.soak", "--duration", "45", "--warmup", "10",
          "--reload-every", "10", "--rate", "20", "--hostile-every", "0.2",
          "--health-p99-ms", "1000", "--rss-tolerance", "0.25", "--results", str(results)],
         capture_output=True, text=True, timeout=400, cwd=ROOT)
