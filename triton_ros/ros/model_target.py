@@ -14,8 +14,8 @@ request per frame) need exactly this:
 ``target.describe() -> ModelSpec``
     The version that serves now: its effective configuration (inputs and outputs with data type,
     dims without the batch dimension, format; ``max_batch_size``) and the labels of each output
-    (an empty tuple where the output, or the model kind, has none: labels are resolved here, in
-    one place, for every kind). It returns *the same object* for as long as the same loaded
+    (an empty tuple where the output, or the model kind, has none: the core's, read once when the
+    version loaded, an ensemble's completed from its steps). It returns *the same object* for as long as the same loaded
     version serves, and a new one once another version (or a reloaded one) serves: the binding
     re-plans when the object changes. Raises :class:`~triton_ros.core.errors.TritonRosError`:
     ``UNAVAILABLE`` when the model is known but not ready (loading, unloaded, failed) and
@@ -55,7 +55,6 @@ import time
 import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -159,21 +158,6 @@ def spec_from_config(config: "ModelConfig", version: int,
                      labels={k: tuple(v) for k, v in (labels or {}).items()})
 
 
-def read_labels(model_path: Path, config: "ModelConfig") -> dict[str, tuple[str, ...]]:
-    """Labels of the outputs with ``label_filename`` (one per line, as Triton reads them), for
-    every model kind: plain models, Python models and ensembles alike."""
-    labels: dict[str, tuple[str, ...]] = {}
-    for out in config.outputs:
-        if out.label_filename:
-            path = Path(model_path) / out.label_filename
-            try:
-                labels[out.name] = tuple(path.read_text(encoding="utf-8").splitlines())
-            except OSError as exc:
-                raise TritonRosError(StatusCode.INTERNAL, f"model '{config.name}': cannot read "
-                                     f"label file {path}: {exc}") from None
-    return labels
-
-
 class LocalModelTarget:
     """A model of the embedded core (any kind it serves)."""
 
@@ -199,8 +183,7 @@ class LocalModelTarget:
             with self._lock:
                 spec = self._specs.get(model)
                 if spec is None:
-                    labels = read_labels(model.model_path, model.config)
-                    spec = spec_from_config(model.config, model.version, labels)
+                    spec = spec_from_config(model.config, model.version, model.labels)
                     self._specs[model] = spec
         return spec
 
@@ -267,4 +250,4 @@ def model_target_for(config: "BindingConfig", core: "InferenceServer") -> ModelT
 
 
 __all__ = ["ModelTarget", "ModelSpec", "TensorSpec", "TargetState", "TargetResult",
-           "LocalModelTarget", "model_target_for", "spec_from_config", "read_labels"]
+           "LocalModelTarget", "model_target_for", "spec_from_config"]
