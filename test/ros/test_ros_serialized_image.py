@@ -65,7 +65,6 @@ def ros_node(spinning_node):
 
 def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
     from triton_ros.ros.bindings import Binding
-    from triton_ros.ros.diagnostics import DiagnosticsReporter
     from triton_ros.ros.detection_metrics import message_boxes
     from triton_ros.ros.model_target import LocalModelTarget
     from triton_ros.ros.parameters import declare_and_read
@@ -86,8 +85,8 @@ def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
                     patch.setitem(sys.modules, "rosbags.typesys", None)   # import fails
                 binding = Binding(config.bindings[0], node=ros_node,
                                   target=LocalModelTarget(core, "color_detector"),
-                                  workers=workers, reporter=DiagnosticsReporter(core),
-                                  callback_group=None, serialized_images=serialized)
+                                  workers=workers, callback_group=None,
+                                  serialized_images=serialized)
             assert (binding._reader is not None) == (frame_id == "serialized")
             binding.start()
             stamp = ros_node.get_clock().now().to_msg()

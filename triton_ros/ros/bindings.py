@@ -25,8 +25,8 @@ with another input size is picked up at its first frame.
 
 No failure on a frame's path is silent: whatever goes wrong (the plan, preprocessing, inference,
 decoding, publishing, or an unexpected exception anywhere) is counted by reason
-(:data:`~triton_ros.ros.failures.FAIL_REASONS`), logged at once and then throttled with a count
-(:class:`~triton_ros.ros.failures.FailureLog`), and shown on the binding's ``/diagnostics``
+(:data:`~triton_ros.ros.monitoring.counters.FAIL_REASONS`), logged at once and then throttled with a count
+(:class:`~triton_ros.ros.monitoring.failures.FailureLog`), and shown on the binding's ``/diagnostics``
 status with the last error text. The line is logged (and the last error set) before the count
 moves, so whoever sees a count in ``/diagnostics`` or ``~/status`` finds its cause already
 there. The source's in-flight slot is always released, so the next frame runs. Stale frames are
@@ -47,14 +47,16 @@ from . import output_messages
 from .classification_decoder import (ClassificationPlan, decode_classification,
                                      plan_classification)
 from .detection_decoder import DetectionPlan, decode_detections, plan_detections
-from .diagnostics import DiagnosticsReporter
-from .failures import STALE_CAUSES, WAITED_CAUSE, FailureLog
 from .model_target import ModelSpec, ModelTarget, TargetState
+from .monitoring.counters import SourceCounters
+from .monitoring.diagnostics import BindingFigures, SourceFigures
+from .monitoring.failures import STALE_CAUSES, WAITED_CAUSE, FailureLog
+from .monitoring.latency import LatencyWindow
 from .parameters import BindingConfig
 from .preprocess import (InputPlan, Letterbox, MalformedImage, Preprocessor, check_image,
                          plan_input)
 from .serialized_image import ImageReader
-from .source import Frame, Source, SourceCounters
+from .source import Frame, Source
 from .topic_discovery import TopicMatcher
 
 # Inference errors that mean "the model is not serving now" (dropped_unavailable, a warning),
@@ -84,7 +86,7 @@ class Binding:
     """Runtime of one binding inside the node."""
 
     def __init__(self, config: BindingConfig, *, node, target: ModelTarget, workers: Executor,
-                 reporter: DiagnosticsReporter, callback_group,
+                 callback_group, model_latency: LatencyWindow | None = None,
                  serialized_images: bool = True, preprocess_in_callback: bool = True) -> None:
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
@@ -95,7 +97,9 @@ class Binding:
         # Preprocess in the image callback: the frame was just copied in by this thread, so its
         # pixels are still in the cache (on a worker they arrive cold, after a hand-off).
         self._inline = preprocess_in_callback
-        self._reporter = reporter
+        # The model's latency as this node's frames see it (request -> response), for its
+        # /diagnostics record; shared by the bindings of one model.
+        self._model_latency = model_latency if model_latency is not None else LatencyWindow()
         self._group = callback_group
         self._log = node.get_logger()
         self._matcher = TopicMatcher(config.topic_patterns) if config.topic_patterns else None
@@ -205,6 +209,30 @@ class Binding:
     def in_flight(self) -> int:
         """Frames of this binding in its model now."""
         return sum(source.snapshot()[1] for source in self.sources())
+
+    def figures(self) -> BindingFigures:
+        """This binding's figures for the diagnostics reporter. Drains the latency windows: the
+        node calls it once per diagnostics period."""
+        now = time.monotonic_ns()
+        sources = []
+        for source in self.sources():
+            counters, in_flight, _ = source.snapshot()
+            sources.append(SourceFigures(source.topic, source.output_topic, counters, in_flight,
+                                         source.stalled_for_ns(now), source.e2e_latency.drain(),
+                                         source.infer_latency.drain()))
+        with self._sources_lock:
+            retired = self.retired.copy()
+        try:
+            state = self.target.state()
+        except Exception as exc:               # a target that cannot even say: not ready
+            state = TargetState(False, "UNKNOWN", f"{type(exc).__name__}: {exc}")
+        config = self.config
+        return BindingFigures(
+            name=config.name, model=config.model, location=self.target.location,
+            max_age_ms=config.max_age_ms, inputs=config.topics + config.topic_patterns,
+            sources=tuple(sources), retired=retired, last_error=self.failures.last,
+            last_stale=self.failures.last_stale, model_ready=state.ready,
+            model_state=state.state, model_reason=state.reason)
 
     # ---------------------------------------------------------------- per frame
     def _now_ns(self) -> int:
@@ -384,7 +412,7 @@ class Binding:
             return
         elapsed = time.monotonic_ns() - started
         source.infer_latency.add(elapsed)
-        self._reporter.model_latency(self.config.model).add(elapsed)
+        self._model_latency.add(elapsed)
         try:
             msg = self._decode(plan, box, frame, response)
         except Exception as exc:               # the outputs do not decode as configured
@@ -435,9 +463,6 @@ class Binding:
                   file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------- model plan
-    def target_state(self) -> TargetState:
-        return self.target.state()
-
     def plan(self) -> ModelPlan:
         """The plan for the model version that serves now (built at its first frame)."""
         spec = self.target.describe()

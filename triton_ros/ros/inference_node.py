@@ -9,7 +9,7 @@ models and batchers:
 - bindings: camera topics in, one result topic per camera out (:mod:`.bindings`);
 - the KServe v2 gRPC endpoint (and any other endpoint of :mod:`.frontends`);
 - services ~/load_model, ~/unload_model, ~/list_models, ~/get_model_statistics
-  (:mod:`.model_services`), with /diagnostics and ~/status (:mod:`.diagnostics`).
+  (:mod:`.model_services`), with /diagnostics and ~/status (:mod:`.monitoring`).
 
 Parameters are declared in :mod:`.parameters`; the callbacks run on the executor that
 :mod:`.executor` chooses (``executor`` parameter). SIGINT and SIGTERM stop it cleanly: inputs and
@@ -30,11 +30,12 @@ from ..core.errors import TritonRosError
 from ..core.memory import keep_freed_buffers
 from ..core.server import InferenceServer
 from .bindings import Binding
-from .diagnostics import DiagnosticsReporter, diagnostic_array, status_message
 from .executor import NodeSpinner, resolve_executor
 from ..frontend.endpoints import EndpointStartError, Endpoints
 from .model_services import ModelServices
 from .model_target import model_target_for
+from .monitoring.diagnostics import DiagnosticsReporter
+from .monitoring.messages import diagnostic_array, status_message
 from .package_files import package_file
 from .parameters import declare_and_read
 from .remote_model import EndpointReporter, RemoteModel, endpoint_statuses
@@ -74,8 +75,8 @@ class InferenceNode(Node):
         self._query_group = MutuallyExclusiveCallbackGroup()
         self._timer_group = MutuallyExclusiveCallbackGroup()
         self.bindings = [Binding(cfg, node=self, target=model_target_for(cfg, self.core),
-                                 workers=self.workers, reporter=self.reporter,
-                                 callback_group=self._image_group,
+                                 workers=self.workers, callback_group=self._image_group,
+                                 model_latency=self.reporter.model_latency(cfg.model),
                                  serialized_images=self.config.serialized_images,
                                  preprocess_in_callback=self.config.preprocess_in_callback)
                          for cfg in self.config.bindings]
@@ -169,7 +170,7 @@ class InferenceNode(Node):
     def _publish_diagnostics(self) -> None:
         try:
             now = time.monotonic_ns()
-            models, bindings = self.reporter.report(self.bindings, now)
+            models, bindings = self.reporter.report([b.figures() for b in self.bindings], now)
             stamp = self.get_clock().now().to_msg()
             array = diagnostic_array(stamp, self.get_fully_qualified_name(), models, bindings)
             array.status.extend(endpoint_statuses(

@@ -67,7 +67,7 @@ from google.protobuf import json_format
 from ..core.errors import StatusCode, TritonRosError, invalid_arg, unavailable
 from ..core.model_config import WILDCARD_DIM as WILDCARD, ModelConfig, to_typed
 from ..core.protos import model_config_pb2 as mc
-from .diagnostics import LatencyWindow
+from .monitoring.latency import LatencyWindow, percentiles_ms
 
 SCHEMES = {"grpc": ("grpc", False), "grpcs": ("grpc", True),
            "http": ("http", False), "https": ("http", True)}
@@ -941,8 +941,6 @@ class EndpointReporter:
         self._prev_ns = 0
 
     def report(self, models: list[RemoteModel], now_ns: int) -> list[EndpointReport]:
-        from .diagnostics import percentiles_ms
-
         period_s = (now_ns - self._prev_ns) / 1e9 if self._prev_ns else 0.0
         self._prev_ns = now_ns
         out = []
