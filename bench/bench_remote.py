@@ -167,7 +167,8 @@ def model_alone(server, seconds: float, in_flight: int) -> dict[str, tuple[float
     remote server: the cost of the hop itself."""
     from triton_ros.core.infer_request import InferRequest
     from triton_ros.core.server import InferenceServer, ServerOptions
-    from triton_ros.ros.remote_model import RemoteConfig, RemoteModel
+    from triton_ros.ros.target.remote.config import RemoteConfig
+    from triton_ros.ros.target.remote.model import RemoteModel
 
     x = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
 

@@ -18,7 +18,7 @@ from ros_env import ROOT, TOKEN
 from ros_probe import bundled_core, image_message, wait_until
 from triton_ros.core.infer_request import InferRequest, InferResponse
 from triton_ros.core.server import InferenceServer
-from triton_ros.ros.model_target import LocalModelTarget
+from triton_ros.ros.target.local import LocalModelTarget
 from triton_ros.ros.source import Frame
 
 TOPIC = f"/faults{TOKEN}/cam/image_raw"

@@ -38,7 +38,7 @@ def test_callback_and_worker_preprocessing_publish_the_same_right_boxes(ros_node
     from triton_ros.ros import bindings as bindings_module
     from triton_ros.ros.bindings import Binding
     from triton_ros.ros.detection_metrics import message_boxes
-    from triton_ros.ros.model_target import LocalModelTarget
+    from triton_ros.ros.target.local import LocalModelTarget
     from triton_ros.ros.parameters import declare_and_read
     from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
 
@@ -88,7 +88,7 @@ def test_a_frame_failing_in_the_callback_is_counted_and_the_next_publish(ros_nod
                                                                         monkeypatch):
     from triton_ros.ros import preprocess as preprocess_module
     from triton_ros.ros.bindings import Binding
-    from triton_ros.ros.model_target import LocalModelTarget
+    from triton_ros.ros.target.local import LocalModelTarget
     from triton_ros.ros.parameters import declare_and_read
 
     failures = {"left": 2}

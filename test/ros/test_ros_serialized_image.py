@@ -66,7 +66,7 @@ def ros_node(spinning_node):
 def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
     from triton_ros.ros.bindings import Binding
     from triton_ros.ros.detection_metrics import message_boxes
-    from triton_ros.ros.model_target import LocalModelTarget
+    from triton_ros.ros.target.local import LocalModelTarget
     from triton_ros.ros.parameters import declare_and_read
     from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
 

@@ -3,7 +3,7 @@
 A :class:`Binding` owns its sources (one per input topic: explicit ``topics`` bound at start,
 and topics matching ``topic_patterns`` bound and unbound as the graph changes), their
 subscriptions and publishers. It talks to its model only through a
-:class:`~triton_ros.ros.model_target.ModelTarget` (the embedded core's model of any kind, or a
+:class:`~triton_ros.ros.target.spec.ModelTarget` (the embedded core's model of any kind, or a
 remote one), so ONNX, Python and ensemble models are fed and read alike. Each frame goes through:
 
 1. the image callback (executor thread): the serialized image read without a copy of its pixels
@@ -20,7 +20,7 @@ remote one), so ONNX, Python and ensemble models are fed and read alike. Each fr
    tensors), publication with the input's header, then the source's next waiting frame.
 
 How to preprocess and decode is resolved once per serving model version (:class:`ModelPlan`,
-built from the target's :class:`~triton_ros.ros.model_target.ModelSpec`), so a reloaded model
+built from the target's :class:`~triton_ros.ros.target.spec.ModelSpec`), so a reloaded model
 with another input size is picked up at its first frame.
 
 No failure on a frame's path is silent: whatever goes wrong (the plan, preprocessing, inference,
@@ -47,7 +47,7 @@ from . import output_messages
 from .classification_decoder import (ClassificationPlan, decode_classification,
                                      plan_classification)
 from .detection_decoder import DetectionPlan, decode_detections, plan_detections
-from .model_target import ModelSpec, ModelTarget, TargetState
+from .target.spec import ModelSpec, ModelTarget, TargetState
 from .monitoring.counters import SourceCounters
 from .monitoring.diagnostics import BindingFigures, SourceFigures
 from .monitoring.failures import STALE_CAUSES, WAITED_CAUSE, FailureLog

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..core.errors import invalid_arg
-from .model_target import ModelSpec
+from .target.spec import ModelSpec
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..core.errors import invalid_arg
-from .model_target import ModelSpec
+from .target.spec import ModelSpec
 from .preprocess import InputPlan, Letterbox
 
 DETECTION_LAYOUTS = ("auto", "boxes_scores", "detections")

@@ -33,12 +33,14 @@ from .bindings import Binding
 from .executor import NodeSpinner, resolve_executor
 from ..frontend.endpoints import EndpointStartError, Endpoints
 from .model_services import ModelServices
-from .model_target import model_target_for
 from .monitoring.diagnostics import DiagnosticsReporter
 from .monitoring.messages import diagnostic_array, status_message
 from .package_files import package_file
-from .parameters import declare_and_read
-from .remote_model import EndpointReporter, RemoteModel, endpoint_statuses
+from .parameters import BindingConfig, declare_and_read
+from .target.remote.diagnostics import EndpointReporter, endpoint_statuses
+from .target.remote.model import RemoteModel
+from .target.local import LocalModelTarget
+from .target.spec import ModelTarget
 from .ros_logging import route_python_logging
 from .ros_process import init_ros
 
@@ -208,6 +210,15 @@ class InferenceNode(Node):
             except Exception as exc:           # shutting down: report, carry on
                 self.get_logger().error(f"binding '{binding.config.name}': closing its model "
                                         f"target failed: {type(exc).__name__}: {exc}")
+
+
+def model_target_for(config: BindingConfig, core: InferenceServer) -> ModelTarget:
+    """The target of a binding: the embedded core's model, or with ``server_urls`` a
+    :class:`~triton_ros.ros.target.remote.model.RemoteModel` (started and stopped by the node)."""
+    if config.remote is not None:
+        return RemoteModel(config.model, config.model_version, config.remote,
+                           owner=f"binding '{config.name}'")
+    return LocalModelTarget(core, config.model, config.model_version)
 
 
 def main(args: list[str] | None = None) -> int:

@@ -28,7 +28,7 @@ from .detection_decoder import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
 from ..frontend.options import EndpointOptions
 from .frontends import ENDPOINT_PARAMS, endpoint_options
 from .preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, PreprocessConfig
-from .remote_model import RemoteConfig, check_remote_config
+from .target.remote.config import RemoteConfig, check_remote_config
 
 # How the node's callbacks run (ros/executor.py; declared here, where no rclpy is imported)
 EXECUTORS = ("auto", "events", "wait_set")

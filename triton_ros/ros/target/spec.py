@@ -1,8 +1,8 @@
 """The seam between a binding and the model it feeds: :class:`ModelTarget`.
 
-A binding (:mod:`.bindings`) talks to "the model" only through this small interface, the same
-for every model kind the core serves (ONNX Runtime, TensorRT, Python models and ensembles) and
-for a model served elsewhere (a remote Triton server). Planning (which input gets the image, how
+A binding (:mod:`~triton_ros.ros.binding`) talks to "the model" only through this small
+interface, the same for every model kind the core serves (ONNX Runtime, TensorRT, Python models
+and ensembles) and for a model served elsewhere (a remote Triton server). Planning (which input gets the image, how
 to preprocess it, which outputs to request and how to decode them) and running (one asynchronous
 request per frame) need exactly this:
 
@@ -15,11 +15,12 @@ request per frame) need exactly this:
     The version that serves now: its effective configuration (inputs and outputs with data type,
     dims without the batch dimension, format; ``max_batch_size``) and the labels of each output
     (an empty tuple where the output, or the model kind, has none: the core's, read once when the
-    version loaded, an ensemble's completed from its steps). It returns *the same object* for as long as the same loaded
-    version serves, and a new one once another version (or a reloaded one) serves: the binding
-    re-plans when the object changes. Raises :class:`~triton_ros.core.errors.TritonRosError`:
-    ``UNAVAILABLE`` when the model is known but not ready (loading, unloaded, failed) and
-    ``NOT_FOUND`` when there is no such model; the message says why.
+    version loaded, an ensemble's completed from its steps). It returns *the same object* for as
+    long as the same loaded version serves, and a new one once another version (or a reloaded
+    one) serves: the binding re-plans when the object changes. Raises
+    :class:`~triton_ros.core.errors.TritonRosError`: ``UNAVAILABLE`` when the model is known but
+    not ready (loading, unloaded, failed) and ``NOT_FOUND`` when there is no such model; the
+    message says why.
 ``target.state() -> TargetState``
     Readiness with the state's name and reason, for ``/diagnostics`` (called about once per
     diagnostics period; may be slower than ``describe``).
@@ -44,27 +45,20 @@ metadata (:func:`spec_from_config` builds one from a core ``ModelConfig``, which
 carries a ``label_filename`` but not the file's contents, so a remote target leaves ``labels``
 empty unless it knows them; the binding's ``class_names`` then name the classes.
 
-:class:`LocalModelTarget` implements the interface over the embedded
-:class:`~triton_ros.core.server.InferenceServer`; :func:`model_target_for` picks the
-implementation of a binding (the one place a remote target is chosen).
+:class:`~triton_ros.ros.target.local.LocalModelTarget` implements the interface over the embedded
+:class:`~triton_ros.core.server.InferenceServer`, :class:`~triton_ros.ros.target.remote.model.
+RemoteModel` over remote KServe v2 endpoints; the node picks one per binding
+(:func:`triton_ros.ros.inference_node.model_target_for`). This module imports neither.
 """
 from __future__ import annotations
 
-import threading
-import time
-import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ..core.errors import StatusCode, TritonRosError, unavailable
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..core.model_config import ModelConfig
-    from ..core.server import InferenceServer
-    from .parameters import BindingConfig
+from ...core.model_config import ModelConfig
 
 READY = "READY"
 
@@ -143,7 +137,7 @@ class ModelTarget(Protocol):
     def close(self) -> None: ...
 
 
-def spec_from_config(config: "ModelConfig", version: int,
+def spec_from_config(config: ModelConfig, version: int,
                      labels: Mapping[str, Sequence[str]] | None = None) -> ModelSpec:
     """A :class:`ModelSpec` from a core (or remotely fetched and parsed) ``ModelConfig``."""
     def tensors(items, inputs: bool) -> tuple[TensorSpec, ...]:
@@ -158,96 +152,5 @@ def spec_from_config(config: "ModelConfig", version: int,
                      labels={k: tuple(v) for k, v in (labels or {}).items()})
 
 
-class LocalModelTarget:
-    """A model of the embedded core (any kind it serves)."""
-
-    location = "local"
-
-    def __init__(self, core: "InferenceServer", name: str, version: int = -1) -> None:
-        self.name = name
-        self.version = version
-        self._core = core
-        # One spec per loaded version object; weak, so that an unloaded version is not kept alive.
-        self._specs: "weakref.WeakKeyDictionary[object, ModelSpec]" = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
-        self._requested: dict[tuple[str, ...], tuple] = {}
-        self._not_ready_state: tuple[int, TargetState] | None = None
-
-    def describe(self) -> ModelSpec:
-        try:
-            model = self._core.get_model(self.name, self.version)
-        except TritonRosError:
-            raise self._not_ready() from None
-        spec = self._specs.get(model)
-        if spec is None:
-            with self._lock:
-                spec = self._specs.get(model)
-                if spec is None:
-                    spec = spec_from_config(model.config, model.version, model.labels)
-                    self._specs[model] = spec
-        return spec
-
-    def _not_ready(self) -> TritonRosError:
-        # Frames keep arriving while a model is not ready: look its state up twice a second at
-        # most (the repository index scans the repository's directories).
-        now = time.monotonic_ns()
-        cached = self._not_ready_state
-        if cached is not None and now - cached[0] < 500_000_000:
-            state = cached[1]
-        else:
-            state = self.state()
-            self._not_ready_state = (now, state)
-        if state.ready:                        # it became ready meanwhile: try the next frame
-            return unavailable(f"model '{self.name}' was changing versions")
-        if not state.state and state.reason.startswith("not in"):
-            return TritonRosError(StatusCode.NOT_FOUND,
-                                  f"model '{self.name}' is not in the model repository")
-        what = f"version {self.version}" if self.version != -1 else "no version"
-        detail = state.state or "not loaded"
-        if state.reason:
-            detail += f": {state.reason}"
-        return unavailable(f"model '{self.name}' has {what} ready ({detail})")
-
-    def state(self) -> TargetState:
-        entries = [e for e in self._core.repository_index() if e.name == self.name and
-                   (self.version == -1 or e.version in ("", str(self.version)))]
-        if not entries:
-            return TargetState(False, "", "not in the model repository")
-        for wanted in (READY, "LOADING", "UNLOADING", "UNAVAILABLE"):
-            found = [e for e in entries if e.state == wanted]
-            if found:
-                entry = found[-1]              # the highest version in that state
-                return TargetState(wanted == READY, wanted, entry.reason, entry.version)
-        return TargetState(False, "", "not loaded")
-
-    def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
-              priority: int = 0, timeout_us: int = 0) -> Future:
-        from ..core.infer_request import InferRequest, RequestedOutput
-
-        requested = None
-        if outputs is not None:
-            key = tuple(outputs)
-            requested = self._requested.get(key)
-            if requested is None:
-                requested = self._requested[key] = tuple(RequestedOutput(n) for n in key)
-        return self._core.infer(InferRequest(
-            model_name=self.name, inputs=dict(inputs), model_version=self.version,
-            requested_outputs=requested, priority=priority, timeout_us=timeout_us))
-
-
-    def close(self) -> None:
-        """Nothing to release: the core is the node's and stops with it."""
-
-
-def model_target_for(config: "BindingConfig", core: "InferenceServer") -> ModelTarget:
-    """The target of a binding: the embedded core's model, or with ``server_urls`` a
-    :class:`~triton_ros.ros.remote_model.RemoteModel` (started and stopped by the node)."""
-    if config.remote is not None:
-        from .remote_model import RemoteModel
-        return RemoteModel(config.model, config.model_version, config.remote,
-                           owner=f"binding '{config.name}'")
-    return LocalModelTarget(core, config.model, config.model_version)
-
-
 __all__ = ["ModelTarget", "ModelSpec", "TensorSpec", "TargetState", "TargetResult",
-           "LocalModelTarget", "model_target_for", "spec_from_config"]
+           "spec_from_config"]
