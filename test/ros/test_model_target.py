@@ -1,4 +1,4 @@
-"""The binding's model seam (triton_ros.ros.target) over the real embedded core: ONNX,
+"""The binding's model seam (triton_ros.ros.targets) over the real embedded core: ONNX,
 Python and ensemble models described alike (labels included), typed errors, version changes."""
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from ros_env import ROOT
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.server import InferenceServer, ServerOptions
-from triton_ros.ros.target.local import LocalModelTarget
-from triton_ros.ros.target.spec import ModelSpec, ModelTarget
+from triton_ros.ros.targets.local import LocalModelTarget
+from triton_ros.ros.targets.spec import ModelSpec, ModelTarget
 
 BUNDLED = ROOT / "model_repository"
 DETECTOR_LABELS = tuple((BUNDLED / "detector" / "labels.txt").read_text().splitlines())

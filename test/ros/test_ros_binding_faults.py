@@ -18,8 +18,8 @@ from ros_env import ROOT, TOKEN
 from ros_probe import bundled_core, image_message, wait_until
 from triton_ros.core.infer_request import InferRequest, InferResponse
 from triton_ros.core.server import InferenceServer
-from triton_ros.ros.target.local import LocalModelTarget
-from triton_ros.ros.source import Frame
+from triton_ros.ros.targets.local import LocalModelTarget
+from triton_ros.ros.binding.source import Frame
 
 TOPIC = f"/faults{TOKEN}/cam/image_raw"
 
@@ -67,7 +67,7 @@ def _detector_core() -> InferenceServer:
 
 def _binding(node, core: InferenceServer, target):
     """The node's one binding ("cam" on TOPIC) over ``target``, and its worker pool."""
-    from triton_ros.ros.bindings import Binding
+    from triton_ros.ros.binding.binding import Binding
     from triton_ros.ros.parameters import declare_and_read
 
     config = declare_and_read(node, bundled_repository=ROOT / "model_repository")
@@ -88,7 +88,7 @@ def _frame_sender(node):
 
 def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
     from triton_ros.ros.monitoring.diagnostics import ERROR, WARN, DiagnosticsReporter
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+    from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
     core = _detector_core()
     target = BrokenTarget(LocalModelTarget(core, "detector"), raises=3, untyped=2)
@@ -183,7 +183,7 @@ def test_published_frames_leave_no_cycle(ros_node):
     """The requests, responses, futures and frames of published frames are freed by reference
     counting, not left to the garbage collector (checked to fail when the binding's done-callback
     holds its future)."""
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+    from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
     core = _detector_core()
     binding, workers = _binding(ros_node, core, LocalModelTarget(core, "detector"))

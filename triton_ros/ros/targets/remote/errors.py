@@ -2,7 +2,7 @@
 
 The kind says whose fault it was, and so what the pool does about it: :data:`ENDPOINT_FAILURES`
 (no answer in time, unreachable) mark the endpoint down at once; the others are counted per
-endpoint, and :data:`~triton_ros.ros.target.remote.config.FAILING_AFTER` of them in a row mark
+endpoint, and :data:`~triton_ros.ros.targets.remote.config.FAILING_AFTER` of them in a row mark
 it down too. Each protocol's client classifies its own failures by status code or exception
 type, never by message text (``ProtocolClient.classify``).
 """

@@ -2,9 +2,9 @@
 
 A binding (:mod:`~triton_ros.ros.binding`) talks to "the model" only through this small
 interface, the same for every model kind the core serves (ONNX Runtime, TensorRT, Python models
-and ensembles) and for a model served elsewhere (a remote Triton server). Planning (which input gets the image, how
-to preprocess it, which outputs to request and how to decode them) and running (one asynchronous
-request per frame) need exactly this:
+and ensembles) and for a model served elsewhere (a remote Triton server). Planning (which input
+gets the image, how to preprocess it, which outputs to request and how to decode them) and
+running (one asynchronous request per frame) need exactly this:
 
 ``target.name`` / ``target.version``
     The model name and the version asked for (-1: the latest ready version), as configured.
@@ -45,8 +45,8 @@ metadata (:func:`spec_from_config` builds one from a core ``ModelConfig``, which
 carries a ``label_filename`` but not the file's contents, so a remote target leaves ``labels``
 empty unless it knows them; the binding's ``class_names`` then name the classes.
 
-:class:`~triton_ros.ros.target.local.LocalModelTarget` implements the interface over the embedded
-:class:`~triton_ros.core.server.InferenceServer`, :class:`~triton_ros.ros.target.remote.model.
+:class:`~triton_ros.ros.targets.local.LocalModelTarget` implements the interface over the embedded
+:class:`~triton_ros.core.server.InferenceServer`, :class:`~triton_ros.ros.targets.remote.model.
 RemoteModel` over remote KServe v2 endpoints; the node picks one per binding
 (:func:`triton_ros.ros.inference_node.model_target_for`). This module imports neither.
 """

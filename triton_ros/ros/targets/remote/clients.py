@@ -5,7 +5,7 @@ Both wrap Triton's maintained asyncio clients (``tritonclient.grpc.aio``,
 the remote model calls, the same for both: readiness, metadata and configuration, one inference
 (inputs by value or in a shared-memory slot, outputs by name, optionally classified),
 shared-memory registration, and :meth:`ProtocolClient.classify`, which turns any failure of a
-call into a typed :class:`~triton_ros.ros.target.remote.errors.RemoteError` by its status code or
+call into a typed :class:`~triton_ros.ros.targets.remote.errors.RemoteError` by its status code or
 exception type (never its text). What differs between the protocols (how tensors go on the wire,
 the client-side deadline, the answer's shape, the status codes) is each subclass's.
 :func:`client_for` picks the class for an address.

@@ -1,6 +1,6 @@
 """A model of the embedded core, of any kind it serves, as a binding's model target.
 
-:class:`LocalModelTarget` implements :class:`~triton_ros.ros.target.spec.ModelTarget` over the
+:class:`LocalModelTarget` implements :class:`~triton_ros.ros.targets.spec.ModelTarget` over the
 node's :class:`~triton_ros.core.server.InferenceServer`: the spec of the version that serves now
 (its configuration and the core's labels, read once when the version loaded), its state from
 the repository index, and ``infer`` straight into the core's scheduler.

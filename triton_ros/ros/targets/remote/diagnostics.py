@@ -1,7 +1,7 @@
 """Per-endpoint diagnostics of the remote models: one ``/diagnostics`` status per endpoint.
 
 The :class:`EndpointReporter` turns each endpoint's growing counters
-(:class:`~triton_ros.ros.target.remote.pool.EndpointHealth`) into per-period figures: state and
+(:class:`~triton_ros.ros.targets.remote.pool.EndpointHealth`) into per-period figures: state and
 level (OK when up; ERROR when mismatched or when no endpoint of the model is up; WARN when down
 while another serves), requests per second and in total, round-trip percentiles, errors by kind,
 and whether inputs go through shared memory. :func:`endpoint_statuses` renders them.

@@ -1,12 +1,12 @@
 """A model served by remote KServe v2 endpoints: tritonserver, KServe or another triton-ros-server.
 
 A binding with ``server_urls`` feeds a :class:`RemoteModel` instead of the embedded core. It is
-the binding's model target (:class:`~triton_ros.ros.target.spec.ModelTarget`): name, version,
+the binding's model target (:class:`~triton_ros.ros.targets.spec.ModelTarget`): name, version,
 the effective model configuration (fetched from the remote, planning.py, so that preprocessing
 and decoding are planned in the node as for a local model), readiness, and
 :meth:`RemoteModel.infer`, which sends one asynchronous request and returns a
 ``concurrent.futures.Future`` that ends with a :class:`RemoteResponse` or a typed
-:class:`~triton_ros.ros.target.remote.errors.RemoteError`.
+:class:`~triton_ros.ros.targets.remote.errors.RemoteError`.
 
 The endpoints (``grpc://``, ``grpcs://``, ``http://``, ``https://``) form a pool (pool.py). A
 request goes to the endpoint the pool picks; one that fails because of its endpoint
@@ -145,7 +145,7 @@ class RemoteModel:
         self._slots.destroy_all()
 
     def close(self) -> None:
-        """The model target's close (ros/target/spec.py): stop()."""
+        """The model target's close (ros/targets/spec.py): stop()."""
         self.stop()
 
     async def _close(self) -> None:

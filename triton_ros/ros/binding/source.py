@@ -5,8 +5,8 @@ while K are in flight waits in a one-frame slot where the latest frame wins: the
 is dropped as *superseded*. A frame older than ``max_age_ms`` (its header stamp to now, on the
 node's clock) is dropped as *stale* when it arrives and again when it leaves the slot. Every
 received frame ends up counted exactly once: published, dropped (stale, superseded, malformed,
-model unavailable) or failed (by stage, :data:`~triton_ros.ros.monitoring.counters.FAIL_REASONS`), or is
-still in flight or waiting. Each stale drop is reported to ``on_stale`` with the frame's age and
+model unavailable) or failed (by stage,
+:data:`~triton_ros.ros.monitoring.counters.FAIL_REASONS`), or is still in flight or waiting. Each stale drop is reported to ``on_stale`` with the frame's age and
 whether it arrived fresh and aged waiting in the slot (the model is too slow) or arrived stale
 (clocks), so that the binding can explain it; a frame stamped more than ``max_age_ms`` ahead of
 the node's clock (clock skew the other way) is reported the same way with a negative age, counted
@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .monitoring.counters import SourceCounters
-from .monitoring.latency import LatencyWindow
+from ..monitoring.counters import SourceCounters
+from ..monitoring.latency import LatencyWindow
 
 
 @dataclass(frozen=True)
