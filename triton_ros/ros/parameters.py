@@ -492,12 +492,6 @@ def _at_least(values: dict, name: str, low: int) -> int:
     return values[name]
 
 
-def _port(values: dict, name: str) -> int:
-    if not 0 <= values[name] <= 65535:
-        raise invalid_arg(f"parameter '{name}' must be a port number, got {values[name]}")
-    return values[name]
-
-
 def unknown_overrides(node, declared: set[str]) -> set[str]:
     """Parameters given to the node (YAML, -p) that it does not declare: likely typos."""
     overrides = getattr(node, "_parameter_overrides", None) or {}

@@ -57,7 +57,7 @@ from ..monitoring.failures import STALE_CAUSES, WAITED_CAUSE, FailureLog
 from ..monitoring.latency import LatencyWindow
 from ..monitoring.counters import SourceCounters
 from ..parameters import BindingConfig
-from ..targets.spec import ModelTarget, TargetState
+from ..targets.spec import ModelSpec, ModelTarget, TargetState
 from .plan import ModelPlan, build_plan
 from .source import Frame, Source
 from .topic_discovery import TopicMatcher

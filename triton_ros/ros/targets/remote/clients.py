@@ -42,6 +42,9 @@ class Answer:
 class ProtocolClient(abc.ABC):
     """One endpoint's client; touched only on the remote model's event loop."""
 
+    # How tensors travel in an inference (HTTP: as binary data after the JSON header).
+    _wire: dict[str, Any] = {}
+
     def __init__(self, address: EndpointAddress, settings: RemoteConfig) -> None:
         self.address = address
         self._settings = settings
@@ -51,15 +54,7 @@ class ProtocolClient(abc.ABC):
     # ---------------------------------------------------------------- per protocol
     @abc.abstractmethod
     def _connect(self) -> Any:
-        """tritonclient's asyncio client for this endpoint."""
-
-    @abc.abstractmethod
-    def _input(self, name: str, array: np.ndarray, slot: Any, offset: int) -> Any:
-        """An InferInput holding ``array``, or pointing into ``slot`` at ``offset``."""
-
-    @abc.abstractmethod
-    def _requested(self, name: str, class_count: int) -> Any:
-        """An InferRequestedOutput."""
+        """tritonclient's asyncio client for this endpoint (and ``self._lib``, its module)."""
 
     @abc.abstractmethod
     def _deadline(self, remaining: float | None) -> dict[str, Any]:
@@ -84,6 +79,18 @@ class ProtocolClient(abc.ABC):
     def _unreachable(self, exc: BaseException) -> bool:
         """Whether an exception means the endpoint could not be reached."""
         return isinstance(exc, (OSError, ssl.SSLError))
+
+    def _input(self, name: str, array: np.ndarray, slot: Any, offset: int) -> Any:
+        """An InferInput holding ``array``, or pointing into ``slot`` at ``offset``."""
+        x = self._lib.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
+        if slot is not None:
+            x.set_shared_memory(slot.name, array.nbytes, offset)
+        else:
+            x.set_data_from_numpy(array, **self._wire)
+        return x
+
+    def _requested(self, name: str, class_count: int) -> Any:
+        return self._lib.InferRequestedOutput(name, class_count=class_count, **self._wire)
 
     # ---------------------------------------------------------------- calls
     async def is_model_ready(self, model: str, version: str) -> bool:
@@ -183,17 +190,6 @@ class GrpcClient(ProtocolClient):
             private_key=s.tls_key_file or None, certificate_chain=s.tls_cert_file or None,
             channel_args=options)
 
-    def _input(self, name: str, array: np.ndarray, slot: Any, offset: int) -> Any:
-        x = self._lib.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
-        if slot is not None:
-            x.set_shared_memory(slot.name, array.nbytes, offset)
-        else:
-            x.set_data_from_numpy(array)
-        return x
-
-    def _requested(self, name: str, class_count: int) -> Any:
-        return self._lib.InferRequestedOutput(name, class_count=class_count)
-
     def _deadline(self, remaining: float | None) -> dict[str, Any]:
         return {} if remaining is None else {"client_timeout": max(0.001, remaining)}
 
@@ -222,6 +218,7 @@ class GrpcClient(ProtocolClient):
 class HttpClient(ProtocolClient):
     """``http://`` and ``https://`` endpoints (KServe v2 HTTP/REST, binary tensor data)."""
 
+    _wire = {"binary_data": True}
     # HTTP status -> Triton status of a failure the model (not the endpoint) caused
     _MODEL_STATUS = {"400": StatusCode.INVALID_ARG, "404": StatusCode.NOT_FOUND,
                      "501": StatusCode.UNSUPPORTED, "503": StatusCode.UNAVAILABLE}
@@ -240,17 +237,6 @@ class HttpClient(ProtocolClient):
                 context.load_cert_chain(s.tls_cert_file, s.tls_key_file)
         return http_aio.InferenceServerClient(self.address.target, ssl=self.address.tls,
                                               ssl_context=context, conn_timeout=PROBE_TIMEOUT_S)
-
-    def _input(self, name: str, array: np.ndarray, slot: Any, offset: int) -> Any:
-        x = self._lib.InferInput(name, list(array.shape), np_to_triton_dtype(array.dtype))
-        if slot is not None:
-            x.set_shared_memory(slot.name, array.nbytes, offset)
-        else:
-            x.set_data_from_numpy(array, binary_data=True)
-        return x
-
-    def _requested(self, name: str, class_count: int) -> Any:
-        return self._lib.InferRequestedOutput(name, binary_data=True, class_count=class_count)
 
     def _deadline(self, remaining: float | None) -> dict[str, Any]:
         return {}                      # the request's asyncio deadline bounds it
