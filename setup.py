@@ -45,7 +45,7 @@ setup(
         "console_scripts": [
             "triton-ros-server = triton_ros.server_main:main",
             "inference_node = triton_ros.ros.inference_node:main",
-            "synthetic_cameras = triton_ros.ros.synthetic_cameras:main",
+            "synthetic_cameras = triton_ros.ros.tools.synthetic_cameras:main",
         ],
     },
 )

@@ -11,8 +11,8 @@ import tritonclient.grpc as grpcclient
 
 from server_process import MODEL_REPOSITORY
 from triton_ros.core.model_config import TensorConfig
-from triton_ros.ros.preprocess import PreprocessConfig, plan_input, preprocess
-from triton_ros.ros.synthetic_cameras import (CLASS_NAMES, MONO_CLASSES, SyntheticScene,
+from triton_ros.ros.codec.preprocess import PreprocessConfig, plan_input, preprocess
+from triton_ros.ros.tools.synthetic_cameras import (CLASS_NAMES, MONO_CLASSES, SyntheticScene,
                                               parse_camera)
 
 ENCODINGS = ("rgb8", "bgr8", "rgba8", "bgra8", "mono8")
@@ -154,7 +154,7 @@ def test_tritonclient_requests_with_the_same_images(served, resize):
 def test_the_ground_truth_is_where_the_pixels_are(encoding):
     """Each ground-truth box holds its class's colour in the camera's encoding, edge to edge, and
     the row and column just outside it do not (so the boxes are exact, x2/y2 exclusive)."""
-    from triton_ros.ros.synthetic_cameras import CLASS_COLOURS, to_encoding
+    from triton_ros.ros.tools.synthetic_cameras import CLASS_COLOURS, to_encoding
 
     for i, (w, h) in enumerate(SIZES):
         pixels, truth = frame(w, h, encoding, seed=i, t=1.9)
@@ -175,7 +175,7 @@ def test_the_ground_truth_is_where_the_pixels_are(encoding):
 
 
 def test_to_encoding_orders_the_channels_of_each_encoding():
-    from triton_ros.ros.synthetic_cameras import to_encoding
+    from triton_ros.ros.tools.synthetic_cameras import to_encoding
 
     rgb = np.random.default_rng(3).integers(0, 256, (37, 53, 3), dtype=np.uint8)
     r, g, b = rgb[:, :, 0], rgb[:, :, 1], rgb[:, :, 2]

@@ -66,7 +66,7 @@ def pipeline_by_hand(session, images: np.ndarray) -> np.ndarray:
 
 def _scenes(seed: int, n: int) -> tuple[np.ndarray, list]:
     """256x256 rgb8 frames of the synthetic cameras, and their ground truth."""
-    from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
+    from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
 
     scene = SyntheticScene(parse_camera("robot/camera:256x256:rgb8"), seed=seed)
     frames = [scene.render(0.37 * k) for k in range(n)]

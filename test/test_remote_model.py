@@ -18,8 +18,9 @@ import pytest
 from remote_helpers import GrpcProxy, TcpProxy, have_openssl, make_certs
 from server_process import MODEL_REPOSITORY, ServerProcess, free_port
 from triton_ros.core.errors import StatusCode, TritonRosError
-from triton_ros.ros.remote_model import (NO_ENDPOINT, TIMEOUT, RemoteConfig, RemoteError,
-                                         RemoteModel, parse_url)
+from triton_ros.ros.targets.remote.config import RemoteConfig, parse_url
+from triton_ros.ros.targets.remote.errors import NO_ENDPOINT, TIMEOUT, RemoteError
+from triton_ros.ros.targets.remote.model import RemoteModel
 
 SECRET = "s3cr3t-value-never-logged"
 X = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)

@@ -73,7 +73,7 @@ def machine() -> str:
 def run_config(name: str, args, tmp: Path, probe, server) -> Result:
     from triton_ros_interfaces.msg import InferenceStatus
 
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+    from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
     node_name = f"bench_remote_{name.replace(' ', '_')}"
     cams = [f"bench/cam{i}" for i in range(args.cameras)]
@@ -123,8 +123,8 @@ def run_config(name: str, args, tmp: Path, probe, server) -> Result:
     try:
         fresh_status(0)
         cameras = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.synthetic_cameras", "--rate", str(args.rate)]
-            + [a for c in cams for a in ("--camera", f"{c}:{args.width}x{args.height}:rgb8")],
+            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate",
+             str(args.rate)] + [a for c in cams for a in ("--camera", f"{c}:{args.width}x{args.height}:rgb8")],
             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         time.sleep(args.warmup)
         s0 = fresh_status(probe.get_clock().now().nanoseconds)
@@ -164,7 +164,8 @@ def model_alone(server, seconds: float, in_flight: int) -> dict[str, tuple[float
     remote server: the cost of the hop itself."""
     from triton_ros.core.infer_request import InferRequest
     from triton_ros.core.server import InferenceServer, ServerOptions
-    from triton_ros.ros.remote_model import RemoteConfig, RemoteModel
+    from triton_ros.ros.targets.remote.config import RemoteConfig
+    from triton_ros.ros.targets.remote.model import RemoteModel
 
     x = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
 

@@ -186,7 +186,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
     from triton_ros_interfaces.msg import InferenceStatus
     from triton_ros_interfaces.srv import GetModelStatistics
 
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+    from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
     node_name = f"bench_node_{name.replace('-', '_')}"
     cams = [f"bench/cam{i}" for i in range(args.cameras)]
@@ -225,7 +225,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         if not stats_client.wait_for_service(timeout_sec=300):
             raise RuntimeError(f"{name}: the node did not start; see {log.name}")
         cameras = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.synthetic_cameras", "--rate", str(rate)]
+            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate", str(rate)]
             + [a for c in cams for a in ("--camera", f"{c}:{args.width}x{args.height}:rgb8")],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         time.sleep(args.warmup)

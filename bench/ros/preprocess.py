@@ -40,7 +40,7 @@ sys.path.insert(0, sys.argv[1])
 import cv2, numpy as np
 cv2.setNumThreads(1)
 from triton_ros.core.model_config import TensorConfig
-from triton_ros.ros.preprocess import PreprocessConfig, Preprocessor, plan_input
+from triton_ros.ros.codec.preprocess import PreprocessConfig, Preprocessor, plan_input
 frames, cases, distinct = int(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])
 rng = np.random.default_rng(0)
 images = [rng.integers(0, 256, (480, 640, 3), dtype=np.uint8).tobytes() for _ in range(distinct)]

@@ -1,7 +1,7 @@
 """Benchmark: what receiving camera frames costs in rclpy alone, before any work of ours.
 
 A subscriber process with one subscription per camera and a callback that only counts, against
-the synthetic cameras (``triton_ros.ros.synthetic_cameras``, 640x480 rgb8 at 30 Hz by default,
+the synthetic cameras (``triton_ros.ros.tools.synthetic_cameras``, 640x480 rgb8 at 30 Hz by default,
 another process) over Fast DDS shared memory (config/fastdds.xml), as in
 bench/ros/node.py. The ways to receive, in alternating rounds:
 
@@ -84,8 +84,8 @@ def run(mode: str, args) -> dict:
         if sub.stdout.readline().strip() != "ready":
             raise RuntimeError(f"{mode}: the subscriber did not start (exit status {sub.poll()})")
         cams = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.synthetic_cameras", "--rate", str(args.rate),
-             "--quiet"] + [a for i in range(args.cameras)
+            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate",
+             str(args.rate), "--quiet"] + [a for i in range(args.cameras)
                            for a in ("--camera", f"bench/cam{i}:{args.width}x{args.height}:rgb8")])
         sub.stdin.write(f"{args.warmup}\n")
         sub.stdin.flush()

@@ -413,8 +413,8 @@ class RosSide:
         from sensor_msgs.msg import Image
         from triton_ros_interfaces.msg import InferenceStatus
 
-        from triton_ros.ros.output_messages import DETECTIONS_TYPE
-        from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
+        from triton_ros.ros.codec.messages import DETECTIONS_TYPE
+        from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
 
         self.rclpy = rclpy
         self.context = Context()
@@ -451,7 +451,7 @@ class RosSide:
     @staticmethod
     def image(pixels: np.ndarray, frame_id: str, stamp):
         from sensor_msgs.msg import Image
-        from triton_ros.ros.output_messages import uint8_array
+        from triton_ros.ros.codec.messages import uint8_array
 
         msg = Image()
         msg.header.stamp = stamp

@@ -216,7 +216,7 @@ def detections_probe(node, image_topic: str, detections_topic: str):
     """On ``node``: (the detections received on ``detections_topic``, a list that grows, and a
     publisher of images on ``image_topic``)."""
     from sensor_msgs.msg import Image
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+    from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
     results: list = []
     node.create_subscription(DETECTIONS_TYPE, detections_topic, results.append, 10)
@@ -245,7 +245,7 @@ def assert_same_right_boxes(published: dict, truth, tolerance: float = 3.0) -> N
 def assert_boxes_on_objects(boxes, classes, truth, tolerance: float = 3.0) -> None:
     """One box per object of a synthetic scene, on it (within ``tolerance`` pixels), with the
     object's class."""
-    from triton_ros.ros.synthetic_cameras import CLASS_NAMES
+    from triton_ros.ros.tools.synthetic_cameras import CLASS_NAMES
 
     assert len(boxes) == len(truth.boxes), (boxes, truth.boxes)
     for box, cls in zip(truth.boxes, truth.classes):
@@ -255,7 +255,7 @@ def assert_boxes_on_objects(boxes, classes, truth, tolerance: float = 3.0) -> No
 
 def image_message(pixels: np.ndarray, encoding: str, frame_id: str, stamp):
     from sensor_msgs.msg import Image
-    from triton_ros.ros.output_messages import uint8_array
+    from triton_ros.ros.codec.messages import uint8_array
 
     msg = Image()
     msg.header.stamp = stamp
@@ -272,7 +272,7 @@ class CameraRig:
 
     def __init__(self, probe: Probe, specs, *, prefix: str, rate: float,
                  topics: list[str] | None = None) -> None:
-        from triton_ros.ros.synthetic_cameras import SyntheticScene
+        from triton_ros.ros.tools.synthetic_cameras import SyntheticScene
 
         self.probe = probe
         self.specs = specs

@@ -6,7 +6,7 @@ import logging
 import re
 import time
 
-from triton_ros.ros.failures import FailureLog
+from triton_ros.ros.monitoring.failures import FailureLog
 
 
 def test_first_at_once_then_throttled_with_a_count(caplog):

@@ -1,4 +1,4 @@
-"""The binding's model seam (triton_ros.ros.model_target) over the real embedded core: ONNX,
+"""The binding's model seam (triton_ros.ros.targets) over the real embedded core: ONNX,
 Python and ensemble models described alike (labels included), typed errors, version changes."""
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from ros_env import ROOT
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.server import InferenceServer, ServerOptions
-from triton_ros.ros.model_target import LocalModelTarget, ModelSpec, ModelTarget
+from triton_ros.ros.targets.local import LocalModelTarget
+from triton_ros.ros.targets.spec import ModelSpec, ModelTarget
 
 BUNDLED = ROOT / "model_repository"
 DETECTOR_LABELS = tuple((BUNDLED / "detector" / "labels.txt").read_text().splitlines())
@@ -98,3 +99,68 @@ def test_unknown_and_unloaded_models_raise_typed_errors(core):
     core.load_model("simple")
     after = target.describe()
     assert after is not before and after.version == before.version   # a reloaded version: new spec
+
+
+def _ensemble_over_detector(name: str, label_filename: str = "") -> str:
+    """An ensemble of one step, the bundled detector, passing its boxes and scores on."""
+    labels = f'\n    label_filename: "{label_filename}"' if label_filename else ""
+    return f"""name: "{name}"
+platform: "ensemble"
+max_batch_size: 16
+input [ {{ name: "images"  data_type: TYPE_FP32  dims: [ 3, 256, 256 ] }} ]
+output [
+  {{ name: "boxes"  data_type: TYPE_FP32  dims: [ 256, 4 ] }},
+  {{
+    name: "class_scores"
+    data_type: TYPE_FP32
+    dims: [ 256, 8 ]{labels}
+  }}
+]
+ensemble_scheduling {{ step [ {{
+  model_name: "detector"  model_version: -1
+  input_map {{ key: "images"  value: "images" }}
+  output_map {{ key: "boxes"  value: "boxes" }}
+  output_map {{ key: "scores"  value: "class_scores" }}
+}} ] }}
+"""
+
+
+@pytest.fixture(scope="module")
+def labels_core(tmp_path_factory):
+    """Ensembles over the detector: one without label files of its own, one whose label file is
+    a link leading outside its folder."""
+    root = tmp_path_factory.mktemp("labels")
+    repo = root / "repo"
+    shutil.copytree(BUNDLED / "detector", repo / "detector")
+    (repo / "from_step").mkdir()
+    (repo / "from_step" / "config.pbtxt").write_text(_ensemble_over_detector("from_step"))
+    (repo / "outside").mkdir()
+    (repo / "outside" / "config.pbtxt").write_text(_ensemble_over_detector("outside", "labels.txt"))
+    (root / "secret.txt").write_text("not a label file\n")
+    (repo / "outside" / "labels.txt").symlink_to(root / "secret.txt")
+    server = InferenceServer(ServerOptions(model_repositories=(str(repo),),
+                                           model_control_mode="explicit",
+                                           startup_models=("detector", "from_step")))
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_an_ensemble_takes_the_labels_of_the_step_that_produces_its_output(labels_core):
+    # the core's model object carries them (read once, confined, by the step's model) ...
+    assert labels_core.get_model("from_step").labels == {"class_scores": list(DETECTOR_LABELS)}
+    # ... and the target describes the ensemble with them, read nowhere else
+    spec = LocalModelTarget(labels_core, "from_step").describe()
+    assert spec.labels_of("class_scores") == DETECTOR_LABELS and spec.labels_of("boxes") == ()
+
+
+def test_a_label_file_outside_the_model_folder_is_refused_as_by_the_core(labels_core):
+    with pytest.raises(TritonRosError) as info:
+        labels_core.load_model("outside")
+    assert "outside the model's folder" in info.value.message
+    target = LocalModelTarget(labels_core, "outside")
+    with pytest.raises(TritonRosError) as info:
+        target.describe()
+    assert info.value.code == StatusCode.UNAVAILABLE
+    state = target.state()
+    assert not state.ready and "outside the model's folder" in state.reason

@@ -18,8 +18,8 @@ from ros_env import ROOT, TOKEN
 from ros_probe import bundled_core, image_message, wait_until
 from triton_ros.core.infer_request import InferRequest, InferResponse
 from triton_ros.core.server import InferenceServer
-from triton_ros.ros.model_target import LocalModelTarget
-from triton_ros.ros.source import Frame
+from triton_ros.ros.targets.local import LocalModelTarget
+from triton_ros.ros.binding.source import Frame
 
 TOPIC = f"/faults{TOKEN}/cam/image_raw"
 
@@ -65,15 +65,15 @@ def _detector_core() -> InferenceServer:
     return bundled_core("detector")
 
 
-def _binding(node, core: InferenceServer, target, reporter):
+def _binding(node, core: InferenceServer, target):
     """The node's one binding ("cam" on TOPIC) over ``target``, and its worker pool."""
-    from triton_ros.ros.bindings import Binding
+    from triton_ros.ros.binding.binding import Binding
     from triton_ros.ros.parameters import declare_and_read
 
     config = declare_and_read(node, bundled_repository=ROOT / "model_repository")
     workers = ThreadPoolExecutor(2)
     binding = Binding(config.bindings[0], node=node, target=target, workers=workers,
-                      reporter=reporter, callback_group=None)
+                      callback_group=None)
     return binding, workers
 
 
@@ -87,19 +87,19 @@ def _frame_sender(node):
 
 
 def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
-    from triton_ros.ros.diagnostics import ERROR, WARN, DiagnosticsReporter
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+    from triton_ros.ros.monitoring.diagnostics import ERROR, WARN, DiagnosticsReporter
+    from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
     core = _detector_core()
     target = BrokenTarget(LocalModelTarget(core, "detector"), raises=3, untyped=2)
     reporter = DiagnosticsReporter(core)
-    binding, workers = _binding(ros_node, core, target, reporter)
+    binding, workers = _binding(ros_node, core, target)
     results = []
     ros_node.create_subscription(DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections",
                                  results.append, 10)
     send = _frame_sender(ros_node)
     try:
-        reporter.report([binding], time.monotonic_ns())
+        reporter.report([binding.figures()], time.monotonic_ns())
         binding.start()
 
         def published():
@@ -111,7 +111,7 @@ def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
         assert counters.failed_internal == 3 and counters.failed_inference == 2
         assert counters.published >= 2
         assert binding.failures.last is not None
-        _, [health] = reporter.report([binding], time.monotonic_ns())
+        _, [health] = reporter.report([binding.figures()], time.monotonic_ns())
         assert health.failed_internal == 3 and health.failed_inference == 2
         assert health.level in (WARN, ERROR) and "failed_internal" in health.message
         assert "ValueError: target defect: untyped failure" in health.last_error or \
@@ -137,16 +137,16 @@ class StuckTarget(BrokenTarget):
 
 def test_a_frame_stuck_in_the_model_is_reported(ros_node, monkeypatch):
     from triton_ros.core.errors import unavailable
-    from triton_ros.ros import diagnostics
+    from triton_ros.ros.monitoring import diagnostics
 
     monkeypatch.setattr(diagnostics, "STALLED_WARN_S", 0.5)
     core = _detector_core()
     target = StuckTarget(LocalModelTarget(core, "detector"))
     reporter = diagnostics.DiagnosticsReporter(core)
-    binding, workers = _binding(ros_node, core, target, reporter)
+    binding, workers = _binding(ros_node, core, target)
     send = _frame_sender(ros_node)
     try:
-        reporter.report([binding], time.monotonic_ns())
+        reporter.report([binding.figures()], time.monotonic_ns())
         binding.start()
 
         def sent():
@@ -157,7 +157,7 @@ def test_a_frame_stuck_in_the_model_is_reported(ros_node, monkeypatch):
         wait_until(lambda: sent() and source.snapshot()[2], what="a frame waiting behind it",
                    interval=0.1)
         time.sleep(1.0)                                   # max_age_ms is 500
-        _, [health] = reporter.report([binding], time.monotonic_ns())
+        _, [health] = reporter.report([binding.figures()], time.monotonic_ns())
         assert health.level == diagnostics.WARN and health.in_flight == 1
         assert "in the model without a result for" in health.message
         # The model answers at last (with an error): counted. The frame that waited behind the
@@ -183,12 +183,10 @@ def test_published_frames_leave_no_cycle(ros_node):
     """The requests, responses, futures and frames of published frames are freed by reference
     counting, not left to the garbage collector (checked to fail when the binding's done-callback
     holds its future)."""
-    from triton_ros.ros.diagnostics import DiagnosticsReporter
-    from triton_ros.ros.output_messages import DETECTIONS_TYPE
+    from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
     core = _detector_core()
-    binding, workers = _binding(ros_node, core, LocalModelTarget(core, "detector"),
-                                DiagnosticsReporter(core))
+    binding, workers = _binding(ros_node, core, LocalModelTarget(core, "detector"))
     results = []
     ros_node.create_subscription(DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections",
                                  results.append, 10)

@@ -35,13 +35,12 @@ def test_the_default_preprocesses_in_the_callback():
 
 
 def test_callback_and_worker_preprocessing_publish_the_same_right_boxes(ros_node, monkeypatch):
-    from triton_ros.ros import bindings as bindings_module
-    from triton_ros.ros.bindings import Binding
-    from triton_ros.ros.detection_metrics import message_boxes
-    from triton_ros.ros.diagnostics import DiagnosticsReporter
-    from triton_ros.ros.model_target import LocalModelTarget
+    from triton_ros.ros.binding import binding as bindings_module
+    from triton_ros.ros.binding.binding import Binding
+    from triton_ros.ros.tools.detection_metrics import message_boxes
+    from triton_ros.ros.targets.local import LocalModelTarget
     from triton_ros.ros.parameters import declare_and_read
-    from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
+    from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
 
     threads: list[str] = []                    # where each frame was preprocessed
     start_frame = Binding._start_frame
@@ -63,8 +62,7 @@ def test_callback_and_worker_preprocessing_publish_the_same_right_boxes(ros_node
             workers = ThreadPoolExecutor(2, thread_name_prefix=WORKER)
             binding = Binding(config.bindings[0], node=ros_node,
                               target=LocalModelTarget(core, "color_detector"), workers=workers,
-                              reporter=DiagnosticsReporter(core), callback_group=None,
-                              preprocess_in_callback=inline)
+                              callback_group=None, preprocess_in_callback=inline)
             binding.start()
             stamp = ros_node.get_clock().now().to_msg()
 
@@ -88,10 +86,9 @@ def test_callback_and_worker_preprocessing_publish_the_same_right_boxes(ros_node
 
 def test_a_frame_failing_in_the_callback_is_counted_and_the_next_publish(ros_node,
                                                                         monkeypatch):
-    from triton_ros.ros import preprocess as preprocess_module
-    from triton_ros.ros.bindings import Binding
-    from triton_ros.ros.diagnostics import DiagnosticsReporter
-    from triton_ros.ros.model_target import LocalModelTarget
+    from triton_ros.ros.codec import preprocess as preprocess_module
+    from triton_ros.ros.binding.binding import Binding
+    from triton_ros.ros.targets.local import LocalModelTarget
     from triton_ros.ros.parameters import declare_and_read
 
     failures = {"left": 2}
@@ -110,8 +107,7 @@ def test_a_frame_failing_in_the_callback_is_counted_and_the_next_publish(ros_nod
     workers = ThreadPoolExecutor(2, thread_name_prefix=WORKER)
     binding = Binding(config.bindings[0], node=ros_node,
                       target=LocalModelTarget(core, "color_detector"), workers=workers,
-                      reporter=DiagnosticsReporter(core), callback_group=None,
-                      preprocess_in_callback=True)
+                      callback_group=None, preprocess_in_callback=True)
     try:
         binding.start()
         pixels = np.zeros((240, 320, 3), np.uint8)

@@ -18,7 +18,7 @@ import numpy as np
 from ros_env import TOKEN
 from ros_models import classifier
 from ros_probe import image_message, stamp_ns, wait_until
-from triton_ros.ros.output_messages import CLASSIFICATION_TYPE
+from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE
 
 NS = f"/clk{TOKEN}"
 SIM_START_NS = 1000 * 1_000_000_000

@@ -9,15 +9,15 @@ import yaml
 
 from triton_ros.core.errors import TritonRosError
 from triton_ros.core.model_config import load_model_config
-from triton_ros.ros.classification_decoder import (ClassificationConfig, decode_classification,
+from triton_ros.ros.codec.classification import (ClassificationConfig, decode_classification,
                                                    plan_classification)
-from triton_ros.ros.detection_decoder import (DetectionConfig, decode_detections, nms,
+from triton_ros.ros.codec.detection import (DetectionConfig, decode_detections, nms,
                                               plan_detections)
 from triton_ros.ros.parameters import (BINDING_PARAMS, FLOAT_LIST, NODE_PARAMS, STR_LIST,
                                        binding_config, check_value)
-from triton_ros.ros.preprocess import PreprocessConfig, letterbox_for, plan_input
-from triton_ros.ros.source import Frame, Source
-from triton_ros.ros.topic_discovery import TopicMatcher
+from triton_ros.ros.codec.preprocess import PreprocessConfig, letterbox_for, plan_input
+from triton_ros.ros.binding.source import Frame, Source
+from triton_ros.ros.binding.topic_discovery import TopicMatcher
 
 ROOT = Path(__file__).resolve().parents[2]
 DETECTOR = load_model_config("detector", ROOT / "model_repository" / "detector")
@@ -141,7 +141,8 @@ def test_classification_top_classes_softmax_and_names():
 
 
 def test_topic_patterns_stay_within_name_segments():
-    m = TopicMatcher(["/robot*/camera*/image_raw", "/fleet/**/image_raw", "/cam[12]/image"])
+    m = TopicMatcher(["/robot*/camera*/image_raw", "/fleet/**/image_raw", "/cam[12]/image"],
+                     "sensor_msgs/msg/Image")
     graph = [("/robot2/camera_left/image_raw", ["sensor_msgs/msg/Image"]),
              ("/robot2/arm/camera/image_raw", ["sensor_msgs/msg/Image"]),
              ("/robot3/camera_x/image_raw", ["std_msgs/msg/String"]),

@@ -1,5 +1,5 @@
-"""The main job (``python -m triton_ros.ros.demo``, what ``./scripts/run.sh`` runs) scores every
-camera against the ground truth and passes, running past ``--seconds`` until every camera has
+"""The main job (``python -m triton_ros.ros.tools.demo``, what ``./scripts/run.sh`` runs) scores
+every camera against the ground truth and passes, running past ``--seconds`` until every camera has
 ``--min-frames`` scored; bound to a detector that does not see (the random ``detector``), it fails
 and says why."""
 from __future__ import annotations
@@ -21,8 +21,9 @@ MIN_FRAMES = 30                 # the demo's default --min-frames
 def run_demo(*args: str) -> subprocess.CompletedProcess:
     # A domain of its own: the demo's topics (/robot1/...) must meet no other test's.
     env = {**os.environ, "ROS_DOMAIN_ID": str(random.SystemRandom().randint(150, 230))}
-    return subprocess.run([sys.executable, "-m", "triton_ros.ros.demo", "--seconds", str(SECONDS),
-                           *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "triton_ros.ros.tools.demo", "--seconds",
+                           str(SECONDS), *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 def camera_lines(out: str) -> dict[str, str]:

@@ -60,7 +60,7 @@ def test_the_node_starts_with_the_snippet_and_every_binding_publishes(where, tex
                                                                       probe):
     from triton_ros_interfaces.msg import TensorList
 
-    from triton_ros.ros.output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
+    from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
 
     params = node_parameters(yaml.safe_load(text))
     params_file = tmp_path / "snippet.yaml"

@@ -17,8 +17,8 @@ from ros_env import ROOT, TOKEN
 from ros_probe import wait_until
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.ros.executor import events_executor_class, resolve_executor
-from triton_ros.ros.output_messages import DETECTIONS_TYPE
-from triton_ros.ros.synthetic_cameras import parse_camera
+from triton_ros.ros.codec.messages import DETECTIONS_TYPE
+from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
 LOAD_SECONDS = 4.0
 

@@ -18,8 +18,8 @@ from ros_env import TOKEN
 from ros_models import (PY_VISION_GOOD, PY_VISION_LOAD_FAILS, PY_VISION_RAISES,
                         PY_VISION_TRITON_ERROR, classifier, python_vision, write_version)
 from ros_probe import NodeProcess, Probe, wait_until
-from triton_ros.ros.output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
-from triton_ros.ros.synthetic_cameras import parse_camera
+from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
+from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
 NS = f"/f{TOKEN}"
 TARGET_S = 2.0                 # the target: a failure visible within 2 s

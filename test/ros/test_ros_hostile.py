@@ -16,7 +16,7 @@ import pytest
 from ros_env import TOKEN
 from ros_models import make_repository
 from ros_probe import NodeProcess, Probe, image_message, wait_until
-from triton_ros.ros.output_messages import DETECTIONS_TYPE, uint8_array
+from triton_ros.ros.codec.messages import DETECTIONS_TYPE, uint8_array
 
 NS = f"/h{TOKEN}"
 GOOD = np.full((48, 64, 3), 90, np.uint8)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ros_env import TOKEN
 from ros_probe import TIMEOUT, image_message, wait_until
-from triton_ros.ros.output_messages import DETECTIONS_TYPE
+from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
 ROOT_REPO = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "model_repository")
 

@@ -16,7 +16,7 @@ import pytest
 from ros_env import ROOT, TOKEN
 from ros_models import make_kinds_repository
 from ros_probe import NodeProcess, Probe, image_message, stamp_ns, wait_until
-from triton_ros.ros.output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
+from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
 
 NS = f"/k{TOKEN}"
 BUNDLED = ROOT / "model_repository"

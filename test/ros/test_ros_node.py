@@ -17,8 +17,8 @@ import pytest
 from ros_env import TOKEN
 from ros_models import make_repository
 from ros_probe import (TIMEOUT, NodeProcess, Probe, image_message, stamp_ns, wait_until)
-from triton_ros.ros.output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
-from triton_ros.ros.synthetic_cameras import parse_camera
+from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
+from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
 NS = f"/t{TOKEN}"
 ROBOTS = [parse_camera(c) for c in ("robot1/camera_front:640x480:rgb8",
@@ -144,8 +144,8 @@ def test_a_robot_appearing_later_is_bound_and_unbound_when_it_leaves(env):
     topic = f"{NS}/robot3/camera_up/detections"
     rec = env.probe.subscribe(DETECTIONS_TYPE, topic)
     robot = subprocess.Popen(
-        [sys.executable, "-m", "triton_ros.ros.synthetic_cameras", "--prefix", NS, "--rate", "15",
-         "--camera", "robot3/camera_up:320x200:bgra8"],
+        [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--prefix", NS, "--rate",
+         "15", "--camera", "robot3/camera_up:320x200:bgra8"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         msgs = rec.wait_for(5, what="detections of the late robot")

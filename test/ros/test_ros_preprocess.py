@@ -8,7 +8,7 @@ import pytest
 
 from triton_ros.core.errors import TritonRosError
 from triton_ros.core.model_config import TensorConfig
-from triton_ros.ros.preprocess import (MalformedImage, PreprocessConfig, Preprocessor,
+from triton_ros.ros.codec.preprocess import (MalformedImage, PreprocessConfig, Preprocessor,
                                        check_image, letterbox_for, plan_input, preprocess)
 
 RNG = np.random.default_rng(7)

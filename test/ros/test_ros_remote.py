@@ -22,8 +22,8 @@ from ros_env import TOKEN
 from ros_models import make_repository
 from ros_probe import NodeProcess, Probe, stamp_ns, wait_until
 from server_process import ServerProcess
-from triton_ros.ros.output_messages import DETECTIONS_TYPE
-from triton_ros.ros.synthetic_cameras import parse_camera
+from triton_ros.ros.codec.messages import DETECTIONS_TYPE
+from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
 pytestmark = pytest.mark.skipif(not have_openssl(),
                                 reason="needs the openssl command to make certificates")

@@ -16,9 +16,9 @@ import pytest
 
 from ros_env import TOKEN
 from ros_probe import ROOT, TIMEOUT, NodeProcess, Probe, stamp_ns, wait_until
-from triton_ros.ros.detection_metrics import FrameMatcher, message_boxes
-from triton_ros.ros.output_messages import DETECTIONS_TYPE
-from triton_ros.ros.synthetic_cameras import ground_truth_topic, parse_camera
+from triton_ros.ros.tools.detection_metrics import FrameMatcher, message_boxes
+from triton_ros.ros.codec.messages import DETECTIONS_TYPE
+from triton_ros.ros.tools.synthetic_cameras import ground_truth_topic, parse_camera
 
 NS = f"/s{TOKEN}"
 CAMERAS = ("cam_rgb:640x480:rgb8", "cam_bgr:320x240:bgr8", "cam_rgba:848x480:rgba8",
@@ -75,7 +75,7 @@ def seeing(tmp_path_factory):
         images = probe.subscribe(Image, SPECS["letterbox"][1].topic(NS),
                                  qos=qos_profile_sensor_data)
         cameras = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.synthetic_cameras", "--prefix", NS,
+            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--prefix", NS,
              "--rate", "8", *[a for specs in SPECS.values() for s in specs
                               for a in ("--camera", f"{s.robot}/{s.camera}:{s.width}x"
                                                     f"{s.height}:{s.encoding}")]],
@@ -134,7 +134,7 @@ def test_a_tritonclient_request_with_the_same_frame_gives_the_same_boxes(seeing)
     import tritonclient.grpc as grpcclient
 
     from triton_ros.core.model_config import TensorConfig
-    from triton_ros.ros.preprocess import PreprocessConfig, plan_input, preprocess
+    from triton_ros.ros.codec.preprocess import PreprocessConfig, plan_input, preprocess
 
     node, _, pairs, images = seeing
     spec = SPECS["letterbox"][1]                                   # bgr8 320x240

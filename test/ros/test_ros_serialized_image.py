@@ -14,8 +14,8 @@ import pytest
 from ros_env import ROOT, TOKEN
 from ros_probe import (assert_same_right_boxes, bundled_core, detections_probe,
                        image_message, stop_binding, wait_until)
-from triton_ros.ros.preprocess import MalformedImage
-from triton_ros.ros.serialized_image import ImageReader
+from triton_ros.ros.codec.preprocess import MalformedImage
+from triton_ros.ros.codec.serialized_image import ImageReader
 
 
 def _serialized(pixels: np.ndarray, encoding: str, frame_id: str, sec: int, nanosec: int):
@@ -64,12 +64,11 @@ def ros_node(spinning_node):
 
 
 def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
-    from triton_ros.ros.bindings import Binding
-    from triton_ros.ros.diagnostics import DiagnosticsReporter
-    from triton_ros.ros.detection_metrics import message_boxes
-    from triton_ros.ros.model_target import LocalModelTarget
+    from triton_ros.ros.binding.binding import Binding
+    from triton_ros.ros.tools.detection_metrics import message_boxes
+    from triton_ros.ros.targets.local import LocalModelTarget
     from triton_ros.ros.parameters import declare_and_read
-    from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
+    from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
 
     core = bundled_core("color_detector")
     config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
@@ -86,8 +85,8 @@ def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
                     patch.setitem(sys.modules, "rosbags.typesys", None)   # import fails
                 binding = Binding(config.bindings[0], node=ros_node,
                                   target=LocalModelTarget(core, "color_detector"),
-                                  workers=workers, reporter=DiagnosticsReporter(core),
-                                  callback_group=None, serialized_images=serialized)
+                                  workers=workers, callback_group=None,
+                                  serialized_images=serialized)
             assert (binding._reader is not None) == (frame_id == "serialized")
             binding.start()
             stamp = ros_node.get_clock().now().to_msg()

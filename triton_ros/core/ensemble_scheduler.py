@@ -65,13 +65,29 @@ class EnsembleModel(ModelBase):
     # ---------------------------------------------------------------- lifecycle
     def load(self) -> None:
         validate_ensemble(self.config, self._composing_config)
+        self._complete_labels()
 
-    def _composing_config(self, step: _Step) -> ModelConfig:
+    def _composing_model(self, step: _Step) -> ModelBase:
         try:
-            return self.manager.get_model(step.model_name, step.model_version).config
+            return self.manager.get_model(step.model_name, step.model_version)
         except TritonRosError as exc:
             raise invalid_arg(f"ensemble '{self.name}' depends on '{step.model_name}' which has "
                               f"no loaded version: {exc.message}") from None
+
+    def _composing_config(self, step: _Step) -> ModelConfig:
+        return self._composing_model(step).config
+
+    def _complete_labels(self) -> None:
+        """An output without a label_filename of its own takes the labels of the step output
+        that produces it, as Triton completes an ensemble's labels from its composing models at
+        load (those were read, confined to their model's folder, when they loaded)."""
+        outputs = {t.name for t in self.config.outputs}
+        for step in self.steps:
+            for model_output, tensor in step.outputs:
+                if tensor in outputs and tensor not in self.labels:
+                    labels = self._composing_model(step).labels.get(model_output)
+                    if labels:
+                        self.labels[tensor] = list(labels)
 
     def unload(self, *, drain: bool = True, timeout: float | None = None) -> None:
         self._stopping = True

@@ -141,6 +141,9 @@ class ModelBase(abc.ABC):
         # Triton caches only when both the server (--cache-config) and the model enable it.
         self.response_cache = response_cache if config.response_cache else None
         self.load_duration_ns = 0
+        # Labels by output name (label_filename), as Triton's LabelProvider: an ensemble
+        # completes those of outputs without a label file from its steps at load.
+        self.labels: dict[str, list[str]] = load_labels(model_path, config)
 
     @abc.abstractmethod
     def load(self) -> None:
@@ -243,7 +246,6 @@ class Model(ModelBase):
         super().__init__(config, version=version, model_path=model_path,
                          response_cache=response_cache)
         self.server = server
-        self.labels = load_labels(model_path, config)
         self.scheduler = DynamicBatchScheduler(config, on_reject=self._reject)
         self.backend: BackendModel | None = None
         self.instances: list[BackendModelInstance] = []

@@ -1,7 +1,7 @@
 """Typed settings of the network endpoints: limits, timeouts, TLS and restricted APIs.
 
 One set of options for ``triton-ros-server`` (flags, :func:`add_arguments`) and the ROS node
-(parameters, ``ros/frontends.py``): both build :class:`EndpointOptions` and hand it to
+(parameters, ``ros/endpoint_parameters.py``): both build :class:`EndpointOptions` and hand it to
 :class:`~triton_ros.frontend.endpoints.Endpoints`. Flag names are tritonserver's where it has the
 setting (``--http-max-input-size``, ``--grpc-use-ssl``, ``--grpc-keepalive-time``,
 ``--grpc-restricted-protocol``, ``--http-restricted-api``...); the limits tritonserver does not

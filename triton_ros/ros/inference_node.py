@@ -1,4 +1,5 @@
-"""The ``inference_node``: Triton's serving model inside one ROS 2 node.
+"""The ``inference_node``: Triton's serving model inside one ROS 2 node. This module builds the
+node's graph from its parameters and runs it; each part is a sub-package or module of its own.
 
 ``ros2 run triton_ros inference_node --ros-args --params-file config/inference.yaml``
 
@@ -6,10 +7,15 @@ The node embeds the core :class:`~triton_ros.core.server.InferenceServer` (model
 control mode, dynamic batchers, statistics) and serves it three ways at once, all on the same
 models and batchers:
 
-- bindings: camera topics in, one result topic per camera out (:mod:`.bindings`);
-- the KServe v2 gRPC endpoint (and any other endpoint of :mod:`.frontends`);
+- bindings (:mod:`.binding`): camera topics in, one result topic per camera out, each reading
+  and writing messages through its codec (:mod:`.codec`) and feeding its model target
+  (:mod:`.targets`): the embedded core's model, or one on remote endpoints, as
+  :func:`model_target_for` picks;
+- the KServe v2 gRPC, HTTP and metrics endpoints (``triton_ros.frontend``, their parameters in
+  :mod:`.endpoint_parameters`);
 - services ~/load_model, ~/unload_model, ~/list_models, ~/get_model_statistics
-  (:mod:`.model_services`), with /diagnostics and ~/status (:mod:`.diagnostics`).
+  (:mod:`.model_services`), with /diagnostics and ~/status (:mod:`.monitoring`, and the remote
+  endpoints' own statuses).
 
 Parameters are declared in :mod:`.parameters`; the callbacks run on the executor that
 :mod:`.executor` chooses (``executor`` parameter). SIGINT and SIGTERM stop it cleanly: inputs and
@@ -23,23 +29,31 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from rclpy.logging import LoggingSeverity
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.logging import LoggingSeverity, get_logger
 from rclpy.node import Node
+from triton_ros_interfaces.msg import InferenceStatus
 
 from ..core.errors import TritonRosError
 from ..core.memory import keep_freed_buffers
 from ..core.server import InferenceServer
-from .bindings import Binding
-from .diagnostics import DiagnosticsReporter, diagnostic_array, status_message
-from .executor import NodeSpinner, resolve_executor
 from ..frontend.endpoints import EndpointStartError, Endpoints
+from .binding.binding import Binding
+from .codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
+from .executor import NodeSpinner, resolve_executor
 from .model_services import ModelServices
-from .model_target import model_target_for
+from .monitoring.diagnostics import DiagnosticsReporter
+from .monitoring.messages import diagnostic_array, status_message
 from .package_files import package_file
-from .parameters import declare_and_read
-from .remote_model import EndpointReporter, RemoteModel, endpoint_statuses
+from .parameters import BindingConfig, declare_and_read
 from .ros_logging import route_python_logging
 from .ros_process import init_ros
+from .targets.local import LocalModelTarget
+from .targets.remote.diagnostics import EndpointReporter, endpoint_statuses
+from .targets.remote.model import RemoteModel
+from .targets.spec import ModelTarget
 
 NODE_NAME = "inference_node"
 
@@ -49,8 +63,6 @@ class InferenceNode(Node):
     :meth:`finish` shut it down in two steps around the executor's shutdown."""
 
     def __init__(self, **kwargs) -> None:
-        from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
-
         super().__init__(kwargs.pop("node_name", NODE_NAME), **kwargs)
         debug = self.get_logger().get_effective_level() <= LoggingSeverity.DEBUG
         route_python_logging(logging.DEBUG if debug else logging.INFO)   # --log-level applies
@@ -74,8 +86,8 @@ class InferenceNode(Node):
         self._query_group = MutuallyExclusiveCallbackGroup()
         self._timer_group = MutuallyExclusiveCallbackGroup()
         self.bindings = [Binding(cfg, node=self, target=model_target_for(cfg, self.core),
-                                 workers=self.workers, reporter=self.reporter,
-                                 callback_group=self._image_group,
+                                 workers=self.workers, callback_group=self._image_group,
+                                 model_latency=self.reporter.model_latency(cfg.model),
                                  serialized_images=self.config.serialized_images,
                                  preprocess_in_callback=self.config.preprocess_in_callback)
                          for cfg in self.config.bindings]
@@ -92,9 +104,6 @@ class InferenceNode(Node):
 
     # ---------------------------------------------------------------- start
     def start(self) -> None:
-        from diagnostic_msgs.msg import DiagnosticArray
-        from triton_ros_interfaces.msg import InferenceStatus
-
         log = self.get_logger()
         repos = ", ".join(self.config.server.model_repositories)
         log.info(f"model repository {repos} (control mode {self.config.server.model_control_mode})")
@@ -135,7 +144,6 @@ class InferenceNode(Node):
             self.create_timer(self.config.discovery_period_s, self._discover,
                               callback_group=self._timer_group)
         if any(b.config.format in ("detections", "classification") for b in self.bindings):
-            from .output_messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
             log.info("results are published as " + ", ".join(
                 f"{t.__module__.split('.')[0]}/{t.__name__}"
                 for t in (DETECTIONS_TYPE, CLASSIFICATION_TYPE))
@@ -169,7 +177,7 @@ class InferenceNode(Node):
     def _publish_diagnostics(self) -> None:
         try:
             now = time.monotonic_ns()
-            models, bindings = self.reporter.report(self.bindings, now)
+            models, bindings = self.reporter.report([b.figures() for b in self.bindings], now)
             stamp = self.get_clock().now().to_msg()
             array = diagnostic_array(stamp, self.get_fully_qualified_name(), models, bindings)
             array.status.extend(endpoint_statuses(
@@ -209,9 +217,16 @@ class InferenceNode(Node):
                                         f"target failed: {type(exc).__name__}: {exc}")
 
 
-def main(args: list[str] | None = None) -> int:
-    import rclpy
+def model_target_for(config: BindingConfig, core: InferenceServer) -> ModelTarget:
+    """The target of a binding: the embedded core's model, or with ``server_urls`` a
+    :class:`~triton_ros.ros.targets.remote.model.RemoteModel` (started and stopped by the node)."""
+    if config.remote is not None:
+        return RemoteModel(config.model, config.model_version, config.remote,
+                           owner=f"binding '{config.name}'")
+    return LocalModelTarget(core, config.model, config.model_version)
 
+
+def main(args: list[str] | None = None) -> int:
     stop = init_ros(args)
     node: InferenceNode | None = None
     spinner: NodeSpinner | None = None
@@ -258,7 +273,6 @@ def _log_error(node, text: str) -> None:
     if node is not None:
         node.get_logger().error(text)
     else:
-        from rclpy.logging import get_logger
         get_logger(NODE_NAME).error(text)
 
 

@@ -23,21 +23,21 @@ from typing import Any
 from ..core.errors import TritonRosError, invalid_arg
 from ..core.model_repository_manager import CONTROL_MODES
 from ..core.server import ServerOptions
-from .classification_decoder import ClassificationConfig
-from .detection_decoder import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
 from ..frontend.options import EndpointOptions
-from .frontends import ENDPOINT_PARAMS, endpoint_options
-from .preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, PreprocessConfig
-from .remote_model import RemoteConfig, check_remote_config
+from .codec.classification import ClassificationConfig
+from .codec.detection import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
+from .codec.preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, PreprocessConfig
+from .codec.registry import OUTPUT_FORMATS
+from .codec.tensors import TensorsConfig
+from .endpoint_parameters import ENDPOINT_PARAMS, endpoint_options
+from .targets.remote.config import RemoteConfig, check_remote_config
 
 # How the node's callbacks run (ros/executor.py; declared here, where no rclpy is imported)
 EXECUTORS = ("auto", "events", "wait_set")
 
 BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
-FORMATS = ("detections", "tensors", "classification")
+FORMATS = tuple(OUTPUT_FORMATS)       # detections, tensors, classification (codec/registry)
 RELIABILITIES = ("best_effort", "reliable")
-DEFAULT_OUTPUT_NAMES = {"detections": "detections", "tensors": "tensors",
-                        "classification": "classification"}
 TEMPLATE_FIELDS = ("namespace", "topic", "basename", "output_name", "binding", "model")
 _BINDING_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -52,7 +52,7 @@ class ParamSpec:
 
 
 def _frontend_params() -> tuple[ParamSpec, ...]:
-    """The endpoints' parameters (ros/frontends.py), mirroring tritonserver's flags."""
+    """The endpoints' parameters (ros/endpoint_parameters.py), mirroring tritonserver's flags."""
     return tuple(ParamSpec(name, default, kind, description)
                  for name, default, kind, description in ENDPOINT_PARAMS)
 
@@ -260,6 +260,18 @@ class BindingConfig:
     output_reliability: str
     output_depth: int
     remote: RemoteConfig | None = None         # set: served by server_urls, not the core
+    input_kind: str = "image"                  # codec/registry.py: the only kind so far
+
+    @property
+    def input_settings(self) -> Any:
+        """The settings of this binding's input kind."""
+        return self.preprocess
+
+    @property
+    def output_settings(self) -> Any:
+        """The settings of this binding's output format (``format``)."""
+        return {"detections": self.detection, "classification": self.classification,
+                "tensors": TensorsConfig(self.outputs)}[self.format]
 
 
 @dataclass(frozen=True)
@@ -343,7 +355,7 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
         if not pattern.startswith("/"):
             raise invalid_arg(f"{where('topic_patterns')}: '{pattern}' must start with '/'")
     fmt = raw["format"]
-    output_name = raw["output_name"] or DEFAULT_OUTPUT_NAMES[fmt]
+    output_name = raw["output_name"] or fmt       # a format's default output name is its own
     template = raw["output_topic_template"]
     fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
     unknown = [f for f in fields if f not in TEMPLATE_FIELDS]
@@ -477,12 +489,6 @@ def _positive(values: dict, name: str) -> float:
 def _at_least(values: dict, name: str, low: int) -> int:
     if values[name] < low:
         raise invalid_arg(f"parameter '{name}' must be at least {low}, got {values[name]}")
-    return values[name]
-
-
-def _port(values: dict, name: str) -> int:
-    if not 0 <= values[name] <= 65535:
-        raise invalid_arg(f"parameter '{name}' must be a port number, got {values[name]}")
     return values[name]
 
 

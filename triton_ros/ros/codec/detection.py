@@ -1,4 +1,4 @@
-"""Model outputs -> detections in the source image's pixels (numpy only, no rclpy).
+"""The ``detections`` output format: model outputs -> detections in the source image's pixels.
 
 Two output layouts are understood, chosen by the binding's ``detection_layout`` (``auto`` picks
 from the model's outputs):
@@ -11,7 +11,9 @@ from the model's outputs):
   optional NMS and ``top_k`` apply as well.
 
 Boxes are in model-input pixels (``xyxy``, ``xywh`` or ``cxcywh``; or normalized to [0, 1] of the
-input size) and are mapped back through the :class:`~triton_ros.ros.preprocess.Letterbox`.
+input size) and are mapped back through the :class:`~triton_ros.ros.codec.preprocess.Letterbox`.
+Decoding is numpy; the detections are published as ``vision_msgs/Detection2DArray`` (or the
+package's fallback, :mod:`.messages`), one result per box with its class name and score.
 """
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..core.errors import invalid_arg
-from .model_target import ModelSpec
+from ...core.errors import invalid_arg
+from ..targets.spec import ModelSpec
+from .base import FrameOutputs
+from .messages import (DETECTION_RESULT_TYPE, DETECTION_TYPE, DETECTIONS_TYPE, label_of)
 from .preprocess import InputPlan, Letterbox
 
 DETECTION_LAYOUTS = ("auto", "boxes_scores", "detections")
@@ -57,6 +61,10 @@ class DetectionPlan:
     labels: tuple[str, ...]
     input_width: int
     input_height: int
+
+    @property
+    def requested(self) -> tuple[str, ...]:
+        return self.outputs
 
 
 @dataclass
@@ -191,8 +199,39 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
     return order[np.asarray(keep, np.int64)]
 
 
-def label_of(index: int, labels: Sequence[str]) -> str:
-    """The class name for an index, or the index itself when no name is known."""
-    if 0 <= index < len(labels) and labels[index]:
-        return labels[index]
-    return str(int(index))
+def detections_message(header, result: DetectionResult, labels: Sequence[str]):
+    """One image's detections as a Detection2DArray (or the fallback) with ``header``."""
+    msg = DETECTIONS_TYPE(header=header)
+    for i in range(len(result)):
+        x1, y1, x2, y2 = (float(v) for v in result.boxes[i])
+        det = DETECTION_TYPE(header=header, id=str(i))
+        det.bbox.center.position.x = (x1 + x2) / 2.0
+        det.bbox.center.position.y = (y1 + y2) / 2.0
+        det.bbox.size_x = x2 - x1
+        det.bbox.size_y = y2 - y1
+        hypothesis = DETECTION_RESULT_TYPE()
+        hypothesis.hypothesis.class_id = label_of(int(result.classes[i]), labels)
+        hypothesis.hypothesis.score = float(result.scores[i])
+        det.results.append(hypothesis)
+        msg.detections.append(det)
+    return msg
+
+
+class DetectionsFormat:
+    """``format: detections``."""
+
+    name = "detections"
+
+    def message_class(self) -> type:
+        return DETECTIONS_TYPE
+
+    def plan(self, settings: DetectionConfig, spec: ModelSpec,
+             input_plan: InputPlan) -> DetectionPlan:
+        return plan_detections(settings, spec, spec.labels, input_plan)
+
+    def decode(self, plan: DetectionPlan, frame: FrameOutputs):
+        return detections_message(frame.header, decode_detections(frame.outputs, plan,
+                                                                  frame.placement), plan.labels)
+
+
+DETECTIONS = DetectionsFormat()

@@ -1,10 +1,10 @@
-"""Why a frame did not become a result: reasons, and a throttled log that keeps the last error.
+"""Why a frame did not become a result, told: a throttled log that keeps the last error.
 
-Every frame a binding receives ends counted exactly once (:class:`~triton_ros.ros.source.
-SourceCounters`): published, or dropped or failed for one of the reasons below. Failures are also
-reported through a :class:`FailureLog`: the first occurrence of a kind is logged at once, later
-ones at most once per period with the number suppressed meanwhile, and the last error (text,
-level, time) is kept for ``/diagnostics``.
+Every frame a binding receives ends counted exactly once, by reason
+(:mod:`~triton_ros.ros.monitoring.counters`). Failures are also reported through a
+:class:`FailureLog`: the first occurrence of a kind is logged at once, later ones at most once per
+period with the number suppressed meanwhile, and the last error (text, level, time) is kept for
+``/diagnostics``. :data:`STALE_CAUSES` and :data:`WAITED_CAUSE` explain stale frames.
 
 This module is plain Python (no rclpy): the node passes its logger.
 """
@@ -17,18 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 LOG_EVERY_NS = 5_000_000_000           # one log line per kind every 5 s at most
-
-# Frames dropped on purpose (bounded latency, bad input, model not serving): WARN.
-DROP_REASONS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable")
-# Frames that failed on their way (ERROR), by stage:
-FAIL_REASONS = (
-    "failed_plan",         # the binding's settings do not fit the model (INVALID_ARG ...)
-    "failed_preprocess",   # the image could not be turned into the model's input
-    "failed_inference",    # the model answered with an error (TritonError, exception, timeout)
-    "failed_decode",       # the model's outputs could not be decoded into the message
-    "failed_publish",      # the message could not be published
-    "failed_internal",     # an unexpected exception in the node's own code
-)
 
 STALE_CAUSES = ("the publisher's clock is not synchronised with this host's (use chrony/NTP, or "
                 "set max_age_ms: 0), or a bag is replayed without --clock and use_sim_time:=true")

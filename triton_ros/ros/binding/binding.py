@@ -1,37 +1,42 @@
-"""A binding: input image topics -> one model input -> one output topic per input topic.
+"""A binding: input topics -> one model input -> one output topic per input topic.
 
 A :class:`Binding` owns its sources (one per input topic: explicit ``topics`` bound at start,
 and topics matching ``topic_patterns`` bound and unbound as the graph changes), their
 subscriptions and publishers. It talks to its model only through a
-:class:`~triton_ros.ros.model_target.ModelTarget` (the embedded core's model of any kind, or a
-remote one), so ONNX, Python and ensemble models are fed and read alike. Each frame goes through:
+:class:`~triton_ros.ros.targets.spec.ModelTarget` (the embedded core's model of any kind, or a
+remote one), so ONNX, Python and ensemble models are fed and read alike, and to its messages
+only through its input kind and output format (:mod:`~triton_ros.ros.codec`). Each frame goes
+through:
 
-1. the image callback (executor thread): the serialized image read without a copy of its pixels
-   (:mod:`~triton_ros.ros.serialized_image`; typed messages with ``serialized_images`` false),
-   header checks (malformed images are counted, logged and dropped) and the source's flow
-   control (:class:`~triton_ros.ros.source.Source`);
+1. the input callback (executor thread): the serialized message read without a copy of its
+   pixels (the input kind's reader; typed messages with ``serialized_images`` false), checked
+   (malformed inputs are counted, logged and dropped) and the source's flow control
+   (:class:`~triton_ros.ros.binding.source.Source`);
 2. still in the callback (node parameter ``preprocess_in_callback``, the default: the pixels
    were just copied in by this thread and are still in the CPU's cache, where a worker would
    read them cold after a hand-off, ``bench/RESULTS-ros.md``), or on a worker thread:
-   preprocessing into the model's input and ``target.infer``, which only queues - one request
-   per frame, so the model's dynamic batcher batches frames of every source (and gRPC
-   requests) together;
-3. a worker thread again when the response arrives: decoding (detections, classification or
-   tensors), publication with the input's header, then the source's next waiting frame.
+   encoding into the model's input (for images: preprocessing) and ``target.infer``, which only
+   queues - one request per frame, so the model's dynamic batcher batches frames of every
+   source (and gRPC requests) together;
+3. a worker thread again when the response arrives: decoding by the output format
+   (detections, classification or tensors), publication with the input's header, then the
+   source's next waiting frame.
 
-How to preprocess and decode is resolved once per serving model version (:class:`ModelPlan`,
-built from the target's :class:`~triton_ros.ros.model_target.ModelSpec`), so a reloaded model
-with another input size is picked up at its first frame.
+How to encode and decode is resolved once per serving model version
+(:class:`~triton_ros.ros.binding.plan.ModelPlan`, built from the target's
+:class:`~triton_ros.ros.targets.spec.ModelSpec`), so a reloaded model with another input size is
+picked up at its first frame.
 
 No failure on a frame's path is silent: whatever goes wrong (the plan, preprocessing, inference,
 decoding, publishing, or an unexpected exception anywhere) is counted by reason
-(:data:`~triton_ros.ros.failures.FAIL_REASONS`), logged at once and then throttled with a count
-(:class:`~triton_ros.ros.failures.FailureLog`), and shown on the binding's ``/diagnostics``
-status with the last error text. The line is logged (and the last error set) before the count
-moves, so whoever sees a count in ``/diagnostics`` or ``~/status`` finds its cause already
-there. The source's in-flight slot is always released, so the next frame runs. Stale frames are
-explained (age, topic, likely cause) the same way, as warnings, just after the source counts
-them (it decides staleness under its lock and logs outside it).
+(:data:`~triton_ros.ros.monitoring.counters.FAIL_REASONS`), logged at once and then throttled
+with a count (:class:`~triton_ros.ros.monitoring.failures.FailureLog`), and shown on the
+binding's ``/diagnostics`` status with the last error text. The line is logged (and the last
+error set) before the count moves, so whoever sees a count in ``/diagnostics`` or ``~/status``
+finds its cause already there. The source's in-flight slot is always released, so the next
+frame runs. Stale frames are explained (age, topic, likely cause) the same way, as warnings,
+just after the source counts them (it decides staleness under its lock and logs outside it).
+The binding's figures go to the diagnostics reporter once a period (:meth:`Binding.figures`).
 """
 from __future__ import annotations
 
@@ -39,22 +44,22 @@ import sys
 import threading
 import time
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, replace
-from typing import Callable
+from typing import Any, Callable
 
-from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg
-from . import output_messages
-from .classification_decoder import (ClassificationPlan, decode_classification,
-                                     plan_classification)
-from .detection_decoder import DetectionPlan, decode_detections, plan_detections
-from .diagnostics import DiagnosticsReporter
-from .failures import STALE_CAUSES, WAITED_CAUSE, FailureLog
-from .model_target import ModelSpec, ModelTarget, TargetState
-from .parameters import BindingConfig
-from .preprocess import (InputPlan, Letterbox, MalformedImage, Preprocessor, check_image,
-                         plan_input)
-from .serialized_image import ImageReader
-from .source import Frame, Source, SourceCounters
+from rclpy.clock import ClockType
+from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from ...core.errors import StatusCode, TritonRosError, as_triton_error
+from ..codec.base import FrameOutputs, MalformedInput
+from ..codec.registry import input_kind, output_format
+from ..monitoring.diagnostics import BindingFigures, SourceFigures
+from ..monitoring.failures import STALE_CAUSES, WAITED_CAUSE, FailureLog
+from ..monitoring.latency import LatencyWindow
+from ..monitoring.counters import SourceCounters
+from ..parameters import BindingConfig
+from ..targets.spec import ModelSpec, ModelTarget, TargetState
+from .plan import ModelPlan, build_plan
+from .source import Frame, Source
 from .topic_discovery import TopicMatcher
 
 # Inference errors that mean "the model is not serving now" (dropped_unavailable, a warning),
@@ -62,32 +67,12 @@ from .topic_discovery import TopicMatcher
 UNAVAILABLE_CODES = (StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND)
 
 
-@dataclass(frozen=True)
-class ModelPlan:
-    """How this binding feeds and reads one serving model version."""
-
-    spec: ModelSpec
-    input_name: str
-    batching: bool                     # the model batches: a batch dimension on every tensor
-    leading_one: bool                  # a non-batching model whose image input is [1, C, H, W]
-    input: InputPlan
-    preprocessor: Preprocessor
-    requested: tuple[str, ...] | None
-    decoder: DetectionPlan | ClassificationPlan | None
-
-    @property
-    def version(self) -> int:
-        return self.spec.version
-
-
 class Binding:
     """Runtime of one binding inside the node."""
 
     def __init__(self, config: BindingConfig, *, node, target: ModelTarget, workers: Executor,
-                 reporter: DiagnosticsReporter, callback_group,
+                 callback_group, model_latency: LatencyWindow | None = None,
                  serialized_images: bool = True, preprocess_in_callback: bool = True) -> None:
-        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-
         self.config = config
         self._node = node
         self.target = target
@@ -95,17 +80,21 @@ class Binding:
         # Preprocess in the image callback: the frame was just copied in by this thread, so its
         # pixels are still in the cache (on a worker they arrive cold, after a hand-off).
         self._inline = preprocess_in_callback
-        self._reporter = reporter
+        # The model's latency as this node's frames see it (request -> response), for its
+        # /diagnostics record; shared by the bindings of one model.
+        self._model_latency = model_latency if model_latency is not None else LatencyWindow()
         self._group = callback_group
         self._log = node.get_logger()
-        self._matcher = TopicMatcher(config.topic_patterns) if config.topic_patterns else None
+        self._input = input_kind(config.input_kind)
+        self._output = output_format(config.format)
+        self._matcher = (TopicMatcher(config.topic_patterns, self._input.ros_type)
+                         if config.topic_patterns else None)
         reliability = {"best_effort": ReliabilityPolicy.BEST_EFFORT,
                        "reliable": ReliabilityPolicy.RELIABLE}
         self._input_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=config.input_depth,
                                      reliability=reliability[config.input_reliability])
         self._output_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=config.output_depth,
                                       reliability=reliability[config.output_reliability])
-        self._message_type = output_messages.message_type(config.format)
         self._sources: dict[str, Source] = {}
         self._sources_lock = threading.Lock()
         self.retired = SourceCounters()        # totals of unbound sources, kept for the totals
@@ -114,11 +103,11 @@ class Binding:
         self._plan_lock = threading.Lock()
         self.failures = FailureLog(self._log)
         self._stopped = False
-        # Serialized subscriptions, read without a copy of the pixels (ros/serialized_image.py)
-        self._reader: ImageReader | None = None
+        # Serialized subscriptions, read without a copy of the pixels (codec/serialized_image.py)
+        self._reader: Callable[[Any], Any] | None = None
         if serialized_images:
             try:
-                self._reader = ImageReader()
+                self._reader = self._input.reader()
             except ImportError as exc:         # rosbags missing (an apt-installed ROS 2)
                 self._log.warning(f"binding '{config.name}': serialized_images is true but "
                                   f"{exc}; images arrive as typed messages (pip install "
@@ -141,8 +130,6 @@ class Binding:
             model=self.config.model)
 
     def add_source(self, topic: str, *, discovered: bool) -> Source | None:
-        from sensor_msgs.msg import Image
-
         with self._sources_lock:
             if topic in self._sources or self._stopped:
                 return None
@@ -155,11 +142,12 @@ class Binding:
                             max_age_ms=self.config.max_age_ms, discovered=discovered,
                             on_stale=self._on_stale)
             source.last_seen_publisher_ns = time.monotonic_ns()
-            source.publisher = self._node.create_publisher(self._message_type, output,
+            source.publisher = self._node.create_publisher(self._output.message_class(), output,
                                                            self._output_qos)
             source.output_topic = getattr(source.publisher, "topic_name", output)
             source.subscription = self._node.create_subscription(
-                Image, topic, lambda msg, s=source: self._on_image(s, msg), self._input_qos,
+                self._input.message_class(), topic, lambda msg, s=source: self._on_input(s, msg),
+                self._input_qos,
                 callback_group=self._group, raw=self._reader is not None)
             self._sources[topic] = source
         how = "found" if discovered else "bound"
@@ -206,13 +194,37 @@ class Binding:
         """Frames of this binding in its model now."""
         return sum(source.snapshot()[1] for source in self.sources())
 
+    def figures(self) -> BindingFigures:
+        """This binding's figures for the diagnostics reporter. Drains the latency windows: the
+        node calls it once per diagnostics period."""
+        now = time.monotonic_ns()
+        sources = []
+        for source in self.sources():
+            counters, in_flight, _ = source.snapshot()
+            sources.append(SourceFigures(source.topic, source.output_topic, counters, in_flight,
+                                         source.stalled_for_ns(now), source.e2e_latency.drain(),
+                                         source.infer_latency.drain()))
+        with self._sources_lock:
+            retired = self.retired.copy()
+        try:
+            state = self.target.state()
+        except Exception as exc:               # a target that cannot even say: not ready
+            state = TargetState(False, "UNKNOWN", f"{type(exc).__name__}: {exc}")
+        config = self.config
+        return BindingFigures(
+            name=config.name, model=config.model, location=self.target.location,
+            max_age_ms=config.max_age_ms, inputs=config.topics + config.topic_patterns,
+            sources=tuple(sources), retired=retired, last_error=self.failures.last,
+            last_stale=self.failures.last_stale, model_ready=state.ready,
+            model_state=state.state, model_reason=state.reason)
+
     # ---------------------------------------------------------------- per frame
     def _now_ns(self) -> int:
         """Now on the node's clock: ROS time (the /clock topic) with use_sim_time, else the
         system clock; header stamps are compared with it."""
         return self._node.get_clock().now().nanoseconds
 
-    def _on_image(self, source: Source, msg) -> None:
+    def _on_input(self, source: Source, msg) -> None:
         if self._stopped:
             return
         frame = None
@@ -221,13 +233,14 @@ class Binding:
             try:
                 if self._reader is not None:
                     msg = self._reader(msg)
-                check_image(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
-            except MalformedImage as exc:
+                self._input.check(msg)
+            except MalformedInput as exc:
                 header = getattr(msg, "header", None)     # None: the bytes did not deserialize
                 which = "" if header is None else f" (frame_id '{header.frame_id}')"
                 self.failures.report(
                     f"malformed:{source.topic}", "dropped_malformed",
-                    f"binding '{self.config.name}': malformed image on {source.topic}{which}: "
+                    f"binding '{self.config.name}': malformed {self._input.name} on "
+                    f"{source.topic}{which}: "
                     f"{exc}; dropped (counted as dropped_malformed in /diagnostics)", level="warn")
                 source.count_malformed()
                 return
@@ -266,7 +279,6 @@ class Binding:
 
     def _clock_name(self) -> str:
         try:
-            from rclpy.clock import ClockType
             clock = self._node.get_clock()
             if clock.clock_type == ClockType.ROS_TIME and clock.ros_time_is_active:
                 return "ROS (/clock, use_sim_time)"
@@ -337,10 +349,8 @@ class Binding:
                                      f"'{self.config.model}': {exc.message}")
                 source.count("failed_plan")
             return self._finish_source(source)
-        msg = frame.msg
         try:
-            tensor, box = plan.preprocessor(msg.data, msg.encoding, msg.height, msg.width,
-                                            msg.step)
+            tensor, placement = plan.encode(frame.msg)
         except Exception as exc:               # a frame's fault: count it, keep serving
             self._fail(source, "failed_preprocess", f"preprocessing a frame of {source.topic}",
                        exc)
@@ -348,22 +358,23 @@ class Binding:
         started = time.monotonic_ns()
         batched = plan.batching or plan.leading_one
         future = self.target.infer({plan.input_name: tensor[None] if batched else tensor},
-                                   outputs=plan.requested, priority=self.config.priority,
+                                   outputs=plan.output.requested, priority=self.config.priority,
                                    timeout_us=self.config.timeout_us)
         future.add_done_callback(
-            lambda f: self._submit(self._finish_frame, source, frame, plan, box, started, f))
+            lambda f: self._submit(self._finish_frame, source, frame, plan, placement, started,
+                                   f))
         return None
 
-    def _finish_frame(self, source: Source, frame: Frame, plan: ModelPlan, box: Letterbox,
+    def _finish_frame(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
                       started: int, future: Future) -> None:
         try:
-            self._complete(source, frame, plan, box, started, future)
+            self._complete(source, frame, plan, placement, started, future)
         except Exception as exc:               # a defect of ours: count, log, keep serving
             self._fail(source, "failed_internal", f"finishing a frame of {source.topic}", exc)
         finally:                               # whatever happened, the slot goes on
             self._run(source, self._finish_source(source))
 
-    def _complete(self, source: Source, frame: Frame, plan: ModelPlan, box: Letterbox,
+    def _complete(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
                   started: int, future: Future) -> None:
         try:
             response = future.result()
@@ -384,9 +395,9 @@ class Binding:
             return
         elapsed = time.monotonic_ns() - started
         source.infer_latency.add(elapsed)
-        self._reporter.model_latency(self.config.model).add(elapsed)
+        self._model_latency.add(elapsed)
         try:
-            msg = self._decode(plan, box, frame, response)
+            msg = self._decode(plan, placement, frame, response)
         except Exception as exc:               # the outputs do not decode as configured
             self._fail(source, "failed_decode", f"decoding the result of a frame of "
                        f"{source.topic} ({self.config.format})", exc)
@@ -401,21 +412,12 @@ class Binding:
         if latency >= 0:                       # a stamp ahead of our clock has no latency to tell
             source.e2e_latency.add(latency)
 
-    def _decode(self, plan: ModelPlan, box: Letterbox, frame: Frame, response):
+    def _decode(self, plan: ModelPlan, placement: Any, frame: Frame, response):
         outputs = {name: (value[0] if plan.batching else value)
                    for name, value in response.outputs.items()}
-        header = frame.msg.header
-        fmt = self.config.format
-        if fmt == "detections":
-            result = decode_detections(outputs, plan.decoder, box)
-            return output_messages.detections(header, result, plan.decoder.labels)
-        if fmt == "classification":
-            result = decode_classification(outputs, plan.decoder)
-            return output_messages.classification(header, result, plan.decoder.labels)
-        shaped = ((name, value[None] if plan.batching else value)
-                  for name, value in outputs.items())
-        return output_messages.tensor_list(header, response.model_name, response.model_version,
-                                           shaped)
+        return self._output.decode(plan.output, FrameOutputs(
+            frame.msg.header, outputs, plan.batching, response.model_name, response.model_version,
+            placement))
 
     def _fail(self, source: Source, reason: str, what: str, exc: BaseException) -> None:
         """Count a frame's failure by reason and log it (throttled), with its cause. Never
@@ -435,9 +437,6 @@ class Binding:
                   file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------- model plan
-    def target_state(self) -> TargetState:
-        return self.target.state()
-
     def plan(self) -> ModelPlan:
         """The plan for the model version that serves now (built at its first frame)."""
         spec = self.target.describe()
@@ -452,62 +451,13 @@ class Binding:
             if failed is not None and failed[0] is spec:
                 raise failed[1]
             try:
-                plan = build_plan(self.config, spec)
+                plan = build_plan(self.config, spec, self._input, self._output)
             except TritonRosError as exc:
                 self._plan_error = (spec, exc)
                 raise
             self._plan = plan
             self._log.info(f"binding '{self.config.name}': model '{spec.name}' version "
                            f"{spec.version} ({spec.platform}, {self.target.location}), input "
-                           f"'{plan.input_name}' {plan.input.layout} {plan.input.dtype} "
-                           f"{plan.input.width}x{plan.input.height}x{plan.input.channels}, "
-                           f"{self.config.preprocess.resize}, format {self.config.format}")
+                           f"'{plan.input_name}' {plan.input.summary}, format "
+                           f"{self.config.format}")
             return plan
-
-
-def build_plan(config: BindingConfig, spec: ModelSpec) -> ModelPlan:
-    """Resolve a binding's settings against a serving model; INVALID_ARG when they do not fit.
-
-    Works alike for every model kind: ``spec`` carries the effective inputs, outputs and labels.
-    """
-    if config.input:
-        tensor = spec.input(config.input)
-        if tensor is None:
-            raise invalid_arg(f"model '{spec.name}' has no input '{config.input}' (inputs: "
-                              f"{', '.join(t.name for t in spec.inputs)})")
-    else:
-        required = [t for t in spec.inputs if not t.optional]
-        if len(required) != 1:
-            raise invalid_arg(f"model '{spec.name}' has inputs "
-                              f"{', '.join(t.name for t in spec.inputs)}; set the binding's "
-                              f"'input' parameter")
-        tensor = required[0]
-    others = [t.name for t in spec.inputs if not t.optional and t.name != tensor.name]
-    if others:
-        raise invalid_arg(f"model '{spec.name}' also requires input(s) {', '.join(others)}, which "
-                          f"an image binding cannot provide")
-    # A model exported with a fixed batch of one and no batching (max_batch_size 0, input
-    # [1, 3, H, W], as many detector exports are) takes one image like a batching model; its
-    # outputs keep their leading 1, which the decoders' reshapes absorb.
-    leading_one = spec.max_batch_size == 0 and len(tensor.dims) == 4 and tensor.dims[0] in (1, -1)
-    if leading_one:
-        tensor = replace(tensor, dims=tuple(tensor.dims[1:]))
-    input_plan = plan_input(config.preprocess, tensor, model=spec.name)
-    decoder: DetectionPlan | ClassificationPlan | None = None
-    requested: tuple[str, ...] | None = None
-    if config.format == "detections":
-        decoder = plan_detections(config.detection, spec, spec.labels, input_plan)
-        requested = tuple(decoder.outputs)
-    elif config.format == "classification":
-        decoder = plan_classification(config.classification, spec, spec.labels)
-        requested = (decoder.output,)
-    elif config.outputs:
-        for name in config.outputs:
-            if spec.output(name) is None:
-                raise invalid_arg(f"model '{spec.name}' has no output '{name}' (outputs: "
-                                  f"{', '.join(t.name for t in spec.outputs)})")
-        requested = tuple(config.outputs)
-    return ModelPlan(spec=spec, input_name=tensor.name, batching=spec.max_batch_size > 0,
-                     leading_one=leading_one,
-                     input=input_plan, preprocessor=Preprocessor(input_plan), requested=requested,
-                     decoder=decoder)

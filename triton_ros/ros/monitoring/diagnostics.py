@@ -1,11 +1,11 @@
-"""Monitoring of the inference node: /diagnostics (rqt_runtime_monitor) and ~/status (rqt_plot).
+"""The node's health, once a diagnostics period: figures in, one record per model and binding out.
 
 Every diagnostics period the :class:`DiagnosticsReporter` turns the core's statistics and the
-bindings' counters into one health record per model and per binding: level (OK, WARN, ERROR), a
-message, queue depth, input and output rates, drops by reason, p50/p99 latencies and the mean
-executed batch over the period. :func:`diagnostic_array` renders them as
-``diagnostic_msgs/DiagnosticArray`` and :func:`status_message` as
-``triton_ros_interfaces/InferenceStatus``.
+bindings' figures (:class:`BindingFigures`, which each binding hands over) into one health
+record per model and per binding: level (OK, WARN, ERROR), a message, queue depth, input and
+output rates, drops by reason, p50/p99 latencies and the mean executed batch over the period.
+:mod:`~triton_ros.ros.monitoring.messages` renders them as ``diagnostic_msgs/DiagnosticArray``
+and ``triton_ros_interfaces/InferenceStatus``.
 
 Rates and percentiles cover the last period; totals count since start. Model figures include
 every frontend's requests (gRPC too); the latency percentiles of a model are those of this node's
@@ -20,17 +20,13 @@ drops and failures by reason, the last error and its age.
 from __future__ import annotations
 
 import collections
-import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
 
-import numpy as np
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..core.server import InferenceServer
-    from .bindings import Binding
-    from .source import SourceCounters
+from ...core.server import InferenceServer
+from .counters import DROP_REASONS, FAIL_REASONS, SourceCounters
+from .failures import STALE_CAUSES, LastError
+from .latency import LatencyWindow, percentiles_ms
 
 OK, WARN, ERROR = 0, 1, 2
 LEVEL_NAMES = {OK: "OK", WARN: "WARN", ERROR: "ERROR"}
@@ -38,31 +34,35 @@ DROP_WARN_FRACTION = 0.1             # a binding dropping more than this is WARN
 STALLED_WARN_S = 10.0                # frames in the model this long without a result: WARN
 
 
-class LatencyWindow:
-    """Latency samples (ns) since the last :meth:`drain`, at most ``capacity`` most recent."""
+@dataclass(frozen=True)
+class SourceFigures:
+    """One input topic of a binding, as the reporter reads it once a period."""
 
-    def __init__(self, capacity: int = 4096) -> None:
-        self._samples: collections.deque[int] = collections.deque(maxlen=capacity)
-        self._lock = threading.Lock()
-
-    def add(self, ns: int) -> None:
-        with self._lock:
-            self._samples.append(ns)
-
-    def drain(self) -> list[int]:
-        with self._lock:
-            out = list(self._samples)
-            self._samples.clear()
-            return out
+    topic: str
+    output_topic: str
+    counters: SourceCounters           # totals since the topic was bound
+    in_flight: int
+    stalled_ns: int                    # frames in the model this long without one leaving (0: none)
+    e2e_ns: list[int]                  # header stamp -> publication, since the last period
+    inference_ns: list[int]            # request -> response, since the last period
 
 
-def percentiles_ms(samples: Iterable[int]) -> tuple[float, float]:
-    """(p50, p99) in milliseconds; (0, 0) without samples."""
-    arr = np.fromiter(samples, np.float64)
-    if arr.size == 0:
-        return 0.0, 0.0
-    p50, p99 = np.percentile(arr, [50, 99])
-    return float(p50) / 1e6, float(p99) / 1e6
+@dataclass(frozen=True)
+class BindingFigures:
+    """What a binding hands the reporter once a period (``Binding.figures()``)."""
+
+    name: str
+    model: str
+    location: str                      # where its model runs: "local" for the embedded core's
+    max_age_ms: int
+    inputs: tuple[str, ...]            # its topics and topic patterns
+    sources: tuple[SourceFigures, ...]
+    retired: SourceCounters            # totals of topics unbound earlier
+    last_error: LastError | None
+    last_stale: LastError | None
+    model_ready: bool                  # its model target's state, for diagnostics
+    model_state: str
+    model_reason: str
 
 
 @dataclass
@@ -133,22 +133,22 @@ class BindingHealth:
 class DiagnosticsReporter:
     """Computes per-period health from counters that only grow (keeps the previous values)."""
 
-    def __init__(self, core: "InferenceServer") -> None:
+    def __init__(self, core: InferenceServer) -> None:
         self._core = core
         self._model_latency: dict[str, LatencyWindow] = collections.defaultdict(LatencyWindow)
         self._prev_models: dict[tuple[str, int], tuple] = {}
-        self._prev_sources: dict[tuple[str, str], "SourceCounters"] = {}
+        self._prev_sources: dict[tuple[str, str], SourceCounters] = {}
         self._prev_ns = 0
 
     def model_latency(self, model: str) -> LatencyWindow:
         return self._model_latency[model]
 
-    def report(self, bindings: list["Binding"], now_ns: int) -> tuple[list[ModelHealth],
-                                                                      list[BindingHealth]]:
+    def report(self, bindings: list[BindingFigures], now_ns: int) -> tuple[list[ModelHealth],
+                                                                          list[BindingHealth]]:
         period_s = (now_ns - self._prev_ns) / 1e9 if self._prev_ns else 0.0
         self._prev_ns = now_ns
         # Models of the embedded core used by bindings are listed even when not loaded.
-        used = {b.config.model: b.config.name for b in bindings if b.target.location == "local"}
+        used = {b.model: b.name for b in bindings if b.location == "local"}
         models = self._models(used, period_s)
         return models, [self._binding(b, period_s) for b in bindings]
 
@@ -217,31 +217,27 @@ class DiagnosticsReporter:
         return health
 
     # ---------------------------------------------------------------- bindings
-    def _binding(self, binding: "Binding", period_s: float) -> BindingHealth:
-        from .failures import DROP_REASONS, FAIL_REASONS, STALE_CAUSES
-        from .source import SourceCounters
-
-        cfg = binding.config
-        health = BindingHealth(cfg.name, cfg.model, OK, "ok")
+    def _binding(self, binding: BindingFigures, period_s: float) -> BindingHealth:
+        health = BindingHealth(binding.name, binding.model, OK, "ok")
         e2e: list[int] = []
         inference: list[int] = []
         period = SourceCounters()              # what happened in the last period, by reason
         totals = binding.retired.copy()        # sources unbound earlier still count
         stalled_ns = 0
         mono_now = time.monotonic_ns()
-        for source in binding.sources():
-            counters, in_flight, _ = source.snapshot()
-            e2e += source.e2e_latency.drain()
-            inference += source.infer_latency.drain()
-            key = (cfg.name, source.topic)
+        for source in binding.sources:
+            counters = source.counters
+            e2e += source.e2e_ns
+            inference += source.inference_ns
+            key = (binding.name, source.topic)
             prev = self._prev_sources.get(key) or SourceCounters()
             self._prev_sources[key] = counters
             delta = SourceCounters(**{name: getattr(counters, name) - getattr(prev, name)
                                       for name in SourceCounters.__dataclass_fields__})
             period.add(delta)
-            stalled_ns = max(stalled_ns, source.stalled_for_ns(mono_now))
+            stalled_ns = max(stalled_ns, source.stalled_ns)
             health.source_count += 1
-            health.in_flight += in_flight
+            health.in_flight += source.in_flight
             totals.add(counters)
             health.sources.append(SourceHealth(
                 source.topic, source.output_topic,
@@ -256,26 +252,22 @@ class DiagnosticsReporter:
             health.input_rate = period.received / period_s
             health.output_rate = period.published / period_s
             health.drop_rate = period.dropped / period_s
-        last = binding.failures.last
+        last = binding.last_error
         if last is not None:
             health.last_error, health.last_error_age_s = last.text, last.age_s(mono_now)
         last_text = f"; last error: {last.text}" if last is not None else ""
 
-        try:
-            state = binding.target_state()
-        except Exception as exc:               # a target that cannot even say: not ready
-            from .model_target import TargetState
-            state = TargetState(False, "UNKNOWN", f"{type(exc).__name__}: {exc}")
-        health.state = state.state
+        health.state = binding.model_state
         failed = {name: getattr(period, name) for name in FAIL_REASONS if getattr(period, name)}
-        if not state.ready:
-            if state.state:
-                detail = f"{state.state}: {state.reason}" if state.reason else state.state
+        if not binding.model_ready:
+            if binding.model_state:
+                detail = (f"{binding.model_state}: {binding.model_reason}" if binding.model_reason
+                          else binding.model_state)
             else:
-                detail = state.reason or "not loaded"
+                detail = binding.model_reason or "not loaded"
             health.level = ERROR
-            health.message = (f"model '{cfg.model}' is not ready ({detail}); frames are dropped "
-                              f"as unavailable")
+            health.message = (f"model '{binding.model}' is not ready ({detail}); frames are "
+                              f"dropped as unavailable")
         elif failed:
             health.level = ERROR if period.published == 0 else WARN
             reasons = ", ".join(f"{n} {name}" for name, n in failed.items())
@@ -290,17 +282,17 @@ class DiagnosticsReporter:
             health.message = (f"{period.dropped_malformed} malformed frames in the last period"
                               f"{last_text}")
         elif period.dropped_stale:
-            stale = binding.failures.last_stale
+            stale = binding.last_stale
             health.level = WARN
             health.message = (f"{period.dropped_stale} of {period.received} frames dropped as "
-                              f"stale (older than max_age_ms {cfg.max_age_ms})"
+                              f"stale (older than max_age_ms {binding.max_age_ms})"
                               + (f"; last: {stale.summary}" if stale is not None
                                  else f". Likely cause: {STALE_CAUSES}"))
         elif period.stamped_ahead:
-            stale = binding.failures.last_stale
+            stale = binding.last_stale
             health.level = WARN
             health.message = (f"{period.stamped_ahead} of {period.received} frames stamped more "
-                              f"than max_age_ms {cfg.max_age_ms} ahead of this node's clock "
+                              f"than max_age_ms {binding.max_age_ms} ahead of this node's clock "
                               f"(processed)"
                               + (f"; last: {stale.summary}" if stale is not None
                                  else f". Likely cause: {STALE_CAUSES}"))
@@ -310,95 +302,9 @@ class DiagnosticsReporter:
                               f"was not serving{last_text}")
         elif not health.source_count:
             health.level = WARN
-            health.message = "no input topic yet (waiting for " + \
-                ", ".join(cfg.topics + cfg.topic_patterns) + ")"
+            health.message = "no input topic yet (waiting for " + ", ".join(binding.inputs) + ")"
         elif period.received and period.dropped > DROP_WARN_FRACTION * period.received:
             health.level = WARN
             health.message = (f"dropping {period.dropped} of {period.received} frames "
                               f"(overloaded: lower the frame rate or raise max_in_flight)")
         return health
-
-
-# --------------------------------------------------------------------------------------------
-# Messages
-# --------------------------------------------------------------------------------------------
-
-def _kv(key: str, value) -> "object":
-    from diagnostic_msgs.msg import KeyValue
-    if isinstance(value, float):
-        value = f"{value:.3f}"
-    return KeyValue(key=key, value=str(value))
-
-
-def diagnostic_array(stamp, node_name: str, models: list[ModelHealth],
-                     bindings: list[BindingHealth]):
-    """One DiagnosticStatus per model and per binding."""
-    from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus
-
-    array = DiagnosticArray()
-    array.header.stamp = stamp
-    for m in models:
-        status = DiagnosticStatus(level=bytes([m.level]), name=f"{node_name}: model {m.name}",
-                                  message=m.message, hardware_id=node_name)
-        status.values = [
-            _kv("state", m.state), _kv("version", m.version), _kv("queue_depth", m.queue_depth),
-            _kv("input_rate", m.input_rate), _kv("output_rate", m.output_rate),
-            _kv("execution_rate", m.execution_rate), _kv("mean_batch_size", m.mean_batch_size),
-            _kv("mean_batch_size_total", m.mean_batch_size_total),
-            _kv("failures", m.failures), _kv("failures_total", m.failures_total),
-            _kv("queue_ms", m.queue_ms), _kv("compute_ms", m.compute_ms),
-            _kv("latency_p50_ms", m.latency_p50_ms), _kv("latency_p99_ms", m.latency_p99_ms),
-        ]
-        array.status.append(status)
-    for b in bindings:
-        status = DiagnosticStatus(level=bytes([b.level]), name=f"{node_name}: binding {b.name}",
-                                  message=b.message, hardware_id=node_name)
-        status.values = [
-            _kv("model", b.model), _kv("sources", b.source_count), _kv("in_flight", b.in_flight),
-            _kv("input_rate", b.input_rate), _kv("output_rate", b.output_rate),
-            _kv("drop_rate", b.drop_rate), _kv("received", b.received),
-            _kv("published", b.published), _kv("dropped_stale", b.dropped_stale),
-            _kv("dropped_superseded", b.dropped_superseded),
-            _kv("dropped_malformed", b.dropped_malformed),
-            _kv("dropped_unavailable", b.dropped_unavailable),
-            _kv("stamped_ahead", b.stamped_ahead), _kv("failed", b.failed),
-            _kv("failed_plan", b.failed_plan), _kv("failed_preprocess", b.failed_preprocess),
-            _kv("failed_inference", b.failed_inference), _kv("failed_decode", b.failed_decode),
-            _kv("failed_publish", b.failed_publish), _kv("failed_internal", b.failed_internal),
-            _kv("model_state", b.state), _kv("last_error", b.last_error),
-            _kv("last_error_age_s", b.last_error_age_s),
-            _kv("latency_p50_ms", b.latency_p50_ms), _kv("latency_p99_ms", b.latency_p99_ms),
-            _kv("inference_p50_ms", b.inference_p50_ms),
-            _kv("inference_p99_ms", b.inference_p99_ms),
-        ] + [_kv(s.topic, f"in {s.input_rate:.1f}/s, out {s.output_rate:.1f}/s, dropped "
-                          f"{s.dropped} -> {s.output_topic}") for s in b.sources]
-        array.status.append(status)
-    return array
-
-
-def status_message(stamp, models: list[ModelHealth], bindings: list[BindingHealth]):
-    """The same figures as triton_ros_interfaces/InferenceStatus, for rqt_plot."""
-    from triton_ros_interfaces.msg import BindingStatus, InferenceStatus, ModelStatus
-
-    msg = InferenceStatus()
-    msg.header.stamp = stamp
-    msg.models = [ModelStatus(
-        name=m.name, version=m.version, state=m.state, level=m.level, queue_depth=m.queue_depth,
-        input_rate=m.input_rate, output_rate=m.output_rate, execution_rate=m.execution_rate,
-        mean_batch_size=m.mean_batch_size, failures=m.failures, failures_total=m.failures_total,
-        latency_p50_ms=m.latency_p50_ms, latency_p99_ms=m.latency_p99_ms) for m in models]
-    msg.bindings = [BindingStatus(
-        name=b.name, model=b.model, level=b.level, source_count=b.source_count,
-        in_flight=b.in_flight, input_rate=b.input_rate, output_rate=b.output_rate,
-        drop_rate=b.drop_rate, dropped_stale=b.dropped_stale,
-        dropped_superseded=b.dropped_superseded, dropped_malformed=b.dropped_malformed,
-        dropped_unavailable=b.dropped_unavailable, failed=b.failed,
-        failed_plan=b.failed_plan, failed_preprocess=b.failed_preprocess,
-        failed_inference=b.failed_inference, failed_decode=b.failed_decode,
-        failed_publish=b.failed_publish, failed_internal=b.failed_internal,
-        message=b.message, last_error=b.last_error, last_error_age_s=b.last_error_age_s,
-        received=b.received,
-        published=b.published, latency_p50_ms=b.latency_p50_ms,
-        latency_p99_ms=b.latency_p99_ms, inference_p50_ms=b.inference_p50_ms,
-        inference_p99_ms=b.inference_p99_ms) for b in bindings]
-    return msg

@@ -1,6 +1,7 @@
 """Synthetic multi-robot cameras: sensor_msgs/Image streams for demos, tests and benchmarks.
 
-``python -m triton_ros.ros.synthetic_cameras [--camera ROBOT/CAMERA:WxH[:ENCODING]]... [--rate HZ]``
+``python -m triton_ros.ros.tools.synthetic_cameras [--camera ROBOT/CAMERA:WxH[:ENCODING]]...
+[--rate HZ]`` (installed as the ``synthetic_cameras`` console script)
 
 Each camera publishes ``<prefix>/<robot>/<camera>/image_raw`` with the sensor_data QoS and
 frame_id ``<robot>/<camera>_optical_frame``: a noisy mid-grey background with solid rectangles of
@@ -9,8 +10,9 @@ only black and white) bouncing inside cells of their own, so that none hides ano
 each image topic, ``<prefix>/<robot>/<camera>/ground_truth`` carries each frame's objects with
 the image's header: boxes in the camera's own pixels (x2, y2 exclusive), ``class_id`` the class
 name, score 1, as the message type the node publishes detections with
-(``vision_msgs/Detection2DArray`` where importable, else ``triton_ros_interfaces/Detections``). All cameras of the process are triggered together at ``--rate`` (like a
-hardware-synchronized rig) and stamped with the capture time. Without ``--camera`` it runs two
+(``vision_msgs/Detection2DArray`` where importable, else ``triton_ros_interfaces/Detections``).
+All cameras of the process are triggered together at ``--rate`` (like a hardware-synchronized
+rig) and stamped with the capture time. Without ``--camera`` it runs two
 robots with two cameras each, all of different resolutions and encodings. SIGINT or SIGTERM (or
 ``--seconds``) stops it; it prints how many frames each camera sent and exits 0.
 """
@@ -23,9 +25,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .output_messages import uint8_array
-from .preprocess import ENCODINGS
-from .ros_process import init_ros, strip_ros_args
+from ..codec.detection import DetectionResult, detections_message
+from ..codec.messages import DETECTIONS_TYPE, uint8_array
+from ..codec.preprocess import ENCODINGS
+from ..ros_process import init_ros, strip_ros_args
 
 DEFAULT_CAMERAS = (
     "robot1/camera_front:640x480:rgb8",
@@ -161,11 +164,8 @@ def ground_truth_topic(image_topic: str) -> str:
 
 def ground_truth_message(header, truth: GroundTruth):
     """The ground truth as the message type the node publishes detections with (score 1)."""
-    from .detection_decoder import DetectionResult
-    from .output_messages import detections
-
-    return detections(header, DetectionResult(truth.boxes, np.ones(len(truth.classes), np.float32),
-                                               truth.classes), list(CLASS_NAMES))
+    return detections_message(header, DetectionResult(
+        truth.boxes, np.ones(len(truth.classes), np.float32), truth.classes), list(CLASS_NAMES))
 
 
 class SyntheticCameras:
@@ -179,8 +179,6 @@ class SyntheticCameras:
         self._image_type = Image
         self.specs = specs
         self.scenes = [SyntheticScene(s, seed=i) for i, s in enumerate(specs)]
-        from .output_messages import DETECTIONS_TYPE
-
         self.publishers = [node.create_publisher(Image, s.topic(prefix), qos_profile_sensor_data)
                            for s in specs]
         # Ground truth is small and each message matters to whoever scores the detector:

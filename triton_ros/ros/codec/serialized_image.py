@@ -11,8 +11,9 @@ a numpy view of the same bytes: no copy, about 7 us per 640x480 frame. Receiving
 against 686 us of CPU per frame typed (``bench/results_ros_receive.md``).
 
 Only the header becomes an rclpy ``std_msgs/Header``: the outputs carry the input's header.
-Bytes that are not a serialized Image raise :class:`~triton_ros.ros.preprocess.MalformedImage`,
-which the binding counts as ``dropped_malformed`` like any other malformed frame.
+Bytes that are not a serialized Image raise
+:class:`~triton_ros.ros.codec.preprocess.MalformedImage`, which the binding counts as
+``dropped_malformed`` like any other malformed frame.
 """
 from __future__ import annotations
 

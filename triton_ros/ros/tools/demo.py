@@ -1,6 +1,6 @@
 """The ROS demo (scripts/run.sh): many robots' cameras, one detector, one dynamic batcher.
 
-``python -m triton_ros.ros.demo [--seconds 20] [--rate 30] [--params-file FILE]``
+``python -m triton_ros.ros.tools.demo [--seconds 20] [--rate 30] [--params-file FILE]``
 
 1. starts ``inference_node`` with config/inference.yaml (every ``/robot*/camera*/image_raw`` topic
    -> the bundled ``color_detector``, which sees what the synthetic cameras draw), its gRPC
@@ -41,9 +41,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..codec.messages import DETECTIONS_TYPE
+from ..package_files import package_file
+from ..ros_process import init_ros, strip_ros_args
 from .detection_metrics import FrameMatcher, match
-from .package_files import package_file
-from .ros_process import init_ros, strip_ros_args
 from .synthetic_cameras import (CLASS_NAMES, DEFAULT_CAMERAS, CameraSpec, SyntheticScene,
                                 ground_truth_topic, parse_camera)
 
@@ -150,8 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     from triton_ros_interfaces.msg import InferenceStatus
     from triton_ros_interfaces.srv import GetModelStatistics
 
-    from .output_messages import DETECTIONS_TYPE
-
     argv = sys.argv if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="how long the demo runs")
@@ -212,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         if not stats_client.wait_for_service(timeout_sec=60.0):
             raise RuntimeError("the node did not come up (see its log)")
         print(f"inference_node is up (gRPC at 127.0.0.1:{port}); starting robot1", flush=True)
-        cameras.append(_start([py, "-m", "triton_ros.ros.synthetic_cameras", "--rate",
+        cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate",
                                str(args.rate)] + [a for c in ROBOT1 for a in ("--camera", c)],
                               logs / "robot1.log"))
         grpc_thread = threading.Thread(target=_grpc_load, daemon=True,
@@ -239,8 +238,9 @@ def main(argv: list[str] | None = None) -> int:
                     waiting_for = short
             if len(cameras) == 1 and elapsed >= robot2_at:
                 print("starting robot2 (the node finds it by its topic pattern)", flush=True)
-                cameras.append(_start([py, "-m", "triton_ros.ros.synthetic_cameras", "--rate",
-                                       str(args.rate)] + [a for c in ROBOT2 for a in ("--camera", c)],
+                cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_cameras",
+                                       "--rate", str(args.rate)]
+                                      + [a for c in ROBOT2 for a in ("--camera", c)],
                                       logs / "robot2.log"))
             if node_proc.poll() is not None:
                 raise RuntimeError(f"inference_node exited with {node_proc.returncode}")

@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-IMAGE_TYPE = "sensor_msgs/msg/Image"
-
 
 def compile_pattern(pattern: str) -> re.Pattern:
     """A glob over topic names -> a regular expression matching whole names."""
@@ -44,16 +42,18 @@ def compile_pattern(pattern: str) -> re.Pattern:
 
 
 class TopicMatcher:
-    """Which image topics of the graph match a binding's patterns."""
+    """Which topics of the graph, of a binding's input message type, match its patterns."""
 
-    def __init__(self, patterns: Iterable[str]) -> None:
+    def __init__(self, patterns: Iterable[str], ros_type: str) -> None:
         self.patterns = tuple(patterns)
+        self.ros_type = ros_type               # e.g. "sensor_msgs/msg/Image"
         self._compiled = [compile_pattern(p) for p in self.patterns]
 
     def matches(self, topic: str) -> bool:
         return any(rx.match(topic) for rx in self._compiled)
 
     def select(self, topics_and_types: Iterable[tuple[str, list[str]]]) -> list[str]:
-        """Topics of the graph (``Node.get_topic_names_and_types()``) that are images and match."""
+        """Topics of the graph (``Node.get_topic_names_and_types()``) of the input type that
+        match."""
         return sorted(name for name, types in topics_and_types
-                      if IMAGE_TYPE in types and self.matches(name))
+                      if self.ros_type in types and self.matches(name))

@@ -1,8 +1,9 @@
-"""Model output -> the top classes of one image (numpy only, no rclpy).
+"""The ``classification`` output format: model output -> the top classes of one image.
 
 The binding's classification output (a score or logit vector per image) is optionally passed
 through a softmax, and its ``class_count`` best classes are kept, best first, with names from the
-binding's ``class_names`` or the output's ``label_filename``.
+binding's ``class_names`` or the output's ``label_filename``. Decoding is numpy; the classes are
+published as ``vision_msgs/Classification`` (or the package's fallback, :mod:`.messages`).
 """
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..core.errors import invalid_arg
-from .model_target import ModelSpec
+from ...core.errors import invalid_arg
+from ..targets.spec import ModelSpec
+from .base import FrameOutputs, InputPlan
+from .messages import CLASSIFICATION_TYPE, HYPOTHESIS_TYPE, label_of
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,10 @@ class ClassificationPlan:
     output: str
     labels: tuple[str, ...]
 
+    @property
+    def requested(self) -> tuple[str, ...]:
+        return (self.output,)
+
 
 def plan_classification(config: ClassificationConfig, model: ModelSpec,
                         labels: Mapping[str, Sequence[str]]) -> ClassificationPlan:
@@ -57,3 +64,32 @@ def decode_classification(outputs: Mapping[str, np.ndarray],
         else scores.shape[0]
     order = np.argsort(-scores, kind="stable")[:k]
     return ClassificationResult(classes=order, scores=scores[order])
+
+
+def classification_message(header, result: ClassificationResult, labels: Sequence[str]):
+    """One image's top classes as a Classification (or the fallback) with ``header``."""
+    msg = CLASSIFICATION_TYPE(header=header)
+    for index, score in zip(result.classes, result.scores):
+        msg.results.append(HYPOTHESIS_TYPE(class_id=label_of(int(index), labels),
+                                           score=float(score)))
+    return msg
+
+
+class ClassificationFormat:
+    """``format: classification``."""
+
+    name = "classification"
+
+    def message_class(self) -> type:
+        return CLASSIFICATION_TYPE
+
+    def plan(self, settings: ClassificationConfig, spec: ModelSpec,
+             input_plan: InputPlan) -> ClassificationPlan:
+        return plan_classification(settings, spec, spec.labels)
+
+    def decode(self, plan: ClassificationPlan, frame: FrameOutputs):
+        return classification_message(frame.header, decode_classification(frame.outputs, plan),
+                                      plan.labels)
+
+
+CLASSIFICATION = ClassificationFormat()

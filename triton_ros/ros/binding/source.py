@@ -5,8 +5,8 @@ while K are in flight waits in a one-frame slot where the latest frame wins: the
 is dropped as *superseded*. A frame older than ``max_age_ms`` (its header stamp to now, on the
 node's clock) is dropped as *stale* when it arrives and again when it leaves the slot. Every
 received frame ends up counted exactly once: published, dropped (stale, superseded, malformed,
-model unavailable) or failed (by stage, :data:`~triton_ros.ros.failures.FAIL_REASONS`), or is
-still in flight or waiting. Each stale drop is reported to ``on_stale`` with the frame's age and
+model unavailable) or failed (by stage,
+:data:`~triton_ros.ros.monitoring.counters.FAIL_REASONS`), or is still in flight or waiting. Each stale drop is reported to ``on_stale`` with the frame's age and
 whether it arrived fresh and aged waiting in the slot (the model is too slow) or arrived stale
 (clocks), so that the binding can explain it; a frame stamped more than ``max_age_ms`` ahead of
 the node's clock (clock skew the other way) is reported the same way with a negative age, counted
@@ -21,48 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .diagnostics import LatencyWindow
-from .failures import FAIL_REASONS
-
-
-@dataclass
-class SourceCounters:
-    """Totals since the source was bound; only grow."""
-
-    received: int = 0
-    published: int = 0
-    dropped_stale: int = 0
-    dropped_superseded: int = 0
-    dropped_malformed: int = 0
-    dropped_unavailable: int = 0
-    # Not a drop: frames stamped more than max_age_ms ahead of the node's clock (clock skew),
-    # processed and published all the same.
-    stamped_ahead: int = 0
-    failed_plan: int = 0
-    failed_preprocess: int = 0
-    failed_inference: int = 0
-    failed_decode: int = 0
-    failed_publish: int = 0
-    failed_internal: int = 0
-
-    def add(self, other: "SourceCounters") -> None:
-        for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def copy(self) -> "SourceCounters":
-        out = SourceCounters()
-        out.add(self)
-        return out
-
-    @property
-    def failed(self) -> int:
-        """Frames that failed on their way, every stage together."""
-        return sum(getattr(self, name) for name in FAIL_REASONS)
-
-    @property
-    def dropped(self) -> int:
-        return (self.dropped_stale + self.dropped_superseded + self.dropped_malformed
-                + self.dropped_unavailable + self.failed)
+from ..monitoring.counters import SourceCounters
+from ..monitoring.latency import LatencyWindow
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,10 @@ try:
 except ImportError:                     # pragma: no cover - a requirement; numpy path then
     cv2 = None
 
-from ..core.datatypes import to_numpy_dtype
-from ..core.errors import invalid_arg
-from ..core.model_config import WILDCARD_DIM, TensorConfig
+from ...core.datatypes import to_numpy_dtype
+from ...core.errors import invalid_arg
+from ...core.model_config import WILDCARD_DIM, TensorConfig
+from .base import MalformedInput
 
 # sensor_msgs/image_encodings: encoding -> (channels, channel order)
 ENCODINGS: dict[str, tuple[int, str]] = {
@@ -55,7 +56,7 @@ COLORS = ("rgb", "bgr")
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)   # ITU-R BT.601, as cv2.COLOR_RGB2GRAY
 
 
-class MalformedImage(ValueError):
+class MalformedImage(MalformedInput):
     """An image that cannot be read as its header claims; the message says why."""
 
 
@@ -96,6 +97,11 @@ class InputPlan:
         if self.layout == "NCHW":
             return (self.channels, self.height, self.width)
         return (self.height, self.width, self.channels)
+
+    @property
+    def summary(self) -> str:
+        return (f"{self.layout} {self.dtype} {self.width}x{self.height}x{self.channels}, "
+                f"{self.resize}")
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Detections scored against ground truth: recall, precision and mean IoU per camera.
 
-Used by the demo (``triton_ros.ros.demo``) and the tests, with the ground truth that
+Used by the demo (``triton_ros.ros.tools.demo``) and the tests, with the ground truth that
 ``synthetic_cameras`` publishes next to each image. Frames are matched by header (stamp and
 frame_id); within a frame each ground-truth object is matched greedily, best IoU first, to an
 unmatched detection of the same class whose IoU is at least ``min_iou`` (0.5, as PASCAL VOC).

@@ -1,0 +1,62 @@
+"""How every frame a binding receives ends, counted: the reasons, and the counters by reason.
+
+Every received frame ends up counted exactly once (:class:`SourceCounters`): published, dropped
+for one of :data:`DROP_REASONS` or failed for one of :data:`FAIL_REASONS`, or it is still in
+flight or waiting. Why each one happened is logged through a
+:class:`~triton_ros.ros.monitoring.failures.FailureLog`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Frames dropped on purpose (bounded latency, bad input, model not serving): WARN.
+DROP_REASONS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable")
+# Frames that failed on their way (ERROR), by stage:
+FAIL_REASONS = (
+    "failed_plan",         # the binding's settings do not fit the model (INVALID_ARG ...)
+    "failed_preprocess",   # the input could not be turned into the model's input
+    "failed_inference",    # the model answered with an error (TritonError, exception, timeout)
+    "failed_decode",       # the model's outputs could not be decoded into the message
+    "failed_publish",      # the message could not be published
+    "failed_internal",     # an unexpected exception in the node's own code
+)
+
+
+@dataclass
+class SourceCounters:
+    """Totals of one input topic since it was bound; only grow."""
+
+    received: int = 0
+    published: int = 0
+    dropped_stale: int = 0
+    dropped_superseded: int = 0
+    dropped_malformed: int = 0
+    dropped_unavailable: int = 0
+    # Not a drop: frames stamped more than max_age_ms ahead of the node's clock (clock skew),
+    # processed and published all the same.
+    stamped_ahead: int = 0
+    failed_plan: int = 0
+    failed_preprocess: int = 0
+    failed_inference: int = 0
+    failed_decode: int = 0
+    failed_publish: int = 0
+    failed_internal: int = 0
+
+    def add(self, other: "SourceCounters") -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def copy(self) -> "SourceCounters":
+        out = SourceCounters()
+        out.add(self)
+        return out
+
+    @property
+    def failed(self) -> int:
+        """Frames that failed on their way, every stage together."""
+        return sum(getattr(self, name) for name in FAIL_REASONS)
+
+    @property
+    def dropped(self) -> int:
+        return (self.dropped_stale + self.dropped_superseded + self.dropped_malformed
+                + self.dropped_unavailable + self.failed)

@@ -1,0 +1,99 @@
+"""A model of the embedded core, of any kind it serves, as a binding's model target.
+
+:class:`LocalModelTarget` implements :class:`~triton_ros.ros.targets.spec.ModelTarget` over the
+node's :class:`~triton_ros.core.server.InferenceServer`: the spec of the version that serves now
+(its configuration and the core's labels, read once when the version loaded), its state from
+the repository index, and ``infer`` straight into the core's scheduler.
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from concurrent.futures import Future
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ...core.errors import StatusCode, TritonRosError, unavailable
+from ...core.infer_request import InferRequest, RequestedOutput
+from ...core.server import InferenceServer
+from .spec import READY, ModelSpec, TargetState, spec_from_config
+
+
+class LocalModelTarget:
+    """A model of the embedded core (any kind it serves)."""
+
+    location = "local"
+
+    def __init__(self, core: InferenceServer, name: str, version: int = -1) -> None:
+        self.name = name
+        self.version = version
+        self._core = core
+        # One spec per loaded version object; weak, so that an unloaded version is not kept alive.
+        self._specs: "weakref.WeakKeyDictionary[object, ModelSpec]" = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+        self._requested: dict[tuple[str, ...], tuple] = {}
+        self._not_ready_state: tuple[int, TargetState] | None = None
+
+    def describe(self) -> ModelSpec:
+        try:
+            model = self._core.get_model(self.name, self.version)
+        except TritonRosError:
+            raise self._not_ready() from None
+        spec = self._specs.get(model)
+        if spec is None:
+            with self._lock:
+                spec = self._specs.get(model)
+                if spec is None:
+                    spec = spec_from_config(model.config, model.version, model.labels)
+                    self._specs[model] = spec
+        return spec
+
+    def _not_ready(self) -> TritonRosError:
+        # Frames keep arriving while a model is not ready: look its state up twice a second at
+        # most (the repository index scans the repository's directories).
+        now = time.monotonic_ns()
+        cached = self._not_ready_state
+        if cached is not None and now - cached[0] < 500_000_000:
+            state = cached[1]
+        else:
+            state = self.state()
+            self._not_ready_state = (now, state)
+        if state.ready:                        # it became ready meanwhile: try the next frame
+            return unavailable(f"model '{self.name}' was changing versions")
+        if not state.state and state.reason.startswith("not in"):
+            return TritonRosError(StatusCode.NOT_FOUND,
+                                  f"model '{self.name}' is not in the model repository")
+        what = f"version {self.version}" if self.version != -1 else "no version"
+        detail = state.state or "not loaded"
+        if state.reason:
+            detail += f": {state.reason}"
+        return unavailable(f"model '{self.name}' has {what} ready ({detail})")
+
+    def state(self) -> TargetState:
+        entries = [e for e in self._core.repository_index() if e.name == self.name and
+                   (self.version == -1 or e.version in ("", str(self.version)))]
+        if not entries:
+            return TargetState(False, "", "not in the model repository")
+        for wanted in (READY, "LOADING", "UNLOADING", "UNAVAILABLE"):
+            found = [e for e in entries if e.state == wanted]
+            if found:
+                entry = found[-1]              # the highest version in that state
+                return TargetState(wanted == READY, wanted, entry.reason, entry.version)
+        return TargetState(False, "", "not loaded")
+
+    def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
+              priority: int = 0, timeout_us: int = 0) -> Future:
+        requested = None
+        if outputs is not None:
+            key = tuple(outputs)
+            requested = self._requested.get(key)
+            if requested is None:
+                requested = self._requested[key] = tuple(RequestedOutput(n) for n in key)
+        return self._core.infer(InferRequest(
+            model_name=self.name, inputs=dict(inputs), model_version=self.version,
+            requested_outputs=requested, priority=priority, timeout_us=timeout_us))
+
+    def close(self) -> None:
+        """Nothing to release: the core is the node's and stops with it."""
