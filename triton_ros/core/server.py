@@ -20,7 +20,7 @@ from .. import __version__
 from .cache_manager import CacheConfig, LocalCache, create_cache
 from .errors import StoppingError, TritonRosError, invalid_arg
 from .infer_request import InferRequest, InferResponse
-from .infer_stats import StatsSnapshot
+from .infer_stats import EndpointStats, StatsSnapshot
 from .log_settings import LogSettings
 from .memory import limit_malloc_arenas
 from .model import ModelBase
@@ -103,6 +103,8 @@ class InferenceServer:
             poll_secs=options.repository_poll_secs,
             response_cache=self.response_cache,
         )
+        # What the network endpoints end before a request reaches a model (metrics).
+        self.endpoint_stats = EndpointStats()
         # Client shared memory regions, one registry for every frontend.
         self.shared_memory = SharedMemoryManager(allow_client_shm=options.allow_client_shm)
         self.log_settings = LogSettings(info=options.log_info, warning=options.log_warning,

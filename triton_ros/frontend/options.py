@@ -85,11 +85,18 @@ class HttpOptions:
     idle_timeout_s: float = 60.0           # idle keep-alive connection, or a stalled body
     max_connections: int = field(default_factory=default_max_connections)
     restrictions: Restrictions = field(default_factory=Restrictions)
+    # --http-min-body-rate: after header_timeout_s, a body arriving slower (bytes a second, on
+    # average since its head) gets 408; 0: no minimum (docs/server.md)
+    min_body_rate: int = 500
 
     def validate(self) -> "HttpOptions":
         _positive_int(self.max_input_size, "--http-max-input-size")
         _positive_int(self.max_request_size, "--http-max-request-size")
         _positive_int(self.max_connections, "max connections")
+        if isinstance(self.min_body_rate, bool) or not isinstance(self.min_body_rate, int) \
+                or self.min_body_rate < 0:
+            raise invalid_arg(f"--http-min-body-rate must be a non-negative integer, got "
+                              f"{self.min_body_rate!r}")
         for value, name in ((self.header_timeout_s, "header timeout"),
                             (self.idle_timeout_s, "idle timeout")):
             if not value > 0:
@@ -220,9 +227,15 @@ def add_arguments(p: argparse.ArgumentParser, parse_bool) -> None:
                    help="an idle keep-alive connection, or a body that stalls this long, is "
                         "closed (default 60)")
     p.add_argument("--http-max-connections", type=strict_uint, default=None, metavar="N",
-                   help="connections the HTTP endpoint holds at once; more get 503 and are "
-                        f"closed (default: a quarter of the descriptor limit, now "
-                        f"{default_max_connections()})")
+                   help="connections the HTTP endpoint holds at once; at the limit a new one "
+                        "closes (503) the connection that has waited longest without a request "
+                        "in progress, or gets 503 itself when every one has (default: a quarter "
+                        f"of the descriptor limit, now {default_max_connections()})")
+    p.add_argument("--http-min-body-rate", type=strict_uint, default=d.min_body_rate,
+                   metavar="BYTES_PER_SEC",
+                   help="after --http-header-timeout-secs, a request body must have arrived at "
+                        "this many bytes a second on average, else 408 and close (default 500; "
+                        "0: no minimum)")
     p.add_argument("--http-restricted-api", action="append", default=[],
                    metavar="<apis>:<key>=<value>",
                    help="restrict HTTP API groups (" + ", ".join(API_GROUPS) + ") to requests "
@@ -262,8 +275,9 @@ def add_arguments(p: argparse.ArgumentParser, parse_bool) -> None:
                    help="restrict gRPC protocol groups to calls with metadata "
                         "triton-grpc-protocol-<key>: <value> (UNAVAILABLE otherwise); repeatable")
     p.add_argument("--metrics-max-connections", type=strict_uint, default=m.max_connections,
-                   metavar="N", help="connections the metrics endpoint holds at once "
-                                     "(default 64)")
+                   metavar="N", help="connections the metrics endpoint holds at once; at the "
+                                     "limit a scrape closes the idle or half-sent connection "
+                                     "that has waited longest (default 64)")
 
 
 def options_from_args(args: argparse.Namespace) -> EndpointOptions:
@@ -273,6 +287,7 @@ def options_from_args(args: argparse.Namespace) -> EndpointOptions:
         header_timeout_s=args.http_header_timeout_secs, idle_timeout_s=args.http_idle_timeout_secs,
         max_connections=(args.http_max_connections if args.http_max_connections is not None
                          else default_max_connections()),
+        min_body_rate=args.http_min_body_rate,
         restrictions=parse_restrictions(args.http_restricted_api, "--http-restricted-api"),
     ).validate()
     grpc = GrpcOptions(
