@@ -44,6 +44,7 @@ tried by hand (bench/bench_request_path.py, two rounds alternating) it was no fa
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import os
 import weakref
@@ -75,6 +76,9 @@ _REFUSED = raw_response("503 Service Unavailable", "too many connections, retry 
 _EVICTED = raw_response("503 Service Unavailable", "connection closed to admit a new one: the "
                                                    "server is at its connection limit")
 _TIMED_OUT = raw_response("408 Request Timeout", "request header timed out")
+# Orders the connections' waits (_LimitedHandler._since): the loop's clock ticks in milliseconds,
+# and connections accepted in one tick would tie.
+_ORDER = itertools.count()
 
 
 class TransportError(Exception):
@@ -114,17 +118,17 @@ class _LimitedHandler(RequestHandler):
         self._limited = manager
         self._head_timeout = head_timeout
         self._head_timer: asyncio.TimerHandle | None = None
-        self._since = 0.0               # when it opened, or its last request head arrived
+        self._since = 0                 # when it opened, or its last request head arrived (_ORDER)
         self._partial_head = False      # bytes of a request head that is not complete yet
         self.reading_body = False       # read_body is reading this connection's request body
         self._closed_here = False       # closed by the server (evicted, timed out)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self._since = self._loop.time()
+        self._since = next(_ORDER)
         self._arm()
 
-    def eviction_key(self) -> tuple[int, float] | None:
+    def eviction_key(self) -> tuple[int, int] | None:
         """None while a request is in progress past its body (computed or answered): it is
         never evicted. Else (0, since) for a connection with no request (idle keep-alive, or a
         head still arriving) and (1, since) for one still sending its body: the smallest key is
@@ -170,7 +174,7 @@ class _LimitedHandler(RequestHandler):
         if self._request_count != before:
             self._disarm()                      # a whole head arrived
             self._partial_head = False
-            self._since = self._loop.time()
+            self._since = next(_ORDER)
         elif self._current_request is None:
             self._arm()                         # bytes of a head that is not complete yet
             self._partial_head = True
