@@ -21,7 +21,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from model_factory import identity_graph, write_model
+from model_factory import identity_config, identity_graph, write_model
 from prometheus_text import scrape
 from server_process import MODEL_REPOSITORY, ServerProcess
 from test_adversarial_http import INFER, assert_normal, connect, read_response, request
@@ -296,15 +296,8 @@ def rss_mb(pid: int) -> float:
 def test_memory_goes_back_after_large_requests(start_server, repo_copy):
     """15 requests of 30 MB over HTTP, then 15 over gRPC: within 15 s of idle the server's RSS
     is back within 50 MB of what it was before them (it kept 150-250 MB more)."""
-    config = """
-name: "identity_fp32"
-backend: "onnxruntime"
-max_batch_size: 0
-input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] } ]
-instance_group [ { count: 1 kind: KIND_CPU } ]
-"""
-    write_model(repo_copy, "identity_fp32", identity_graph("FP32", [-1]), config)
+    write_model(repo_copy, "identity_fp32", identity_graph("FP32", [-1]),
+                identity_config("identity_fp32"))
     s = start_server("--model-repository", str(repo_copy))
     time.sleep(1.0)
     baseline = rss_mb(s.proc.pid)

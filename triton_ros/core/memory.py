@@ -30,10 +30,10 @@ the top of the heaps of arenas other than the main one. ``triton-ros-server`` th
 arena (:func:`limit_malloc_arenas` ``(1)``: bench/results_memory_knobs.md measured no loss of
 throughput, and a lower peak) and keeps freed buffers for reuse while requests come
 (:func:`keep_freed_buffers` with :data:`SERVER_KEEP_AT_TOP`: with 64 MiB, each 30 MB gRPC request
-faulted 26000 fresh pages, with 256 MiB about 1000), and :class:`IdleTrim` (started by the core)
+faulted 26000 fresh pages, with 256 MiB about 200), and :class:`IdleTrim` (started by the core)
 hands what the heap holds free back to the system once requests have stopped for
-:data:`IDLE_TRIM_S` seconds: 4 s after the load the RSS was back at 141 MB, of which about 30 MB
-is ONNX Runtime's own arena holding the identity model's largest tensor.
+:data:`IDLE_TRIM_S` seconds: 4 s after the load the RSS was back at 138 MB, of which about 30 MB
+is ONNX Runtime's own arena holding the identity model's largest tensor (bench/server/README.md).
 """
 from __future__ import annotations
 
