@@ -1,6 +1,6 @@
 """Hostile clients of issue 34 against real triton-ros-server processes on 127.0.0.1, each
 followed by a normal request, with the server's log checked for tracebacks: aborted request
-bodies (counted, no traceback), trickled bodies at the connection limit (eviction, minimum body
+bodies and answers (counted, no traceback), trickled bodies at the connection limit (eviction, minimum body
 rate), half-sent connections holding the metrics port, 2000 concurrent gRPC calls, a model
 configuration whose delay overflowed the batcher's waits, and the memory kept after large
 requests.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import socket
 import struct
 import threading
@@ -33,8 +34,12 @@ METRICS_CONNECTIONS = 64          # the default --metrics-max-connections
 
 
 @pytest.fixture(scope="module")
-def server():
-    s = ServerProcess("--model-repository", str(MODEL_REPOSITORY),
+def server(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("hostile") / "models"
+    shutil.copytree(MODEL_REPOSITORY, repo)
+    write_model(repo, "identity_fp32", identity_graph("FP32", [-1]),
+                identity_config("identity_fp32"))
+    s = ServerProcess("--model-repository", str(repo),
                       "--http-max-connections", str(MAX_CONNECTIONS))
     s.wait_live()
     yield s
@@ -74,6 +79,31 @@ def test_aborted_bodies_are_counted_without_a_traceback(server):
     while closed_counts(server)["aborted"] < before + 10 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert closed_counts(server)["aborted"] == before + 10
+    assert_quiet(server)
+
+
+def test_clients_gone_while_a_large_answer_is_written_are_counted_quietly(server):
+    """A 20 MB answer whose client reads a little of it and closes (FIN, RST): no traceback
+    (aiohttp's ClientConnectionResetError out of the response's writes), counted as aborted."""
+    data = np.arange(5_000_000, dtype=np.float32).tobytes()
+    header = json.dumps({
+        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [5_000_000],
+                    "parameters": {"binary_data_size": len(data)}}],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
+    before = closed_counts(server)["aborted"]
+    for i in range(4):
+        s = connect(server.http_port)
+        s.sendall(request("POST", "/v2/models/identity_fp32/infer", header + data,
+                          {"Inference-Header-Content-Length": str(len(header))}))
+        assert s.recv(100).startswith(b"HTTP/1.1 200")
+        if i % 2:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()
+    assert_normal(server)
+    deadline = time.monotonic() + 10
+    while closed_counts(server)["aborted"] < before + 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert closed_counts(server)["aborted"] == before + 4
     assert_quiet(server)
 
 

@@ -49,7 +49,7 @@ from aiohttp import web
 from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unsupported
 from ..core.server import InferenceServer
 from . import http_codec as codec
-from .http_transport import AiohttpEndpoint, TransportError, read_body
+from .http_transport import AiohttpEndpoint, TransportError, client_gone, read_body
 from .options import HttpOptions, Restrictions
 
 _log = logging.getLogger("triton_ros.http")
@@ -420,9 +420,12 @@ class HttpServer(AiohttpEndpoint):
             # large binary outputs: written chunk by chunk, never joined on the loop
             stream = web.StreamResponse(status=response.status, headers=response.headers)
             stream.content_length = sum(len(c) for c in response.chunks)
-            await stream.prepare(request)
-            for chunk in response.chunks:
-                await stream.write(chunk)
-            await stream.write_eof()
+            try:
+                await stream.prepare(request)
+                for chunk in response.chunks:
+                    await stream.write(chunk)
+                await stream.write_eof()
+            except ConnectionError:     # the client went away meanwhile: counted, no traceback
+                client_gone(request)
             return stream
         return to_web_response(response)

@@ -25,9 +25,10 @@ handler's attributes, ``_request_count``, ``_current_request`` and ``_request_in
   ``min_body_rate`` bytes a second on average (Apache's ``RequestReadTimeout body=...,MinRate``
   idea; 500 by default); else ``408`` and close, so a trickled body ends in seconds even below
   the connection limit;
-- **aborted requests**: a client that closes its connection within a request head or body is
-  counted (``triton_ros_connections_closed{reason="aborted"}``) and logged as one throttled
-  debug line, never a traceback;
+- **aborted requests**: a client that closes its connection within a request head or body, or
+  while a large answer is written (:func:`client_gone`), is counted
+  (``triton_ros_connections_closed{reason="aborted"}``) and logged as one throttled debug line,
+  never a traceback;
 - **body size**: :func:`read_body` refuses a declared ``Content-Length`` over the limit before
   reading it, and a chunked body as soon as it passes the limit (``413``); a request answered
   without reading its body (405, 404, 403...) closes the connection instead of draining it.
@@ -286,6 +287,15 @@ def new_http_loop() -> asyncio.AbstractEventLoop:
         else:
             return uvloop.new_event_loop()
     return asyncio.new_event_loop()
+
+
+def client_gone(request: web.BaseRequest) -> None:
+    """The client of ``request`` closed its connection while the answer was being written:
+    counted as ``aborted`` (unless the server closed it), no traceback."""
+    handler = request.protocol
+    if isinstance(handler, _LimitedHandler) and not handler._closed_here:
+        handler._closed_here = True     # counted here, not again when the connection goes
+        handler._limited.aborted()
 
 
 async def read_body(request: web.BaseRequest, limits: HttpOptions) -> bytes | bytearray:
