@@ -128,6 +128,9 @@ class IdleTrim:
         self._thread: threading.Thread | None = None
         self._trim = getattr(_glibc(), "malloc_trim", None)
         self.trims = 0
+        self._seen: int | None = None       # the activity at the last look
+        self._changed = 0.0                 # when it last changed
+        self._trimmed: int | None = None    # the activity at the last trim
 
     def start(self) -> None:
         if self._trim is None or self._thread is not None:
@@ -141,15 +144,24 @@ class IdleTrim:
             self._thread.join(timeout=5.0)
 
     def _run(self) -> None:
-        seen = trimmed = self._activity()
-        changed = time.monotonic()
         while not self._stop.wait(self._period_s):
-            now_seen = self._activity()
-            if now_seen != seen:
-                seen, changed = now_seen, time.monotonic()
-            elif seen != trimmed and time.monotonic() - changed >= self._idle_s:
-                trimmed = seen
-                self.trim_now()
+            self.poll(time.monotonic())
+
+    def poll(self, now: float) -> bool:
+        """Look at the activity at time ``now`` (monotonic seconds); trim if the process has
+        been idle for ``idle_s`` since its last activity and has not been trimmed since.
+        True if it trimmed."""
+        seen = self._activity()
+        if self._seen is None or seen != self._seen:
+            self._seen, self._changed = seen, now
+            if self._trimmed is None:
+                self._trimmed = seen       # what came before the first look: not a burst
+            return False
+        if seen == self._trimmed or now - self._changed < self._idle_s:
+            return False
+        self._trimmed = seen
+        self.trim_now()
+        return True
 
     def trim_now(self) -> int:
         """Trim now; the bytes of resident memory it returned (as far as RSS tells)."""
