@@ -59,6 +59,21 @@ def closed_counts(server: ServerProcess, endpoint: str = "http") -> dict[str, fl
     return family.by("reason", endpoint=endpoint)
 
 
+def hang_up(s: socket.socket, reset: bool) -> None:
+    """Close a client's socket with FIN, or with RST (``reset``)."""
+    if reset:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    s.close()
+
+
+def assert_aborted(server: ServerProcess, expected: float) -> None:
+    """The aborted count reaches ``expected`` (the server sees the closes from its loop)."""
+    deadline = time.monotonic() + 10
+    while closed_counts(server)["aborted"] < expected and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert closed_counts(server)["aborted"] == expected
+
+
 # ------------------------------------------------------------------------------------------
 # 1. aborted bodies
 # ------------------------------------------------------------------------------------------
@@ -71,14 +86,9 @@ def test_aborted_bodies_are_counted_without_a_traceback(server):
         s = connect(server.http_port)
         s.sendall(request("POST", INFER, length=100_000) + b'{"inputs": [' + b" " * 5000)
         time.sleep(0.2)                  # the server is inside the body when it goes
-        if i % 2:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        s.close()
+        hang_up(s, reset=bool(i % 2))
     assert_normal(server)
-    deadline = time.monotonic() + 10
-    while closed_counts(server)["aborted"] < before + 10 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert closed_counts(server)["aborted"] == before + 10
+    assert_aborted(server, before + 10)
     assert_quiet(server)
 
 
@@ -96,14 +106,9 @@ def test_clients_gone_while_a_large_answer_is_written_are_counted_quietly(server
         s.sendall(request("POST", "/v2/models/identity_fp32/infer", header + data,
                           {"Inference-Header-Content-Length": str(len(header))}))
         assert s.recv(100).startswith(b"HTTP/1.1 200")
-        if i % 2:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        s.close()
+        hang_up(s, reset=bool(i % 2))
     assert_normal(server)
-    deadline = time.monotonic() + 10
-    while closed_counts(server)["aborted"] < before + 4 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert closed_counts(server)["aborted"] == before + 4
+    assert_aborted(server, before + 4)
     assert_quiet(server)
 
 

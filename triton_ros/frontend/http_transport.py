@@ -190,6 +190,7 @@ class _LimitedHandler(RequestHandler):
         throttled; anything else keeps aiohttp's report with its traceback."""
         exc = kwargs.get("exc_info")
         if isinstance(exc, HttpProcessingError):
+            self._closed_here = True        # answered 400 and closed: not an abort
             self._limited.bad_request(exc)
             return
         super().log_exception(*args, **kwargs)
