@@ -33,6 +33,20 @@ def identity_graph(datatype: str, dims: list, *, name: str = "identity"):
         [helper.make_tensor_value_info("OUTPUT0", t, dims)])
 
 
+def identity_config(name: str, datatype: str = "FP32", *, instances: int = 1) -> str:
+    """config.pbtxt of an ``identity_graph(datatype, [-1])`` model without batching: INPUT0 of
+    any length in, the same out, on ``instances`` CPU instances."""
+    config_type = "TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}"
+    return f"""
+name: "{name}"
+backend: "onnxruntime"
+max_batch_size: 0
+input [ {{ name: "INPUT0" data_type: {config_type} dims: [ -1 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: {config_type} dims: [ -1 ] }} ]
+instance_group [ {{ count: {instances} kind: KIND_CPU }} ]
+"""
+
+
 def slow_graph(size: int = 768, repeats: int = 3):
     """OUTPUT0 = INPUT0 (FP32 [N,1]) + 0 * sum(a chain of size x size MatMuls): slow but exact.
 

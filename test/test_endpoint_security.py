@@ -242,9 +242,10 @@ def test_grpc_restricted_protocols_and_message_size(start_server):
 # ------------------------------------------------------------------------------------------
 
 def test_idle_clients_never_exhaust_descriptors(tmp_path):
-    """A server limited to 256 descriptors, 400 idle HTTP clients: those over the connection
-    limit get 503 and are closed, the process keeps descriptors for everything else (gRPC
-    inference and a model load go on), and once the idle clients close HTTP serves again."""
+    """A server limited to 256 descriptors, 400 idle HTTP clients: each one over the
+    connection limit evicts the longest idle one (503, closed), the process keeps descriptors
+    for everything else (gRPC inference and a model load go on), a new HTTP client is served
+    meanwhile, and once the idle clients close HTTP serves as before."""
     grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
     log = tmp_path / "server.log"
     cmd = (f"ulimit -n 256 && exec {sys.executable} -m triton_ros.server_main "
@@ -265,7 +266,8 @@ def test_idle_clients_never_exhaust_descriptors(tmp_path):
         limit = (256 - 64) // 4
         for _ in range(400):
             socks.append(socket.create_connection(("127.0.0.1", http_port), timeout=10))
-        # those over the limit are answered 503 at once; the others stay open, idle
+        # as many as are over the limit are answered 503 at once (the oldest: evicted); the
+        # others stay open, idle
         refused, pending = 0, set(socks)
         deadline = time.monotonic() + 20
         while refused < 400 - limit and time.monotonic() < deadline:
@@ -276,9 +278,12 @@ def test_idle_clients_never_exhaust_descriptors(tmp_path):
         time.sleep(1.0)
         assert refused == 400 - limit, refused
         assert not select.select(list(pending), [], [], 0)[0]     # the held ones: no answer
-        # a new HTTP client gets an error while the idle ones hold their slots
+        # a new HTTP client is served while the idle ones hold every slot: one of them goes
         with socket.create_connection(("127.0.0.1", http_port), timeout=10) as s:
-            assert s.recv(200).startswith(b"HTTP/1.1 503")
+            s.sendall(b"GET /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n")
+            assert s.recv(200).startswith(b"HTTP/1.1 200")
+        readable, _, _ = select.select(list(pending), [], [], 10)
+        assert len(readable) == 1 and readable[0].recv(200).startswith(b"HTTP/1.1 503")
         # descriptors are left for the rest of the process: gRPC, a model load
         _infer_ok(client)
         client.load_model("simple_string")

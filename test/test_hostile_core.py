@@ -192,3 +192,101 @@ def test_random_malformed_http_requests_never_get_internal(core):
             assert exc.code is not StatusCode.INTERNAL, (header, exc.message)
         codes[code] = codes.get(code, 0) + 1
     assert codes.get("INVALID_ARG", 0) > 300, codes
+
+
+# ------------------------------------------------------------------------------------------
+# An instance thread that dies (issue 34): never a silent hang
+# ------------------------------------------------------------------------------------------
+
+def _queued_identity(repo, count: int) -> None:
+    """An identity model whose requests always queue (a batching delay: no direct execution)."""
+    from model_factory import identity_graph, write_model
+    write_model(repo, "m", identity_graph("FP32", ["N", 4]), f"""
+name: "m"
+backend: "onnxruntime"
+max_batch_size: 8
+input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
+instance_group [ {{ count: {count} kind: KIND_CPU }} ]
+dynamic_batching {{ max_queue_delay_microseconds: 100 }}
+""")
+
+
+def _identity_request() -> InferRequest:
+    return InferRequest("m", {"INPUT0": np.arange(4, dtype=np.float32).reshape(1, 4)})
+
+
+def _inject_next_batch(monkeypatch, fault):
+    """Every call of a scheduler's next_batch on model 'm' goes through ``fault(real, n)`` (n:
+    the calls so far): installed before the model loads, so even an instance thread's first
+    call does."""
+    from triton_ros.core.dynamic_batch_scheduler import DynamicBatchScheduler
+    real = DynamicBatchScheduler.next_batch
+    calls = []
+
+    def next_batch(self):
+        if self.model_name != "m":
+            return real(self)
+        calls.append(1)
+        return fault(lambda: real(self), len(calls))
+
+    monkeypatch.setattr(DynamicBatchScheduler, "next_batch", next_batch)
+
+
+def test_a_dying_instance_thread_fails_what_waits_and_the_model_is_unavailable(
+        explicit_core, caplog, monkeypatch):
+    """The only instance thread dies (here a MemoryError injected where it takes its next
+    batch) while requests wait: they fail with UNAVAILABLE naming the cause, the model is no
+    longer ready (its repository entry says why), later requests fail at once, and the cause
+    is logged once with its traceback."""
+    import threading
+
+    release = threading.Event()
+
+    def dies_on_second_batch(real, n):
+        if n == 1:
+            return real()
+        release.wait(30)
+        raise MemoryError("injected")
+
+    _inject_next_batch(monkeypatch, dies_on_second_batch)
+    _queued_identity(explicit_core.repo_path, count=1)
+    explicit_core.load_model("m")
+    model = explicit_core.get_model("m")
+    first = explicit_core.infer_sync(_identity_request(), timeout=30)
+    np.testing.assert_array_equal(first.outputs["OUTPUT0"], [[0, 1, 2, 3]])
+    waiting = [explicit_core.infer(_identity_request()) for _ in range(3)]
+    assert model.pending_request_count() == 3
+    release.set()
+    for future in waiting:
+        error = future.exception(timeout=30)
+        assert isinstance(error, TritonRosError) and error.code is StatusCode.UNAVAILABLE
+        assert "MemoryError: injected" in error.message
+    assert not explicit_core.model_ready("m")
+    entry = next(e for e in explicit_core.repository_index() if e.name == "m")
+    assert entry.state == "UNAVAILABLE" and "MemoryError: injected" in entry.reason
+    with pytest.raises(TritonRosError) as err:      # at once, as for any unready model
+        explicit_core.infer_sync(_identity_request(), timeout=5)
+    assert err.value.code is StatusCode.NOT_FOUND
+    tracebacks = [r for r in caplog.records if r.exc_info]
+    assert len(tracebacks) == 1 and "the thread of instance" in tracebacks[0].message
+    assert model.stats.snapshot().failures_by_reason.get("REJECTED") == 3
+
+
+def test_the_other_instances_serve_when_one_thread_dies(explicit_core, monkeypatch):
+    """With two instances, one thread dying leaves the other to serve every request; the
+    model stays ready."""
+    def dies_once(real, n):
+        if n == 1:
+            raise RuntimeError("injected")
+        return real()
+
+    _inject_next_batch(monkeypatch, dies_once)
+    _queued_identity(explicit_core.repo_path, count=2)
+    explicit_core.load_model("m")
+    model = explicit_core.get_model("m")
+    for _ in range(20):
+        response = explicit_core.infer_sync(_identity_request(), timeout=30)
+        np.testing.assert_array_equal(response.outputs["OUTPUT0"], [[0, 1, 2, 3]])
+    assert explicit_core.model_ready("m")
+    assert sum(i.failure is not None for i in model.instances) == 1

@@ -78,3 +78,25 @@ def test_kept_buffers_are_reused_without_page_faults():
         return float(run({}, FRAMES, THRESHOLDS, (mode,)))
     assert faults("default") > 100
     assert faults("keep") < 5
+
+
+def test_idle_trim_trims_once_per_quiet_spell_and_never_under_load():
+    """IdleTrim (core/memory.py), on a clock of its own: no trim while the activity count
+    changes, one once it has stayed the same for idle_s, none more until there was activity
+    again; nothing before the first activity."""
+    from triton_ros.core.memory import IdleTrim
+
+    activity = [0]
+    trim = IdleTrim(lambda: activity[0], idle_s=3.0)
+    trims: list[int] = []
+    trim._trim = trims.append          # the C library's malloc_trim, recorded instead
+    assert not any(trim.poll(t) for t in range(0, 10))        # idle from the start
+    for t in range(10, 20):            # busy: the count changes at every look
+        activity[0] += 1
+        assert not trim.poll(t)
+    assert not trim.poll(21) and not trim.poll(21.9)          # last change at 19: < 3 s
+    assert trim.poll(22.0) and trims == [0]                   # 3 s after the last change
+    assert not any(trim.poll(t) for t in range(24, 40))       # once per quiet spell
+    activity[0] += 1
+    assert not trim.poll(40) and not trim.poll(42) and trim.poll(43)
+    assert trims == [0, 0]

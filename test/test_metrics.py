@@ -196,7 +196,7 @@ def test_grafana_dashboard_uses_exported_metrics():
 
     dashboard = json.loads((ROOT / "config" / "grafana" / "triton_ros_dashboard.json").read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
-    used = {name for e in exprs for name in re.findall(r"\bnv_[a-z_]+", e)}
+    used = {name for e in exprs for name in re.findall(r"\b(?:nv|triton_ros)_[a-z_]+", e)}
     assert used and used <= set(FAMILIES), used - set(FAMILIES)
     # every per-model and per-interval family the server exports has a panel
     assert set(FAMILIES) - used <= {"nv_cache_hit_duration_per_model",

@@ -28,6 +28,7 @@ import threading
 from .core.cache_manager import parse_cache_config
 from .core.errors import TritonRosError
 from .core.log_settings import LogSettings
+from .core.memory import SERVER_KEEP_AT_TOP, keep_freed_buffers, limit_malloc_arenas
 from .core.model_repository_manager import CONTROL_MODES, RepositoryEntry
 from .core.server import InferenceServer, ServerOptions
 from .frontend.options import add_arguments as add_endpoint_arguments
@@ -162,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
         log_verbose=args.log_verbose,
         log_format=args.log_format,
     )
+    # glibc (core/memory.py): one arena, whose freed buffers are kept for reuse while requests
+    # come and handed back to the system once they stop (the core's IdleTrim).
+    limit_malloc_arenas(1)
+    keep_freed_buffers(at_top=SERVER_KEEP_AT_TOP)
     try:
         core = InferenceServer(options)
         core.log_settings.apply(core.log_settings.get())

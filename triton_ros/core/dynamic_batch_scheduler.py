@@ -48,8 +48,9 @@ wakes the longest waiter). Which idle instance runs a batch is not part of Trito
 Time is monotonic nanoseconds. The instance threads that sleep in step 5 lower their Linux timer
 slack (:func:`tighten_timer_slack`): by default the kernel may wake a timed wait up to 50 us late
 to save power, which a 2 ms ``max_queue_delay_microseconds`` paid on every batch it waited for.
-``stop()`` refuses new requests and either drains the queue or fails every waiting request;
-nothing waiting is ever left unanswered.
+``stop()`` refuses new requests and either drains the queue (sending what waits without
+waiting out the batching delay) or fails every waiting request; nothing waiting is ever left
+unanswered. An instance thread never sleeps longer than :data:`MAX_WAIT_S` in one wait.
 """
 from __future__ import annotations
 
@@ -69,6 +70,12 @@ from .model_config import ModelConfig, QueuePolicy
 STOPPING_MESSAGE = ("Server is stopping, scheduler for model has stopped accepting new inference "
                     "requests")
 
+
+#: The longest an instance thread sleeps in one wait; it then looks at the queue again. A
+#: configured delay may be far longer (up to about 292 years: model_config.MAX_MICROSECONDS),
+#: and a timed wait past ``threading.TIMEOUT_MAX`` (about 292 years on Linux) raises
+#: OverflowError: that killed every instance thread of a model with a larger delay (issue 34).
+MAX_WAIT_S = 3600.0
 
 _PR_SET_TIMERSLACK = 29                # linux/prctl.h
 TIMER_SLACK_NS = 1000                  # 1 us: the batcher's deadlines are tens of us and up
@@ -266,8 +273,12 @@ class DynamicBatchScheduler:
                     else:
                         decision = self._form_batch(now)
                         if isinstance(decision, int):
-                            self._cv.wait(timeout=max(decision, 1000) / 1e9)
-                            continue
+                            if self._stopping:     # draining: no batch waits for company
+                                decision = self._form_batch(now, flush=True)
+                            else:
+                                self._cv.wait(timeout=min(max(decision, 1000) / 1e9,
+                                                          MAX_WAIT_S))
+                                continue
                     if self._part_rows is not None:
                         part = self._first_part(decision)
                         if sent is None and part < len(decision):
@@ -292,6 +303,12 @@ class DynamicBatchScheduler:
             deliver()
         else:
             self._ordering.complete(seq, deliver)
+
+    def wake(self) -> None:
+        """Wake an idle instance thread to look at the queue again (one that stopped taking
+        batches may have been the one a queued request woke)."""
+        with self._cv:
+            self._cv.notify()
 
     def stop(self, *, drain: bool, error: TritonRosError | None = None) -> None:
         """Refuse new requests; keep serving queued ones (drain) or fail them with ``error``
@@ -383,8 +400,9 @@ class DynamicBatchScheduler:
         self._drop_empty_levels()
         return rejected
 
-    def _form_batch(self, now: int) -> list[_Entry] | int:
-        """GetDynamicBatch: the entries to send now, or the nanoseconds to wait."""
+    def _form_batch(self, now: int, flush: bool = False) -> list[_Entry] | int:
+        """GetDynamicBatch: the entries to send now, or the nanoseconds to wait (never with
+        ``flush``: the batch as it is, when the queue is draining)."""
         pending: list[_Entry] = []
         pending_rows = 0
         best = 0                        # number of entries in the chosen preferred batch
@@ -417,7 +435,7 @@ class DynamicBatchScheduler:
             return pending[:best]
         if send_now or pending_rows >= self._max_preferred:
             return pending
-        if delay_exceeded or self._delay_ns == 0:
+        if delay_exceeded or self._delay_ns == 0 or flush:
             return pending
         wait = self._delay_ns - waited
         deadlines = [e.deadline_ns for e in pending if e.deadline_ns]

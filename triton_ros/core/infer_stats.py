@@ -137,3 +137,35 @@ class ModelStats:
                              for _, b in sorted(self._batch.items())],
                 failures_by_reason=dict(self._fail_reasons),
             )
+
+
+class EndpointStats:
+    """Counters of what the network endpoints' transports end before a request reaches a model:
+    connections a client abandoned within a request (``aborted``), closed at the connection
+    limit to admit a new one (``evicted``) or refused there (``refused``), requests whose head or
+    body came too slowly (``timeout``) and malformed ones (``malformed``), per endpoint
+    (``http``, ``metrics``). Thread-safe; the counts only grow. Shown as the metric family
+    ``triton_ros_connections_closed`` (core/metrics.py)."""
+
+    REASONS = ("aborted", "evicted", "refused", "timeout", "malformed")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[tuple[str, str], int] = {}
+
+    def register(self, endpoint: str) -> None:
+        """List every reason of ``endpoint`` at 0, so a scrape shows them before they happen."""
+        with self._lock:
+            for reason in self.REASONS:
+                self._counts.setdefault((endpoint, reason), 0)
+
+    def count(self, endpoint: str, reason: str) -> int:
+        """Count one; the count so far (for throttled logging)."""
+        with self._lock:
+            value = self._counts.get((endpoint, reason), 0) + 1
+            self._counts[(endpoint, reason)] = value
+            return value
+
+    def snapshot(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            return dict(self._counts)

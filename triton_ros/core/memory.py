@@ -19,9 +19,21 @@ allocator keep them: buffers below 32 MiB come from the heap (``M_MMAP_THRESHOLD
 stops glibc moving that threshold by itself) and up to 64 MiB of free memory stays at the top of
 each heap (``M_TRIM_THRESHOLD``), so a frame reuses the pages of the one before. The price is
 that memory, bounded by those settings per arena (the node's peak RSS grew by 8-11 MB:
-bench/RESULTS-ros.md); the node calls it, the server does not (its
-requests fault 2-10 pages each, and keeping buffers changed neither its throughput nor its peak
-RSS: bench/results_server_page_faults.md).
+bench/RESULTS-ros.md). For small requests (tinydet's, 2-10 page faults each) keeping buffers
+changed neither the server's throughput nor its peak RSS (bench/results_server_page_faults.md).
+
+The server has a third case, large requests (tens of MB: images, point clouds, batches). Measured
+with bench/server/memory_after_load.py (30 MB requests over HTTP, then gRPC), glibc's defaults
+let the server's RSS go from 110 to 310-380 MB and stay there: freed buffers stay in the heaps,
+up to twice the largest buffer freed at the top of each heap, and ``malloc_trim`` cannot return
+the top of the heaps of arenas other than the main one. ``triton-ros-server`` therefore uses one
+arena (:func:`limit_malloc_arenas` ``(1)``: bench/results_memory_knobs.md measured no loss of
+throughput, and a lower peak) and keeps freed buffers for reuse while requests come
+(:func:`keep_freed_buffers` with :data:`SERVER_KEEP_AT_TOP`: with 64 MiB, each 30 MB gRPC request
+faulted 26000 fresh pages, with 256 MiB about 200), and :class:`IdleTrim` (started by the core)
+hands what the heap holds free back to the system once requests have stopped for
+:data:`IDLE_TRIM_S` seconds: 4 s after the load the RSS was back at 138 MB, of which about 30 MB
+is ONNX Runtime's own arena holding the identity model's largest tensor (bench/server/README.md).
 """
 from __future__ import annotations
 
@@ -30,6 +42,9 @@ import ctypes.util
 import logging
 import os
 import platform
+import threading
+import time
+from typing import Callable
 
 _log = logging.getLogger("triton_ros.memory")
 M_ARENA_MAX = -8            # glibc's mallopt parameter numbers
@@ -37,19 +52,28 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 KEEP_BELOW = 32 << 20       # the ceiling of glibc's own moving threshold (64-bit DEFAULT_MMAP_THRESHOLD_MAX)
 KEEP_AT_TOP = 64 << 20
+SERVER_KEEP_AT_TOP = 256 << 20   # triton-ros-server: kept while busy, trimmed once idle
 DEFAULT_ARENAS = 2
+IDLE_TRIM_S = 3.0           # IdleTrim: seconds without activity before memory is trimmed
 _done = False
 _kept = False
 
 
+def _glibc() -> ctypes.CDLL | None:
+    """The C library where it is glibc (mallopt, malloc_trim), else None."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return None
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError as exc:
+        _log.debug("cannot load the C library: %s", exc)
+        return None
+
+
 def _mallopt(*settings: tuple[int, int]) -> bool:
     """Apply glibc mallopt settings; False where this is not glibc or one is refused."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return False
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    except OSError as exc:
-        _log.debug("cannot load the C library for mallopt: %s", exc)
+    libc = _glibc()
+    if libc is None:
         return False
     for param, value in settings:
         if not libc.mallopt(param, value):      # glibc refused it: say so, apply no more
@@ -78,3 +102,72 @@ def keep_freed_buffers(below: int = KEEP_BELOW, at_top: int = KEEP_AT_TOP) -> bo
         return False
     _kept = _mallopt((M_MMAP_THRESHOLD, below), (M_TRIM_THRESHOLD, at_top))
     return _kept
+
+
+def resident_bytes() -> int:
+    """This process's resident set size (Linux ``/proc/self/statm``); 0 where unknown."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class IdleTrim:
+    """Returns the memory glibc's heaps hold free to the system (``malloc_trim(0)``) once the
+    process has been idle for ``idle_s`` seconds after some activity: once per quiet spell,
+    never under load. ``activity()`` is any number that changes while the process works (the
+    core's count of requests). Does nothing where the C library is not glibc."""
+
+    def __init__(self, activity: Callable[[], int], *, idle_s: float = IDLE_TRIM_S,
+                 period_s: float = 1.0) -> None:
+        self._activity = activity
+        self._idle_s = idle_s
+        self._period_s = period_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._trim = getattr(_glibc(), "malloc_trim", None)
+        self.trims = 0
+        self._seen: int | None = None       # the activity at the last look
+        self._changed = 0.0                 # when it last changed
+        self._trimmed: int | None = None    # the activity at the last trim
+
+    def start(self) -> None:
+        if self._trim is None or self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name="idle_trim", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._period_s):
+            self.poll(time.monotonic())
+
+    def poll(self, now: float) -> bool:
+        """Look at the activity at time ``now`` (monotonic seconds); trim if the process has
+        been idle for ``idle_s`` since its last activity and has not been trimmed since.
+        True if it trimmed."""
+        seen = self._activity()
+        if self._seen is None or seen != self._seen:
+            self._seen, self._changed = seen, now
+            if self._trimmed is None:
+                self._trimmed = seen       # what came before the first look: not a burst
+            return False
+        if seen == self._trimmed or now - self._changed < self._idle_s:
+            return False
+        self._trimmed = seen
+        self.trim_now()
+        return True
+
+    def trim_now(self) -> int:
+        """Trim now; the bytes of resident memory it returned (as far as RSS tells)."""
+        before = resident_bytes()
+        self._trim(0)
+        self.trims += 1
+        released = before - resident_bytes()
+        _log.debug("idle: malloc_trim returned %.1f MB to the system", released / 1e6)
+        return released

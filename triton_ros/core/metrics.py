@@ -72,6 +72,8 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "nv_cache_num_misses_per_model": (COUNTER, "Number of cache misses per model"),
     "nv_cache_miss_duration_per_model": (COUNTER, "Total cache miss (insert+lookup) duration per model, in microseconds"),
     "nv_cache_util": (GAUGE, "Cache utilization [0.0 - 1.0]"),
+    # Not Triton's: the transports' counts (core/infer_stats.EndpointStats).
+    "triton_ros_connections_closed": (COUNTER, "Connections an endpoint closed or lost before it answered a request, by reason: aborted (the client closed it within a request), evicted (closed at the connection limit to admit a new one), refused (over the connection limit), timeout (a request head or body too slow), malformed"),
     "nv_cache_num_entries": (GAUGE, "Number of responses stored in response cache"),
     "nv_cache_num_hits": (GAUGE, "Number of cache hits in response cache"),
     "nv_cache_num_misses": (GAUGE, "Number of cache misses in response cache"),
@@ -369,7 +371,17 @@ class Metrics:
         out.extend(self._cache_families())
         out.extend(self._gpu_families())
         out.extend(self._cpu_families())
+        out.extend(self._endpoint_families())
         return out
+
+    def _endpoint_families(self) -> list[Family]:
+        counts = self._core.endpoint_stats.snapshot()
+        if not counts:
+            return []
+        fam = _family("triton_ros_connections_closed")
+        for (endpoint, reason), value in sorted(counts.items()):
+            fam.add({"endpoint": endpoint, "reason": reason}, value)
+        return [fam]
 
     def render(self) -> str:
         """The whole exposition, as GET /metrics returns it."""

@@ -252,6 +252,7 @@ class Model(ModelBase):
         self._threads: list[threading.Thread] = []
         self._live_threads = 0
         self._unloading = False
+        self._thread_fault_logged = False
         # Held while an instance executes: by its own thread, or by a caller executing directly.
         self._exec_locks: dict[BackendModelInstance, threading.Lock] = {}
         self._direct: list[tuple[BackendModelInstance, threading.Lock]] = []
@@ -417,15 +418,36 @@ class Model(ModelBase):
 
     # ---------------------------------------------------------------- instance threads
     def _serve(self, instance: BackendModelInstance) -> None:
-        tighten_timer_slack()                  # this thread sleeps out the batcher's delays
-        lock = self._exec_locks[instance]
-        while instance.failure is None:
-            item = self.scheduler.next_batch()
-            if item is None:
-                return
-            seq, batch, sent = item
-            lock.acquire()
-            self._run_locked(instance, lock, seq, batch, sent)
+        """The instance's thread: take a batch whenever free, execute it, answer it.
+
+        It holds no request while it waits for the next batch: a request's tensors and its
+        response (tens of MB for a large request) were otherwise kept alive by this frame
+        until the next batch came. An instance failure, or a fault of the thread itself (a
+        bug, memory running out), ends the loop: the batch it held fails, the instance is
+        reported failed (the fault logged once, with its traceback), and the last instance to
+        fail makes the version UNAVAILABLE and fails everything queued: never a silent hang."""
+        batch: list[InferRequest] | None = None
+        try:
+            tighten_timer_slack()              # this thread sleeps out the batcher's delays
+            lock = self._exec_locks[instance]
+            while instance.failure is None:
+                item = self.scheduler.next_batch()
+                if item is None:
+                    return
+                seq, batch, sent = item
+                item = None
+                lock.acquire()
+                self._run_locked(instance, lock, seq, batch, sent)
+                batch = sent = None
+        except BaseException as exc:
+            instance.failure = f"its thread stopped: {type(exc).__name__}: {exc}"
+            if not self._thread_fault_logged:   # the cause once, with its traceback (a fault
+                self._thread_fault_logged = True    # of the server, not of a client)
+                _log.error("model '%s' version %d: the thread of instance %s stopped",
+                           self.name, self.version, instance.name, exc_info=exc)
+            if batch:
+                self._fail_unanswered(batch, internal(
+                    f"model '{self.name}' instance {instance.name} {instance.failure}"))
         self._instance_failed(instance)
 
     def _run_locked(self, instance: BackendModelInstance, lock: threading.Lock, seq: int,
@@ -461,7 +483,10 @@ class Model(ModelBase):
         with self._in_flight_lock:
             self._live_threads -= 1
             last = self._live_threads == 0
-        if not last or self._unloading:
+        if self._unloading:
+            return
+        if not last:
+            self.scheduler.wake()   # the others serve what this one was woken for
             return
         reason = (f"every instance of model '{self.name}' version {self.version} failed; last: "
                   f"{instance.failure}")

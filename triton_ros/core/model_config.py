@@ -9,7 +9,11 @@ the frozen dataclasses below, which is all the rest of the core reads. The norma
 kept on :attr:`ModelConfig.proto` for the ModelConfig RPC and for Python models' ``model_config``.
 
 Fields this project does not implement are either refused with UNSUPPORTED (where ignoring them
-would change results) or reported as warnings on :attr:`ModelConfig.warnings`.
+would change results) or reported as warnings on :attr:`ModelConfig.warnings`. Numeric fields
+are range-checked where a value the protobuf type allows would break the server: dims and
+reshape, batch and preferred sizes, priority levels, and the batcher's delays and timeouts (at
+most :data:`MAX_MICROSECONDS`, INVALID_ARG naming the field); counts such as
+``instance_group.count`` or ``model_warmup.count`` are taken as given, as Triton does.
 """
 from __future__ import annotations
 
@@ -31,6 +35,11 @@ from .errors import StatusCode, TritonRosError, invalid_arg, unsupported
 CONFIG_FILENAME = "config.pbtxt"
 WILDCARD_DIM = -1
 DEFAULT_MAX_BATCH_SIZE = 4  # tritonserver --backend-config=default-max-batch-size
+#: The longest delay or timeout a configuration may give, in microseconds: what a signed 64-bit
+#: count of nanoseconds holds (about 292 years). Triton multiplies these uint64 fields by 1000
+#: into uint64 nanoseconds without a check (past 2^64 ns the value wraps around); a larger value
+#: is refused here (INVALID_ARG naming the field), where it once killed the model's threads.
+MAX_MICROSECONDS = (2 ** 63 - 1) // 1000
 
 # Backend names and platforms (core/src/constants.h)
 ONNXRUNTIME_BACKEND = "onnxruntime"
@@ -495,6 +504,15 @@ def validate(proto: mc.ModelConfig) -> list[str]:
             if size > proto.max_batch_size:
                 raise invalid_arg(f"dynamic batching preferred size must be <= max batch size "
                                   f"for {name}, got {size} > {proto.max_batch_size}")
+        _check_microseconds(name, "dynamic_batching.max_queue_delay_microseconds",
+                            db.max_queue_delay_microseconds)
+        _check_microseconds(name, "dynamic_batching.default_queue_policy."
+                                  "default_timeout_microseconds",
+                            db.default_queue_policy.default_timeout_microseconds)
+        for level, policy in sorted(db.priority_queue_policy.items()):
+            _check_microseconds(name, f"dynamic_batching.priority_queue_policy[{level}]."
+                                      f"default_timeout_microseconds",
+                                policy.default_timeout_microseconds)
         if db.priority_levels != 0:
             if db.default_priority_level == 0 or db.default_priority_level > db.priority_levels:
                 raise invalid_arg(f"default priority level must be in range [1, "
@@ -563,6 +581,12 @@ def validate(proto: mc.ModelConfig) -> list[str]:
         _validate_warmup(proto)
     _collect_ignored_fields(proto, warnings)
     return warnings
+
+
+def _check_microseconds(model: str, field_name: str, value: int) -> None:
+    if value > MAX_MICROSECONDS:
+        raise invalid_arg(f"model '{model}': {field_name} must be at most {MAX_MICROSECONDS} "
+                          f"(292 years), got {value}")
 
 
 def _warmup_source(proto_input) -> str:

@@ -20,9 +20,9 @@ from .. import __version__
 from .cache_manager import CacheConfig, LocalCache, create_cache
 from .errors import StoppingError, TritonRosError, invalid_arg
 from .infer_request import InferRequest, InferResponse
-from .infer_stats import StatsSnapshot
+from .infer_stats import EndpointStats, StatsSnapshot
 from .log_settings import LogSettings
-from .memory import limit_malloc_arenas
+from .memory import IdleTrim, limit_malloc_arenas
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
 from .model_repository_manager import ModelRepositoryManager, RepositoryEntry
@@ -103,6 +103,8 @@ class InferenceServer:
             poll_secs=options.repository_poll_secs,
             response_cache=self.response_cache,
         )
+        # What the network endpoints end before a request reaches a model (metrics).
+        self.endpoint_stats = EndpointStats()
         # Client shared memory regions, one registry for every frontend.
         self.shared_memory = SharedMemoryManager(allow_client_shm=options.allow_client_shm)
         self.log_settings = LogSettings(info=options.log_info, warning=options.log_warning,
@@ -111,11 +113,16 @@ class InferenceServer:
         self._started = False
         self._stopping = False
         self._lock = threading.Lock()
+        # Requests received (approximate under concurrency: only whether it changes matters):
+        # the idle trim hands freed memory back to the system once it stops changing.
+        self._requests = 0
+        self._idle_trim = IdleTrim(lambda: self._requests)
 
     # ---------------------------------------------------------------- lifecycle
     def start(self) -> None:
         self.repository.start()
         self._started = True
+        self._idle_trim.start()
 
     def stop(self) -> None:
         """Refuse new work, let in-flight requests finish, unload every model."""
@@ -123,6 +130,7 @@ class InferenceServer:
             if self._stopping:
                 return
             self._stopping = True
+        self._idle_trim.stop()
         self.repository.stop(timeout=self.options.exit_timeout_secs)
         self.shared_memory.close()
 
@@ -194,6 +202,7 @@ class InferenceServer:
 
         Never raises: a bad request fails its own future and nothing else.
         """
+        self._requests += 1
         if self._stopping:
             request.set_error(StoppingError("Server is stopping, no new inference requests are "
                                             "accepted"))

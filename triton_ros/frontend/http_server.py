@@ -24,10 +24,11 @@ NOT_FOUND -> 404, UNAVAILABLE -> 503, UNSUPPORTED -> 501, INTERNAL -> 500; a wro
 405 and an unknown route 404. Bad input of any kind answers that request only.
 
 The transport is aiohttp's server (``http_transport``: keep-alive, chunked bodies,
-``Expect: 100-continue``, connection limit, header and idle timeouts, body size limit) on an
-event loop thread of its own, like the gRPC endpoint; gzip/deflate compression of requests and
-responses is handled here. A request's route, method and API restriction
-(``--http-restricted-api``: 403 without the header) are checked before its body is read.
+``Expect: 100-continue``, connection limit with eviction, header and idle timeouts, minimum
+body rate, body size limit) on an event loop thread of its own, like the gRPC endpoint;
+gzip/deflate compression of requests and responses is handled here. A request's route, method
+and API restriction (``--http-restricted-api``: 403 without the header) are checked before its
+body is read.
 Requests from many connections reach the same core, so perf_analyzer at high concurrency feeds
 the same dynamic batcher as gRPC clients and the ROS node. Conversions live in ``http_codec``;
 a large request is decompressed, decoded and submitted (cache lookup included) off the event
@@ -48,7 +49,7 @@ from aiohttp import web
 from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unsupported
 from ..core.server import InferenceServer
 from . import http_codec as codec
-from .http_transport import AiohttpEndpoint, TransportError, read_body
+from .http_transport import AiohttpEndpoint, TransportError, client_gone, read_body
 from .options import HttpOptions, Restrictions
 
 _log = logging.getLogger("triton_ros.http")
@@ -387,7 +388,8 @@ class HttpServer(AiohttpEndpoint):
         if max_input_size is not None:
             from dataclasses import replace
             options = replace(options, max_input_size=max_input_size)
-        super().__init__(address=address, port=port, limits=options.validate())
+        super().__init__(address=address, port=port, limits=options.validate(),
+                         stats=core.endpoint_stats)
         self._core = core
         self._restrictions: Restrictions = options.restrictions
         self._service = HttpService(core, max_input_size=options.max_input_size,
@@ -410,8 +412,7 @@ class HttpServer(AiohttpEndpoint):
         try:
             body = b""
             if unread:
-                body = await read_body(request, self.limits.max_request_size,
-                                       self.limits.idle_timeout_s)
+                body = await read_body(request, self.limits)
         except TransportError as exc:
             return to_web_response(error_response(exc.status, exc.message), close=True)
         response = await self._service.handle(Request(method, path, request.headers, body, route))
@@ -419,9 +420,12 @@ class HttpServer(AiohttpEndpoint):
             # large binary outputs: written chunk by chunk, never joined on the loop
             stream = web.StreamResponse(status=response.status, headers=response.headers)
             stream.content_length = sum(len(c) for c in response.chunks)
-            await stream.prepare(request)
-            for chunk in response.chunks:
-                await stream.write(chunk)
-            await stream.write_eof()
+            try:
+                await stream.prepare(request)
+                for chunk in response.chunks:
+                    await stream.write(chunk)
+                await stream.write_eof()
+            except ConnectionError:     # the client went away meanwhile: counted, no traceback
+                client_gone(request)
             return stream
         return to_web_response(response)

@@ -66,13 +66,15 @@ class MetricsServer(AiohttpEndpoint):
     """Serves ``/metrics`` on an event loop thread; start() returns once it listens."""
 
     service_name = "Metrics Service"
+    endpoint = "metrics"
 
     def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8002,
                  options: MetricsOptions | None = None, interval_ms: float | None = None,
                  allow_gpu_metrics: bool | None = None,
                  allow_cpu_metrics: bool | None = None) -> None:
         options = options or MetricsOptions()
-        super().__init__(address=address, port=port, limits=options.transport())
+        super().__init__(address=address, port=port, limits=options.transport(),
+                         stats=core.endpoint_stats)
         self._core = core
         self.metrics = Metrics(
             core, interval_ms=options.interval_ms if interval_ms is None else interval_ms,

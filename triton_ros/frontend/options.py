@@ -27,6 +27,14 @@ API_GROUPS = ("health", "metadata", "inference", "shared-memory", "model-config"
 GRPC_RESTRICTED_PREFIX = "triton-grpc-protocol-"
 
 MIB = 1 << 20
+#: Calls gRPC core may hold for the server before the application takes them (grpcio's
+#: ``grpc.server.max_pending_requests``, soft and hard limit). grpcio's defaults (1000 and 3000)
+#: made a burst of 2000 concurrent calls lose 5-8 % of them CANCELLED without details: grpc.aio
+#: takes calls off gRPC core's queue one event-loop turn at a time, and past the soft limit core
+#: cancels new calls at random (its "random early detection"). With this limit every call of
+#: such a burst reaches the endpoint and is answered; only past 65536 calls waiting at once
+#: does gRPC core cancel again (docs/server.md).
+GRPC_PENDING_CALLS = 1 << 16
 
 
 def default_max_connections() -> int:
@@ -85,11 +93,18 @@ class HttpOptions:
     idle_timeout_s: float = 60.0           # idle keep-alive connection, or a stalled body
     max_connections: int = field(default_factory=default_max_connections)
     restrictions: Restrictions = field(default_factory=Restrictions)
+    # --http-min-body-rate: after header_timeout_s, a body arriving slower (bytes a second, on
+    # average since its head) gets 408; 0: no minimum (docs/server.md)
+    min_body_rate: int = 500
 
     def validate(self) -> "HttpOptions":
         _positive_int(self.max_input_size, "--http-max-input-size")
         _positive_int(self.max_request_size, "--http-max-request-size")
         _positive_int(self.max_connections, "max connections")
+        if isinstance(self.min_body_rate, bool) or not isinstance(self.min_body_rate, int) \
+                or self.min_body_rate < 0:
+            raise invalid_arg(f"--http-min-body-rate must be a non-negative integer, got "
+                              f"{self.min_body_rate!r}")
         for value, name in ((self.header_timeout_s, "header timeout"),
                             (self.idle_timeout_s, "idle timeout")):
             if not value > 0:
@@ -145,6 +160,8 @@ class GrpcOptions:
             ("grpc.server_handshake_timeout_ms", int(self.handshake_timeout_s * 1000)),
             # gRPC core closes connections past this quota as soon as they are accepted
             ("grpc.max_allowed_incoming_connections", self.max_connections),
+            ("grpc.server.max_pending_requests", GRPC_PENDING_CALLS),
+            ("grpc.server.max_pending_requests_hard_limit", GRPC_PENDING_CALLS),
         ]
         if self.idle_timeout_s > 0:
             options.append(("grpc.max_connection_idle_ms", int(self.idle_timeout_s * 1000)))
@@ -220,9 +237,15 @@ def add_arguments(p: argparse.ArgumentParser, parse_bool) -> None:
                    help="an idle keep-alive connection, or a body that stalls this long, is "
                         "closed (default 60)")
     p.add_argument("--http-max-connections", type=strict_uint, default=None, metavar="N",
-                   help="connections the HTTP endpoint holds at once; more get 503 and are "
-                        f"closed (default: a quarter of the descriptor limit, now "
-                        f"{default_max_connections()})")
+                   help="connections the HTTP endpoint holds at once; at the limit a new one "
+                        "closes (503) the connection that has waited longest without a request "
+                        "in progress, or gets 503 itself when every one has (default: a quarter "
+                        f"of the descriptor limit, now {default_max_connections()})")
+    p.add_argument("--http-min-body-rate", type=strict_uint, default=d.min_body_rate,
+                   metavar="BYTES_PER_SEC",
+                   help="after --http-header-timeout-secs, a request body must have arrived at "
+                        "this many bytes a second on average, else 408 and close (default 500; "
+                        "0: no minimum)")
     p.add_argument("--http-restricted-api", action="append", default=[],
                    metavar="<apis>:<key>=<value>",
                    help="restrict HTTP API groups (" + ", ".join(API_GROUPS) + ") to requests "
@@ -262,8 +285,9 @@ def add_arguments(p: argparse.ArgumentParser, parse_bool) -> None:
                    help="restrict gRPC protocol groups to calls with metadata "
                         "triton-grpc-protocol-<key>: <value> (UNAVAILABLE otherwise); repeatable")
     p.add_argument("--metrics-max-connections", type=strict_uint, default=m.max_connections,
-                   metavar="N", help="connections the metrics endpoint holds at once "
-                                     "(default 64)")
+                   metavar="N", help="connections the metrics endpoint holds at once; at the "
+                                     "limit a scrape closes the idle or half-sent connection "
+                                     "that has waited longest (default 64)")
 
 
 def options_from_args(args: argparse.Namespace) -> EndpointOptions:
@@ -273,6 +297,7 @@ def options_from_args(args: argparse.Namespace) -> EndpointOptions:
         header_timeout_s=args.http_header_timeout_secs, idle_timeout_s=args.http_idle_timeout_secs,
         max_connections=(args.http_max_connections if args.http_max_connections is not None
                          else default_max_connections()),
+        min_body_rate=args.http_min_body_rate,
         restrictions=parse_restrictions(args.http_restricted_api, "--http-restricted-api"),
     ).validate()
     grpc = GrpcOptions(

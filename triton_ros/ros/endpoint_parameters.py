@@ -62,8 +62,11 @@ ENDPOINT_PARAMS: tuple[tuple[str, Any, str, str], ...] = (
     ("http.idle_timeout_s", _H.idle_timeout_s, "float",
      "An idle keep-alive connection, or a stalled body, is closed after this, seconds."),
     ("http.max_connections", 0, "int",
-     "Connections the HTTP endpoint holds at once, more get 503 (0: a quarter of the "
-     "descriptor limit)."),
+     "Connections the HTTP endpoint holds at once; at the limit a new one closes (503) the one "
+     "waiting longest without a request in progress (0: a quarter of the descriptor limit)."),
+    ("http.min_body_rate", _H.min_body_rate, "int",
+     "After header_timeout_s a request body must have come at this many bytes a second, else "
+     "408 (0: no minimum; --http-min-body-rate)."),
     ("http.restricted_api", [], "str_list",
      "Restricted API groups, each '<apis>:<key>=<value>' as tritonserver's "
      "--http-restricted-api: requests need header <key>: <value>, else 403."),
@@ -71,7 +74,8 @@ ENDPOINT_PARAMS: tuple[tuple[str, Any, str, str], ...] = (
     ("metrics.address", DEFAULT_ADDRESS, "str", _ADDRESS.format("metrics")),
     ("metrics.port", 8002, "int", _PORT.format("metrics")),
     ("metrics.max_connections", _M.max_connections, "int",
-     "Connections the metrics endpoint holds at once; more get 503."),
+     "Connections the metrics endpoint holds at once; at the limit a scrape closes the idle or "
+     "half-sent one waiting longest."),
 )
 
 
@@ -106,6 +110,7 @@ def endpoint_options(values: dict[str, Any], exit_timeout_s: float) -> EndpointO
         header_timeout_s=values["http.header_timeout_s"],
         idle_timeout_s=values["http.idle_timeout_s"],
         max_connections=values["http.max_connections"] or default_max_connections(),
+        min_body_rate=values["http.min_body_rate"],
         restrictions=parse_restrictions(values["http.restricted_api"], "http.restricted_api"))
     metrics = MetricsOptions(header_timeout_s=http.header_timeout_s,
                              idle_timeout_s=http.idle_timeout_s,
