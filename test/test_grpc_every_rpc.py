@@ -138,3 +138,40 @@ def server_trace_file(server) -> str:
     args = server.proc.args
     spec = args[args.index("--trace-config") + 1]
     return spec.partition("file=")[2]
+
+
+def test_an_rpc_the_servicer_lacks_answers_unimplemented_cleanly(tmp_path, monkeypatch, caplog):
+    """An RPC of the protos that the servicer does not implement (as a newer tritonclient's
+    would be) answers UNIMPLEMENTED without a traceback: here TraceSetting and LogSettings
+    taken away from a servicer."""
+    from tritonclient.grpc import service_pb2_grpc
+
+    from triton_ros.core.server import InferenceServer, ServerOptions
+    from triton_ros.frontend import grpc_server
+
+    generated = service_pb2_grpc.GRPCInferenceServiceServicer
+
+    class Older(grpc_server.GrpcInferenceService):
+        TraceSetting = generated.TraceSetting
+        LogSettings = generated.LogSettings
+
+    monkeypatch.setattr(grpc_server, "GrpcInferenceService", Older)
+    core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
+    core.start()
+    server = grpc_server.GrpcServer(core, address="127.0.0.1", port=0)
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.port}")
+    try:
+        for name in ("TraceSetting", "LogSettings"):
+            method = SERVICE.methods_by_name[name]
+            for _ in range(3):
+                code, detail = _call(channel, method, _request_class(method)())
+                assert code == grpc.StatusCode.UNIMPLEMENTED, (code, detail)
+                assert detail == f"{name} is not implemented by triton-ros-server"
+        code, _ = _call(channel, SERVICE.methods_by_name["ServerLive"], pb.ServerLiveRequest())
+        assert code == grpc.StatusCode.OK
+    finally:
+        channel.close()
+        server.stop()
+        core.stop()
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= 40], caplog.records
