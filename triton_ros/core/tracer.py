@@ -586,6 +586,11 @@ class _Setting:
     def valid(self) -> bool:
         return not self.reason and self.count != 0
 
+    @property
+    def pending(self) -> bool:
+        """Traces in flight or kept, not yet written."""
+        return self._in_flight > 0 or bool(self._stream)
+
     def current(self) -> TraceConfig:
         return replace(self.values, count=self.count)
 
@@ -663,6 +668,7 @@ class TraceManager:
         self._closed = False
         self._global = _Setting(config, frozenset(), self._file(config.file))
         self._models: dict[str, _Setting] = {}
+        self._retired: list[_Setting] = []
         #: Whether any setting may trace a request; False costs a request nothing else.
         self.active = self._global.valid
         if config.level != LEVEL_OFF and self._global.reason:
@@ -718,6 +724,8 @@ class TraceManager:
                     if setting is not None:
                         self._models[name] = setting
             self._refresh_active()
+            # Replaced settings whose traces are still in flight: written at close if not before.
+            self._retired = [s for s in self._retired + retired if s.pending]
         for old in retired:
             old.retire(self)
         return self.get_setting(model_name)
@@ -768,7 +776,8 @@ class TraceManager:
         return Trace(_Group(self, setting))
 
     def _finished(self, group: _Group) -> None:
-        entries = [entry for trace in group.traces for entry in trace.entries()]
+        traces, group.traces = group.traces, []     # no cycle left between group and traces
+        entries = [entry for trace in traces for entry in trace.entries()]
         group.setting.finished(entries, self)
 
     def _save(self, file: TraceFile, batch: list[list[dict]], indexed: bool, *,
@@ -800,7 +809,7 @@ class TraceManager:
                 return
             self._closed = True
             self.active = False
-            settings = [self._global, *self._models.values()]
+            settings = [*self._retired, self._global, *self._models.values()]
         for setting in settings:
             setting.retire(self, force=True)
         for file in list(self._files.values()):

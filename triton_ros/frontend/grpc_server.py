@@ -6,6 +6,9 @@ The servicer only converts (``grpc_codec``) and delegates to the shared
 a thread of its own, so the same process can also spin a ROS node. Requests from many clients
 reach the same model batchers as every other frontend. The shared memory RPCs delegate to the
 core's region registry (system shared memory; CUDA shared memory is refused as UNIMPLEMENTED).
+TraceSetting delegates to the core's trace manager, and a traced inference adds Triton's
+GRPC_* timestamps to its trace (core/tracer.py). An RPC of tritonclient's protos that the
+servicer does not implement answers UNIMPLEMENTED (never the generated stub's exception).
 
 The inference RPCs are the hot path (bench/bench_request_path.py measures it):
 
@@ -440,6 +443,7 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                     future = self._core.infer(infer_request)
                     trace = infer_request.trace
                     if trace is not None:
+                        received = received or time.monotonic_ns()
                         trace.capture("GRPC_WAITREAD_START", received)
                         trace.capture("GRPC_WAITREAD_END", received)
                     key = (msg, infer_request.shared_memory_outputs(), trace)
@@ -536,6 +540,7 @@ def _trace_call(context, trace, received: int) -> None:
     has read, so both GRPC_WAITREAD_START and _END are when the handler received it;
     GRPC_SEND_END is when the call ended, after the reply was handed to grpcio
     (GRPC_SEND_START). The call's end releases the trace, whatever its outcome."""
+    received = received or time.monotonic_ns()   # tracing turned on since it arrived
     trace.capture("GRPC_WAITREAD_START", received)
     trace.capture("GRPC_WAITREAD_END", received)
 

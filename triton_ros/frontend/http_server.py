@@ -455,13 +455,7 @@ class HttpServer(AiohttpEndpoint):
             return await self._send_traced(request, response)
         if len(response.chunks) > 1 and sum(len(c) for c in response.chunks) > OFF_LOOP_BYTES:
             # large binary outputs: written chunk by chunk, never joined on the loop
-            stream = web.StreamResponse(status=response.status, headers=response.headers)
-            stream.content_length = sum(len(c) for c in response.chunks)
-            await stream.prepare(request)
-            for chunk in response.chunks:
-                await stream.write(chunk)
-            await stream.write_eof()
-            return stream
+            return await _write(request, response)
         return to_web_response(response)
 
     async def _send_traced(self, request: web.BaseRequest,
@@ -471,13 +465,19 @@ class HttpServer(AiohttpEndpoint):
         trace = response.trace
         try:
             trace.capture("HTTP_SEND_START")
-            web_response = web.StreamResponse(status=response.status, headers=response.headers)
-            web_response.content_length = sum(len(c) for c in response.chunks)
-            await web_response.prepare(request)
-            for chunk in response.chunks:
-                await web_response.write(chunk)
-            await web_response.write_eof()
+            written = await _write(request, response)
             trace.capture("HTTP_SEND_END")
-            return web_response
+            return written
         finally:
             trace.release()
+
+
+async def _write(request: web.BaseRequest, response: Response) -> web.StreamResponse:
+    """Write ``response`` chunk by chunk now (its chunks are never joined)."""
+    stream = web.StreamResponse(status=response.status, headers=response.headers)
+    stream.content_length = sum(len(c) for c in response.chunks)
+    await stream.prepare(request)
+    for chunk in response.chunks:
+        await stream.write(chunk)
+    await stream.write_eof()
+    return stream
