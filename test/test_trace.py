@@ -95,8 +95,10 @@ def repo(tmp_path_factory) -> Path:
     return repo
 
 
-def _start(repo: Path, *trace_config: str) -> ServerProcess:
+def _start(repo: Path, *trace_config: str, only: str | None = None) -> ServerProcess:
     args = ["--model-repository", str(repo)]
+    if only:        # a faster start where a test needs one model
+        args += ["--model-control-mode", "explicit", "--load-model", only]
     for spec in trace_config:
         args += ["--trace-config", spec]
     server = ServerProcess(*args)
@@ -125,7 +127,8 @@ def _simple_inputs(module, value: int = 1):
 
 def test_trace_settings_over_http_and_grpc(repo, tmp_path):
     trace_file = str(tmp_path / "trace.json")
-    server = _start(repo, f"triton,file={trace_file}", "level=TIMESTAMPS", "rate=1")
+    server = _start(repo, f"triton,file={trace_file}", "level=TIMESTAMPS", "rate=1",
+                    only="simple")
     try:
         http, grpc = server.http_client(), server.client()
         initial = {"trace_file": trace_file, "trace_level": ["TIMESTAMPS"], "trace_rate": "1",
@@ -235,7 +238,9 @@ def check_summary_structure(entries: list) -> dict[int, dict]:
         if parent is None:
             tags = [tag for tag in FRONTEND_TAGS if tag in t]
             assert len(tags) == 1, trace        # the tool's filter, and one frontend only
-            assert all(name in t for name in FRONTEND_TAGS[tags[0]]), trace
+            names = FRONTEND_TAGS[tags[0]]
+            if names[-1] in t:                  # answered: the frontend's four timestamps
+                assert all(name in t for name in names), trace
         else:
             assert parent in traces and parent < trace_id, trace   # sorted by id, parent first
         for guard, pairs in SPANS:
@@ -321,7 +326,8 @@ def test_the_trace_file_is_what_tritons_summary_tool_reads(repo, tmp_path):
         for trace in found:
             t = trace["timestamps"]
             assert trace["model"] == "simple" and trace["version"] == 1
-            order = [first, "REQUEST_START", "QUEUE_START", *COMPUTE, "REQUEST_END", last]
+            order = [first, "REQUEST_START", "QUEUE_START", *COMPUTE, "REQUEST_END", last,
+                     last.replace("START", "END")]
             assert [t[n] for n in order] == sorted(t[n] for n in order), trace
 
     # the ensembles: no compute of their own, one child per step, within the parent's time
@@ -381,12 +387,25 @@ def test_log_frequency_count_and_tensors_over_the_wire(repo, tmp_path):
         assert http.get_trace_settings("simple")["trace_count"] == "0"
         metrics = parse_metrics(_scrape(server))
         assert metrics["triton_ros_trace_written"].value() >= 4
+
+        # a client that gives up while its request waits in the queue: the call ends first,
+        # the trace is still written whole once the core has answered the request
+        ms = grpcclient.InferInput("MS", [1, 1], "FP32")
+        ms.set_data_from_numpy(np.array([[1]], np.float32))
+        with pytest.raises(InferenceServerException) as err:
+            server.client().infer("sleeper", [ms], request_id="gave-up", client_timeout=0.03)
+        assert err.value.status() == "StatusCode.DEADLINE_EXCEEDED"
+        _wait_for(lambda: server.client().get_inference_statistics(
+            "sleeper", as_json=True)["model_stats"][0]["inference_stats"]["success"].get("count"))
     finally:
         _stop(server)
     files = sorted(p.name for p in tmp_path.iterdir())
     entries = [e for f in files for e in json.loads((tmp_path / f).read_text())]
     traces = check_summary_structure(entries)
-    assert len(traces) == 5 + 2                              # the count stopped the third
+    assert len(traces) == 5 + 2 + 1                          # the count stopped the third
+    gave_up = next(t for t in traces.values() if t["request_id"] == "gave-up")["timestamps"]
+    assert "GRPC_SEND_END" not in gave_up and "REQUEST_END" in gave_up
+    assert gave_up["COMPUTE_START"] - gave_up["QUEUE_START"] >= BATCH_DELAY_US * 1000
     tensors = [e for e in entries if "activity" in e]
     assert {"id": tensors[0]["id"], "activity": "TENSOR_QUEUE_INPUT",
             "tensor": {"name": "INPUT0", "data": ",".join(["7"] * 16), "shape": "1,16",
@@ -400,7 +419,7 @@ def test_log_frequency_count_and_tensors_over_the_wire(repo, tmp_path):
 def test_an_unwritable_trace_file_does_not_break_inference(repo, tmp_path):
     trace_file = tmp_path / "no-such-dir" / "trace.json"
     server = _start(repo, "level=TIMESTAMPS", "rate=1", f"triton,file={trace_file}",
-                    "triton,log-frequency=1")
+                    "triton,log-frequency=1", only="simple")
     try:
         http = server.http_client()
         for i in range(5):

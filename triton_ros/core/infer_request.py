@@ -72,9 +72,10 @@ class InferRequest:
     answered_early: bool = False
     compute_end_ns: int = 0            # its batch's (or part's) execution returned
     # Request tracing (core/tracer.py): the trace of a sampled request, which the core reports
-    # to when it answers the request. A caller that adds timestamps of its own after the answer
-    # (a frontend's send, the ROS node's publish) sets caller_releases_trace before submitting
-    # and calls trace.release() when done; otherwise the core releases it with the answer.
+    # to when it answers the request. A caller that adds timestamps of its own (a frontend's
+    # receive and send, the ROS node's frame received and published) sets caller_releases_trace
+    # before submitting and calls trace.release() when done: the trace is written once both
+    # the core has answered and the caller has released it.
     trace: Trace | None = field(default=None, repr=False)
     caller_releases_trace: bool = False
 

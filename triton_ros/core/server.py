@@ -217,7 +217,8 @@ class InferenceServer:
                                             "accepted"))
             return request.future
         if self.tracer.active and request.trace is None:
-            request.trace = self.tracer.sample(request.model_name)
+            request.trace = self.tracer.sample(request.model_name,
+                                               caller_holds=request.caller_releases_trace)
         return self.repository.infer(request)
 
     def infer_sync(self, request: InferRequest, timeout: float | None = None) -> InferResponse:

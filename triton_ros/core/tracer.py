@@ -44,11 +44,11 @@ Triton's other mode, not supported here).
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import json
 import logging
-import os
-import queue
+import operator
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -76,6 +76,8 @@ INT32_MAX = 2 ** 31 - 1
 MIN_COUNT = -1
 #: Completed traces waiting for the writer thread, at most; beyond, a trace is dropped.
 WRITER_QUEUE = 4096
+WRITER_BATCH = 256          # the writer wakes once this many wait ...
+WRITER_INTERVAL_S = 0.1     # ... or this long after it last wrote
 MODE = "triton"
 
 # The settings a client may change, by their protocol names.
@@ -313,10 +315,10 @@ class _Group:
         self.holds = 0
         self.lock = threading.Lock()
 
-    def add(self, trace: "Trace") -> None:
+    def add(self, trace: "Trace", holds: int = 1) -> None:
         with self.lock:
             self.traces.append(trace)
-            self.holds += 1
+            self.holds += holds
 
     def release(self) -> None:
         with self.lock:
@@ -330,21 +332,23 @@ class Trace:
     """One traced request (Triton's InferenceTrace): its id, its parent's (0: none), its
     activities. Thread-safe: the frontend and the core may add to it at the same time."""
 
-    __slots__ = ("id", "parent_id", "model_name", "model_version", "request_id", "_group",
-                 "_timestamps", "_tensors", "_ended", "_released")
+    __slots__ = ("id", "parent_id", "model_name", "model_version", "request_id", "children",
+                 "_group", "_timestamps", "_tensors", "_ended", "_released")
 
-    def __init__(self, group: _Group, parent_id: int = 0) -> None:
+    def __init__(self, group: _Group, parent_id: int = 0, *, caller_holds: bool = False) -> None:
         self.id = next(_ids)
         self.parent_id = parent_id
         self.model_name: str | None = None       # set when the request ends
         self.model_version = -1
         self.request_id = ""
+        self.children: list[Trace] = []          # the traces it spawned, once complete
         self._group = group
         self._timestamps: list[tuple[str, int]] = []
         self._tensors: list[dict] = []
         self._ended = False
-        self._released = False
-        group.add(self)
+        self._released = not caller_holds
+        # Held by the core until the request is answered, and by its caller if it asked.
+        group.add(self, 2 if caller_holds else 1)
 
     @property
     def level(self) -> int:
@@ -365,7 +369,9 @@ class Trace:
         return Trace(self._group, parent_id=self.id)
 
     def release(self) -> None:
-        """This trace is complete; the group is written once all of its traces are. Idempotent."""
+        """The caller is done with the trace (``InferRequest.caller_releases_trace``): it is
+        written once the core has answered the request, and every trace of its group is
+        complete. Idempotent."""
         if self._released:
             return
         self._released = True
@@ -405,25 +411,31 @@ class Trace:
                 for name, array in response.outputs.items():
                     self._tensors.append(_tensor_entry(self.id, "TENSOR_BACKEND_OUTPUT", name,
                                                        array))
-        if not request.caller_releases_trace:
-            self.release()
+        self._group.release()               # the core's hold; a caller's is its own
 
-    def entries(self) -> list[dict]:
-        """This trace in Triton's JSON entries: the model entry, then each timestamp in time
-        order, then its tensors."""
-        out: list[dict] = []
+    def to_json(self) -> str:
+        """This trace, then its children, as Triton's JSON entries (the array's items): the
+        model entry, each timestamp in time order, the tensors."""
+        tid = self.id
+        parts = []
         if self.model_name is not None:
-            head: dict[str, Any] = {"id": self.id, "model_name": self.model_name,
-                                    "model_version": self.model_version}
+            head = (f'{{"id":{tid},"model_name":{_json_name(self.model_name)},'
+                    f'"model_version":{int(self.model_version)}')
             if self.request_id:
-                head["request_id"] = self.request_id
+                head += f',"request_id":{json.dumps(self.request_id, ensure_ascii=False)}'
             if self.parent_id:
-                head["parent_id"] = self.parent_id
-            out.append(head)
-        for name, ns in sorted(self._timestamps, key=lambda t: t[1]):
-            out.append({"id": self.id, "timestamps": [{"name": name, "ns": ns}]})
-        out.extend(self._tensors)
-        return out
+                head += f',"parent_id":{self.parent_id}'
+            parts.append(head + "}")
+        for name, ns in sorted(self._timestamps, key=_time_of):
+            parts.append(f'{{"id":{tid},"timestamps":[{{"name":{_json_name(name)},"ns":{ns}}}]}}')
+        parts.extend(json.dumps(t, separators=(",", ":"), ensure_ascii=False)
+                     for t in self._tensors)
+        parts.extend(child.to_json() for child in self.children)
+        return ",".join(p for p in parts if p)
+
+
+_json_name = functools.lru_cache(maxsize=4096)(lambda name: json.dumps(name, ensure_ascii=False))
+_time_of = operator.itemgetter(1)
 
 
 def _tensor_entry(trace_id: int, activity: str, name: str, array) -> dict:
@@ -461,27 +473,31 @@ class TraceFile:
         self._handle = None
         self._failed = False
 
-    def append(self, traces: list[list[dict]], manager: "TraceManager") -> None:
+    def append(self, traces: list["Trace"], manager: "TraceManager") -> None:
         try:
-            if self._handle is None:
+            first = self._handle is None
+            if first:
                 self._handle = open(self.path, "w", encoding="utf-8")
                 self._handle.write("[")
-                first = True
-            else:
-                first = False
-            text = ",".join(_dumps(entry) for trace in traces for entry in trace)
+            text = ",".join(trace.to_json() for trace in traces)
             self._handle.write(text if first else "," + text)
-            self._handle.flush()
             manager._written(len(traces))
         except OSError as exc:
             self._error(manager, self.path, exc, len(traces))
 
-    def save_indexed(self, traces: list[list[dict]], manager: "TraceManager") -> None:
+    def flush(self, manager: "TraceManager") -> None:
+        if self._handle is not None:
+            try:
+                self._handle.flush()
+            except OSError as exc:
+                self._error(manager, self.path, exc, 0)
+
+    def save_indexed(self, traces: list["Trace"], manager: "TraceManager") -> None:
         path = f"{self.path}.{self._index}"
         self._index += 1
         try:
             with open(path, "w", encoding="utf-8") as f:
-                f.write("[" + ",".join(_dumps(e) for trace in traces for e in trace) + "]")
+                f.write("[" + ",".join(trace.to_json() for trace in traces) + "]")
             manager._written(len(traces))
         except OSError as exc:
             self._error(manager, path, exc, len(traces))
@@ -511,53 +527,64 @@ class TraceFile:
                  exc.strerror or exc, lost)
 
 
-def _dumps(entry: dict) -> str:
-    return json.dumps(entry, separators=(",", ":"), ensure_ascii=False)
-
-
 class _Writer:
-    """The one thread that writes trace files, fed through a bounded queue."""
+    """The one thread that formats and writes traces, fed through a bounded queue. It wakes
+    every WRITER_INTERVAL_S, or once WRITER_BATCH items wait, and writes what waits at once:
+    a traced request costs no thread wake-up and no write of its own."""
 
     def __init__(self, manager: "TraceManager") -> None:
         self._manager = manager
-        self._queue: queue.Queue = queue.Queue(maxsize=WRITER_QUEUE)
+        self._work: collections.deque = collections.deque()
+        self._cv = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
         self._stopped = False
 
-    def submit(self, work, *, block: bool = False) -> bool:
-        """Queue ``work()``; False when the queue is full (unless ``block``) or stopped."""
-        with self._lock:
-            if self._stopped:
+    def submit(self, work: tuple, *, urgent: bool = False) -> bool:
+        """Queue ``work``, (file, traces, indexed) or (file, None, None) to close the file;
+        False when the queue is full or the writer stopped."""
+        with self._cv:
+            if self._stopped or len(self._work) >= WRITER_QUEUE:
                 return False
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="trace-writer",
                                                 daemon=True)
                 self._thread.start()
-        try:
-            self._queue.put(work, block=block, timeout=10.0 if block else None)
-            return True
-        except queue.Full:
-            return False
+            self._work.append(work)
+            if urgent or len(self._work) >= WRITER_BATCH:
+                self._cv.notify()
+        return True
 
     def _run(self) -> None:
-        while True:
-            work = self._queue.get()
-            if work is None:
-                return
-            try:
-                work()
-            except Exception:       # a defect of ours: log it, keep writing the others
-                _log.exception("trace writer")
+        stopping = False
+        while not stopping:
+            with self._cv:
+                if not self._work and not self._stopped:
+                    self._cv.wait(WRITER_INTERVAL_S)
+                work, self._work = self._work, collections.deque()
+                stopping = self._stopped
+            touched = set()
+            for file, traces, indexed in work:
+                try:
+                    if traces is None:
+                        file.close(self._manager)
+                    elif indexed:
+                        file.save_indexed(traces, self._manager)
+                    else:
+                        file.append(traces, self._manager)
+                        touched.add(file)
+                except Exception:    # a defect of ours: log it, keep writing the others
+                    _log.exception("trace writer")
+            for file in touched:
+                file.flush(self._manager)
 
     def stop(self, timeout: float) -> None:
-        with self._lock:
+        """Write everything queued, then end the thread."""
+        with self._cv:
             self._stopped = True
             thread = self._thread
-        if thread is None:
-            return
-        self._queue.put(None)
-        thread.join(timeout)
+            self._cv.notify()
+        if thread is not None:
+            thread.join(timeout)
 
 
 class _Setting:
@@ -575,7 +602,7 @@ class _Setting:
         self._created = 0
         self._collected = 0
         self._in_flight = 0
-        self._stream: list[list[dict]] = []  # traces kept for an indexed file, or the end
+        self._stream: list[Trace] = []       # traces kept for an indexed file, or the end
         self._retired = False
         # Triton keeps traces in memory until a count runs out or the setting ends; without a
         # count or a log frequency they are appended to the file as they come (see the module
@@ -608,15 +635,15 @@ class _Setting:
             self._in_flight += 1
             return True
 
-    def finished(self, entries: list[dict], manager: "TraceManager") -> None:
-        """A trace of this setting is complete (TraceSetting::WriteTrace)."""
+    def finished(self, trace: "Trace", manager: "TraceManager") -> None:
+        """A trace of this setting is complete, with its children (TraceSetting::WriteTrace)."""
         with self._lock:
             self._in_flight -= 1
             self._collected += 1
             if self._append and not self._retired:
-                batch, indexed = [entries], None
+                batch, indexed = [trace], None
             else:
-                self._stream.append(entries)
+                self._stream.append(trace)
                 batch, indexed = None, None
                 lf = self.values.log_frequency
                 if (self.count == 0 and self._collected >= self._created) or \
@@ -635,7 +662,7 @@ class _Setting:
             if (self._in_flight > 0 and not force) or not self._stream:
                 return
             batch, self._stream = self._stream, []
-        manager._save(self.file, batch, self.values.log_frequency != 0, block=force)
+        manager._save(self.file, batch, self.values.log_frequency != 0, urgent=force)
 
 
 # ------------------------------------------------------------------------------------------
@@ -760,8 +787,10 @@ class TraceManager:
             self._global.valid or any(s.valid for s in self._models.values()))
 
     # ---------------------------------------------------------------- traces
-    def sample(self, model_name: str) -> Trace | None:
-        """A trace for the next request of ``model_name``, or None when it is not traced."""
+    def sample(self, model_name: str, *, caller_holds: bool = False) -> Trace | None:
+        """A trace for the next request of ``model_name``, or None when it is not traced. The
+        core holds it until it answers the request (``Trace.end_request``); with
+        ``caller_holds`` the caller does too, until it calls ``Trace.release``."""
         setting = self._models.get(model_name, self._global)
         if not setting.sample():
             if setting.count == 0:
@@ -773,18 +802,16 @@ class TraceManager:
         if setting.count == 0:
             with self._lock:
                 self._refresh_active()
-        return Trace(_Group(self, setting))
+        return Trace(_Group(self, setting), caller_holds=caller_holds)
 
     def _finished(self, group: _Group) -> None:
-        traces, group.traces = group.traces, []     # no cycle left between group and traces
-        entries = [entry for trace in traces for entry in trace.entries()]
-        group.setting.finished(entries, self)
+        root = group.traces[0]
+        root.children, group.traces = group.traces[1:], []   # no cycle left: group, traces
+        group.setting.finished(root, self)
 
-    def _save(self, file: TraceFile, batch: list[list[dict]], indexed: bool, *,
-              block: bool = False) -> None:
-        work = (lambda: file.save_indexed(batch, self)) if indexed else \
-            (lambda: file.append(batch, self))
-        if not self._writer.submit(work, block=block):
+    def _save(self, file: TraceFile, batch: list[Trace], indexed: bool, *,
+              urgent: bool = False) -> None:
+        if not self._writer.submit((file, batch, indexed), urgent=urgent or indexed):
             with self._stats_lock:
                 self._stats.dropped += len(batch)
             _log.debug("trace writer is behind: %d trace(s) dropped", len(batch))
@@ -813,7 +840,7 @@ class TraceManager:
         for setting in settings:
             setting.retire(self, force=True)
         for file in list(self._files.values()):
-            self._writer.submit(lambda file=file: file.close(self), block=True)
+            self._writer.submit((file, None, None))
         self._writer.stop(timeout)
 
 
