@@ -300,3 +300,17 @@ def test_the_core_traces_by_model_and_a_caller_adds_its_own_timestamps(tmp_path)
                      "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END",
                      "ROS_PUBLISH_END"]
     assert core.tracer.statistics().written == 1
+
+
+def test_a_trace_that_cannot_be_reported_never_fails_the_request(tmp_path, caplog):
+    manager = _manager(tmp_path, level=TENSORS)
+    trace = manager.sample("m")
+    request = _Request()
+    request.inputs = {"X": np.array([1j], np.complex64)}     # no Triton data type
+    with caplog.at_level(logging.WARNING, logger="triton_ros.trace"):
+        trace.end_request(request, None, 1000)                # does not raise
+    manager.close()
+    assert "cannot trace a request of model 'm'" in caplog.text
+    entries = json.loads((tmp_path / "trace.json").read_text())
+    assert entries == [{"id": trace.id, "model_name": "m", "model_version": 1,
+                        "request_id": "r"}]

@@ -299,6 +299,7 @@ def _parse_levels(values: list[str]) -> int:
 # ------------------------------------------------------------------------------------------
 
 _ids = itertools.count(1)      # 0 means "no parent", as in Triton
+_failed_reports = [0]          # requests whose report failed (the first one is logged)
 
 
 class _Group:
@@ -385,6 +386,17 @@ class Trace:
         if self._ended:
             return
         self._ended = True
+        try:
+            self._report(request, response, end_ns)
+        except Exception as exc:      # tracing never fails a request: its trace is cut short
+            _log.log(logging.DEBUG if _failed_reports[0] else logging.WARNING,
+                     "cannot trace a request of model '%s': %s (further failures are logged "
+                     "at debug level)", request.model_name, exc)
+            _failed_reports[0] += 1
+        self._group.release()               # the core's hold; a caller's is its own
+
+    def _report(self, request: "InferRequest", response: "InferResponse | None",
+                end_ns: int) -> None:
         self.model_name = request.model_name
         self.model_version = response.model_version if response is not None \
             else request.model_version
@@ -411,7 +423,6 @@ class Trace:
                 for name, array in response.outputs.items():
                     self._tensors.append(_tensor_entry(self.id, "TENSOR_BACKEND_OUTPUT", name,
                                                        array))
-        self._group.release()               # the core's hold; a caller's is its own
 
     def to_json(self) -> str:
         """This trace, then its children, as Triton's JSON entries (the array's items): the
