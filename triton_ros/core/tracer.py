@@ -31,9 +31,11 @@ The file is Triton's JSON: an array with, per trace, ``{"id", "model_name", "mod
 (qa/common/trace_summary.py reads it). With ``log_frequency`` 0 Triton keeps every trace in
 memory until the server stops; here, where no ``trace_count`` limits them, they are appended to
 the file as they complete (the same array, closed with ``]`` when the server stops), so a robot
-tracing for hours does not grow. Files are written by one background thread, from a bounded
-queue: a full queue drops the trace (counted), and a file that cannot be written never fails
-a request (logged once per file, every failure counted: :meth:`TraceManager.statistics`).
+tracing for hours does not grow. Traces are formatted and written by one background thread,
+in batches (it wakes every 0.1 s or once 256 wait, so a traced request costs no wake-up and no
+write of its own), from a bounded queue: a full queue drops the trace (counted), and a file
+that cannot be written never fails a request (logged once per file, every failure counted:
+:meth:`TraceManager.statistics`); nor does a trace that cannot be reported.
 
 When no setting can trace (the default), :attr:`TraceManager.active` is False, and a request
 costs one attribute test at the core's entry and one at its answer.
