@@ -198,8 +198,8 @@ def test_grafana_dashboard_uses_exported_metrics():
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     used = {name for e in exprs for name in re.findall(r"\b(?:nv|triton_ros)_[a-z_]+", e)}
     assert used and used <= set(FAMILIES), used - set(FAMILIES)
-    # every per-model and per-interval family the server exports has a panel
-    assert set(FAMILIES) - used <= {"nv_cache_hit_duration_per_model",
+    # every per-model and per-interval family of Triton's the server exports has a panel
+    assert {f for f in FAMILIES if f.startswith("nv_")} - used <= {"nv_cache_hit_duration_per_model",
                                     "nv_cache_miss_duration_per_model", "nv_cache_num_hits",
                                     "nv_cache_num_misses", "nv_cache_num_lookups",
                                     "nv_cache_lookup_duration", "nv_cache_insertion_duration"}

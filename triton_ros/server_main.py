@@ -5,7 +5,8 @@ Flags keep tritonserver's names for what exists here (``--model-repository``,
 ``--model-control-mode``, ``--load-model``, ``--repository-poll-secs``, ``--strict-model-config``,
 ``--exit-on-error``, ``--grpc-address``, ``--grpc-port``, ``--http-address``, ``--http-port``,
 ``--metrics-address``, ``--metrics-port``, ``--cache-config``, ``--allow-client-shm``,
-``--log-verbose``, ``--http-max-input-size``, ``--grpc-use-ssl``, ``--grpc-restricted-protocol``,
+``--log-verbose``, ``--trace-config``, ``--http-max-input-size``, ``--grpc-use-ssl``,
+``--grpc-restricted-protocol``,
 ``--http-restricted-api``, ``--grpc-keepalive-*``...); the endpoints' limits and TLS are in
 ``frontend/options.py`` and the endpoints start through ``frontend/endpoints.py``, as in the
 ROS node. At start it prints the table of models and their states, then "Started
@@ -31,6 +32,7 @@ from .core.log_settings import LogSettings
 from .core.memory import SERVER_KEEP_AT_TOP, keep_freed_buffers, limit_malloc_arenas
 from .core.model_repository_manager import CONTROL_MODES, RepositoryEntry
 from .core.server import InferenceServer, ServerOptions
+from .core.tracer import parse_trace_config
 from .frontend.options import add_arguments as add_endpoint_arguments
 from .frontend.options import options_from_args
 
@@ -105,7 +107,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-error", type=parse_bool, default=True, metavar="BOOL")
     p.add_argument("--log-format", choices=("default", "ISO8601"), default="default")
     add_endpoint_arguments(p, parse_bool)
+    add_trace_arguments(p)
     return p
+
+
+def add_trace_arguments(p: argparse.ArgumentParser) -> None:
+    """tritonserver's tracing flags (core/tracer.py, docs/tracing.md)."""
+    p.add_argument("--trace-config", action="append", default=[],
+                   metavar="[triton,]SETTING=VALUE",
+                   help="request tracing, as tritonserver: level=OFF|TIMESTAMPS|TENSORS, rate=N, "
+                        "count=N, mode=triton, triton,file=PATH, triton,log-frequency=N "
+                        "(repeatable)")
+    for flag, kind in (("--trace-file", str), ("--trace-rate", int), ("--trace-count", int),
+                       ("--trace-log-frequency", int)):
+        p.add_argument(flag, type=kind, default=None, help=argparse.SUPPRESS)   # deprecated
+    p.add_argument("--trace-level", action="append", default=[], help=argparse.SUPPRESS)
+
+
+def trace_config_from_args(args: argparse.Namespace):
+    """The global trace settings of ``--trace-config`` and the deprecated ``--trace-*`` flags
+    (tritonserver warns about those, and so do we)."""
+    for flag in ("trace_file", "trace_level", "trace_rate", "trace_count", "trace_log_frequency"):
+        if getattr(args, flag) not in (None, []):
+            name = "--" + flag.replace("_", "-")
+            print(f"Warning: '{name}' has been deprecated and will be removed in a future "
+                  f"release. Please use '--trace-config' instead.", file=sys.stderr)
+    return parse_trace_config(
+        args.trace_config, file=args.trace_file, levels=args.trace_level, rate=args.trace_rate,
+        count=args.trace_count, log_frequency=args.trace_log_frequency,
+        warn=lambda message: print(f"Warning: {message}", file=sys.stderr))
 
 
 def model_table(entries: list[RepositoryEntry]) -> str:
@@ -142,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cache_config = parse_cache_config(cache_args)
         endpoint_options = options_from_args(args)
+        trace_config = trace_config_from_args(args)
     except TritonRosError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
@@ -162,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         log_error=args.log_error,
         log_verbose=args.log_verbose,
         log_format=args.log_format,
+        trace_config=trace_config,
     )
     # glibc (core/memory.py): one arena, whose freed buffers are kept for reuse while requests
     # come and handed back to the system once they stop (the core's IdleTrim).

@@ -168,6 +168,8 @@ class _EnsembleContext:
             requested_outputs=tuple(RequestedOutput(name) for name, _ in step.outputs),
             priority=request.priority, timeout_us=request.timeout_us,
             parameters=dict(request.parameters))
+        if request.trace is not None:       # a step of a traced request: a child trace
+            sub.trace = request.trace.spawn_child()
         future = self.model.manager.infer(sub)
         with self.lock:
             self.launched[future] = sub

@@ -22,6 +22,7 @@ from .model_config import WILDCARD_DIM, ModelConfig
 
 if TYPE_CHECKING:
     from .shared_memory_manager import SharedMemoryBlock
+    from .tracer import Trace
 
 
 @dataclass(frozen=True)
@@ -69,13 +70,25 @@ class InferRequest:
     compute_output_ns: int = 0
     # Answered with its part of a batch that runs in parts, before the batch ended.
     answered_early: bool = False
+    compute_end_ns: int = 0            # its batch's (or part's) execution returned
+    # Request tracing (core/tracer.py): the trace of a sampled request, which the core reports
+    # to when it answers the request. A caller that adds timestamps of its own (a frontend's
+    # receive and send, the ROS node's frame received and published) sets caller_releases_trace
+    # before submitting and calls trace.release() when done: the trace is written once both
+    # the core has answered and the caller has released it.
+    trace: Trace | None = field(default=None, repr=False)
+    caller_releases_trace: bool = False
 
     def set_response(self, response: InferResponse) -> None:
         if not self.future.done():
+            if self.trace is not None:
+                self.trace.end_request(self, response, time.monotonic_ns())
             self.future.set_result(response)
 
     def set_error(self, error: TritonRosError) -> None:
         if not self.future.done():
+            if self.trace is not None:
+                self.trace.end_request(self, None, time.monotonic_ns())
             self.future.set_exception(error)
 
     def shared_memory_outputs(self) -> dict[str, SharedMemoryBlock]:

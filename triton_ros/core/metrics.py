@@ -90,6 +90,10 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "nv_cpu_utilization": (GAUGE, "CPU utilization rate [0.0 - 1.0]"),
     "nv_cpu_memory_total_bytes": (GAUGE, "CPU total memory (RAM), in bytes"),
     "nv_cpu_memory_used_bytes": (GAUGE, "CPU used memory (RAM), in bytes"),
+    # Request tracing (core/tracer.py; not Triton's: it has no trace metrics).
+    "triton_ros_trace_written": (COUNTER, "Number of request traces written to trace files"),
+    "triton_ros_trace_dropped": (COUNTER, "Number of request traces lost (trace file not writable, or the trace writer behind)"),
+    "triton_ros_trace_file_errors": (COUNTER, "Number of failed writes of a trace file"),
 }
 
 # Families every scrape carries, even with no model loaded (as Triton registers them at start).
@@ -372,6 +376,21 @@ class Metrics:
         out.extend(self._gpu_families())
         out.extend(self._cpu_families())
         out.extend(self._endpoint_families())
+        out.extend(self._trace_families())
+        return out
+
+    def _trace_families(self) -> list[Family]:
+        tracer = getattr(self._core, "tracer", None)
+        if tracer is None:
+            return []
+        st = tracer.statistics()
+        out = []
+        for name, value in (("triton_ros_trace_written", st.written),
+                            ("triton_ros_trace_dropped", st.dropped),
+                            ("triton_ros_trace_file_errors", st.file_errors)):
+            fam = _family(name)
+            fam.add({}, value)
+            out.append(fam)
         return out
 
     def _endpoint_families(self) -> list[Family]:

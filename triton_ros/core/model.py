@@ -506,9 +506,10 @@ class Model(ModelBase):
             result = instance.execute(batch)
         except Exception as exc:
             result = ExecuteResult([as_triton_error(exc)] * len(batch), 0, time.monotonic_ns() - start)
+        end = time.monotonic_ns()
         if self._direct:
             # A race between two instance threads loses one sample at worst.
-            self._exec_ns += (time.monotonic_ns() - start - self._exec_ns) * _EXEC_MEAN_WEIGHT
+            self._exec_ns += (end - start - self._exec_ns) * _EXEC_MEAN_WEIGHT
         responses = result.responses
         if len(responses) != len(batch):
             error = internal(f"model '{self.name}' instance {instance.name} returned "
@@ -521,6 +522,7 @@ class Model(ModelBase):
             if request.answered_early:          # answered with its part (_answer_early)
                 ok_rows += request.batch_size
                 continue
+            request.compute_end_ns = end
             if isinstance(response, InferResponse):
                 try:
                     response = self._finish_response(request, response)
@@ -580,11 +582,13 @@ class Model(ModelBase):
         preserve_ordering). A request whose response cannot be finished is left to the batch,
         which answers it as it answers every other: with the error, or, for a fault of ours,
         logged and failed by :meth:`_run_locked`."""
+        end = time.monotonic_ns()
         for request, response in pairs:
             try:
                 response = self._finish_response(request, response)
             except Exception:
                 continue
+            request.compute_end_ns = end
             self._answer(request, response, input_ns, infer_ns, output_ns)
             request.answered_early = True   # only once answered: never skipped unanswered
 

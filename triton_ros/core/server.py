@@ -15,6 +15,7 @@ import logging
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any, Mapping
 
 from .. import __version__
 from .cache_manager import CacheConfig, LocalCache, create_cache
@@ -27,6 +28,7 @@ from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
 from .model_repository_manager import ModelRepositoryManager, RepositoryEntry
 from .shared_memory_manager import SharedMemoryManager
+from .tracer import TraceConfig, TraceManager
 
 _log = logging.getLogger("triton_ros.server")
 
@@ -41,6 +43,7 @@ EXTENSIONS = (
     "statistics",
     "system_shared_memory",
     "logging",
+    "trace",
 )
 
 
@@ -63,6 +66,7 @@ class ServerOptions:
     log_error: bool = True                       # --log-error
     log_verbose: int = 0                         # --log-verbose
     log_format: str = "default"                  # --log-format default|ISO8601
+    trace_config: TraceConfig = TraceConfig()    # --trace-config (core/tracer.py)
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,8 @@ class InferenceServer:
         self.log_settings = LogSettings(info=options.log_info, warning=options.log_warning,
                                         error=options.log_error, verbose_level=options.log_verbose,
                                         log_format=options.log_format)
+        # Request tracing, one manager for every frontend and the ROS node (core/tracer.py).
+        self.tracer = TraceManager(options.trace_config)
         self._started = False
         self._stopping = False
         self._lock = threading.Lock()
@@ -133,6 +139,7 @@ class InferenceServer:
         self._idle_trim.stop()
         self.repository.stop(timeout=self.options.exit_timeout_secs)
         self.shared_memory.close()
+        self.tracer.close()     # after the last request: every trace is written
 
     # ---------------------------------------------------------------- health
     def is_live(self) -> bool:
@@ -189,6 +196,17 @@ class InferenceServer:
     def repository_index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:
         return self.repository.index(ready_only=ready_only)
 
+    def trace_setting(self, model_name: str = "",
+                      changes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Triton's trace extension: the trace setting in force globally ('') or for a model,
+        after applying ``changes`` when given (core/tracer.py). A model must be ready, as in
+        Triton ("Request for unknown model")."""
+        if model_name and not self.repository.is_ready(model_name):
+            raise invalid_arg(f"Request for unknown model : {model_name}")
+        if changes:
+            return self.tracer.update_setting(model_name, changes)
+        return self.tracer.get_setting(model_name)
+
     def load_model(self, name: str, *, config_json: str | None = None,
                    files: dict[str, bytes] | None = None) -> None:
         self.repository.load(name, config_json=config_json, files=files)
@@ -207,6 +225,9 @@ class InferenceServer:
             request.set_error(StoppingError("Server is stopping, no new inference requests are "
                                             "accepted"))
             return request.future
+        if self.tracer.active and request.trace is None:
+            request.trace = self.tracer.sample(request.model_name,
+                                               caller_holds=request.caller_releases_trace)
         return self.repository.infer(request)
 
     def infer_sync(self, request: InferRequest, timeout: float | None = None) -> InferResponse:

@@ -408,3 +408,11 @@ def encode_log_settings(values: dict) -> pb.LogSettingsResponse:
         else:
             entry.string_param = str(value)
     return out
+
+
+def encode_trace_settings(values: dict) -> pb.TraceSettingResponse:
+    """Triton's TraceSetting answer: every setting as a list of strings."""
+    out = pb.TraceSettingResponse()
+    for key, value in values.items():
+        out.settings[key].value.extend(value if isinstance(value, list) else [str(value)])
+    return out

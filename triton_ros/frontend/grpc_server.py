@@ -6,6 +6,9 @@ The servicer only converts (``grpc_codec``) and delegates to the shared
 a thread of its own, so the same process can also spin a ROS node. Requests from many clients
 reach the same model batchers as every other frontend. The shared memory RPCs delegate to the
 core's region registry (system shared memory; CUDA shared memory is refused as UNIMPLEMENTED).
+TraceSetting delegates to the core's trace manager, and a traced inference adds Triton's
+GRPC_* timestamps to its trace (core/tracer.py). An RPC of tritonclient's protos that the
+servicer does not implement answers UNIMPLEMENTED (never the generated stub's exception).
 
 The inference RPCs are the hot path (bench/bench_request_path.py measures it):
 
@@ -35,6 +38,7 @@ import asyncio
 import collections
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -162,6 +166,12 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         capture = _Capture()
         service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(self, capture)
         handlers = dict(capture.handlers)
+        base = service_pb2_grpc.GRPCInferenceServiceServicer
+        for name, handler in handlers.items():
+            # An RPC of a newer tritonclient's protos that this servicer does not implement
+            # answers UNIMPLEMENTED, cleanly (the generated stub raises: a traceback per call).
+            if getattr(type(self), name, None) is getattr(base, name, None):
+                handlers[name] = _unimplemented(name, handler)
         handlers["ModelInfer"] = grpc.unary_unary_rpc_method_handler(self.ModelInfer)
         handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.ModelStreamInfer)
         server.add_generic_rpc_handlers(
@@ -325,19 +335,36 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             return codec.encode_log_settings(values)
         return await self._call(context, settings)
 
+    # ---------------------------------------------------------------- trace
+    async def TraceSetting(self, request, context):
+        def settings():
+            changes = {k: list(v.value) or None for k, v in request.settings.items()}
+            return codec.encode_trace_settings(
+                self._core.trace_setting(request.model_name, changes or None))
+        return await self._call(context, settings)
+
     # ---------------------------------------------------------------- inference
     async def ModelInfer(self, request: bytes, context) -> bytes:
+        received = time.monotonic_ns() if self._core.tracer.active else 0
         try:
             _, infer_request = await self._decode(request)
+            infer_request.caller_releases_trace = True
             future = self._core.infer(infer_request)
+            trace = infer_request.trace
+            if trace is not None:
+                _trace_call(context, trace, received)
             if not future.done():       # done already when executed directly, or refused
                 await self._loop_handoff().wait(future)
             response = future.result()
             shm = infer_request.shared_memory_outputs()
             if codec.large_response(response):
-                return await asyncio.get_running_loop().run_in_executor(
+                reply = await asyncio.get_running_loop().run_in_executor(
                     self._decoder_pool(), codec.serialize_infer_response, response, shm)
-            return codec.serialize_infer_response(response, shm)
+            else:
+                reply = codec.serialize_infer_response(response, shm)
+            if trace is not None:
+                trace.capture("GRPC_SEND_START")
+            return reply
         except TritonRosError as exc:
             await context.abort(GRPC_STATUS[exc.code], exc.message)
         except _Malformed as exc:
@@ -358,8 +385,11 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         done = object()
         state = {"in_flight": 0, "reading": True, "cut": False}
 
-        def finish_one(item: bytes) -> None:
+        traces: collections.deque = collections.deque()   # of the items in `out`, in order
+
+        def finish_one(item: bytes, trace=None) -> None:
             out.put_nowait(item)
+            traces.append(trace)
             state["in_flight"] -= 1
             if not state["reading"] and state["in_flight"] == 0:
                 out.put_nowait(done)
@@ -371,21 +401,21 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                     id=msg.id if msg else "", model_name=msg.model_name if msg else "",
                     model_version=msg.model_version if msg else "")).SerializeToString()
 
-        def reply(msg, serialize: Callable[[], bytes]) -> None:
+        def reply(msg, serialize: Callable[[], bytes], trace) -> None:
             try:
                 item = codec.serialize_stream_response(serialize())
             except Exception as exc:  # the model's error, or writing an output
                 item = error_item(msg, as_triton_error(exc).message)
-            finish_one(item)
+            finish_one(item, trace)
 
         def on_done(item) -> None:
-            (msg, shm), future = item
+            (msg, shm, trace), future = item
             if future.exception() is None and codec.large_response(future.result()):
                 serialized = asyncio.get_running_loop().run_in_executor(
                     self._decoder_pool(), codec.serialize_infer_response, future.result(), shm)
-                serialized.add_done_callback(lambda f: reply(msg, f.result))
+                serialized.add_done_callback(lambda f: reply(msg, f.result, trace))
                 return
-            reply(msg, lambda: codec.serialize_infer_response(future.result(), shm))
+            reply(msg, lambda: codec.serialize_infer_response(future.result(), shm), trace)
 
         async def reader() -> None:
             try:
@@ -396,6 +426,7 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                     except StopAsyncIteration:
                         room.release()
                         break
+                    received = time.monotonic_ns() if self._core.tracer.active else 0
                     state["in_flight"] += 1
                     try:
                         msg, infer_request = await self._decode(data)
@@ -408,9 +439,15 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                     except asyncio.CancelledError:   # taken, not queued: answer it all the same
                         finish_one(error_item(_header_of(data), STREAM_STOPPING_MESSAGE))
                         raise
-                    key = (msg, infer_request.shared_memory_outputs())
-                    self._core.infer(infer_request).add_done_callback(
-                        lambda f, key=key: handoff.post(on_done, (key, f)))
+                    infer_request.caller_releases_trace = True
+                    future = self._core.infer(infer_request)
+                    trace = infer_request.trace
+                    if trace is not None:
+                        received = received or time.monotonic_ns()
+                        trace.capture("GRPC_WAITREAD_START", received)
+                        trace.capture("GRPC_WAITREAD_END", received)
+                    key = (msg, infer_request.shared_memory_outputs(), trace)
+                    future.add_done_callback(lambda f, key=key: handoff.post(on_done, (key, f)))
             except asyncio.CancelledError:
                 if not self._stopping:
                     raise
@@ -429,7 +466,13 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 item = await out.get()
                 if item is done:
                     break
+                trace = traces.popleft()
+                if trace is not None:
+                    trace.capture("GRPC_SEND_START")
                 yield item
+                if trace is not None:
+                    trace.capture("GRPC_SEND_END")
+                    trace.release()
                 room.release()
             await task             # a reader's own failure ends the stream with its error
             if state["cut"]:
@@ -437,6 +480,9 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         finally:
             self._readers.discard(task)
             task.cancel()
+            for trace in traces:        # responses never sent (the stream ended first)
+                if trace is not None:
+                    trace.release()
 
 
 class RestrictionInterceptor(grpc.aio.ServerInterceptor):
@@ -487,6 +533,44 @@ def server_credentials(options: GrpcOptions) -> grpc.ServerCredentials:
     root = read(options.root_cert, "--grpc-root-cert") if options.root_cert else None
     return grpc.ssl_server_credentials([(key, cert)], root_certificates=root,
                                        require_client_auth=options.use_ssl_mutual)
+
+
+def _trace_call(context, trace, received: int) -> None:
+    """A traced ModelInfer (Triton's gRPC timestamps): grpcio hands the handler a message it
+    has read, so both GRPC_WAITREAD_START and _END are when the handler received it;
+    GRPC_SEND_END is when the call ended, after the reply was handed to grpcio
+    (GRPC_SEND_START). The call's end releases the trace, whatever its outcome."""
+    received = received or time.monotonic_ns()   # tracing turned on since it arrived
+    trace.capture("GRPC_WAITREAD_START", received)
+    trace.capture("GRPC_WAITREAD_END", received)
+
+    def ended(_) -> None:
+        if trace.captured("GRPC_SEND_START"):
+            trace.capture("GRPC_SEND_END")
+        trace.release()
+
+    context.add_done_callback(ended)
+
+
+def _unimplemented(name: str, generated: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as ``generated`` that answers UNIMPLEMENTED."""
+    message = f"{name} is not implemented by triton-ros-server"
+
+    async def unary(request, context):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, message)
+
+    async def stream(request_iterator, context):
+        await context.abort(grpc.StatusCode.UNIMPLEMENTED, message)
+        yield  # pragma: no cover  (makes this an async generator)
+
+    kinds = {(False, False): grpc.unary_unary_rpc_method_handler,
+             (False, True): grpc.unary_stream_rpc_method_handler,
+             (True, False): grpc.stream_unary_rpc_method_handler,
+             (True, True): grpc.stream_stream_rpc_method_handler}
+    make = kinds[(generated.request_streaming, generated.response_streaming)]
+    return make(stream if generated.response_streaming else unary,
+                request_deserializer=generated.request_deserializer,
+                response_serializer=generated.response_serializer)
 
 
 class _Malformed(Exception):

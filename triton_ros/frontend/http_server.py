@@ -18,6 +18,7 @@ Routes, methods, status codes and JSON error bodies (``{"error": "..."}``) are T
 | ``/v2/systemsharedmemory[/region/{r}]/unregister`` | POST: one region, or all |
 | ``/v2/cudasharedmemory/...`` | the same routes: no CUDA region exists; register is 501 |
 | ``/v2/logging`` | GET: log settings; POST: change them (Triton's dynamic logging) |
+| ``/v2[/models/{m}]/trace/setting`` | GET: trace settings; POST: change them (trace extension) |
 
 Core errors map as in Triton: INVALID_ARG (and UNKNOWN, ALREADY_EXISTS, CANCELLED) -> 400,
 NOT_FOUND -> 404, UNAVAILABLE -> 503, UNSUPPORTED -> 501, INTERNAL -> 500; a wrong method is
@@ -40,6 +41,7 @@ import asyncio
 import gzip
 import logging
 import re
+import time
 import zlib
 from typing import Callable, Mapping, NamedTuple
 from urllib.parse import unquote
@@ -72,6 +74,7 @@ _DIGITS = re.compile(r"[0-9]+")
 _MODEL_RE = re.compile(r"/v2/models/([^/]+)(?:/versions/([0-9]+))?(?:/(infer|ready|config|stats))?")
 _REPOSITORY_RE = re.compile(r"/v2/repository(?:/([^/]+))?/(index|models/([^/]+)/(load|unload))")
 _HEALTH_RE = re.compile(r"/v2(?:/health/(live|ready))?")
+_MODEL_TRACE_RE = re.compile(r"/v2/models/([^/]+)/trace/setting")
 _SHM_RE = re.compile(r"/v2/(systemsharedmemory|cudasharedmemory)(?:/region/([^/]+))?/"
                      r"(status|register|unregister)")
 
@@ -87,27 +90,33 @@ class HttpError(Exception):
 
 class Request:
     """A request as the service sees it; ``headers`` is case-insensitive (lower-case keys are
-    used), ``route`` the classification done before the body was read."""
+    used), ``route`` the classification done before the body was read, ``received`` when its
+    head and its body were read (monotonic ns; only while tracing is on, for its trace)."""
 
-    __slots__ = ("method", "path", "headers", "body", "route")
+    __slots__ = ("method", "path", "headers", "body", "route", "received")
 
     def __init__(self, method: str, path: str, headers: Mapping[str, str], body: bytes,
-                 route: "Route | None" = None) -> None:
+                 route: "Route | None" = None, received: tuple[int, int] | None = None) -> None:
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
         self.route = route
+        self.received = received
 
 
 class Response:
-    __slots__ = ("status", "chunks", "headers")
+    """``trace``: the inference's trace, which the endpoint completes once the response is
+    written (HTTP_SEND_START / _END) and releases."""
+
+    __slots__ = ("status", "chunks", "headers", "trace")
 
     def __init__(self, status: int, chunks: list[bytes | memoryview] | bytes = b"",
                  content_type: str | None = JSON, headers: dict[str, str] | None = None) -> None:
         self.status = status
         self.chunks = [chunks] if isinstance(chunks, (bytes, memoryview)) else chunks
         self.headers = dict(headers or {})
+        self.trace = None
         if content_type and (self.chunks and any(len(c) for c in self.chunks)):
             self.headers.setdefault("Content-Type", content_type)
 
@@ -192,6 +201,10 @@ class HttpService:
                 await self._blocking(lambda: self._core.unload_model(
                     name, unload_dependents=dependents))
             return Response(200)
+        if family == "trace":
+            name = unquote(match.group(1)) if match else ""
+            changes = codec.parse_json_object(request.body, "trace") if method == "POST" else None
+            return Response(200, codec.dumps(self._core.trace_setting(name, changes)))
         if family == "logging":
             if method == "POST":
                 changes = codec.parse_json_object(request.body, "log settings")
@@ -229,6 +242,21 @@ class HttpService:
                                                                version)
         else:
             infer_request, plan, future = self._submit(request, name, version)
+        trace = infer_request.trace
+        if trace is None:
+            return await self._answer(request, infer_request, plan, future)
+        if request.received is not None:
+            trace.capture("HTTP_RECV_START", request.received[0])
+            trace.capture("HTTP_RECV_END", request.received[1])
+        try:
+            response = await self._answer(request, infer_request, plan, future)
+        except BaseException:
+            trace.release()
+            raise
+        response.trace = trace          # completed and released once it is written
+        return response
+
+    async def _answer(self, request: Request, infer_request, plan, future) -> Response:
         # done already when executed directly (Model._execute_directly) or refused
         response = future.result() if future.done() else await asyncio.wrap_future(future)
         shm = infer_request.shared_memory_outputs()
@@ -268,6 +296,7 @@ class HttpService:
                               f"--http-max-input-size to increase the limit.")
         infer_request, plan = codec.decode_infer_request(name, version, body, header_length,
                                                          self._core.shared_memory)
+        infer_request.caller_releases_trace = True      # released once the answer is sent
         return infer_request, plan, self._core.infer(infer_request)
 
 
@@ -339,6 +368,7 @@ _EXACT = {
     "/v2": Route("metadata", _GET, "server", None),
     "/v2/models/stats": Route("statistics", _GET, "all_stats", None),
     "/v2/logging": Route("logging", ("GET", "POST"), "logging", None),
+    "/v2/trace/setting": Route("trace", ("GET", "POST"), "trace", None),
 }
 _MODEL_KINDS = {"infer": ("inference", _POST), "ready": ("health", _GET),
                 "config": ("model-config", _GET), "stats": ("statistics", _GET),
@@ -351,6 +381,9 @@ def classify(path: str) -> Route | None:
     route = _EXACT.get(path)
     if route is not None:
         return route
+    match = _MODEL_TRACE_RE.fullmatch(path)
+    if match:
+        return Route("trace", ("GET", "POST"), "trace", match)
     match = _MODEL_RE.fullmatch(path)
     if match:
         api, methods = _MODEL_KINDS[match.group(3) or ""]
@@ -409,23 +442,47 @@ class HttpServer(AiohttpEndpoint):
                 403, f"This API is restricted, expecting header '{restriction[0]}'"), close=unread)
         if method not in route.methods:
             return to_web_response(error_response(405, "Method Not Allowed"), close=unread)
+        received = time.monotonic_ns() if self._core.tracer.active else 0
         try:
             body = b""
             if unread:
                 body = await read_body(request, self.limits)
         except TransportError as exc:
             return to_web_response(error_response(exc.status, exc.message), close=True)
-        response = await self._service.handle(Request(method, path, request.headers, body, route))
+        response = await self._service.handle(Request(
+            method, path, request.headers, body, route,
+            (received, time.monotonic_ns()) if received else None))
+        if response.trace is not None:
+            return await self._send_traced(request, response)
         if len(response.chunks) > 1 and sum(len(c) for c in response.chunks) > OFF_LOOP_BYTES:
             # large binary outputs: written chunk by chunk, never joined on the loop
-            stream = web.StreamResponse(status=response.status, headers=response.headers)
-            stream.content_length = sum(len(c) for c in response.chunks)
-            try:
-                await stream.prepare(request)
-                for chunk in response.chunks:
-                    await stream.write(chunk)
-                await stream.write_eof()
-            except ConnectionError:     # the client went away meanwhile: counted, no traceback
-                client_gone(request)
-            return stream
+            return await _write(request, response)
         return to_web_response(response)
+
+    async def _send_traced(self, request: web.BaseRequest,
+                           response: Response) -> web.StreamResponse:
+        """Write a traced inference's response here, timed (HTTP_SEND_START / _END: handed to
+        the connection's transport, as Triton's are to libevent), then release its trace."""
+        trace = response.trace
+        try:
+            trace.capture("HTTP_SEND_START")
+            written = await _write(request, response)
+            trace.capture("HTTP_SEND_END")
+            return written
+        finally:
+            trace.release()
+
+
+async def _write(request: web.BaseRequest, response: Response) -> web.StreamResponse:
+    """Write ``response`` chunk by chunk now (its chunks are never joined); a client that goes
+    away meanwhile is counted, with no traceback."""
+    stream = web.StreamResponse(status=response.status, headers=response.headers)
+    stream.content_length = sum(len(c) for c in response.chunks)
+    try:
+        await stream.prepare(request)
+        for chunk in response.chunks:
+            await stream.write(chunk)
+        await stream.write_eof()
+    except ConnectionError:
+        client_gone(request)
+    return stream
