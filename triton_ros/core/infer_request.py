@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 import numpy as np
 
@@ -22,7 +22,15 @@ from .model_config import WILDCARD_DIM, ModelConfig
 
 if TYPE_CHECKING:
     from .shared_memory_manager import SharedMemoryBlock
-    from .tracer import Trace
+
+
+class RequestTrace(Protocol):
+    """What a request and its caller see of its trace (a ``tracer.Trace``: the tracer sits above
+    the request, which it reads, so the request names only this)."""
+
+    def capture(self, name: str, ns: int | None = None) -> None: ...
+
+    def release(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -76,7 +84,7 @@ class InferRequest:
     # receive and send, the ROS node's frame received and published) sets caller_releases_trace
     # before submitting and calls trace.release() when done: the trace is written once both
     # the core has answered and the caller has released it.
-    trace: Trace | None = field(default=None, repr=False)
+    trace: RequestTrace | None = field(default=None, repr=False)
     caller_releases_trace: bool = False
 
     def set_response(self, response: InferResponse) -> None:
