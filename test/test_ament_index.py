@@ -6,13 +6,11 @@ in real directories, as ``colcon build --symlink-install`` makes them) and
 ``lib/triton_ros/<executables>``, resolved here through ament_index_python as the ros2 CLI
 resolves them.
 
-``ros2 launch <package> <file>`` finds the launch file with ros2launch's
-``get_share_file_path_from_package`` (ros2/launch_ros, ros2launch/ros2launch/api/api.py, the same
-on Humble, Jazzy and Rolling): ``os.walk`` over ``get_package_share_directory(package)``,
-without ``followlinks``, keeping every file of that name; none is FileNotFoundError ("file ...
-was not found in the share directory of package ..."), two are MultipleLaunchFilesError. ros2launch
-is not on PyPI, so ``share_file_path`` below reproduces those semantics exactly; a share directory
-whose launch/ is a link to a directory fails it, as it failed the real command.
+``ros2 launch <package> <file>`` finds the launch file by walking the share directory with
+``os.walk``, which does not enter linked directories: ament_lookup.share_file_path reproduces
+ros2launch's lookup exactly (its docstring cites the source), and it must find every launch file
+here; a share directory whose launch/ is a link to a directory fails it, as it failed the real
+command.
 """
 from __future__ import annotations
 
@@ -27,6 +25,7 @@ import pytest
 from ament_index_python.packages import (get_package_prefix, get_package_share_directory,
                                          get_packages_with_prefixes)
 
+from ament_lookup import share_file_path
 from server_process import ROOT
 
 PREFIX = Path(sys.prefix)                      # the virtual environment running the tests
@@ -39,27 +38,6 @@ in_setup_env = pytest.mark.skipif(
     not (PREFIX / ".stamps" / "ament_index").is_file(),
     reason="not an environment made by scripts/setup.sh (e.g. run by colcon test)")
 EXECUTABLES = ("inference_node", "synthetic_cameras", "triton-ros-server")
-
-
-class MultipleLaunchFilesError(Exception):
-    pass
-
-
-def share_file_path(package_name: str, file_name: str) -> str:
-    """ros2launch.api.get_share_file_path_from_package, its semantics reproduced (see above)."""
-    package_share_directory = get_package_share_directory(package_name)
-    matching_file_paths = []
-    for root, dirs, files in os.walk(package_share_directory):
-        for name in files:
-            if name == file_name:
-                matching_file_paths.append(os.path.join(root, name))
-    if len(matching_file_paths) == 0:
-        raise FileNotFoundError(f"file '{file_name}' was not found in the share directory of "
-                                f"package '{package_name}' which is at '{package_share_directory}'")
-    if len(matching_file_paths) > 1:
-        raise MultipleLaunchFilesError(f"file '{file_name}' was found more than once in the share "
-                                       f"directory of package '{package_name}'")
-    return matching_file_paths[0]
 
 
 def setup_py_data_files(root: Path = ROOT) -> dict[str, str]:

@@ -29,10 +29,11 @@ PY
 h=$( (cat "$ROOT/scripts/setup.d/30-ament-index.sh" "$ROOT/setup.py" "$ROOT/setup.cfg" \
           "$ROOT/package.xml" "$STAMPS/package" 2>/dev/null; echo "$ROOT"; echo "$data_files") |
      sha256sum | cut -d' ' -f1)
-if step_needed ament_index "$h" || [ ! -e "$VENV/share/ament_index/resource_index/packages/triton_ros" ]; then
+marker="$VENV/share/ament_index/resource_index/packages/triton_ros"
+if step_needed ament_index "$h" || [ ! -e "$marker" ]; then
   echo "setup: registering triton_ros in the ament index of ${VENV#"$ROOT"/}"
   lib="$VENV/lib/triton_ros"
-  rm -rf "$VENV/share/triton_ros" "$lib" "$VENV/share/ament_index/resource_index/packages/triton_ros"
+  rm -rf "$VENV/share/triton_ros" "$lib" "$marker"
   mkdir -p "$lib"
   while IFS=$'\t' read -r destination source; do
     [ -n "$source" ] || continue

@@ -173,7 +173,8 @@ def test_the_collector_finds_params_in_blocks_of_any_language(tmp_path):
         "```yaml\nkind: Pod\n```\n")
     found = collect(tmp_path)
     assert [(s.where, s.kind) for s in found.params] == [
-        ("README.md:3", "params"), ("docs/deep/a.md:2", "fragment"), ("docs/deep/a.md:13", "params")]
+        ("README.md:3", "params"), ("docs/deep/a.md:2", "fragment"),
+        ("docs/deep/a.md:13", "params")]
     assert [e.args for e in found.ros_args] == [("--ros-args", "-p", "use_sim_time:=true"),
                                                 ("--ros-args", "-p", "a:=1")]
     assert found.ros_args[1].where == "docs/deep/a.md:8"
