@@ -142,7 +142,8 @@ def _inline(where: str, span: str, examples: DocExamples) -> None:
     if span.startswith(("--ros-args", "-p ", "--param ")):
         for words in _words(span):
             args = words if words[0] == "--ros-args" else ["--ros-args", *words]
-            examples.ros_args.append(RosArgsExample(where, tuple(args)))
+            if len(args) > 1:                   # not the bare name of the option
+                examples.ros_args.append(RosArgsExample(where, tuple(args)))
         return
     match = INLINE_ASSIGNMENT.match(span)
     if match and match.group(1).strip():
