@@ -1,8 +1,8 @@
 """What a ROS user or CI job runs, in a colcon workspace: ``colcon build --symlink-install``,
 ``colcon test`` and ``colcon test-result --verbose`` of this package, with colcon from
 requirements-colcon.txt (scripts/setup.d/40-colcon.sh) and the environment's ROS 2 wheels
-standing in for an apt-installed ROS 2 (its prefix is the workspace's underlay, through
-``AMENT_PREFIX_PATH``).
+standing in for an apt-installed ROS 2 (its prefix, after the test's own ``AMENT_PREFIX_PATH``,
+is the workspace's underlay).
 
 - The workspace's ``src/triton_ros`` is a link to this checkout. triton_ros_interfaces is not
   built again here: scripts/setup.sh built it into the environment (the underlay), and a colcon
@@ -47,8 +47,15 @@ def workspace(tmp_path_factory):
     return ws
 
 
+def underlay() -> str:
+    """AMENT_PREFIX_PATH for the workspace: the test's own (under colcon test, the outer
+    workspace's install space holds the interfaces), then the environment's prefix."""
+    paths = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(paths + [str(PREFIX)] if str(PREFIX) not in paths else paths)
+
+
 def colcon(ws: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "AMENT_PREFIX_PATH": str(PREFIX),
+    env = {**os.environ, "AMENT_PREFIX_PATH": underlay(),
            "PATH": f"{PREFIX / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("PYTEST_ADDOPTS", None)
     return subprocess.run([str(COLCON), *args], cwd=ws, env=env, capture_output=True, text=True,
@@ -71,7 +78,7 @@ def test_build_test_and_test_result(workspace, monkeypatch):
     assert "Finished <<< triton_ros" in build.stdout, build.stdout
 
     install = ws / "install" / "triton_ros"
-    monkeypatch.setenv("AMENT_PREFIX_PATH", f"{install}{os.pathsep}{PREFIX}")
+    monkeypatch.setenv("AMENT_PREFIX_PATH", f"{install}{os.pathsep}{underlay()}")
     launch = Path(share_file_path("triton_ros", "inference.launch.py"))
     assert launch.parent == install / "share" / "triton_ros" / "launch"
     assert launch.is_symlink() and launch.resolve() == (ROOT / "launch" / "inference.launch.py")
