@@ -108,7 +108,8 @@ def test_build_test_and_test_result(workspace, monkeypatch):
     (plugins / "fail_every_test.py").write_text(
         "import pytest\n\n\ndef pytest_runtest_setup(item):\n"
         "    pytest.fail('made to fail by test_colcon_workflow')\n")
-    monkeypatch.setenv("PYTHONPATH", str(plugins))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(plugins)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     failing = colcon(ws, "test", *paths, "--pytest-args", " -p", "fail_every_test", " -k",
                      "test_rcl_refuses_what_pyyaml_accepts")
     assert failing.returncode == 0, failing.stdout + failing.stderr   # colcon test's own status
