@@ -36,6 +36,10 @@ setup(
         *tree("model_repository", f"share/{PACKAGE}"),
     ],
     install_requires=["setuptools"],
+    # colcon test runs pytest only for a package that declares it as a test dependency (a
+    # "test" extra or tests_require); otherwise it runs unittest, which finds no test here
+    # ("Ran 0 tests") and reports success. package.xml's <test_depend> is not enough.
+    extras_require={"test": ["pytest"]},
     zip_safe=False,
     maintainer="triton_ros developers",
     maintainer_email="dev@triton-ros.invalid",

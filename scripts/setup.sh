@@ -75,11 +75,13 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
 
-h=$(stamp_of "$ROOT/requirements.txt")
+# requirements-build.txt: the build tools of this environment only (setuptools < 80, which
+# colcon's symlink install needs), kept out of requirements.txt for apt-installed ROS 2 users.
+h=$(stamp_of "$ROOT/requirements.txt" "$ROOT/requirements-build.txt")
 if step_needed requirements "$h"; then
   echo "setup: installing requirements"
   "$VENV/bin/python" -m pip install -q --upgrade pip
-  "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements.txt"
+  "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements.txt" -r "$ROOT/requirements-build.txt"
   step_done requirements "$h"
 fi
 

@@ -126,3 +126,19 @@ class ServerProcess:
                 self.proc.wait()
         self._log.close()
         return self.proc.returncode
+
+
+def perf_analyzer() -> Path:
+    """The environment's perf_analyzer (scripts/setup.d/20-perf-analyzer.sh installs it on
+    x86_64): required where scripts/setup.sh set the environment up; elsewhere (``colcon test``
+    on an apt-installed ROS 2, aarch64) the test that needs it is skipped."""
+    import platform
+
+    import pytest
+
+    path = Path(sys.executable).parent / "perf_analyzer"
+    if not path.exists():
+        if (Path(sys.prefix) / ".stamps").is_dir() and platform.machine() == "x86_64":
+            raise AssertionError("scripts/setup.sh installs perf_analyzer into .venv/bin")
+        pytest.skip("no perf_analyzer in this environment (scripts/setup.sh installs it)")
+    return path

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def fleet_params() -> dict:
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("### On each robot"):readme.index("### On the edge server")]
-    block = re.search(r"^```text\n(.*?)^```", section, re.M | re.S)
+    block = re.search(r"^```yaml\n(.*?)^```", section, re.M | re.S)
     assert block, "README 'On each robot' has its params file"
     return yaml.safe_load(block.group(1))["/**"]["ros__parameters"]
 

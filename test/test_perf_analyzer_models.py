@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from model_factory import add_sub_graph, identity_graph, save, write_model
-
-PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
+from server_process import perf_analyzer
 
 
 @pytest.fixture(scope="module")
@@ -57,11 +54,11 @@ CASES = [
 @pytest.mark.parametrize("model, protocol, load", CASES,
                          ids=[f"{m}-{p}-{'_'.join(a).strip('-')}" for m, p, a in CASES])
 def test_perf_analyzer_runs_unchanged(server, model, protocol, load):
-    assert PERF_ANALYZER.exists(), "scripts/setup.sh installs perf_analyzer into .venv/bin"
+    analyzer = perf_analyzer()
     url = server.url if protocol == "grpc" else server.http_url
     stats0 = server.client().get_inference_statistics(model).model_stats[0].inference_count
     result = subprocess.run(
-        [str(PERF_ANALYZER), "-m", model, "-i", protocol, "-u", url,
+        [str(analyzer), "-m", model, "-i", protocol, "-u", url,
          "--measurement-interval", "800", "-s", "100000", "--max-trials", "3"] + load,
         capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -8,17 +8,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from server_process import MODEL_REPOSITORY, ROOT
+from server_process import MODEL_REPOSITORY, ROOT, perf_analyzer
 from model_factory import slow_config, slow_graph, write_model
-
-PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
 
 
 def test_start_up_table_lists_models_and_states(bundled_server):
@@ -163,9 +160,9 @@ def test_missing_repository_is_an_error(tmp_path):
 
 
 def test_perf_analyzer_runs_unchanged_against_the_server(bundled_server):
-    assert PERF_ANALYZER.exists(), "scripts/setup.sh installs perf_analyzer into .venv/bin"
+    analyzer = perf_analyzer()
     result = subprocess.run(
-        [str(PERF_ANALYZER), "-m", "detector", "-i", "grpc", "-u", bundled_server.url,
+        [str(analyzer), "-m", "detector", "-i", "grpc", "-u", bundled_server.url,
          "--concurrency-range", "4", "--measurement-interval", "1500", "--input-data", "zero",
          "-s", "100000", "--max-trials", "4"],
         capture_output=True, text=True, timeout=240)

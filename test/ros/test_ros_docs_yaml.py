@@ -1,5 +1,8 @@
-"""Docs cannot drift: every YAML snippet of README.md and every YAML file of config/ is a params
-file that the inference node starts with, verbatim, and every binding it declares publishes.
+"""Docs cannot drift: every whole params file of the docs (README.md and docs/**/*.md, as
+collected by docs_snippets: the ones not marked ``no-start``, ``fragment`` or ``not-params``)
+and every YAML file of config/ is a params file that the inference node starts with, verbatim,
+and every binding it declares publishes. (test_docs_params.py checks every snippet, marked or
+not, with rcl's parser and the node's declarations.)
 
 For each snippet, the node runs in its own process with the snippet as its ``--params-file``
 (only the ports are overridden on the command line, so that concurrent nodes never collide).
@@ -16,18 +19,15 @@ import numpy as np
 import pytest
 import yaml
 
+from docs_snippets import collect
 from ros_env import ROOT, TOKEN
 from ros_probe import NodeProcess, image_message, wait_until
 
-SNIPPET = re.compile(r"^```ya?ml\n(.*?)^```", re.M | re.S)
+pytestmark = pytest.mark.system
 
 
 def snippets() -> list[tuple[str, str]]:
-    found = []
-    readme = (ROOT / "README.md").read_text()
-    for match in SNIPPET.finditer(readme):
-        line = readme.count("\n", 0, match.start()) + 1
-        found.append((f"README.md:{line}", match.group(1)))
+    found = [(s.where, s.text) for s in collect().params if s.kind == "params"]
     for path in sorted((ROOT / "config").rglob("*.y*ml")):
         found.append((str(path.relative_to(ROOT)), path.read_text()))
     return found
