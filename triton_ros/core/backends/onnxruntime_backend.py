@@ -65,6 +65,7 @@ import numpy as np
 from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
                              warn_unread_parameters)
 from ..errors import TritonRosError, internal, invalid_arg, unavailable
+from .backend_parameters import parameter_bool, parameter_int
 from ..strict_parse import parse_size
 from ..model_config import (DEFAULT_MAX_BATCH_SIZE, ONNXRUNTIME_FILENAME, WILDCARD_DIM,
                             ModelConfig, TensorConfig, version_dirs)
@@ -121,15 +122,8 @@ def _io_infos(session) -> tuple[dict[str, tuple[str, list[int]]], dict[str, tupl
     return infos(session.get_inputs()), infos(session.get_outputs())
 
 
-def _parse_int(config: ModelConfig, key: str, default: int) -> int:
-    value = config.parameters.get(key)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise invalid_arg(f"model '{config.name}': parameter '{key}' must be an integer, got "
-                          f"'{value}'") from None
+_parse_int = parameter_int
+_parse_bool = parameter_bool
 
 
 _ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
@@ -218,18 +212,6 @@ def _deprecated_cuda_options(config: ModelConfig) -> dict[str, str]:
         copy = _parse_bool(config, "do_copy_in_default_stream")
         options["do_copy_in_default_stream"] = "1" if copy else "0"
     return options
-
-
-def _parse_bool(config: ModelConfig, key: str) -> bool | None:
-    value = config.parameters.get(key)
-    if value is None:
-        return None
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise invalid_arg(f"model '{config.name}': parameter '{key}' must be a boolean, got '{value}'")
 
 
 def _parse_choice(config: ModelConfig, key: str, names: tuple[str, ...]) -> str:
