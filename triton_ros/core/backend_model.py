@@ -190,6 +190,40 @@ def backend_class(name: str) -> type["BackendModel"]:
     return registry.find(name)
 
 
+def backend_can_use_gpu(name: str) -> bool:
+    """Whether KIND_AUTO instances of backend ``name`` go to a GPU; False when the backend cannot
+    be found or its answer fails (logged: a plugin's fault never stops the server)."""
+    try:
+        return bool(backend_class(name).can_use_gpu())
+    except TritonRosError:
+        return False
+    except Exception as exc:
+        _log.warning("backend '%s': can_use_gpu() failed (%s: %s); KIND_AUTO instances run on "
+                     "the CPU", name, type(exc).__name__, exc)
+        return False
+
+
+def backend_auto_complete(name: str):
+    """Backend ``name``'s auto-complete function, whose failures other than TritonRosError come
+    back as INVALID_ARG naming the backend; None when the backend cannot be found (its models
+    then fail to load with the lookup's reason)."""
+    try:
+        complete = backend_class(name).auto_complete_config
+    except TritonRosError:
+        return None
+
+    def checked(proto, model_path: Path) -> list[str]:
+        try:
+            return list(complete(proto, model_path) or [])
+        except TritonRosError:
+            raise
+        except Exception as exc:
+            raise invalid_arg(f"auto-complete of model '{proto.name}' by backend '{name}' "
+                              f"failed: {type(exc).__name__}: {exc}") from None
+
+    return checked
+
+
 def warn_unread_parameters(config: ModelConfig, read: frozenset[str], backend: str,
                            logger: logging.Logger, *, prefix: str = "") -> None:
     """Name, in one warning, the model parameters a backend does not read (not in ``read``, nor

@@ -247,9 +247,12 @@ class PyTorchModel(BackendModel):
         """KIND_AUTO instances go to a GPU only with a CUDA build of torch that sees one (torch
         is only looked for here, not imported, when it is not installed)."""
         import importlib.util
-        if importlib.util.find_spec("torch") is None:
+        try:
+            if importlib.util.find_spec("torch") is None:
+                return False
+            import torch
+        except ImportError:
             return False
-        import torch
         return bool(torch.cuda.is_available())
 
     @classmethod
