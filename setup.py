@@ -36,6 +36,9 @@ setup(
         *tree("model_repository", f"share/{PACKAGE}"),
     ],
     install_requires=["setuptools"],
+    # The PyTorch backend needs torch (a CUDA build of it for KIND_GPU instances); the server
+    # serves every other model without it. requirements-torch.txt pins what the tests use.
+    extras_require={"torch": ["torch>=2.1"]},
     zip_safe=False,
     maintainer="triton_ros developers",
     maintainer_email="dev@triton-ros.invalid",
