@@ -38,6 +38,7 @@ check "python packages" 60 python3 -c 'import numpy, google.protobuf, grpc, trit
 check "TensorRT backend CUDA streams and buffers (bench/gpu_check.py)" 180 python3 bench/gpu_check.py --devices 0 --instances 2
 check "core device handling (bench/gpu_server_check.py)" 180 python3 bench/gpu_server_check.py
 check "GPU metrics through NVML (bench/gpu_metrics_check.py)" 120 python3 bench/gpu_metrics_check.py
+check "PyTorch backend on the GPU (bench/backends/pytorch_gpu_check.py)" 300 python3 bench/backends/pytorch_gpu_check.py
 check "GPU batching benchmark (bench/gpu_batching_bench.py)" 300 python3 bench/gpu_batching_bench.py --seconds 4 --concurrency 1,8,32,64 --out "$OUTDIR/RESULTS-gpu.md"
 if [ "${#failed[@]}" -eq 0 ]; then
   say "device checks: all passed"

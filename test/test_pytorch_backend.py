@@ -22,27 +22,9 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
+from torch_models import INDEXED, Detector, detector_config, write  # noqa: E402
+
 pytestmark = pytest.mark.integration
-
-
-class Detector(torch.nn.Module):
-    """Two inputs of dynamic spatial size, three outputs of different ranks, one of them with
-    dynamic dimensions: image [N,3,H,W], gain [N,1] -> pooled [N,8], heat [N,H/2,W/2],
-    count [N,1] (INT64)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        torch.manual_seed(7)
-        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
-        self.head = torch.nn.Linear(8, 8)
-
-    def forward(self, image: torch.Tensor, gain: torch.Tensor
-                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        feat = torch.relu(self.conv(image)) * gain[:, :, None, None]
-        pooled = self.head(feat.mean(dim=(2, 3)))
-        heat = feat.amax(dim=1)
-        count = (heat > 0.5).flatten(1).sum(dim=1, keepdim=True)
-        return pooled, heat, count
 
 
 class Introspect(torch.nn.Module):
@@ -65,35 +47,6 @@ class Words(torch.nn.Module):
         return [w.upper() + "!" for w in words]
 
 
-DETECTOR_IO = """
-input [ {{ name: "{i0}" data_type: TYPE_FP32 dims: [ 3, -1, -1 ] }},
-        {{ name: "{i1}" data_type: TYPE_FP32 dims: [ 1 ] }} ]
-output [ {{ name: "{o0}" data_type: TYPE_FP32 dims: [ 8 ] }},
-         {{ name: "{o1}" data_type: TYPE_FP32 dims: [ -1, -1 ] }},
-         {{ name: "{o2}" data_type: TYPE_INT64 dims: [ 1 ] }} ]
-"""
-
-
-def write(repo: Path, name: str, module: torch.nn.Module, config: str | None) -> Path:
-    folder = repo / name
-    (folder / "1").mkdir(parents=True)
-    torch.jit.script(module).save(str(folder / "1" / "model.pt"))
-    if config is not None:
-        (folder / "config.pbtxt").write_text(config)
-    return folder
-
-
-def detector_config(name: str, names=("INPUT__0", "INPUT__1", "OUTPUT__0", "OUTPUT__1",
-                                      "OUTPUT__2"), extra: str = "") -> str:
-    i0, i1, o0, o1, o2 = names
-    return (f'name: "{name}"\nplatform: "pytorch_libtorch"\nmax_batch_size: 8\n'
-            + DETECTOR_IO.format(i0=i0, i1=i1, o0=o0, o1=o1, o2=o2)
-            + "dynamic_batching { max_queue_delay_microseconds: 20000 }\n"
-            + 'instance_group [ { count: 2 kind: KIND_CPU } ]\n'
-            + 'parameters { key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }\n'
-            + extra)
-
-
 @pytest.fixture(scope="module")
 def torch_repo(tmp_path_factory) -> Path:
     repo = tmp_path_factory.mktemp("torch_models")
@@ -104,7 +57,7 @@ def torch_repo(tmp_path_factory) -> Path:
         "ts_named", ("image", "gain", "pooled", "heat", "count")))
     # no config.pbtxt at all: auto-complete must say what is missing
     write(repo, "ts_no_config", detector, None)
-    write(repo, "ts_gpu", detector, detector_config("ts_gpu").replace("KIND_CPU", "KIND_GPU"))
+    write(repo, "ts_gpu", detector, detector_config("ts_gpu", instances="count: 1 kind: KIND_GPU"))
     write(repo, "ts_introspect", Introspect(), """
 platform: "pytorch_libtorch"
 max_batch_size: 4
@@ -180,7 +133,6 @@ def index(server) -> dict[str, tuple[str, str]]:
             for m in server.client().get_model_repository_index().models}
 
 
-INDEXED = ("INPUT__0", "INPUT__1", "OUTPUT__0", "OUTPUT__1", "OUTPUT__2")
 NAMED = ("image", "gain", "pooled", "heat", "count")
 
 
@@ -292,8 +244,9 @@ def test_intra_op_threads_are_set_on_each_instance_thread(explicit_core):
     model's count (torch keeps it per thread)."""
     repo = explicit_core.repo_path
     for name, count in (("one", 1), ("two", 2)):
-        write(repo, name, Detector().eval(), detector_config(name).replace(
-            'string_value: "1"', f'string_value: "{count}"').replace("count: 2", "count: 1"))
+        write(repo, name, Detector().eval(), detector_config(
+            name, instances="count: 1 kind: KIND_CPU").replace(
+            'string_value: "1"', f'string_value: "{count}"'))
         explicit_core.load_model(name)
     from triton_ros.core.infer_request import InferRequest
     seen = {}
