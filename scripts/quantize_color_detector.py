@@ -103,6 +103,11 @@ def score(detections: np.ndarray, truths, *, score_threshold: float = 0.5,
 def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
     from onnxruntime.transformers.float16 import convert_float_to_float16
     from onnxruntime.transformers.onnx_model import OnnxModel
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for index, node in enumerate(model.graph.node):
+        # the casts around the operators kept in FP32 are named after their node: unnamed
+        # nodes gave clashing names (onnxruntime 1.23, CPython 3.10's)
+        node.name = node.name or f"{node.op_type}_{index}"
     converted = OnnxModel(convert_float_to_float16(model, keep_io_types=True))
     converted.topological_sort()      # the converter appends the input casts after their users
     return converted.model
