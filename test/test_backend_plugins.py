@@ -6,6 +6,7 @@ install."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -17,7 +18,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from model_factory import add_sub_graph, write_model
-from server_process import ROOT, ServerProcess
+from server_process import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -48,10 +49,12 @@ def installed_example(tmp_path_factory) -> Path:
     """The example package as pip builds and installs it (its own pyproject, its entry point in
     the installed metadata), into a folder the server gets on PYTHONPATH."""
     target = tmp_path_factory.mktemp("site")
-    build = tmp_path_factory.mktemp("build")
+    # a copy: setuptools writes build/ and *.egg-info into the folder it builds
+    source = tmp_path_factory.mktemp("source") / EXAMPLE.name
+    shutil.copytree(EXAMPLE, source)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "--no-build-isolation", "--no-index", "--target", str(target), str(EXAMPLE)],
-                   check=True, cwd=build, timeout=240,
+                    "--no-build-isolation", "--no-index", "--target", str(target), str(source)],
+                   check=True, cwd=source.parent, timeout=240,
                    env={**os.environ, "PIP_NO_CACHE_DIR": "1"})
     assert list(target.glob("triton_ros_example_backend-*.dist-info/entry_points.txt"))
     return target

@@ -26,7 +26,6 @@ import argparse
 import os
 import platform
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,6 +41,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
 import quantize_color_detector as quant  # noqa: E402
+from triton_ros.demo import free_port, wait_ready  # noqa: E402
 
 MODELS = ("color_detector", "detector")
 PRECISIONS = ("fp32", "fp16", "int8")
@@ -112,7 +112,7 @@ def bare(files: dict[tuple[str, str], Path], seconds: float, rounds: int
 # ------------------------------------------------------------------------------ served
 class Server:
     def __init__(self, repository: Path) -> None:
-        self.port, http, metrics = (_free_port() for _ in range(3))
+        self.port, http, metrics = (free_port() for _ in range(3))
         self.log = open(Path(tempfile.gettempdir()) / f"bench-backends-{self.port}.log", "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "triton_ros.server_main", "--model-repository",
@@ -120,18 +120,11 @@ class Server:
              "--metrics-port", str(metrics)], cwd=ROOT, stdout=self.log,
             stderr=subprocess.STDOUT)
         import tritonclient.grpc as grpcclient
-        client = grpcclient.InferenceServerClient(f"127.0.0.1:{self.port}")
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited: see {self.log.name}")
-            try:
-                if client.is_server_ready():
-                    return
-            except Exception:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"server not ready: see {self.log.name}")
+        try:
+            wait_ready(grpcclient.InferenceServerClient(f"127.0.0.1:{self.port}"), timeout=180)
+        except TimeoutError:
+            self.stop()
+            raise RuntimeError(f"server not ready: see {self.log.name}") from None
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGINT)
@@ -140,12 +133,6 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def infer(client, model: str, x: np.ndarray, outputs: list[str]) -> list[np.ndarray]:

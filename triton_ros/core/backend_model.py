@@ -39,7 +39,7 @@ from .datatypes import from_numpy_dtype
 from .errors import (TritonRosError, as_triton_error, internal, invalid_arg, unavailable,
                      unsupported)
 from .infer_request import InferRequest, InferResponse, model_facing_inputs
-from .model_config import WILDCARD_DIM, ModelConfig
+from .model_config import DEFAULT_MAX_BATCH_SIZE, WILDCARD_DIM, ModelConfig
 
 _log = logging.getLogger("triton_ros.backends")
 
@@ -236,6 +236,48 @@ def warn_unread_parameters(config: ModelConfig, read: frozenset[str], backend: s
         logger.warning("model '%s': parameter(s) %s are not read by the %s backend (it reads "
                        "%s%s)", config.name, ", ".join(f"'{k}'" for k in unread), backend,
                        ", ".join(sorted(read)), extra)
+
+
+def autofill_batching(proto, model_can_batch: bool) -> list[str]:
+    """Auto-complete's batching, as Triton's backends do it: a model that can batch and names no
+    ``max_batch_size`` gets the default (4), with the dynamic batcher when it batches more than
+    one and names no scheduler. Returns the warnings; the caller decides what a model that
+    cannot batch but names a ``max_batch_size`` means."""
+    if not model_can_batch:
+        return []
+    warnings = []
+    if proto.max_batch_size == 0:
+        proto.max_batch_size = DEFAULT_MAX_BATCH_SIZE
+        warnings.append(
+            f"autofilled max_batch_size to {DEFAULT_MAX_BATCH_SIZE} for model "
+            f"'{proto.name}' since batching is supported but no max_batch_size is "
+            f"specified in model configuration. Must specify max_batch_size to utilize "
+            f"autofill with a larger max batch size")
+    if proto.max_batch_size > 1 and not proto.HasField("dynamic_batching") \
+            and not proto.HasField("sequence_batching"):
+        proto.dynamic_batching.SetInParent()
+    return warnings
+
+
+def autofill_tensors(proto, field, tensors) -> None:
+    """Fill ``proto.input`` or ``proto.output`` (``field``) with ``tensors``: (name, protocol
+    data type, model dims with the batch dimension where the model batches). A tensor that is
+    only the batch dimension gets dims [1] reshaped to [] (Triton's rule)."""
+    from .datatypes import protocol_to_config
+    from .protos import model_config_pb2 as mc
+    del field[:]
+    batching = proto.max_batch_size > 0
+    for name, datatype, dims in tensors:
+        io = field.add()
+        io.name = name
+        io.data_type = mc.DataType.Value(protocol_to_config(datatype))
+        shown = list(dims[1:] if batching else dims)
+        if shown:
+            io.dims.extend(shown)
+        else:
+            io.dims.append(1)
+            if batching:
+                io.reshape.SetInParent()
 
 
 # answer_early(pairs of (request, response), compute_input_ns, compute_infer_ns, compute_output_ns):

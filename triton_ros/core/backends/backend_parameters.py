@@ -1,6 +1,7 @@
 """Reading a model's ``parameters`` (string values) as backends do: integers and booleans, a bad
-value refused at load with INVALID_ARG naming the model and the key. Shared by the backends that
-read Triton's parameter names (ONNX Runtime, PyTorch, OpenVINO)."""
+value refused at load with INVALID_ARG naming the model and the key; and the line of a
+framework's exception that a load or execute error shows. Shared by the backends that read
+Triton's parameter names (ONNX Runtime, PyTorch, OpenVINO)."""
 from __future__ import annotations
 
 from ..errors import invalid_arg
@@ -34,3 +35,10 @@ def parameter_bool(config: ModelConfig, key: str) -> bool | None:
     if lowered in _FALSE:
         return False
     raise invalid_arg(f"model '{config.name}': parameter '{key}' must be a boolean, got '{value}'")
+
+
+def framework_message(exc: BaseException) -> str:
+    """The last non-empty line of a framework's exception text (TorchScript and OpenVINO put
+    their own traceback or call site first and the cause last), else the exception's type."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__

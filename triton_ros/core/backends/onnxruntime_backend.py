@@ -63,11 +63,11 @@ from typing import Mapping
 import numpy as np
 
 from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
-                             warn_unread_parameters)
+                             autofill_batching, autofill_tensors, warn_unread_parameters)
 from ..errors import TritonRosError, internal, invalid_arg, unavailable
 from .backend_parameters import parameter_bool, parameter_int
 from ..strict_parse import parse_size
-from ..model_config import (DEFAULT_MAX_BATCH_SIZE, ONNXRUNTIME_FILENAME, WILDCARD_DIM,
+from ..model_config import (ONNXRUNTIME_FILENAME, WILDCARD_DIM,
                             ModelConfig, TensorConfig, version_dirs)
 
 _log = logging.getLogger("triton_ros.onnxruntime")
@@ -260,45 +260,18 @@ class OnnxRuntimeModel(BackendModel):
         except Exception as exc:
             raise invalid_arg(f"unable to load model '{proto.name}' for auto-complete: {exc}") from None
         inputs, outputs = _io_infos(session)
-        warnings: list[str] = []
         can_batch = all(dims and dims[0] == WILDCARD_DIM
                         for _, dims in list(inputs.values()) + list(outputs.values()))
-        if can_batch:
-            if proto.max_batch_size == 0:
-                proto.max_batch_size = DEFAULT_MAX_BATCH_SIZE
-                warnings.append(
-                    f"autofilled max_batch_size to {DEFAULT_MAX_BATCH_SIZE} for model "
-                    f"'{proto.name}' since batching is supported but no max_batch_size is "
-                    f"specified in model configuration. Must specify max_batch_size to utilize "
-                    f"autofill with a larger max batch size")
-            if proto.max_batch_size > 1 and not proto.HasField("dynamic_batching") \
-                    and not proto.HasField("sequence_batching"):
-                proto.dynamic_batching.SetInParent()
-        elif proto.max_batch_size != 0:
+        warnings = autofill_batching(proto, can_batch)
+        if not can_batch and proto.max_batch_size != 0:
             raise invalid_arg(f"autofill failed for model '{proto.name}': model does not support "
                               f"batching while non-zero max_batch_size is specified")
-
-        from ..protos import model_config_pb2 as mc
-        from ..datatypes import protocol_to_config
-
-        def fill(field, infos):
-            del field[:]
-            for name, (dtype, dims) in infos.items():
-                io = field.add()
-                io.name = name
-                io.data_type = mc.DataType.Value(protocol_to_config(dtype))
-                shown = dims[1:] if proto.max_batch_size > 0 else dims
-                if not shown:
-                    io.dims.append(1)
-                    if proto.max_batch_size > 0:
-                        io.reshape.SetInParent()
-                else:
-                    io.dims.extend(shown)
-
         if len(proto.input) == 0:
-            fill(proto.input, inputs)
+            autofill_tensors(proto, proto.input,
+                             [(n, dtype, dims) for n, (dtype, dims) in inputs.items()])
         if len(proto.output) == 0:
-            fill(proto.output, outputs)
+            autofill_tensors(proto, proto.output,
+                             [(n, dtype, dims) for n, (dtype, dims) in outputs.items()])
         return warnings
 
     def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:

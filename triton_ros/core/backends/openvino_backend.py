@@ -39,17 +39,16 @@ UNAVAILABLE naming the package, and every other model serves.
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
 from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
-                             warn_unread_parameters)
+                             autofill_batching, autofill_tensors, warn_unread_parameters)
 from ..errors import internal, invalid_arg, unavailable
-from ..model_config import (DEFAULT_MAX_BATCH_SIZE, OPENVINO_FILENAME, WILDCARD_DIM, ModelConfig,
-                            TensorConfig, version_dirs)
+from .backend_parameters import framework_message
+from ..model_config import OPENVINO_FILENAME, WILDCARD_DIM, ModelConfig, TensorConfig, version_dirs
 
 _log = logging.getLogger("triton_ros.openvino")
 
@@ -153,7 +152,7 @@ def _read(ov, core, path: Path, model: str):
         return core.read_model(str(path))
     except Exception as exc:
         raise invalid_arg(f"unable to load model '{model}': OpenVINO cannot read {path}: "
-                          f"{_last_line(exc)}") from None
+                          f"{framework_message(exc)}") from None
 
 
 def _supports_batching(ov, model) -> bool:
@@ -192,7 +191,7 @@ class OpenVINOModel(BackendModel):
                 self.core.add_extension(extension)
             except Exception as exc:
                 raise invalid_arg(f"model '{config.name}': loading CPU_EXTENSION_PATH "
-                                  f"'{extension}' failed: {_last_line(exc)}") from None
+                                  f"'{extension}' failed: {framework_message(exc)}") from None
         self._check_device()
         if "INFERENCE_PRECISION_HINT" not in self.properties and self.device == "CPU":
             # OpenVINO's CPU plugin computes in bf16 by default on CPUs with AVX512-BF16 or AMX
@@ -209,8 +208,7 @@ class OpenVINOModel(BackendModel):
         except Exception as exc:
             raise invalid_arg(f"unable to load model '{config.name}': OpenVINO failed to compile "
                               f"it for {self.device} with {self._shown_properties()}: "
-                              f"{_last_line(exc)}") from None
-        self._lock = threading.Lock()
+                              f"{framework_message(exc)}") from None
         _log.info("model '%s' compiled for %s: %s streams, hint %s", config.name, self.device,
                   self._property("NUM_STREAMS"), self._property("PERFORMANCE_HINT"))
 
@@ -267,7 +265,7 @@ class OpenVINOModel(BackendModel):
                         "max_batch_size" if batching and not self.skip_dynamic_batch else "")
                 raise invalid_arg(f"unable to load model '{config.name}': OpenVINO cannot reshape "
                                   f"its inputs to {({k: str(v) for k, v in new_shapes.items()})}: "
-                                  f"{_last_line(exc)}{hint}") from None
+                                  f"{framework_message(exc)}{hint}") from None
         if batching and self.skip_dynamic_batch:
             self.fixed_batch = config.max_batch_size
         for tensor in config.outputs:
@@ -314,7 +312,7 @@ class OpenVINOModel(BackendModel):
             return ppp.build()
         except Exception as exc:
             raise invalid_arg(f"unable to load model '{self.config.name}': setting the "
-                              f"configured data types failed: {_last_line(exc)}") from None
+                              f"configured data types failed: {framework_message(exc)}") from None
 
     @classmethod
     def can_use_gpu(cls) -> bool:
@@ -333,45 +331,22 @@ class OpenVINOModel(BackendModel):
             return []
         ov = import_openvino(proto.name)
         model = _read(ov, ov.Core(), path, proto.name)
-        warnings: list[str] = []
-        if _supports_batching(ov, model):
-            if proto.max_batch_size == 0:
-                proto.max_batch_size = DEFAULT_MAX_BATCH_SIZE
-                warnings.append(
-                    f"autofilled max_batch_size to {DEFAULT_MAX_BATCH_SIZE} for model "
-                    f"'{proto.name}' since batching is supported but no max_batch_size is "
-                    f"specified in model configuration. Must specify max_batch_size to utilize "
-                    f"autofill with a larger max batch size")
-            if proto.max_batch_size > 1 and not proto.HasField("dynamic_batching") \
-                    and not proto.HasField("sequence_batching"):
-                proto.dynamic_batching.SetInParent()
-        elif proto.max_batch_size != 0:
+        can_batch = _supports_batching(ov, model)
+        warnings = autofill_batching(proto, can_batch)
+        if not can_batch and proto.max_batch_size != 0:
             warnings.append(f"model layout for model {proto.name} does not support batching "
                             f"while non-zero max_batch_size is specified")
-
-        from ..datatypes import protocol_to_config
-        from ..protos import model_config_pb2 as mc
-
-        def fill(field, ports, what):
+        for field, ports, what in ((proto.input, model.inputs, "input"),
+                                   (proto.output, model.outputs, "output")):
+            if len(field) > 0:
+                continue
             for port in ports:
-                shape = port.get_partial_shape()
-                if shape.rank.is_dynamic:
+                if port.get_partial_shape().rank.is_dynamic:
                     raise invalid_arg(f"unable to auto-complete model '{proto.name}': {what} "
                                       f"'{port.get_any_name()}' has a dynamic rank; list it in "
                                       f"config.pbtxt")
-                io = field.add()
-                io.name = port.get_any_name()
-                io.data_type = mc.DataType.Value(protocol_to_config(_datatype(port)))
-                dims = _dims(shape)
-                io.dims.extend(dims[1:] if proto.max_batch_size > 0 else dims)
-                if not io.dims:
-                    io.dims.append(1)
-                    io.reshape.SetInParent()
-
-        if len(proto.input) == 0:
-            fill(proto.input, model.inputs, "input")
-        if len(proto.output) == 0:
-            fill(proto.output, model.outputs, "output")
+            autofill_tensors(proto, field, [(p.get_any_name(), _datatype(p),
+                                             _dims(p.get_partial_shape())) for p in ports])
         return warnings
 
     def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:
@@ -410,7 +385,7 @@ class OpenVINOInstance(BatchedTensorInstance):
             out = {name: result[name] for name in output_names}
         except Exception as exc:
             raise internal(f"OpenVINO execute failure for model '{model.config.name}': "
-                           f"{_last_line(exc)}") from None
+                           f"{framework_message(exc)}") from None
         if rows is not None and rows != model.fixed_batch:
             out = {k: v[:rows] for k, v in out.items()}
         return out
@@ -424,7 +399,3 @@ def _padded(array: np.ndarray, rows: int) -> np.ndarray:
     padded[:array.shape[0]] = array
     return padded
 
-
-def _last_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else type(exc).__name__

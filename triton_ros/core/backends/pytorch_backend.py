@@ -68,7 +68,7 @@ from ..backend_model import BackendModel, BackendModelInstance, BatchedTensorIns
     warn_unread_parameters
 from ..errors import internal, invalid_arg, unavailable, unsupported
 from ..model_config import PYTORCH_AOTI_PLATFORM, PYTORCH_FILENAME, ModelConfig
-from .backend_parameters import parameter_bool, parameter_int
+from .backend_parameters import framework_message, parameter_bool, parameter_int
 
 _log = logging.getLogger("triton_ros.pytorch")
 
@@ -404,7 +404,7 @@ class PyTorchInstance(BatchedTensorInstance):
                 outputs = self._outputs(result, output_names)
             except Exception as exc:
                 raise internal(f"PyTorch execute failure: {type(exc).__name__}: "
-                               f"{_last_line(exc)}") from None
+                               f"{framework_message(exc)}") from None
             finally:
                 if self._stream is not None and model.cache_cleaning:
                     torch.cuda.empty_cache()
@@ -460,7 +460,3 @@ class PyTorchInstance(BatchedTensorInstance):
 def _is_strings(value) -> bool:
     return isinstance(value, list) and all(isinstance(s, str) for s in value) and bool(value)
 
-
-def _last_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[-1] if text else ""
