@@ -99,6 +99,19 @@ def test_an_installed_package_and_a_backend_directory_serve_their_models(
     backends = tmp_path / "backends"
     (backends / "reverse").mkdir(parents=True)
     (backends / "reverse" / "backend.py").write_text(REVERSE_BACKEND)
+    # the smallest backend of docs/backends.md, as the docs write it
+    docs = (ROOT / "docs" / "backends.md").read_text()
+    echo = next(block for block in docs.split("```python\n")[1:] if "class EchoModel" in block)
+    (backends / "echo").mkdir(parents=True)
+    (backends / "echo" / "backend.py").write_text(
+        echo.split("```")[0] + "\n\nBACKEND_MODEL = EchoModel\n")
+    (repo / "echoed" / "1").mkdir(parents=True)
+    (repo / "echoed" / "config.pbtxt").write_text(textwrap.dedent('''
+        backend: "echo"
+        max_batch_size: 0
+        input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+        output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 2 ] } ]
+        '''))
     (backends / "broken").mkdir(parents=True)
     (backends / "broken" / "backend.py").write_text("import no_such_module_here\n")
 
@@ -110,6 +123,7 @@ def test_an_installed_package_and_a_backend_directory_serve_their_models(
     assert states["affine_auto"][0] == "READY"
     assert states["affine_param"][0] == "READY"
     assert states["reversed"][0] == "READY"
+    assert states["echoed"][0] == "READY", states["echoed"]
     assert states["affine_broken"][0] == "UNAVAILABLE"
     assert "affine.json is not valid" in states["affine_broken"][1]
     assert states["unknown"][0] == "UNAVAILABLE"
@@ -134,6 +148,11 @@ def test_an_installed_package_and_a_backend_directory_serve_their_models(
         inp.set_data_from_numpy(v)
         np.testing.assert_array_equal(client.infer("reversed", [inp]).as_numpy("OUTPUT0"),
                                       v[:, ::-1])
+    echo = np.array([1.5, -2.0], np.float32)
+    inp = grpcclient.InferInput("INPUT0", [2], "FP32")
+    inp.set_data_from_numpy(echo)
+    np.testing.assert_array_equal(
+        server.client().infer("echoed", [inp]).as_numpy("OUTPUT0"), echo)
     assert server.client().is_model_ready("simple")
 
 
