@@ -207,6 +207,15 @@ def test_parameters_reach_the_compiled_model(explicit_core, ov_repo):
     assert int(compiled.get_property("INFERENCE_NUM_THREADS")) == 2
     # FP32 compute unless HINT_BF16 (OpenVINO's CPU default is bf16 on CPUs that have it)
     assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
+    shutil.copytree(ov_repo / "ir_color", repo / "bf16")
+    config = repo / "bf16" / "config.pbtxt"
+    config.write_text(config.read_text() + 'parameters { key: "HINT_BF16" value: { string_value: '
+                      '"YES" } }\n')
+    explicit_core.load_model("bf16")
+    compiled = explicit_core.get_model("bf16").backend.compiled
+    has_bf16 = "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    assert compiled.get_property("INFERENCE_PRECISION_HINT") == (
+        ov.Type.bf16 if has_bf16 else ov.Type.f32)
     shutil.copytree(ov_repo / "onnx_add_sub", repo / "latency")
     explicit_core.load_model("latency")
     compiled = explicit_core.get_model("latency").backend.compiled

@@ -58,6 +58,9 @@ def torch_repo(tmp_path_factory) -> Path:
     # no config.pbtxt at all: auto-complete must say what is missing
     write(repo, "ts_no_config", detector, None)
     write(repo, "ts_gpu", detector, detector_config("ts_gpu", instances="count: 1 kind: KIND_GPU"))
+    # KIND_MODEL: the module stays where it was saved, the inputs are CPU tensors
+    write(repo, "ts_kind_model", detector, detector_config(
+        "ts_kind_model", instances="count: 1 kind: KIND_MODEL"))
     write(repo, "ts_introspect", Introspect(), """
 platform: "pytorch_libtorch"
 max_batch_size: 4
@@ -136,7 +139,8 @@ def index(server) -> dict[str, tuple[str, str]]:
 NAMED = ("image", "gain", "pooled", "heat", "count")
 
 
-@pytest.mark.parametrize("model, names", [("ts_indexed", INDEXED), ("ts_named", NAMED)])
+@pytest.mark.parametrize("model, names", [("ts_indexed", INDEXED), ("ts_named", NAMED),
+                                          ("ts_kind_model", INDEXED)])
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_outputs_match_the_module_run_eagerly_at_every_shape(server, model, names, protocol):
     client = server.client() if protocol == "grpc" else server.http_client()
