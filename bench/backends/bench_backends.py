@@ -6,13 +6,16 @@ For the bundled ``color_detector`` (constructed to see synthetic_cameras' scenes
 ``detector`` (six convolutions, random weights), each in FP32, FP16 and INT8 (QDQ) ONNX made by
 scripts/quantize_color_detector.py (INT8 calibrated on synthetic camera frames):
 
-- bare runtime: images/s of ONNX Runtime (1 intra-op thread, as the bundled configurations) and
-  of OpenVINO (1 stream, 1 thread, latency hint, FP32 compute as the backend sets it; plus
-  ``bf16``: the FP32 model with OpenVINO's own CPU default here, bf16 compute) at batch 1 and 8.
-  The configurations take turns for ``--rounds`` rounds of ``--seconds`` each; the median counts.
+- bare runtime: CPU time per image (the process's, every runtime thread) and images/s of ONNX
+  Runtime (1 intra-op thread, as the bundled configurations) and of OpenVINO (1 stream, 1 thread,
+  latency hint, FP32 compute as the backend sets it; plus ``bf16``: the FP32 model with
+  OpenVINO's own CPU default here, bf16 compute) at batch 1 and 8. CPU time per image is the
+  measure that ranks them: on a host shared with other work the wall-clock rates swing with the
+  load, the CPU a runtime spends per image far less. The configurations take turns for
+  ``--rounds`` rounds of ``--seconds`` (all rounds together) each; the median counts.
 - served: the same models in one triton-ros-server (the bundled instance groups; OpenVINO with one
-  stream and one thread per instance), tritonclient over gRPC: latency p50 at concurrency 1 and
-  images/s at concurrency 8, taking turns likewise.
+  stream and one thread per instance), tritonclient over gRPC: latency p50 at concurrency 1,
+  images/s and the server's CPU ms per image at concurrency 8, taking turns likewise.
 - accuracy (color_detector): recall, precision and mean IoU against the scenes' ground truth of
   what the server answers for 96 frames, decoded and matched as the ROS demo does.
 
@@ -82,17 +85,20 @@ def ov_runner(path: Path, precision_hint: str = "f32"):
     return lambda x: list(request.infer({"images": x}).values())
 
 
-def images_per_second(run, x: np.ndarray, seconds: float) -> float:
+def images_per_second(run, x: np.ndarray, seconds: float) -> tuple[float, float]:
+    """(images/s, CPU ms per image) of ``run`` on ``x`` for ``seconds``: the process's CPU time
+    (every runtime thread) per image, which another process's load on the host changes far less
+    than the wall-clock rate."""
     run(x)
-    done, start = 0, time.perf_counter()
+    done, start, cpu = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - start < seconds:
         run(x)
         done += len(x)
-    return done / (time.perf_counter() - start)
+    return done / (time.perf_counter() - start), 1000 * (time.process_time() - cpu) / done
 
 
 def bare(files: dict[tuple[str, str], Path], seconds: float, rounds: int
-         ) -> dict[tuple, float]:
+         ) -> dict[tuple, tuple[float, float]]:
     runners = {}
     for (model, precision), path in files.items():
         runners[(model, precision, "onnxruntime")] = ort_runner(path)
@@ -100,13 +106,14 @@ def bare(files: dict[tuple[str, str], Path], seconds: float, rounds: int
         if precision == "fp32":
             runners[(model, precision, "openvino bf16")] = ov_runner(path, "bf16")
     frames, _ = quant.evaluation_set(8, seed=500)
-    results: dict[tuple, list[float]] = {}
+    results: dict[tuple, list[tuple[float, float]]] = {}
     for _ in range(rounds):
         for key, run in runners.items():
             for batch in (1, 8):
-                rate = images_per_second(run, frames[:batch], seconds / rounds)
-                results.setdefault(key + (batch,), []).append(rate)
-    return {k: statistics.median(v) for k, v in results.items()}
+                results.setdefault(key + (batch,), []).append(
+                    images_per_second(run, frames[:batch], seconds / rounds))
+    return {k: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
+            for k, v in results.items()}
 
 
 # ------------------------------------------------------------------------------ served
@@ -143,9 +150,15 @@ def infer(client, model: str, x: np.ndarray, outputs: list[str]) -> list[np.ndar
     return [result.as_numpy(name) for name in outputs]
 
 
-def served_rate(port: int, model: str, x: np.ndarray, outputs: list[str], concurrency: int,
-                seconds: float) -> tuple[float, float]:
-    """(p50 latency ms, images/s) of ``concurrency`` clients sending ``x`` for ``seconds``."""
+def process_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def served_rate(port: int, pid: int, model: str, x: np.ndarray, outputs: list[str],
+                concurrency: int, seconds: float) -> tuple[float, float, float]:
+    """(p50 latency ms, images/s, the server's CPU ms per image) of ``concurrency`` clients
+    sending ``x`` for ``seconds``."""
     import tritonclient.grpc as grpcclient
     latencies: list[float] = []
     window: list[float] = []              # [start, stop], set once every client is warm
@@ -153,7 +166,7 @@ def served_rate(port: int, model: str, x: np.ndarray, outputs: list[str], concur
 
     def open_window():
         now = time.perf_counter()
-        window[:] = [now, now + seconds]
+        window[:] = [now, now + seconds, process_cpu_seconds(pid)]
 
     warm = threading.Barrier(concurrency, action=open_window)
 
@@ -175,24 +188,28 @@ def served_rate(port: int, model: str, x: np.ndarray, outputs: list[str], concur
     for t in threads:
         t.join()
     elapsed = time.perf_counter() - window[0]
-    return 1000 * statistics.median(latencies), len(latencies) * len(x) / elapsed
+    images = len(latencies) * len(x)
+    cpu = process_cpu_seconds(pid) - window[2]
+    return 1000 * statistics.median(latencies), images / elapsed, 1000 * cpu / images
 
 
 OUTPUTS = {"color_detector": ["detections"], "detector": ["boxes", "scores"]}
 
 
-def served(port: int, names: list[str], seconds: float, rounds: int) -> dict[str, tuple]:
+def served(port: int, pid: int, names: list[str], seconds: float, rounds: int
+           ) -> dict[str, tuple]:
+    """name -> (p50 ms at concurrency 1, images/s and server CPU ms per image at 8)."""
     frames, _ = quant.evaluation_set(1, seed=600)
     got: dict[str, dict[int, list]] = {}
     for _ in range(rounds):
         for name in names:
             outputs = OUTPUTS[name.split("_fp")[0].split("_int")[0]]
             for concurrency in (1, 8):
-                p50, rate = served_rate(port, name, frames, outputs, concurrency,
-                                        seconds / rounds)
-                got.setdefault(name, {}).setdefault(concurrency, []).append((p50, rate))
-    return {name: (statistics.median(p for p, _ in by[1]),
-                   statistics.median(r for _, r in by[8])) for name, by in got.items()}
+                got.setdefault(name, {}).setdefault(concurrency, []).append(served_rate(
+                    port, pid, name, frames, outputs, concurrency, seconds / rounds))
+    return {name: (statistics.median(m[0] for m in by[1]),
+                   statistics.median(m[1] for m in by[8]),
+                   statistics.median(m[2] for m in by[8])) for name, by in got.items()}
 
 
 # ------------------------------------------------------------------------------ accuracy
@@ -230,24 +247,26 @@ def accuracy(port: int, files: dict[tuple[str, str], Path], failures: list[str])
 
 # ------------------------------------------------------------------------------ report
 def table(rates: dict, serving: dict, scores: dict) -> str:
-    lines = ["| model | precision | runtime | bare img/s b1 | b8 | vs ORT FP32 b1 | served p50 ms "
-             "c1 | served img/s c8 | recall | mean IoU |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| model | precision | runtime | bare CPU ms/img b1 | b8 | CPU vs ORT FP32 b1 | "
+             "bare img/s b1 | served p50 ms c1 | served img/s c8 | served CPU ms/img c8 | "
+             "recall | mean IoU |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for model in MODELS:
-        base = rates[(model, "fp32", "onnxruntime", 1)]
+        base = rates[(model, "fp32", "onnxruntime", 1)][1]
         for precision in PRECISIONS:
             for runtime in ("onnxruntime", "openvino", "openvino bf16"):
                 key = (model, precision, runtime)
                 if key + (1,) not in rates:
                     continue
                 name = f"{model}_{precision}" + ("_openvino" if runtime == "openvino" else "")
-                p50, rate = serving.get(name, (None, None)) if runtime != "openvino bf16" \
-                    else (None, None)
+                served_row = serving.get(name) if runtime != "openvino bf16" else None
                 s = scores.get((precision, runtime)) if model == "color_detector" else None
+                (rate1, cpu1), (_, cpu8) = rates[key + (1,)], rates[key + (8,)]
                 lines.append(
-                    f"| {model} | {precision.upper()} | {runtime} | {rates[key + (1,)]:.0f} | "
-                    f"{rates[key + (8,)]:.0f} | {rates[key + (1,)] / base:.2f}x | "
-                    + (f"{p50:.2f} | {rate:.0f} | " if p50 is not None else "- | - | ")
+                    f"| {model} | {precision.upper()} | {runtime} | {cpu1:.2f} | {cpu8:.2f} | "
+                    f"{base / cpu1:.2f}x | {rate1:.0f} | "
+                    + ("{:.2f} | {:.0f} | {:.2f} | ".format(*served_row) if served_row
+                       else "- | - | - | ")
                     + (f"{s.recall:.3f} | {s.mean_iou:.4f} |" if s is not None else "- | - |"))
     return "\n".join(lines)
 
@@ -270,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
         print("served ...", file=sys.stderr, flush=True)
         server = Server(repository)
         try:
-            serving = served(server.port, [n for n in names if "fp16" not in n],
-                             args.seconds, args.rounds)
+            serving = served(server.port, server.proc.pid,
+                             [n for n in names if "fp16" not in n], args.seconds, args.rounds)
             scores = accuracy(server.port, files, failures)
         finally:
             server.stop()
