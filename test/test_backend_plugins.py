@@ -234,3 +234,26 @@ def test_the_registry_prefers_built_ins_and_checks_what_plugins_give(tmp_path):
         with pytest.raises(TritonRosError) as err:
             registry.find(name)
         assert err.value.code == code and text in err.value.message, err.value
+
+
+@pytest.mark.parametrize("files, config, backend, platform, filename", [
+    (["model.xml", "model.bin"], "", "openvino", "", "model.xml"),
+    (["model.pt"], "", "pytorch", "pytorch_libtorch", "model.pt"),
+    (["model.pt2"], "", "pytorch", "torch_aoti", "model.pt2"),
+    (["model.onnx", "model.pt"], "", "onnxruntime", "onnxruntime_onnx", "model.onnx"),
+    (["model.onnx"], 'backend: "openvino"\ndefault_model_filename: "model.onnx"', "openvino", "",
+     "model.onnx"),
+    ([], 'platform: "libtorch"', "pytorch", "libtorch", "model.pt"),
+    ([], 'platform: "tensorflow_savedmodel"', "tensorflow", "tensorflow_savedmodel",
+     "model.savedmodel"),
+])
+def test_backend_fields_are_completed_from_the_files_as_triton_does(
+        tmp_path, files, config, backend, platform, filename):
+    from triton_ros.core.model_config import auto_complete_backend_fields, parse_config_text
+    (tmp_path / "1").mkdir()
+    for name in files:
+        (tmp_path / "1" / name).write_bytes(b"")
+    proto = parse_config_text(config, model_name="m")
+    auto_complete_backend_fields(proto, "m", tmp_path)
+    assert (proto.backend, proto.platform, proto.default_model_filename) == \
+        (backend, platform, filename)
