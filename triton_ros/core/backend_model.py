@@ -39,7 +39,7 @@ from .datatypes import from_numpy_dtype
 from .errors import (TritonRosError, as_triton_error, internal, invalid_arg, unavailable,
                      unsupported)
 from .infer_request import InferRequest, InferResponse, model_facing_inputs
-from .model_config import DEFAULT_MAX_BATCH_SIZE, WILDCARD_DIM, ModelConfig
+from .model_config import DEFAULT_MAX_BATCH_SIZE, WILDCARD_DIM, ModelConfig, version_dirs
 
 _log = logging.getLogger("triton_ros.backends")
 
@@ -236,6 +236,19 @@ def warn_unread_parameters(config: ModelConfig, read: frozenset[str], backend: s
         logger.warning("model '%s': parameter(s) %s are not read by the %s backend (it reads "
                        "%s%s)", config.name, ", ".join(f"'{k}'" for k in unread), backend,
                        ", ".join(sorted(read)), extra)
+
+
+def auto_complete_source(proto, model_path: Path, model_file) -> Path | None:
+    """The model file auto-complete reads: ``model_file(version_path, default_model_filename)``
+    of the first version folder; None when the configuration already lists inputs and outputs,
+    or there is no version folder or no such file (the load then reports what is missing)."""
+    if len(proto.input) > 0 and len(proto.output) > 0:
+        return None
+    versions = version_dirs(model_path)
+    if not versions:
+        return None
+    path = model_file(model_path / str(versions[0]), proto.default_model_filename)
+    return path if path.is_file() else None
 
 
 def autofill_batching(proto, model_can_batch: bool) -> list[str]:

@@ -63,12 +63,13 @@ from typing import Mapping
 import numpy as np
 
 from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
-                             autofill_batching, autofill_tensors, warn_unread_parameters)
+                             auto_complete_source, autofill_batching, autofill_tensors,
+                             warn_unread_parameters)
 from ..errors import TritonRosError, internal, invalid_arg, unavailable
 from .backend_parameters import parameter_bool, parameter_int
 from ..strict_parse import parse_size
 from ..model_config import (ONNXRUNTIME_FILENAME, WILDCARD_DIM,
-                            ModelConfig, TensorConfig, version_dirs)
+                            ModelConfig, TensorConfig)
 
 _log = logging.getLogger("triton_ros.onnxruntime")
 
@@ -246,13 +247,8 @@ class OnnxRuntimeModel(BackendModel):
     @classmethod
     def auto_complete_config(cls, proto, model_path: Path) -> list[str]:
         """Triton's ModelState::AutoCompleteConfig for ONNX models."""
-        if len(proto.input) > 0 and len(proto.output) > 0:
-            return []
-        versions = version_dirs(model_path)
-        if not versions:
-            return []
-        model_file = _model_file(model_path / str(versions[0]), proto.default_model_filename)
-        if not model_file.is_file():
+        model_file = auto_complete_source(proto, model_path, _model_file)
+        if model_file is None:
             return []
         ort = _ort()
         try:

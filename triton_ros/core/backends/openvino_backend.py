@@ -45,10 +45,11 @@ from typing import Mapping
 import numpy as np
 
 from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
-                             autofill_batching, autofill_tensors, warn_unread_parameters)
+                             auto_complete_source, autofill_batching, autofill_tensors,
+                             warn_unread_parameters)
 from ..errors import internal, invalid_arg, unavailable
 from .backend_parameters import framework_message
-from ..model_config import OPENVINO_FILENAME, WILDCARD_DIM, ModelConfig, TensorConfig, version_dirs
+from ..model_config import OPENVINO_FILENAME, WILDCARD_DIM, ModelConfig, TensorConfig
 
 _log = logging.getLogger("triton_ros.openvino")
 
@@ -321,13 +322,8 @@ class OpenVINOModel(BackendModel):
     @classmethod
     def auto_complete_config(cls, proto, model_path: Path) -> list[str]:
         """Inputs, outputs and max_batch_size from the IR or ONNX model (AutoCompleteConfig)."""
-        if len(proto.input) > 0 and len(proto.output) > 0:
-            return []
-        versions = version_dirs(model_path)
-        if not versions:
-            return []
-        path = _model_file(model_path / str(versions[0]), proto.default_model_filename)
-        if not path.is_file():
+        path = auto_complete_source(proto, model_path, _model_file)
+        if path is None:
             return []
         ov = import_openvino(proto.name)
         model = _read(ov, ov.Core(), path, proto.name)
