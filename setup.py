@@ -39,7 +39,9 @@ setup(
     # colcon test runs pytest only for a package that declares it as a test dependency (a
     # "test" extra or tests_require); otherwise it runs unittest, which finds no test here
     # ("Ran 0 tests") and reports success. package.xml's <test_depend> is not enough.
-    extras_require={"test": ["pytest"]},
+    # The PyTorch backend needs torch (a CUDA build of it for KIND_GPU instances); the server
+    # serves every other model without it. requirements-torch.txt pins what the tests use.
+    extras_require={"test": ["pytest"], "torch": ["torch>=2.1"]},
     zip_safe=False,
     maintainer="triton_ros developers",
     maintainer_email="dev@triton-ros.invalid",

@@ -91,7 +91,8 @@ def test_a_broken_model_is_listed_with_its_reason_and_others_serve(start_server,
      "has kind KIND_GPU but no GPUs are available"),
     ('name: "other_name"\nbackend: "onnxruntime"',
      "unexpected directory name 'bad' for model 'other_name'"),
-    ('name: "bad"\nbackend: "pytorch"', "backend 'pytorch' is not available"),
+    ('name: "bad"\nbackend: "tensorflow"', "unknown backend 'tensorflow'"),
+    ('name: "bad"\nbackend: "pytorch"', "config.pbtxt must list its inputs and outputs"),
 ])
 def test_invalid_configs_fail_with_a_clear_reason(start_server, repo_copy, config, reason):
     write_model(repo_copy, "bad", add_sub_graph(), config)

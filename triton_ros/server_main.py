@@ -5,8 +5,8 @@ Flags keep tritonserver's names for what exists here (``--model-repository``,
 ``--model-control-mode``, ``--load-model``, ``--repository-poll-secs``, ``--strict-model-config``,
 ``--exit-on-error``, ``--grpc-address``, ``--grpc-port``, ``--http-address``, ``--http-port``,
 ``--metrics-address``, ``--metrics-port``, ``--cache-config``, ``--allow-client-shm``,
-``--log-verbose``, ``--trace-config``, ``--http-max-input-size``, ``--grpc-use-ssl``,
-``--grpc-restricted-protocol``,
+``--log-verbose``, ``--trace-config``, ``--backend-directory``, ``--http-max-input-size``,
+``--grpc-use-ssl``, ``--grpc-restricted-protocol``,
 ``--http-restricted-api``, ``--grpc-keepalive-*``...); the endpoints' limits and TLS are in
 ``frontend/options.py`` and the endpoints start through ``frontend/endpoints.py``, as in the
 ROS node. At start it prints the table of models and their states, then "Started
@@ -26,6 +26,7 @@ import signal
 import sys
 import threading
 
+from .core.backend_model import registry as backend_registry
 from .core.cache_manager import parse_cache_config
 from .core.errors import TritonRosError
 from .core.log_settings import LogSettings
@@ -51,7 +52,8 @@ def parse_bool(text: str) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="triton-ros-server",
-        description="Serve a Triton model repository (ONNX Runtime, TensorRT, Python, ensembles) "
+        description="Serve a Triton model repository (ONNX Runtime, TensorRT, PyTorch, OpenVINO, "
+                    "Python, ensembles and plugin backends) "
                     "over Triton's KServe v2 gRPC and HTTP/REST protocols, with Prometheus "
                     "metrics.")
     p.add_argument("--model-repository", "--model-store", dest="model_repository", action="append",
@@ -62,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with explicit control, a model to load at start ('*' for all; repeatable)")
     p.add_argument("--repository-poll-secs", type=float, default=15.0,
                    help="poll interval with --model-control-mode=poll (default 15)")
+    p.add_argument("--backend-directory", action="append", default=[], metavar="PATH",
+                   help="a directory of plugin backends, <PATH>/<name>/backend.py each "
+                        "(repeatable; searched after the built-in backends and the "
+                        "'triton_ros.backends' entry points; docs/backends.md)")
     p.add_argument("--strict-model-config", type=parse_bool, default=False, metavar="BOOL",
                    help="require complete config.pbtxt files; false auto-completes ONNX models "
                         "(default false)")
@@ -169,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                   "provided. Please provide one or the other.", file=sys.stderr)
             return 1
         cache_args = [f"local,size={args.response_cache_byte_size}"]
+    backend_registry.set_directories(args.backend_directory)
     try:
         cache_config = parse_cache_config(cache_args)
         endpoint_options = options_from_args(args)

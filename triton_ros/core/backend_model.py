@@ -10,14 +10,24 @@ and returns exactly one response or error per request, in order.
 (in parts of rows where the backend asks for it: :meth:`BatchedTensorInstance.rows_per_run`),
 checks the outputs and gives each request its own rows back.
 
-Backends are found by name in :data:`BACKENDS` and imported only when a model needs them, so that
-a machine without TensorRT or CUDA never imports them.
+Backends are found by name (:func:`backend_class`, the :class:`BackendRegistry`), in this order:
+the built-in ones (:data:`BACKENDS`), then the ``triton_ros.backends`` entry-point group of the
+installed Python packages (the entry point's name is the backend's, its value ``module:Class``
+of a :class:`BackendModel` subclass), then each backend directory (``--backend-directory``, as
+tritonserver's): ``<directory>/<name>/backend.py`` defining ``BACKEND_MODEL``, the class. A
+backend is imported only when a model names it, so that a machine without TensorRT, CUDA, torch
+or OpenVINO never imports them. The contract a plugin implements is docs/backends.md.
 """
 from __future__ import annotations
 
 import abc
 import importlib
+import importlib.metadata
+import importlib.util
 import logging
+import re
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,28 +36,192 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .datatypes import from_numpy_dtype
-from .errors import TritonRosError, as_triton_error, internal, unsupported
+from .errors import (TritonRosError, as_triton_error, internal, invalid_arg, unavailable,
+                     unsupported)
 from .infer_request import InferRequest, InferResponse, model_facing_inputs
-from .model_config import WILDCARD_DIM, ModelConfig
+from .model_config import DEFAULT_MAX_BATCH_SIZE, WILDCARD_DIM, ModelConfig, version_dirs
+
+_log = logging.getLogger("triton_ros.backends")
 
 # backend name -> "module:Class" of its BackendModel
 BACKENDS: dict[str, str] = {
     "onnxruntime": "triton_ros.core.backends.onnxruntime_backend:OnnxRuntimeModel",
     "tensorrt": "triton_ros.core.backends.tensorrt_backend:TensorRTModel",
     "python": "triton_ros.core.backends.python_backend:PythonModel",
+    "pytorch": "triton_ros.core.backends.pytorch_backend:PyTorchModel",
+    "openvino": "triton_ros.core.backends.openvino_backend:OpenVINOModel",
 }
+#: The entry-point group in which installed packages name their backends.
+ENTRY_POINT_GROUP = "triton_ros.backends"
+#: The module a backend directory's ``<name>/`` holds, and the attribute naming its class.
+BACKEND_FILE = "backend.py"
+BACKEND_ATTRIBUTE = "BACKEND_MODEL"
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
-def backend_class(name: str) -> type["BackendModel"]:
-    target = BACKENDS.get(name)
-    if target is None:
-        raise unsupported(f"unknown backend '{name}' (available: {', '.join(sorted(BACKENDS))})")
+class BackendRegistry:
+    """Backend name -> :class:`BackendModel` subclass: built-ins, then the entry points of
+    :data:`ENTRY_POINT_GROUP`, then the backend directories (``--backend-directory``).
+
+    Looked up at each model load (nothing is cached but the imported modules), so that a
+    package installed, or a directory filled, while the server runs serves its models at their
+    next load. A name that fails to import or is not a BackendModel subclass fails only the
+    models that name it, with UNAVAILABLE or INVALID_ARG saying which source was used."""
+
+    def __init__(self, directories: tuple[str, ...] = ()) -> None:
+        self.directories: tuple[Path, ...] = tuple(Path(d) for d in directories)
+        self._lock = threading.Lock()
+        self._shadow_warned: set[str] = set()
+
+    def set_directories(self, directories) -> None:
+        """The backend directories, searched in order after the entry points."""
+        self.directories = tuple(Path(d) for d in directories)
+
+    def find(self, name: str) -> type["BackendModel"]:
+        if not name or not _NAME.fullmatch(name):
+            raise invalid_arg(f"backend name '{name}' is not valid")
+        target = BACKENDS.get(name)
+        if target is not None:
+            if self._entry_point(name) is not None and name not in self._shadow_warned:
+                self._shadow_warned.add(name)
+                _log.warning("backend '%s': the built-in backend is used; the entry point of the "
+                             "same name in group '%s' is ignored", name, ENTRY_POINT_GROUP)
+            return _import_target(name, target, "built-in backend")
+        entry = self._entry_point(name)
+        if entry is not None:
+            where = f"entry point '{entry.name} = {entry.value}' in group '{ENTRY_POINT_GROUP}'"
+            try:
+                cls = entry.load()
+            except Exception as exc:   # a plugin's import error fails its models, named
+                raise unavailable(f"backend '{name}' ({where}) failed to import: "
+                                  f"{type(exc).__name__}: {exc}") from None
+            return _checked_class(name, cls, where)
+        for directory in self.directories:
+            path = directory / name / BACKEND_FILE
+            if path.is_file():
+                return self._from_file(name, path)
+        raise unsupported(f"unknown backend '{name}': not built in ({', '.join(sorted(BACKENDS))}), "
+                          f"no entry point of that name in group '{ENTRY_POINT_GROUP}', "
+                          + (f"and no {name}/{BACKEND_FILE} in the backend directories "
+                             f"({', '.join(str(d) for d in self.directories)})"
+                             if self.directories else "and no --backend-directory given"))
+
+    def available(self) -> dict[str, str]:
+        """Every backend name this registry can find, and where from (nothing is imported)."""
+        found = {name: "built-in" for name in BACKENDS}
+        for entry in _entry_points():
+            found.setdefault(entry.name, f"entry point {entry.value}")
+        for directory in self.directories:
+            try:
+                children = sorted(directory.iterdir())
+            except OSError:
+                continue
+            for child in children:
+                if (child / BACKEND_FILE).is_file():
+                    found.setdefault(child.name, str(child / BACKEND_FILE))
+        return found
+
+    @staticmethod
+    def _entry_point(name: str):
+        for entry in _entry_points():
+            if entry.name == name:
+                return entry
+        return None
+
+    def _from_file(self, name: str, path: Path) -> type["BackendModel"]:
+        """Import ``<directory>/<name>/backend.py`` once (by its resolved path) as module
+        ``triton_ros_backend_<name>``; its folder is the module's own (it may import siblings
+        relatively as a package)."""
+        module_name = f"triton_ros_backend_{re.sub(r'[^A-Za-z0-9_]', '_', name)}"
+        resolved = str(path.resolve())
+        with self._lock:
+            module = sys.modules.get(module_name)
+            if module is None or getattr(module, "__file__", None) != resolved:
+                spec = importlib.util.spec_from_file_location(
+                    module_name, resolved, submodule_search_locations=[str(path.parent.resolve())])
+                if spec is None or spec.loader is None:
+                    raise unavailable(f"backend '{name}': cannot import {path}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[module_name] = module
+                try:
+                    spec.loader.exec_module(module)
+                except BaseException as exc:
+                    sys.modules.pop(module_name, None)
+                    raise unavailable(f"backend '{name}' ({path}) failed to import: "
+                                      f"{type(exc).__name__}: {exc}") from None
+        cls = getattr(module, BACKEND_ATTRIBUTE, None)
+        if cls is None:
+            raise invalid_arg(f"backend '{name}' ({path}) defines no {BACKEND_ATTRIBUTE} (the "
+                              f"BackendModel subclass the backend serves models with)")
+        return _checked_class(name, cls, str(path))
+
+
+def _entry_points():
+    try:
+        return tuple(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
+    except Exception as exc:   # broken metadata of some installed package
+        _log.warning("reading entry points of group '%s' failed: %s", ENTRY_POINT_GROUP, exc)
+        return ()
+
+
+def _import_target(name: str, target: str, where: str) -> type["BackendModel"]:
     module_name, _, class_name = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise unsupported(f"backend '{name}' is not available: {exc}") from None
-    return getattr(module, class_name)
+    return _checked_class(name, getattr(module, class_name, None), f"{where} {target}")
+
+
+def _checked_class(name: str, cls, where: str) -> type["BackendModel"]:
+    if not (isinstance(cls, type) and issubclass(cls, BackendModel)):
+        raise invalid_arg(f"backend '{name}' ({where}) is {cls!r}, not a subclass of "
+                          f"triton_ros.core.backend_model.BackendModel")
+    return cls
+
+
+#: The registry the server's models are loaded with (``--backend-directory`` sets its
+#: directories).
+registry = BackendRegistry()
+
+
+def backend_class(name: str) -> type["BackendModel"]:
+    """The :class:`BackendModel` subclass serving backend ``name`` (see :class:`BackendRegistry`)."""
+    return registry.find(name)
+
+
+def backend_can_use_gpu(name: str) -> bool:
+    """Whether KIND_AUTO instances of backend ``name`` go to a GPU; False when the backend cannot
+    be found or its answer fails (logged: a plugin's fault never stops the server)."""
+    try:
+        return bool(backend_class(name).can_use_gpu())
+    except TritonRosError:
+        return False
+    except Exception as exc:
+        _log.warning("backend '%s': can_use_gpu() failed (%s: %s); KIND_AUTO instances run on "
+                     "the CPU", name, type(exc).__name__, exc)
+        return False
+
+
+def backend_auto_complete(name: str):
+    """Backend ``name``'s auto-complete function, whose failures other than TritonRosError come
+    back as INVALID_ARG naming the backend; None when the backend cannot be found (its models
+    then fail to load with the lookup's reason)."""
+    try:
+        complete = backend_class(name).auto_complete_config
+    except TritonRosError:
+        return None
+
+    def checked(proto, model_path: Path) -> list[str]:
+        try:
+            return list(complete(proto, model_path) or [])
+        except TritonRosError:
+            raise
+        except Exception as exc:
+            raise invalid_arg(f"auto-complete of model '{proto.name}' by backend '{name}' "
+                              f"failed: {type(exc).__name__}: {exc}") from None
+
+    return checked
 
 
 def warn_unread_parameters(config: ModelConfig, read: frozenset[str], backend: str,
@@ -62,6 +236,61 @@ def warn_unread_parameters(config: ModelConfig, read: frozenset[str], backend: s
         logger.warning("model '%s': parameter(s) %s are not read by the %s backend (it reads "
                        "%s%s)", config.name, ", ".join(f"'{k}'" for k in unread), backend,
                        ", ".join(sorted(read)), extra)
+
+
+def auto_complete_source(proto, model_path: Path, model_file) -> Path | None:
+    """The model file auto-complete reads: ``model_file(version_path, default_model_filename)``
+    of the first version folder; None when the configuration already lists inputs and outputs,
+    or there is no version folder or no such file (the load then reports what is missing)."""
+    if len(proto.input) > 0 and len(proto.output) > 0:
+        return None
+    versions = version_dirs(model_path)
+    if not versions:
+        return None
+    path = model_file(model_path / str(versions[0]), proto.default_model_filename)
+    return path if path.is_file() else None
+
+
+def autofill_batching(proto, model_can_batch: bool) -> list[str]:
+    """Auto-complete's batching, as Triton's backends do it: a model that can batch and names no
+    ``max_batch_size`` gets the default (4), with the dynamic batcher when it batches more than
+    one and names no scheduler. Returns the warnings; the caller decides what a model that
+    cannot batch but names a ``max_batch_size`` means."""
+    if not model_can_batch:
+        return []
+    warnings = []
+    if proto.max_batch_size == 0:
+        proto.max_batch_size = DEFAULT_MAX_BATCH_SIZE
+        warnings.append(
+            f"autofilled max_batch_size to {DEFAULT_MAX_BATCH_SIZE} for model "
+            f"'{proto.name}' since batching is supported but no max_batch_size is "
+            f"specified in model configuration. Must specify max_batch_size to utilize "
+            f"autofill with a larger max batch size")
+    if proto.max_batch_size > 1 and not proto.HasField("dynamic_batching") \
+            and not proto.HasField("sequence_batching"):
+        proto.dynamic_batching.SetInParent()
+    return warnings
+
+
+def autofill_tensors(proto, field, tensors) -> None:
+    """Fill ``proto.input`` or ``proto.output`` (``field``) with ``tensors``: (name, protocol
+    data type, model dims with the batch dimension where the model batches). A tensor that is
+    only the batch dimension gets dims [1] reshaped to [] (Triton's rule)."""
+    from .datatypes import protocol_to_config
+    from .protos import model_config_pb2 as mc
+    del field[:]
+    batching = proto.max_batch_size > 0
+    for name, datatype, dims in tensors:
+        io = field.add()
+        io.name = name
+        io.data_type = mc.DataType.Value(protocol_to_config(datatype))
+        shown = list(dims[1:] if batching else dims)
+        if shown:
+            io.dims.extend(shown)
+        else:
+            io.dims.append(1)
+            if batching:
+                io.reshape.SetInParent()
 
 
 # answer_early(pairs of (request, response), compute_input_ns, compute_infer_ns, compute_output_ns):

@@ -50,17 +50,29 @@ TENSORRT_PLATFORM = "tensorrt_plan"
 TENSORRT_FILENAME = "model.plan"
 PYTHON_BACKEND = "python"
 PYTHON_FILENAME = "model.py"
+OPENVINO_BACKEND = "openvino"
+OPENVINO_FILENAME = "model.xml"
+PYTORCH_BACKEND = "pytorch"
+PYTORCH_PLATFORM = "pytorch_libtorch"
+PYTORCH_PLATFORM_ALT = "libtorch"
+PYTORCH_FILENAME = "model.pt"
+PYTORCH_AOTI_PLATFORM = "torch_aoti"
+PYTORCH_AOTI_FILENAME = "model.pt2"
+TENSORFLOW_BACKEND = "tensorflow"
+TENSORFLOW_PLATFORMS = {"tensorflow_savedmodel": "model.savedmodel",
+                        "tensorflow_graphdef": "model.graphdef"}
 ENSEMBLE_PLATFORM = "ensemble"
 
 _PLATFORM_OF_BACKEND = {
     ONNXRUNTIME_BACKEND: ONNXRUNTIME_PLATFORM,
     TENSORRT_BACKEND: TENSORRT_PLATFORM,
 }
-_KNOWN_UNSERVED_BACKENDS = {
-    "tensorflow": ("tensorflow_savedmodel", "tensorflow_graphdef", "model.savedmodel",
-                   "model.graphdef"),
-    "pytorch": ("pytorch_libtorch", "model.pt"),
-    "openvino": ("model.xml",),
+# The platforms a backend accepts where it has any (ValidateModelConfig's pairs)
+_PLATFORMS_OF_BACKEND = {
+    ONNXRUNTIME_BACKEND: {ONNXRUNTIME_PLATFORM},
+    TENSORRT_BACKEND: {TENSORRT_PLATFORM},
+    PYTORCH_BACKEND: {PYTORCH_PLATFORM, PYTORCH_PLATFORM_ALT, PYTORCH_AOTI_PLATFORM},
+    TENSORFLOW_BACKEND: set(TENSORFLOW_PLATFORMS),
 }
 
 
@@ -338,27 +350,52 @@ def auto_complete_backend_fields(proto: mc.ModelConfig, model_name: str, model_p
 
     if proto.platform == ENSEMBLE_PLATFORM or proto.HasField("ensemble_scheduling"):
         return
+    version_path = model_path / str(versions[0]) if versions else None
+
+    def is_file(name: str) -> bool:
+        return name in contents and version_path is not None and \
+            not (version_path / name).is_dir()
+
+    guessing = not proto.platform and not proto.default_model_filename and bool(versions)
+    # Triton's order: TensorFlow, TensorRT, ONNX Runtime, OpenVINO, PyTorch, Python.
+    if proto.platform in TENSORFLOW_PLATFORMS:
+        proto.backend = proto.backend or TENSORFLOW_BACKEND
+        proto.default_model_filename = (proto.default_model_filename
+                                        or TENSORFLOW_PLATFORMS[proto.platform])
+        return
     if not proto.backend:
-        if proto.platform == TENSORRT_PLATFORM or proto.default_model_filename == TENSORRT_FILENAME:
+        if proto.platform == TENSORRT_PLATFORM or proto.default_model_filename == TENSORRT_FILENAME \
+                or (guessing and is_file(TENSORRT_FILENAME)):
             proto.backend = TENSORRT_BACKEND
-        elif proto.platform == ONNXRUNTIME_PLATFORM or proto.default_model_filename == ONNXRUNTIME_FILENAME:
+        elif proto.platform == ONNXRUNTIME_PLATFORM \
+                or proto.default_model_filename == ONNXRUNTIME_FILENAME \
+                or (guessing and ONNXRUNTIME_FILENAME in contents):   # a file or a directory
             proto.backend = ONNXRUNTIME_BACKEND
-        elif proto.default_model_filename == PYTHON_FILENAME:
+        elif proto.default_model_filename == OPENVINO_FILENAME \
+                or (guessing and OPENVINO_FILENAME in contents):
+            proto.backend = OPENVINO_BACKEND
+        elif proto.platform in (PYTORCH_PLATFORM, PYTORCH_PLATFORM_ALT, PYTORCH_AOTI_PLATFORM) \
+                or proto.default_model_filename in (PYTORCH_FILENAME, PYTORCH_AOTI_FILENAME):
+            proto.backend = PYTORCH_BACKEND
+        elif guessing and is_file(PYTORCH_FILENAME):
+            proto.backend, proto.platform = PYTORCH_BACKEND, PYTORCH_PLATFORM
+        elif guessing and is_file(PYTORCH_AOTI_FILENAME):
+            proto.backend, proto.platform = PYTORCH_BACKEND, PYTORCH_AOTI_PLATFORM
+        elif proto.default_model_filename == PYTHON_FILENAME \
+                or (guessing and PYTHON_FILENAME in contents):
             proto.backend = PYTHON_BACKEND
-        elif not proto.platform and not proto.default_model_filename:
-            if TENSORRT_FILENAME in contents:
-                proto.backend = TENSORRT_BACKEND
-            elif ONNXRUNTIME_FILENAME in contents:
-                proto.backend = ONNXRUNTIME_BACKEND
-            elif PYTHON_FILENAME in contents:
-                proto.backend = PYTHON_BACKEND
     if proto.backend in _PLATFORM_OF_BACKEND and not proto.platform:
         proto.platform = _PLATFORM_OF_BACKEND[proto.backend]
+    if proto.backend == PYTORCH_BACKEND and not proto.platform:
+        proto.platform = PYTORCH_PLATFORM        # until an AOTI platform is named, as Triton
     if not proto.default_model_filename:
         proto.default_model_filename = {
             ONNXRUNTIME_BACKEND: ONNXRUNTIME_FILENAME,
             TENSORRT_BACKEND: TENSORRT_FILENAME,
             PYTHON_BACKEND: PYTHON_FILENAME,
+            OPENVINO_BACKEND: OPENVINO_FILENAME,
+            PYTORCH_BACKEND: (PYTORCH_AOTI_FILENAME if proto.platform == PYTORCH_AOTI_PLATFORM
+                              else PYTORCH_FILENAME),
         }.get(proto.backend, "")
 
 
@@ -487,8 +524,8 @@ def validate(proto: mc.ModelConfig) -> list[str]:
     if proto.backend and is_ensemble:
         raise invalid_arg(f"Ensemble model '{name}' must have platform type 'ensemble' and "
                           f"empty backend type")
-    expected_platform = _PLATFORM_OF_BACKEND.get(proto.backend)
-    if expected_platform and proto.platform and proto.platform != expected_platform:
+    expected_platforms = _PLATFORMS_OF_BACKEND.get(proto.backend)
+    if expected_platforms and proto.platform and proto.platform not in expected_platforms:
         raise invalid_arg(f"unexpected 'platform' and 'backend' pair, got:{proto.platform}, "
                           f"{proto.backend}")
     if proto.max_batch_size < 0:
@@ -909,11 +946,6 @@ def load_model_config(
                           f"directory name must equal model name")
 
     auto_complete_backend_fields(proto, model_name, model_path)
-    for unserved, markers in _KNOWN_UNSERVED_BACKENDS.items():
-        if proto.backend == unserved or proto.platform in markers or proto.default_model_filename in markers:
-            raise unsupported(f"model '{model_name}': backend '{proto.backend or proto.platform}' is "
-                              f"not available in triton_ros (served: onnxruntime, tensorrt, python, "
-                              f"ensemble)")
     warnings: list[str] = []
     if not strict and backend_auto_complete is not None and proto.backend:
         complete = backend_auto_complete(proto.backend)

@@ -28,7 +28,7 @@ from typing import Callable, Iterable
 
 from concurrent.futures import Future
 
-from .backend_model import backend_class
+from .backend_model import backend_auto_complete, backend_can_use_gpu
 from .cache_manager import LocalCache
 from .errors import (StatusCode, TritonRosError, UnknownModelError, as_triton_error, invalid_arg,
                      unavailable)
@@ -588,18 +588,8 @@ class ModelRepositoryManager:
                 _log.error("poll: failed to load '%s': %s", name, exc.message)
 
 
-def _can_use_gpu(backend: str) -> bool:
-    try:
-        return backend_class(backend).can_use_gpu()
-    except TritonRosError:
-        return False
-
-
-def _auto_complete_for(backend: str):
-    try:
-        return backend_class(backend).auto_complete_config
-    except TritonRosError:
-        return None
+_can_use_gpu = backend_can_use_gpu
+_auto_complete_for = backend_auto_complete
 
 
 #: The longest file name a component of an override path may have (Linux NAME_MAX).

@@ -63,11 +63,13 @@ from typing import Mapping
 import numpy as np
 
 from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
+                             auto_complete_source, autofill_batching, autofill_tensors,
                              warn_unread_parameters)
 from ..errors import TritonRosError, internal, invalid_arg, unavailable
+from .backend_parameters import parameter_bool, parameter_int
 from ..strict_parse import parse_size
-from ..model_config import (DEFAULT_MAX_BATCH_SIZE, ONNXRUNTIME_FILENAME, WILDCARD_DIM,
-                            ModelConfig, TensorConfig, version_dirs)
+from ..model_config import (ONNXRUNTIME_FILENAME, WILDCARD_DIM,
+                            ModelConfig, TensorConfig)
 
 _log = logging.getLogger("triton_ros.onnxruntime")
 
@@ -121,15 +123,8 @@ def _io_infos(session) -> tuple[dict[str, tuple[str, list[int]]], dict[str, tupl
     return infos(session.get_inputs()), infos(session.get_outputs())
 
 
-def _parse_int(config: ModelConfig, key: str, default: int) -> int:
-    value = config.parameters.get(key)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise invalid_arg(f"model '{config.name}': parameter '{key}' must be an integer, got "
-                          f"'{value}'") from None
+_parse_int = parameter_int
+_parse_bool = parameter_bool
 
 
 _ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
@@ -220,18 +215,6 @@ def _deprecated_cuda_options(config: ModelConfig) -> dict[str, str]:
     return options
 
 
-def _parse_bool(config: ModelConfig, key: str) -> bool | None:
-    value = config.parameters.get(key)
-    if value is None:
-        return None
-    lowered = value.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise invalid_arg(f"model '{config.name}': parameter '{key}' must be a boolean, got '{value}'")
-
-
 def _parse_choice(config: ModelConfig, key: str, names: tuple[str, ...]) -> str:
     """An integer parameter that indexes ``names`` (Triton's numbered CUDA options) -> the name
     ONNX Runtime takes; another number is refused with Triton's message."""
@@ -264,13 +247,8 @@ class OnnxRuntimeModel(BackendModel):
     @classmethod
     def auto_complete_config(cls, proto, model_path: Path) -> list[str]:
         """Triton's ModelState::AutoCompleteConfig for ONNX models."""
-        if len(proto.input) > 0 and len(proto.output) > 0:
-            return []
-        versions = version_dirs(model_path)
-        if not versions:
-            return []
-        model_file = _model_file(model_path / str(versions[0]), proto.default_model_filename)
-        if not model_file.is_file():
+        model_file = auto_complete_source(proto, model_path, _model_file)
+        if model_file is None:
             return []
         ort = _ort()
         try:
@@ -278,45 +256,18 @@ class OnnxRuntimeModel(BackendModel):
         except Exception as exc:
             raise invalid_arg(f"unable to load model '{proto.name}' for auto-complete: {exc}") from None
         inputs, outputs = _io_infos(session)
-        warnings: list[str] = []
         can_batch = all(dims and dims[0] == WILDCARD_DIM
                         for _, dims in list(inputs.values()) + list(outputs.values()))
-        if can_batch:
-            if proto.max_batch_size == 0:
-                proto.max_batch_size = DEFAULT_MAX_BATCH_SIZE
-                warnings.append(
-                    f"autofilled max_batch_size to {DEFAULT_MAX_BATCH_SIZE} for model "
-                    f"'{proto.name}' since batching is supported but no max_batch_size is "
-                    f"specified in model configuration. Must specify max_batch_size to utilize "
-                    f"autofill with a larger max batch size")
-            if proto.max_batch_size > 1 and not proto.HasField("dynamic_batching") \
-                    and not proto.HasField("sequence_batching"):
-                proto.dynamic_batching.SetInParent()
-        elif proto.max_batch_size != 0:
+        warnings = autofill_batching(proto, can_batch)
+        if not can_batch and proto.max_batch_size != 0:
             raise invalid_arg(f"autofill failed for model '{proto.name}': model does not support "
                               f"batching while non-zero max_batch_size is specified")
-
-        from ..protos import model_config_pb2 as mc
-        from ..datatypes import protocol_to_config
-
-        def fill(field, infos):
-            del field[:]
-            for name, (dtype, dims) in infos.items():
-                io = field.add()
-                io.name = name
-                io.data_type = mc.DataType.Value(protocol_to_config(dtype))
-                shown = dims[1:] if proto.max_batch_size > 0 else dims
-                if not shown:
-                    io.dims.append(1)
-                    if proto.max_batch_size > 0:
-                        io.reshape.SetInParent()
-                else:
-                    io.dims.extend(shown)
-
         if len(proto.input) == 0:
-            fill(proto.input, inputs)
+            autofill_tensors(proto, proto.input,
+                             [(n, dtype, dims) for n, (dtype, dims) in inputs.items()])
         if len(proto.output) == 0:
-            fill(proto.output, outputs)
+            autofill_tensors(proto, proto.output,
+                             [(n, dtype, dims) for n, (dtype, dims) in outputs.items()])
         return warnings
 
     def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:
