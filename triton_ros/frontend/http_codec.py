@@ -112,8 +112,15 @@ def decode_infer_request(model_name: str, version: int, body: bytes | memoryview
     if header_length is None:
         header_length = len(view)
     header = parse_json_object(view[:header_length], "inference", allow_empty=False)
-    binary = view[header_length:]
+    return decode_infer_header(model_name, version, header, view[header_length:], shared_memory)
 
+
+def decode_infer_header(model_name: str, version: int, header: dict, binary: memoryview,
+                        shared_memory: SharedMemoryManager = NO_REGIONS
+                        ) -> tuple[InferRequest, OutputPlan]:
+    """:func:`decode_infer_request` once the JSON part is parsed (``header``) and split from the
+    binary tensor data that follows it (``binary``): for transports that read the model's name
+    from the message itself (the Kafka frontend)."""
     request_id = header.get("id", "")
     if not isinstance(request_id, str):
         raise invalid_arg("Unable to parse 'id': expected a string")
