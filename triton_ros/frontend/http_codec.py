@@ -292,6 +292,8 @@ def _decode_json_data(model: str, name: str, datatype: str, dtype: np.dtype,
         if dtype.kind == "b" and kind != "b":
             raise invalid_arg(f"Unable to parse 'data': input '{name}' expects booleans")
         if dtype.kind in "iu":
+            if kind == "f":      # numpy's type for integers beyond int64 mixed with others
+                return _exact_integers(name, datatype, dtype, values.size, data).reshape(shape)
             if kind not in "iu":
                 raise invalid_arg(f"Unable to parse 'data': input '{name}' expects integers")
             info = np.iinfo(dtype)
@@ -301,6 +303,20 @@ def _decode_json_data(model: str, name: str, datatype: str, dtype: np.dtype,
         if dtype.kind == "f" and kind not in "iuf":
             raise invalid_arg(f"Unable to parse 'data': input '{name}' expects numbers")
     return values.astype(dtype, copy=False).reshape(shape)
+
+
+def _exact_integers(name: str, datatype: str, dtype: np.dtype, count: int,
+                    data: list) -> np.ndarray:
+    """JSON integers numpy read as floats (UINT64 values past INT64's range beside smaller
+    ones): taken as the integers they are, or INVALID_ARG when one is not an integer."""
+    flat = np.array(data, dtype=np.object_).reshape(-1)
+    if any(type(v) is not int for v in flat):
+        raise invalid_arg(f"Unable to parse 'data': input '{name}' expects integers")
+    info = np.iinfo(dtype)
+    if any(v < info.min or v > info.max for v in flat):
+        raise invalid_arg(f"Unable to parse 'data': a value of input '{name}' does not fit "
+                          f"{datatype}")
+    return np.array(list(flat), dtype=dtype)
 
 
 # ------------------------------------------------------------------------------------------

@@ -50,7 +50,8 @@ from .options import KafkaOptions
 _log = logging.getLogger("triton_ros.kafka")
 
 LOG_EVERY_S = 10.0                # one log line per kind of failure every 10 s at most
-RETRY_BACKOFF_S = (0.005, 0.5)    # a refused request is sent again after 5 ms, doubling to 0.5 s
+RETRY_BACKOFF_S = (0.005, 0.1)    # a refused request is sent again after 5 ms, doubling to 0.1 s,
+                                  # or as soon as another request of this frontend completes
 CONSUME_BATCH = 100
 
 
@@ -122,6 +123,7 @@ class KafkaServer:
                        f"group {options.group_id})")
         self.port = 0                                     # the Endpoint protocol's; no port
         self._log = ThrottledLog(_log)
+        self._server_id = getattr(getattr(core, "options", None), "server_id", "")
         self._consumer = None
         self._producer = None
         self._stopping = threading.Event()
@@ -134,6 +136,7 @@ class KafkaServer:
         self._assigned: set[tuple[str, int]] = set()
         self._paused: set[tuple[str, int]] = set()
         self._stored: dict[tuple[str, int], int] = {}
+        self._rewound: dict[tuple[str, int], int] = {}    # sought back to this offset
         self._retries: deque[Entry] = deque()             # refused by a full queue
         self._retry_lock = threading.Lock()
         self._in_flight = 0
@@ -200,6 +203,7 @@ class KafkaServer:
             self._assigned.add(key)
             self._partitions[key] = PartitionInFlight(tp.topic, tp.partition, self._produce)
             self._stored.pop(key, None)
+            self._rewound.pop(key, None)
         _log.info("Kafka partitions assigned: %s",
                   ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "none")
 
@@ -231,6 +235,7 @@ class KafkaServer:
             self._assigned.discard(key)
             self._paused.discard(key)
             self._stored.pop(key, None)
+            self._rewound.pop(key, None)
         self.metrics.paused = len(self._paused)
 
     # ---------------------------------------------------------------- consumer thread
@@ -242,7 +247,8 @@ class KafkaServer:
                     self._flow_control()
                     self._store_offsets()
                     room = max(1, min(CONSUME_BATCH, self.options.max_inflight - self._in_flight))
-                    batch = consumer.consume(num_messages=room, timeout=0.05)
+                    batch = consumer.consume(num_messages=room,
+                                             timeout=0.005 if self._retries else 0.05)
                     for message in batch:
                         self._receive(message)
                 except Exception as exc:     # never let the consumer thread die quietly
@@ -283,6 +289,15 @@ class KafkaServer:
         tracker = self._partitions.get(key)
         if tracker is None:                  # a record of a partition no longer ours
             return
+        offset = message.offset()
+        rewound = self._rewound.get(key)
+        if rewound is not None:
+            if offset > rewound:             # fetched before the seek: fetched again later
+                return
+            del self._rewound[key]
+        if len(tracker) >= self.options.max_inflight_per_partition:
+            self._rewind(key, offset)
+            return
         self.metrics.received(key[0])
         entry = tracker.add(message.offset(), message)
         entry.data = _Work(tracker)
@@ -290,6 +305,18 @@ class KafkaServer:
             self._in_flight += 1
             self.metrics.in_flight = self._in_flight
         self._submit(entry)
+
+    def _rewind(self, key: tuple[str, int], offset: int) -> None:
+        """A record beyond the partition's in-flight bound (one consume call may bring several
+        of a partition): pause the partition and fetch again from this record when resumed."""
+        from confluent_kafka import TopicPartition
+        tp = TopicPartition(key[0], key[1], offset)
+        if key not in self._paused:
+            self._consumer.pause([tp])
+            self._paused.add(key)
+            self.metrics.paused = len(self._paused)
+        self._consumer.seek(tp)
+        self._rewound[key] = offset
 
     def _submit(self, entry: Entry) -> None:
         """Read the record and queue its request in the core; never raises."""
@@ -331,6 +358,10 @@ class KafkaServer:
                 with self._retry_lock:
                     self._retries.append(entry)
                 return
+            if self._retries:                # a request left a queue: try the refused now
+                with self._retry_lock:
+                    for waiting in self._retries:
+                        waiting.data.retry_at = 0.0
             if exc is not None:
                 self._answer(entry, self._error(work, as_triton_error(exc)))
                 return
@@ -345,14 +376,15 @@ class KafkaServer:
     def _encode(self, entry: Entry, response, plan: http_codec.OutputPlan) -> None:
         work: _Work = entry.data
         try:
-            record = messages.reply(work.routing, response, plan)
+            record = messages.reply(work.routing, response, plan, self._server_id)
         except Exception as exc:             # e.g. FP16 output asked for as JSON: INVALID_ARG
             record = self._error(work, as_triton_error(exc))
         self._answer(entry, record)
 
     def _error(self, work: _Work, error: TritonRosError) -> Record:
         self.metrics.failed(work.topic, error.code.name)
-        return messages.error_reply(work.routing, error, work.model, work.version)
+        return messages.error_reply(work.routing, error, work.model, work.version,
+                                    self._server_id)
 
     def _answer(self, entry: Entry, record: Record) -> None:
         entry.data.tracker.ready(entry, (record,))
@@ -370,7 +402,8 @@ class KafkaServer:
                                         reason, error, work.topic, work.partition,
                                         message.offset())]
         if work.routing is not None and work.routing.reply_topic:
-            records.append(messages.error_reply(work.routing, error, work.model, work.version))
+            records.append(messages.error_reply(work.routing, error, work.model, work.version,
+                                                self._server_id))
         entry.data.tracker.ready(entry, records)
 
     # ---------------------------------------------------------------- producing
@@ -442,35 +475,43 @@ class KafkaServer:
 
     # ---------------------------------------------------------------- flow control, offsets
     def _flow_control(self) -> None:
-        """Pause partitions with too much in flight (all of them while the total is too high
-        or a model's queue is full), resume them once half has drained; resubmit refused
-        requests whose backoff has passed."""
+        """Resubmit refused requests whose backoff has passed (they keep their partition's
+        slot meanwhile, so a partition feeding a full model reaches its bound and pauses);
+        pause every partition while the total in flight is at its bound; resume a partition
+        once half of its bound has drained."""
         now = time.monotonic()
         due = []
         with self._retry_lock:
             while self._retries and self._retries[0].data.retry_at <= now:
                 due.append(self._retries.popleft())
-            queue_full = bool(self._retries) or bool(due)
         for entry in due:
             self._submit(entry)
         limit, total = self.options.max_inflight_per_partition, self.options.max_inflight
-        pause_all = queue_full or self._in_flight >= total
-        may_resume = not queue_full and self._in_flight <= total * 3 // 4
+        pause_all = self._in_flight >= total
+        may_resume = self._in_flight <= total * 3 // 4
         to_pause, to_resume = [], []
         for key, tracker in self._partitions.items():
-            n = len(tracker)
             if key in self._paused:
-                if may_resume and n <= limit // 2:
+                if may_resume and len(tracker) <= limit // 2:
                     to_resume.append(key)
-            elif pause_all or n >= limit:
+            elif pause_all:
                 to_pause.append(key)
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
         if to_pause:
             self._consumer.pause([TopicPartition(t, p) for t, p in to_pause])
             self._paused.update(to_pause)
         if to_resume:
-            self._consumer.resume([TopicPartition(t, p) for t, p in to_resume])
+            every_partition_paused = self._paused >= set(self._partitions)
+            tps = [TopicPartition(t, p) for t, p in to_resume]
+            self._consumer.resume(tps)
             self._paused.difference_update(to_resume)
+            if every_partition_paused:
+                # librdkafka's broker thread, with nothing left to fetch, notices a resume only
+                # at its next wake-up, a second later; a request to it (ListOffsets) wakes it.
+                try:
+                    self._consumer.get_watermark_offsets(tps[0], timeout=0.5, cached=False)
+                except KafkaException:
+                    pass
         self.metrics.paused = len(self._paused)
 
     def _store_offsets(self, commit_keys=None) -> None:

@@ -15,7 +15,8 @@ reply is keyed by the request's key, so replies to one key keep their order on o
 A reply's value is the HTTP endpoint's response body (JSON, or JSON + binary outputs with
 ``inference-header-content-length``); an error reply's value is ``{"error": "<message>"}``. Every
 reply carries ``triton-status``: ``OK`` or Triton's status code (``INVALID_ARG``, ``NOT_FOUND``,
-``UNAVAILABLE``, ``INTERNAL``...), and ``model-name`` / ``model-version`` when known.
+``UNAVAILABLE``, ``INTERNAL``...), ``triton-server-id`` (the server's ``--id``), and
+``model-name`` / ``model-version`` when known.
 
 A record that cannot be read goes to the dead-letter topic unchanged (key, value, headers) with
 ``triton-dlq-reason`` (``malformed``, ``too_large``, ``no_reply_topic``, ``undeliverable``),
@@ -45,6 +46,7 @@ MODEL_NAME = "model-name"
 MODEL_VERSION = "model-version"
 CONTENT_LENGTH = http_codec.INFER_HEADER          # inference-header-content-length
 STATUS = "triton-status"
+SERVER_ID = "triton-server-id"
 DLQ_REASON = "triton-dlq-reason"
 DLQ_CODE = "triton-error-code"
 DLQ_MESSAGE = "triton-error-message"
@@ -177,10 +179,12 @@ def decode_request(value: bytes | None, headers: Sequence[tuple[str, bytes | Non
     return http_codec.decode_infer_header(name, version, header, binary)
 
 
-def _reply_headers(routing: Routing, status: str, model_name: str = "",
-                   model_version: str = "") -> Headers:
+def _reply_headers(routing: Routing, status: str, model_name: str, model_version: str,
+                   server_id: str) -> Headers:
     headers: Headers = list(routing.correlation)
     headers.append((STATUS, status.encode()))
+    if server_id:
+        headers.append((SERVER_ID, server_id.encode()))
     if model_name:
         headers.append((MODEL_NAME, model_name.encode()))
     if model_version:
@@ -188,22 +192,25 @@ def _reply_headers(routing: Routing, status: str, model_name: str = "",
     return headers
 
 
-def reply(routing: Routing, response: InferResponse, plan: http_codec.OutputPlan) -> Record:
+def reply(routing: Routing, response: InferResponse, plan: http_codec.OutputPlan,
+          server_id: str = "") -> Record:
     """The reply record of a served request (INVALID_ARG when an output cannot be written as
     asked, e.g. FP16 as JSON)."""
     chunks, json_length = http_codec.encode_infer_response(response, plan)
-    headers = _reply_headers(routing, "OK", response.model_name, str(response.model_version))
+    headers = _reply_headers(routing, "OK", response.model_name, str(response.model_version),
+                             server_id)
     if json_length is not None:
         headers.append((CONTENT_LENGTH, str(json_length).encode()))
     return Record(routing.reply_topic, b"".join(chunks), routing.key, headers)
 
 
 def error_reply(routing: Routing, error: TritonRosError, model_name: str = "",
-                model_version: int = -1) -> Record:
+                model_version: int = -1, server_id: str = "") -> Record:
     """The reply record of a failed request: ``{"error": ...}`` and Triton's status."""
     return Record(routing.reply_topic, http_codec.error_body(error.message), routing.key,
                   _reply_headers(routing, error.code.name, model_name,
-                                 str(model_version) if model_version >= 0 else ""), "error")
+                                 str(model_version) if model_version >= 0 else "", server_id),
+                  "error")
 
 
 def dead_letter(topic: str, value: bytes | None, key: bytes | None,

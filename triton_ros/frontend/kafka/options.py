@@ -81,7 +81,7 @@ class KafkaOptions:
             raise invalid_arg("--kafka-brokers needs --kafka-request-topics or "
                               "--kafka-request-topic-pattern")
         for topic in self.request_topics:
-            _check_topic(topic, "--kafka-request-topics")
+            check_topic(topic, "--kafka-request-topics")
         if self.request_topic_pattern:
             try:
                 re.compile(self.request_topic_pattern)
@@ -89,8 +89,8 @@ class KafkaOptions:
                 raise invalid_arg(f"--kafka-request-topic-pattern is not a regular expression: "
                                   f"{exc}") from None
         if self.reply_topic:
-            _check_topic(self.reply_topic, "--kafka-reply-topic")
-        _check_topic(self.dead_letter_topic.replace("{topic}", "t"), "--kafka-dead-letter-topic")
+            check_topic(self.reply_topic, "--kafka-reply-topic")
+        check_topic(self.dead_letter_topic.replace("{topic}", "t"), "--kafka-dead-letter-topic")
         if not self.group_id:
             raise invalid_arg("--kafka-group-id must not be empty")
         for value, choices, flag in (
@@ -206,7 +206,7 @@ class KafkaOptions:
         return self.dead_letter_topic.replace("{topic}", topic)
 
 
-def _check_topic(topic: str, flag: str) -> None:
+def check_topic(topic: str, flag: str) -> None:
     if not _TOPIC.fullmatch(topic) or topic in (".", ".."):
         raise invalid_arg(f"{flag}: '{topic}' is not a valid Kafka topic name (1-249 of "
                           f"[a-zA-Z0-9._-])")
