@@ -19,10 +19,12 @@ Semantics (docs/kafka.md):
   partition (``in_flight``), keyed by the request's key, one produce request in flight per
   broker connection (their order survives retries);
 - bounded in flight: at most ``max_inflight_per_partition`` records of a partition and
-  ``max_inflight`` in all between fetch and acknowledgement; beyond that the partition (or every
-  partition) is paused, and while a model's queue is full (``max_queue_size``: the request was
-  refused with ``QueueFullError``) every partition is paused and the request is sent again after
-  a backoff. librdkafka's own prefetch queue is bounded too (16 MiB);
+  ``max_inflight`` in all between fetch and acknowledgement; a record past a partition's bound
+  pauses the partition and is fetched again once half has drained (seek), the total bound
+  pauses every partition. A request a model's full queue refused (``max_queue_size``:
+  ``QueueFullError``) is sent again after a backoff, or as soon as another one completes,
+  keeping its slot meanwhile: a partition feeding a full model fills its bound and pauses
+  instead of failing requests. librdkafka's own prefetch queue is bounded too (16 MiB);
 - a record that cannot be read goes to the dead-letter topic with the reason in its headers,
   an error reply goes to its reply topic when that is known, and the partition moves on; the
   log gets one line (throttled), never a traceback;
