@@ -112,17 +112,21 @@ class KafkaBroker:
             return ""
 
     def create_topic(self, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
-        """Create a topic with the admin API (confluent-kafka's AdminClient)."""
-        from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                                replication_factor=1)],
-                                      operation_timeout=timeout, request_timeout=timeout)
-        for future in futures.values():
-            future.result(timeout=timeout)
+        create_topic(self.bootstrap, name, partitions, timeout)
 
     def __enter__(self) -> "KafkaBroker":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
+    """Create a topic with the admin API (confluent-kafka's AdminClient)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                            replication_factor=1)],
+                                  operation_timeout=timeout, request_timeout=timeout)
+    for future in futures.values():
+        future.result(timeout=timeout)

@@ -249,10 +249,14 @@ class KafkaServer:
                     self._flow_control()
                     self._store_offsets()
                     room = max(1, min(CONSUME_BATCH, self.options.max_inflight - self._in_flight))
-                    batch = consumer.consume(num_messages=room,
-                                             timeout=0.005 if self._retries else 0.05)
-                    for message in batch:
-                        self._receive(message)
+                    # poll() returns at the first record; consume() would wait for a full batch
+                    first = consumer.poll(0.005 if self._retries else 0.05)
+                    if first is None:
+                        continue
+                    self._receive(first)
+                    if room > 1:
+                        for message in consumer.consume(num_messages=room - 1, timeout=0):
+                            self._receive(message)
                 except Exception as exc:     # never let the consumer thread die quietly
                     self._log.warning("consumer-loop", "Kafka consumer loop error (continuing): "
                                                        "%s: %s", type(exc).__name__, exc)
