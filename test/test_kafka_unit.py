@@ -207,13 +207,18 @@ def test_replies_go_out_in_offset_order_and_commits_wait_for_acknowledgements():
     assert len(tracker) == 0 and tracker.wait_drained(0)
 
 
-def test_a_forgotten_entry_lets_later_replies_out_but_stops_commits():
+def test_a_forgotten_entry_lets_later_replies_out_but_is_never_committed_past():
     produced = []
     tracker = PartitionInFlight("t", 0, lambda entry, record: produced.append(record))
-    first, second = tracker.add(0), tracker.add(1)
-    tracker.ready(second, [Record("r", b"b", None, [])])
-    tracker.forget(first)
-    assert [r.value for r in produced] == [b"b"] and tracker.revoked
+    zero, first, second = tracker.add(0), tracker.add(1), tracker.add(2)
+    tracker.ready(zero, [Record("r", b"a", None, [])])
+    tracker.ready(second, [Record("r", b"c", None, [])])
+    tracker.delivered(zero)
+    assert tracker.committable == 1
+    tracker.forget(first)                    # never answered here: offset 1 stays uncommitted
+    assert [r.value for r in produced] == [b"a", b"c"]
+    tracker.delivered(second)
+    assert tracker.committable == 1 and len(tracker) == 0
 
 
 # ------------------------------------------------------------------------------------------

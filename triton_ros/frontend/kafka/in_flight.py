@@ -53,6 +53,7 @@ class PartitionInFlight:
         self._waiting: deque[Entry] = deque()   # fetched; reply not produced yet
         self._producing: deque[Entry] = deque()  # produced; acknowledgement pending
         self.committable: int | None = None     # the next offset to commit (None: none yet)
+        self._ceiling: int | None = None        # a forgotten record's: never committed past
         self.revoked = False
 
     def __len__(self) -> int:
@@ -95,19 +96,22 @@ class PartitionInFlight:
     def _finish(self, entry: Entry) -> None:
         entry.done = True
         while self._producing and self._producing[0].done:
-            self.committable = self._producing.popleft().offset + 1
+            offset = self._producing.popleft().offset + 1
+            self.committable = offset if self._ceiling is None else min(offset, self._ceiling)
         if not self._waiting and not self._producing:
             self._drained.notify_all()
 
     def forget(self, entry: Entry) -> None:
-        """Drop an entry that will never be answered here (its partition was revoked before
-        it was retried): a later entry may then be produced, nothing past it is committed."""
+        """Drop an entry that will not be answered here (revoked, or stopping, before it was
+        sent again): later entries may then be produced, but no offset past it is committed,
+        so the group's next owner of the partition serves it again."""
         with self._lock:
             try:
                 self._waiting.remove(entry)
             except ValueError:
                 return
-            self.revoked = True
+            if self._ceiling is None or entry.offset < self._ceiling:
+                self._ceiling = entry.offset
             self._produce_head()
             if not self._waiting and not self._producing:
                 self._drained.notify_all()
