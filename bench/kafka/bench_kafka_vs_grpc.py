@@ -6,9 +6,10 @@ on Kafka (a Tansu broker, test/kafka_broker.py, topic of 4 partitions). For each
 and round, alternating: gRPC (tritonclient.grpc ``async_infer``, C requests outstanding, the
 next sent from each completion callback) and Kafka (confluent-kafka: C requests outstanding,
 keyed over 16 keys, the next sent as each reply arrives, replies matched by correlation id),
-each for ``--seconds``. Reported: requests/s, p50 and p99 from send to reply, the server's CPU
-per request (/proc), and Kafka / gRPC ratios. Every reply is checked (OUTPUT0 = INPUT0 + INPUT1);
-the script exits non-zero when one is wrong or missing.
+each for ``--seconds``. Reported: requests/s, p50 and p99 from send to reply, CPU per request
+of the server, the broker and the load generator (/proc, getrusage), and Kafka / gRPC ratios.
+Every reply is checked (OUTPUT0 = INPUT0 + INPUT1); the script exits non-zero when one is wrong
+or missing.
 
 Tansu answers a fetch that finds no data only at the end of its wait (Kafka answers when data
 arrives): both consumers here (the server's and the client's) ask for 5 ms
@@ -20,7 +21,7 @@ add.
 from __future__ import annotations
 
 import argparse
-import os
+import resource
 import statistics
 import sys
 import threading
@@ -37,6 +38,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 FETCH_WAIT_MS = 5
 A = np.arange(16, dtype=np.int32).reshape(1, 16)
 B = np.full((1, 16), 3, dtype=np.int32)
+
+
+def client_cpu() -> float:
+    """This process's CPU seconds, every thread (the load generator's own cost)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -164,6 +171,9 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--out", default="")
+    p.add_argument("--server-arg", action="append", default=[],
+                   help="a further triton-ros-server argument (repeatable), e.g. "
+                        "--server-arg=--kafka-linger-ms=0")
     args = p.parse_args()
 
     from bench_common import cpu_seconds, machine_lines
@@ -182,7 +192,7 @@ def main() -> int:
                                "--kafka-brokers", broker.bootstrap,
                                "--kafka-request-topics", "bench-requests",
                                "--kafka-session-timeout-ms", str(TEST_SESSION_TIMEOUT_MS),
-                               "--kafka-fetch-wait-max-ms", str(FETCH_WAIT_MS))
+                               "--kafka-fetch-wait-max-ms", str(FETCH_WAIT_MS), *args.server_arg)
         try:
             server.wait_live()
             deadline = time.monotonic() + 30
@@ -197,13 +207,15 @@ def main() -> int:
                     order = ("grpc", "kafka") if r % 2 == 0 else ("kafka", "grpc")
                     for transport in order:
                         cpu0, t0 = cpu_seconds(server.proc.pid), time.perf_counter()
+                        broker0, client0 = cpu_seconds(broker.proc.pid), client_cpu()
                         if transport == "grpc":
                             run = run_grpc(server.url, c, args.seconds)
                         else:
                             run = run_kafka(broker.bootstrap, "bench-requests", c, args.seconds)
                         wall = time.perf_counter() - t0
                         cpu = cpu_seconds(server.proc.pid) - cpu0
-                        results.setdefault((transport, c), []).append((run, wall, cpu))
+                        others = (cpu_seconds(broker.proc.pid) - broker0, client_cpu() - client0)
+                        results.setdefault((transport, c), []).append((run, wall, cpu, others))
                         failures += [f"{transport} c={c}: {e}" for e in run.errors[:3]]
                         print(f"round {r} {transport} c={c}: {len(run.latencies) / wall:.0f}/s "
                               f"p50 {1e3 * percentile(run.latencies, 50):.2f} ms, "
@@ -214,22 +226,30 @@ def main() -> int:
 
     lines = [f"{args.rounds} alternating rounds of {args.seconds:.0f} s per transport and "
              f"concurrency; medians of the rounds (latencies pooled).", "",
-             "| concurrency | transport | requests/s | p50 ms | p99 ms | server CPU us/request |",
-             "|---|---|---|---|---|---|"]
+             "| concurrency | transport | requests/s | p50 ms | p99 ms | server CPU us/request "
+             "| broker CPU us/request | client CPU us/request |",
+             "|---|---|---|---|---|---|---|---|"]
     summary = {}
     for c in args.concurrency:
         for transport in ("grpc", "kafka"):
             rs = results[(transport, c)]
-            lat = [x for run, _, _ in rs for x in run.latencies]
-            rate = statistics.median(len(run.latencies) / wall for run, wall, _ in rs)
-            cpu = statistics.median(1e6 * cpu / max(1, len(run.latencies)) for run, _, cpu in rs)
+            lat = [x for run, *_ in rs for x in run.latencies]
+            rate = statistics.median(len(run.latencies) / wall for run, wall, *_ in rs)
+
+            def per_request(pick) -> float:
+                return statistics.median(1e6 * pick(r) / max(1, len(r[0].latencies)) for r in rs)
+
+            cpu = per_request(lambda r: r[2])
+            broker_cpu = per_request(lambda r: r[3][0])
+            client = per_request(lambda r: r[3][1])
             summary[(transport, c)] = (rate, percentile(lat, 50) * 1e3, percentile(lat, 99) * 1e3,
                                        cpu)
             lines.append(f"| {c} | {transport} | {rate:.0f} | {summary[(transport, c)][1]:.2f} | "
-                         f"{summary[(transport, c)][2]:.2f} | {cpu:.0f} |")
+                         f"{summary[(transport, c)][2]:.2f} | {cpu:.0f} | "
+                         f"{broker_cpu if transport == 'kafka' else 0:.0f} | {client:.0f} |")
         k, g = summary[("kafka", c)], summary[("grpc", c)]
         lines.append(f"| {c} | kafka / grpc | {k[0] / g[0]:.2f}x | {k[1] / g[1]:.2f}x | "
-                     f"{k[2] / g[2]:.2f}x | {k[3] / g[3]:.2f}x |")
+                     f"{k[2] / g[2]:.2f}x | {k[3] / g[3]:.2f}x | | |")
     lines += ["", machine_lines(), f"- load average at the end: "
               f"{' '.join(open('/proc/loadavg').read().split()[:3])}"]
     text = "\n".join(lines) + "\n"
