@@ -129,7 +129,7 @@ def test_the_model_may_be_named_in_the_json():
     (b"{not json", [("model-name", b"m")], "failed to parse"),
     (b"[1, 2]", [("model-name", b"m")], "must be an object"),
     (b'{"inputs": []}', [], "no model named"),
-    (b'{"model_name": "a", "inputs": []}', [("model-name", b"b")], "different models"),
+    (b'{"model_name": "a", "inputs": []}', [("model-name", b"b")], "differ"),
     (b'{"inputs": []}', [("model-name", b"m"), ("model-version", b"x")], "model version"),
     (b'{"inputs": []}', [("model-name", b"\xff")], "not UTF-8"),
     (b'{"inputs": []}', [("model-name", b"m"), ("inference-header-content-length", b"99")],

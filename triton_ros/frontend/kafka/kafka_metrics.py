@@ -1,16 +1,19 @@
 """The Kafka frontend's Prometheus metrics, added to the server's metrics endpoint through the
 core's registry of metric sources (``core/metrics.MetricSources``):
 
-| family | type | labels |
-|---|---|---|
-| ``nv_kafka_messages_received`` | counter | ``topic``: request records consumed |
-| ``nv_kafka_messages_produced`` | counter | ``topic``, ``kind`` (reply, error, dead_letter): records acknowledged by the broker |
-| ``nv_kafka_messages_failed`` | counter | ``topic`` (the request's), ``reason``: Triton's status of an error reply (INVALID_ARG, NOT_FOUND, UNAVAILABLE, INTERNAL...), or why a record went to the dead-letter topic (malformed, too_large, no_reply_topic), or ``undeliverable`` |
-| ``nv_kafka_requests_retried`` | counter | ``topic``: requests sent again after the model's queue was full |
-| ``nv_kafka_consumer_lag`` | gauge | ``topic``, ``partition``: records behind the partition's end, from librdkafka's statistics (every 2 s) |
-| ``nv_kafka_in_flight`` | gauge | requests consumed and not yet acknowledged |
-| ``nv_kafka_paused_partitions`` | gauge | partitions whose fetching is paused (backpressure) |
-| ``nv_kafka_client_errors`` | counter | ``error``: errors the Kafka client reported (a broker down, all brokers down, authentication...) |
+- ``nv_kafka_messages_received{topic}`` (counter): request records consumed;
+- ``nv_kafka_messages_produced{topic, kind}`` (counter): records the broker acknowledged, by
+  kind (reply, error, dead_letter);
+- ``nv_kafka_messages_failed{topic, reason}`` (counter, the request's topic): Triton's status of
+  an error reply (INVALID_ARG, NOT_FOUND, UNAVAILABLE, INTERNAL...), why a record went to the
+  dead-letter topic (malformed, too_large, no_reply_topic), or ``undeliverable``;
+- ``nv_kafka_requests_retried{topic}`` (counter): requests sent again after a full model queue;
+- ``nv_kafka_consumer_lag{topic, partition}`` (gauge): records behind the partition's end, from
+  librdkafka's statistics (every 2 s);
+- ``nv_kafka_in_flight`` (gauge): requests consumed and not yet acknowledged;
+- ``nv_kafka_paused_partitions`` (gauge): partitions paused by backpressure;
+- ``nv_kafka_client_errors{error}`` (counter): errors the Kafka client reported (a broker down,
+  all brokers down, authentication...).
 """
 from __future__ import annotations
 

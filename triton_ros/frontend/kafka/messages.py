@@ -133,35 +133,32 @@ def header_length(headers: Sequence[tuple[str, bytes | None]] | None,
     return value
 
 
+def _agreed(headers, header_name: str, body: dict, field: str, *, number: bool) -> str:
+    """What a header or a JSON field says (both given: they must agree); "" when neither.
+    ``number``: the field may also be a JSON integer."""
+    found = _header(headers, (header_name,))
+    from_header = _text(found[1], header_name).strip() if found else ""
+    from_body = body.get(field, "")
+    if number and isinstance(from_body, int) and not isinstance(from_body, bool):
+        from_body = str(from_body)
+    if not isinstance(from_body, str):
+        raise invalid_arg(f"Unable to parse '{field}': expected a string")
+    if from_header and from_body and from_header != from_body:
+        raise invalid_arg(f"the '{header_name}' header ('{from_header}') and '{field}' "
+                          f"('{from_body}') differ")
+    return from_header or from_body
+
+
 def _model(headers, header: dict) -> tuple[str, int]:
-    name_header = _header(headers, (MODEL_NAME,))
-    name = _text(name_header[1], MODEL_NAME).strip() if name_header else None
-    body_name = header.get("model_name")
-    if body_name is not None and not isinstance(body_name, str):
-        raise invalid_arg("Unable to parse 'model_name': expected a string")
-    if name and body_name and name != body_name:
-        raise invalid_arg(f"the '{MODEL_NAME}' header ('{name}') and 'model_name' "
-                          f"('{body_name}') name different models")
-    name = name or body_name
+    name = _agreed(headers, MODEL_NAME, header, "model_name", number=False)
     if not name:
         raise invalid_arg(f"no model named: give the '{MODEL_NAME}' header or 'model_name'")
-
-    version_header = _header(headers, (MODEL_VERSION,))
-    version_text = _text(version_header[1], MODEL_VERSION).strip() if version_header else ""
-    body_version = header.get("model_version", "")
-    if isinstance(body_version, int) and not isinstance(body_version, bool):
-        body_version = str(body_version)
-    if not isinstance(body_version, str):
-        raise invalid_arg("Unable to parse 'model_version': expected a string")
-    if version_text and body_version and version_text != body_version:
-        raise invalid_arg(f"the '{MODEL_VERSION}' header ('{version_text}') and 'model_version' "
-                          f"('{body_version}') differ")
-    version_text = version_text or body_version
-    if not version_text:
+    version = _agreed(headers, MODEL_VERSION, header, "model_version", number=True)
+    if not version:
         return name, -1
-    if not _DIGITS.fullmatch(version_text):
-        raise invalid_arg(f"model version must be a non-negative integer, got '{version_text}'")
-    return name, int(version_text)
+    if not _DIGITS.fullmatch(version):
+        raise invalid_arg(f"model version must be a non-negative integer, got '{version}'")
+    return name, int(version)
 
 
 def decode_request(value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None
