@@ -524,16 +524,25 @@ class KafkaServer:
         """Store the offsets whose replies are acknowledged (librdkafka commits them); commit
         ``commit_keys``' at once (revoke, stop)."""
         from confluent_kafka import KafkaException, TopicPartition
-        offsets = []
+        offsets, previous = [], {}
         for key, tracker in list(self._partitions.items()):
             committable = tracker.committable
             if committable is None or tracker.revoked or self._stored.get(key) == committable:
                 continue
             offsets.append(TopicPartition(key[0], key[1], committable))
+            previous[key] = self._stored.get(key)
             self._stored[key] = committable
         try:
             if offsets:
-                self._consumer.store_offsets(offsets=offsets)
+                try:
+                    self._consumer.store_offsets(offsets=offsets)
+                except KafkaException:
+                    for key, offset in previous.items():    # stored again next time
+                        if offset is None:
+                            self._stored.pop(key, None)
+                        else:
+                            self._stored[key] = offset
+                    raise
             if commit_keys:
                 commit = [TopicPartition(t, p, self._stored[(t, p)]) for t, p in commit_keys
                           if (t, p) in self._stored]

@@ -60,7 +60,7 @@ class KafkaOptions:
     max_inflight_per_partition: int = 16
     max_inflight: int = 256
     max_message_size: int = 64 * MIB
-    session_timeout_ms: int = 45_000
+    session_timeout_ms: int = 10_000
     fetch_wait_max_ms: int = 20
     linger_ms: int = 1
     consumer_config: tuple[tuple[str, str], ...] = ()
@@ -268,7 +268,7 @@ SETTINGS: tuple[Setting, ...] = (
                                        "request goes to the dead-letter topic (default 64 MiB)"),
     Setting("session_timeout_ms", "int", "consumer group session timeout: a server silent this "
                                          "long loses its partitions to the others "
-                                         "(default 45000)"),
+                                         "(default 10000)"),
     Setting("fetch_wait_max_ms", "int", "longest a broker may hold a fetch that finds no data "
                                         "(default 20; Kafka answers as soon as data arrives, "
                                         "brokers that do not answer at this period)"),
