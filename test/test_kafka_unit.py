@@ -117,6 +117,14 @@ def test_a_request_is_read_with_the_http_codec(binary):
     np.testing.assert_array_equal(request.inputs["INPUT1"], np.arange(16).reshape(1, 16))
 
 
+def test_the_model_may_be_named_by_underscore_headers():
+    body = json.dumps({"inputs": [{"name": "X", "datatype": "FP32", "shape": [1],
+                                   "data": [1.5]}]}).encode()
+    request, _ = messages.decode_request(body, [("MODEL_NAME", b"simple"),
+                                                ("model_version", b"3")])
+    assert (request.model_name, request.model_version) == ("simple", 3)
+
+
 def test_the_model_may_be_named_in_the_json():
     body = json.dumps({"model_name": "simple", "model_version": 2, "inputs": [
         {"name": "X", "datatype": "FP32", "shape": [1], "data": [1.5]}]}).encode()

@@ -43,7 +43,9 @@ CORRELATION_HEADERS = (CORRELATION_ID, "correlation_id", "kafka_correlationid")
 REPLY_TOPIC = "reply-topic"
 REPLY_TOPIC_HEADERS = (REPLY_TOPIC, "reply_topic", "reply-to", "kafka_replytopic")
 MODEL_NAME = "model-name"
+MODEL_NAME_HEADERS = (MODEL_NAME, "model_name")
 MODEL_VERSION = "model-version"
+MODEL_VERSION_HEADERS = (MODEL_VERSION, "model_version")
 CONTENT_LENGTH = http_codec.INFER_HEADER          # inference-header-content-length
 STATUS = "triton-status"
 SERVER_ID = "triton-server-id"
@@ -133,10 +135,11 @@ def header_length(headers: Sequence[tuple[str, bytes | None]] | None,
     return value
 
 
-def _agreed(headers, header_name: str, body: dict, field: str, *, number: bool) -> str:
-    """What a header or a JSON field says (both given: they must agree); "" when neither.
-    ``number``: the field may also be a JSON integer."""
-    found = _header(headers, (header_name,))
+def _agreed(headers, names: tuple[str, ...], body: dict, field: str, *, number: bool) -> str:
+    """What a header (any of ``names``) or a JSON field says (both given: they must agree); ""
+    when neither. ``number``: the field may also be a JSON integer."""
+    found = _header(headers, names)
+    header_name = found[0] if found else names[0]
     from_header = _text(found[1], header_name).strip() if found else ""
     from_body = body.get(field, "")
     if number and isinstance(from_body, int) and not isinstance(from_body, bool):
@@ -150,10 +153,10 @@ def _agreed(headers, header_name: str, body: dict, field: str, *, number: bool) 
 
 
 def _model(headers, header: dict) -> tuple[str, int]:
-    name = _agreed(headers, MODEL_NAME, header, "model_name", number=False)
+    name = _agreed(headers, MODEL_NAME_HEADERS, header, "model_name", number=False)
     if not name:
         raise invalid_arg(f"no model named: give the '{MODEL_NAME}' header or 'model_name'")
-    version = _agreed(headers, MODEL_VERSION, header, "model_version", number=True)
+    version = _agreed(headers, MODEL_VERSION_HEADERS, header, "model_version", number=True)
     if not version:
         return name, -1
     if not _DIGITS.fullmatch(version):
