@@ -458,7 +458,8 @@ def test_order_per_key_with_bounded_in_flight_and_a_full_model_queue(broker, ser
             value, headers = request({"INPUT0": ("FP32", np.array([[n]], np.float32))},
                                      model="queued", binary=False, correlation=str(n),
                                      reply_topic="order-replies")
-            p.produce("requests", value, key=key.encode(), headers=headers)
+            # one key a partition (as librdkafka's partitioner would, with other keys)
+            p.produce("requests", value, key=key.encode(), partition=k, headers=headers)
     assert p.flush(10) == 0
     got = replies.wait(2 * per_key, timeout=60)
     stop.set()
@@ -475,6 +476,16 @@ def test_order_per_key_with_bounded_in_flight_and_a_full_model_queue(broker, ser
         assert order[key.encode()] == [k * 1000 + i for i in range(per_key)]
     assert metric(server, "nv_kafka_requests_retried", topic="requests") > retried_before
     assert max(samples) <= 2 * 4            # 2 partitions x --kafka-max-inflight-per-partition
+    # every answered request's offset is committed: the consumer lag (librdkafka's statistics,
+    # from the committed offsets, every 2 s) of both partitions comes down to 0
+    deadline, lags = time.monotonic() + 15, {}
+    while time.monotonic() < deadline:
+        family = scrape(server.metrics_url).get("nv_kafka_consumer_lag")
+        lags = family.by("partition", topic="requests") if family else {}
+        if set(lags) == {"0", "1"} and not any(lags.values()):
+            break
+        time.sleep(0.5)
+    assert set(lags) == {"0", "1"} and not any(lags.values()), lags
 
 
 # ------------------------------------------------------------------------------------------
