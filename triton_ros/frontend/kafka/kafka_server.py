@@ -193,8 +193,12 @@ class KafkaServer:
         """librdkafka's errors: brokers down, authentication, ... (it reconnects itself)."""
         name = error.name() if hasattr(error, "name") else str(error)
         self.metrics.count("nv_kafka_client_errors", name)
-        self._log.warning(f"client:{name}", "Kafka client error (retrying): %s", error.str()
-                          if hasattr(error, "str") else error)
+        text = error.str() if hasattr(error, "str") else str(error)
+        if getattr(error, "fatal", lambda: False)():
+            _log.error("Kafka client fatal error (the Kafka frontend stops serving until the "
+                       "server restarts; gRPC, HTTP and ROS go on): %s", text)
+            return
+        self._log.warning(f"client:{name}", "Kafka client error (retrying): %s", text)
 
     def _statistics(self, stats_json: str) -> None:
         self.metrics.set_lag_from_statistics(stats_json, set(self._assigned))
