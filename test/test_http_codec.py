@@ -101,3 +101,18 @@ def test_nested_json_data_and_index_encoding():
                                            RepositoryEntry("c", "2", "UNAVAILABLE", "oops")]))
     assert index == [{"name": "a"}, {"name": "b", "version": "1", "state": "READY"},
                      {"name": "c", "version": "2", "state": "UNAVAILABLE", "reason": "oops"}]
+
+
+def test_json_uint64_values_past_int64_are_exact():
+    """numpy reads [0, 2**64 - 1] as float64; the codec keeps the integers exact, and still
+    refuses a float among them or a value past UINT64."""
+    big = [[0, 2**64 - 1, 1], [2**63, 2**64 - 2, 7]]
+    header = {"inputs": [{"name": "X", "datatype": "UINT64", "shape": [2, 3], "data": big}]}
+    request, _ = codec.decode_infer_request("m", -1, json.dumps(header).encode(), None)
+    assert request.inputs["X"].dtype == np.uint64
+    assert request.inputs["X"].tolist() == big
+    for data, message in (([0, 2**64 - 1, 1.5], "expects integers"),
+                          ([0, 2**64, 1], "UINT64 numbers")):
+        header["inputs"][0].update(shape=[3], data=data)
+        with pytest.raises(TritonRosError, match=message):
+            codec.decode_infer_request("m", -1, json.dumps(header).encode(), None)

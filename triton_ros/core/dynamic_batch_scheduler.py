@@ -63,7 +63,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from .errors import StoppingError, TritonRosError, unavailable
+from .errors import QueueFullError, StoppingError, TritonRosError, unavailable
 from .infer_request import InferRequest
 from .model_config import ModelConfig, QueuePolicy
 
@@ -199,7 +199,7 @@ class DynamicBatchScheduler:
             # The rest of a sent batch is no longer queued in Triton's sense (its batch left the
             # queue there): it does not count against max_queue_size.
             if policy.max_queue_size and queue.size() - self._released >= policy.max_queue_size:
-                raise unavailable(f"{_log_prefix(request)}Exceeds maximum queue size")
+                raise QueueFullError(f"{_log_prefix(request)}Exceeds maximum queue size")
             timeout_us = policy.default_timeout_us
             # Triton lets a request only lower a non-zero default timeout (scheduler_utils.cc).
             if policy.allow_timeout_override and 0 < request.timeout_us < timeout_us:

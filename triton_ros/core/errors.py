@@ -62,6 +62,15 @@ class StoppingError(TritonRosError):
         super().__init__(StatusCode.UNAVAILABLE, message)
 
 
+class QueueFullError(TritonRosError):
+    """UNAVAILABLE because the model's queue already holds ``max_queue_size`` requests: refused
+    before it was queued, so the same request may be sent again later (the Kafka frontend pauses
+    fetching and retries it; the other frontends answer UNAVAILABLE, as tritonserver does)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(StatusCode.UNAVAILABLE, message)
+
+
 def invalid_arg(message: str) -> TritonRosError:
     return TritonRosError(StatusCode.INVALID_ARG, message)
 

@@ -27,7 +27,7 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 if TYPE_CHECKING:
     from .server import InferenceServer
@@ -291,6 +291,39 @@ class NvmlSampler:
 
 
 # ------------------------------------------------------------------------------------------
+# Families from outside the core (a frontend's own counters)
+# ------------------------------------------------------------------------------------------
+
+class MetricSources:
+    """Metric families that parts other than the core add to every scrape, each by a callable
+    registered under a name (the Kafka frontend's counters); a source that fails is logged and
+    left out of that scrape, never failing it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sources: dict[str, Callable[[], Iterable[Family]]] = {}
+
+    def add(self, name: str, source: Callable[[], Iterable[Family]]) -> None:
+        with self._lock:
+            self._sources[name] = source
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._sources.pop(name, None)
+
+    def families(self) -> list[Family]:
+        with self._lock:
+            sources = list(self._sources.items())
+        out: list[Family] = []
+        for name, source in sources:
+            try:
+                out.extend(source())
+            except Exception as exc:  # one broken source never fails a scrape
+                _log.warning("metrics of %s left out of this scrape: %s", name, exc)
+        return out
+
+
+# ------------------------------------------------------------------------------------------
 # The metrics of a server
 # ------------------------------------------------------------------------------------------
 
@@ -377,6 +410,9 @@ class Metrics:
         out.extend(self._cpu_families())
         out.extend(self._endpoint_families())
         out.extend(self._trace_families())
+        sources = getattr(self._core, "metric_sources", None)
+        if sources is not None:
+            out.extend(sources.families())
         return out
 
     def _trace_families(self) -> list[Family]:

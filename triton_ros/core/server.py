@@ -24,6 +24,7 @@ from .infer_request import InferRequest, InferResponse
 from .infer_stats import EndpointStats, StatsSnapshot
 from .log_settings import LogSettings
 from .memory import IdleTrim, limit_malloc_arenas
+from .metrics import MetricSources
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
 from .model_repository_manager import ModelRepositoryManager, RepositoryEntry
@@ -111,6 +112,8 @@ class InferenceServer:
         self.endpoint_stats = EndpointStats()
         # Client shared memory regions, one registry for every frontend.
         self.shared_memory = SharedMemoryManager(allow_client_shm=options.allow_client_shm)
+        # Metric families of frontends with counters of their own (the Kafka frontend)
+        self.metric_sources = MetricSources()
         self.log_settings = LogSettings(info=options.log_info, warning=options.log_warning,
                                         error=options.log_error, verbose_level=options.log_verbose,
                                         log_format=options.log_format)

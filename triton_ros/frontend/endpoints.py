@@ -47,6 +47,8 @@ KINDS: tuple[EndpointKind, ...] = (
     EndpointKind("http", "KServe v2 HTTP/REST endpoint", "Started HTTPService at {}"),
     EndpointKind("metrics", "Prometheus metrics endpoint (/metrics)",
                  "Started Metrics Service at {}"),
+    EndpointKind("kafka", "Kafka frontend (KServe v2 requests from Kafka topics)",
+                 "Started KafkaService at {}"),
 )
 
 
@@ -69,6 +71,9 @@ def _create(kind: str, core: InferenceServer, options: EndpointOptions) -> Endpo
         from .http_server import HttpServer
         cfg = options.http
         return HttpServer(core, address=cfg.address, port=cfg.port, options=options.http_options)
+    if kind == "kafka":
+        from .kafka.kafka_server import KafkaServer
+        return KafkaServer(core, options.kafka)
     from .metrics_server import MetricsServer
     cfg = options.metrics
     return MetricsServer(core, address=cfg.address, port=cfg.port,
@@ -91,7 +96,7 @@ class Endpoints:
             cfg = getattr(self.options, kind.name)
             if not cfg.enable:
                 continue
-            target = f"{cfg.address}:{cfg.port}"
+            target = f"{cfg.address}:{cfg.port}" if kind.name != "kafka" else cfg.brokers
             try:
                 endpoint = _create(kind.name, self._core, self.options)
                 target = endpoint.target
@@ -104,8 +109,8 @@ class Endpoints:
         return out
 
     def stop_protocols(self) -> None:
-        """Stop gRPC and HTTP: no new requests, in-flight ones get ``exit_timeout_s``."""
-        for name in ("grpc", "http"):
+        """Stop gRPC, HTTP and Kafka: no new requests, in-flight ones get ``exit_timeout_s``."""
+        for name in ("grpc", "http", "kafka"):
             self._stop(name, self.options.exit_timeout_s)
 
     def stop(self) -> None:

@@ -112,8 +112,15 @@ def decode_infer_request(model_name: str, version: int, body: bytes | memoryview
     if header_length is None:
         header_length = len(view)
     header = parse_json_object(view[:header_length], "inference", allow_empty=False)
-    binary = view[header_length:]
+    return decode_infer_header(model_name, version, header, view[header_length:], shared_memory)
 
+
+def decode_infer_header(model_name: str, version: int, header: dict, binary: memoryview,
+                        shared_memory: SharedMemoryManager = NO_REGIONS
+                        ) -> tuple[InferRequest, OutputPlan]:
+    """:func:`decode_infer_request` once the JSON part is parsed (``header``) and split from the
+    binary tensor data that follows it (``binary``): for transports that read the model's name
+    from the message itself (the Kafka frontend)."""
     request_id = header.get("id", "")
     if not isinstance(request_id, str):
         raise invalid_arg("Unable to parse 'id': expected a string")
@@ -285,6 +292,8 @@ def _decode_json_data(model: str, name: str, datatype: str, dtype: np.dtype,
         if dtype.kind == "b" and kind != "b":
             raise invalid_arg(f"Unable to parse 'data': input '{name}' expects booleans")
         if dtype.kind in "iu":
+            if kind == "f":      # numpy's type for integers beyond int64 mixed with others
+                return _exact_integers(name, datatype, dtype, values.size, data).reshape(shape)
             if kind not in "iu":
                 raise invalid_arg(f"Unable to parse 'data': input '{name}' expects integers")
             info = np.iinfo(dtype)
@@ -294,6 +303,20 @@ def _decode_json_data(model: str, name: str, datatype: str, dtype: np.dtype,
         if dtype.kind == "f" and kind not in "iuf":
             raise invalid_arg(f"Unable to parse 'data': input '{name}' expects numbers")
     return values.astype(dtype, copy=False).reshape(shape)
+
+
+def _exact_integers(name: str, datatype: str, dtype: np.dtype, count: int,
+                    data: list) -> np.ndarray:
+    """JSON integers numpy read as floats (UINT64 values past INT64's range beside smaller
+    ones): taken as the integers they are, or INVALID_ARG when one is not an integer."""
+    flat = np.array(data, dtype=np.object_).reshape(-1)
+    if any(type(v) is not int for v in flat):
+        raise invalid_arg(f"Unable to parse 'data': input '{name}' expects integers")
+    info = np.iinfo(dtype)
+    if any(v < info.min or v > info.max for v in flat):
+        raise invalid_arg(f"Unable to parse 'data': a value of input '{name}' does not fit "
+                          f"{datatype}")
+    return np.array(list(flat), dtype=dtype)
 
 
 # ------------------------------------------------------------------------------------------

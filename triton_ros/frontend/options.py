@@ -20,6 +20,8 @@ import resource
 from dataclasses import dataclass, field
 
 from ..core.errors import invalid_arg
+from .kafka import options as kafka_options
+from .kafka.options import KafkaOptions
 
 # Triton's API group names (RestrictedCategory in tritonserver's command line parser).
 API_GROUPS = ("health", "metadata", "inference", "shared-memory", "model-config",
@@ -202,6 +204,7 @@ class EndpointOptions:
     grpc_options: GrpcOptions = field(default_factory=GrpcOptions)
     http_options: HttpOptions = field(default_factory=HttpOptions)
     metrics_options: MetricsOptions = field(default_factory=MetricsOptions)
+    kafka: KafkaOptions = field(default_factory=KafkaOptions)   # off unless brokers are given
     exit_timeout_s: float = 30.0
 
 
@@ -288,6 +291,7 @@ def add_arguments(p: argparse.ArgumentParser, parse_bool) -> None:
                    metavar="N", help="connections the metrics endpoint holds at once; at the "
                                      "limit a scrape closes the idle or half-sent connection "
                                      "that has waited longest (default 64)")
+    kafka_options.add_arguments(p, parse_bool)
 
 
 def options_from_args(args: argparse.Namespace) -> EndpointOptions:
@@ -333,4 +337,5 @@ def options_from_args(args: argparse.Namespace) -> EndpointOptions:
         metrics=EndpointConfig(args.allow_metrics, args.metrics_address or args.http_address,
                                args.metrics_port),
         grpc_options=grpc, http_options=http, metrics_options=metrics,
+        kafka=kafka_options.options_from_args(args),
         exit_timeout_s=args.exit_timeout_secs)

