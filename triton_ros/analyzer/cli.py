@@ -75,16 +75,20 @@ def build_parser() -> argparse.ArgumentParser:
                       default=Path("profile_results"), help="where results, plots, reports and "
                       "the recommendation go (default ./profile_results)")
     prof.add_argument("--quick", action="store_true",
-                      help=f"a short sweep (about 2 minutes on 2 cores): quick search, one "
-                           f"round, {QUICK_MEASUREMENT_INTERVAL_MS} ms windows without the "
+                      help=f"a short sweep (about 2 minutes on 2 cores): quick search, "
+                           f"{QUICK_MEASUREMENT_INTERVAL_MS} ms windows without the "
                            f"stability check, concurrency <= {QUICK_MAX_CONCURRENCY}, "
                            f"configurations started within {QUICK_TIME_BUDGET_S:.0f} s, then "
-                           f"the best two confirmed with 1 s windows and the check on")
+                           f"the best candidates confirmed with windows twice as long and the "
+                           f"check on")
     prof.add_argument("--run-config-search-mode", choices=SEARCH_MODES, default=QUICK,
                       help="quick: hill climbing over every dimension (default); brute: every "
                            "instance kind x count x max batch size")
     prof.add_argument("--time-budget-s", type=_positive(float), default=None,
                       help="start no configuration that would end after this many seconds")
+    prof.add_argument("--max-configs", type=_positive(int), default=None,
+                      help="measure at most this many configurations (the model's own "
+                           "included)")
     d = SearchLimits()
     prof.add_argument("--run-config-search-min-instance-count", type=_positive(int),
                       default=d.min_instance_count)
@@ -105,8 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--run-config-search-max-concurrency", type=_positive(int), default=None,
                       help=f"default {c.max_concurrency} ({QUICK_MAX_CONCURRENCY} with --quick)")
     prof.add_argument("--quick-passes", type=_positive(int), default=None,
-                      help="rounds of the quick search over all dimensions (default 2, 1 with "
-                           "--quick)")
+                      help="rounds of the quick search over all dimensions (default 2)")
+    prof.add_argument("--confirm-candidates", type=_positive(int), default=2,
+                      help="the best N configurations are measured again on a fresh server "
+                           "before one is recommended (default 2)")
     _perf_arguments(prof)
     prof.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                       help="extra triton-ros-server argument (repeat), e.g. "
@@ -185,9 +191,9 @@ def profile_options(args: argparse.Namespace):
                               memory_cap_mb=args.memory_cap_mb,
                               gpu_memory_cap_mb=args.gpu_memory_cap_mb)
     confirm = None
-    if quick:   # the recommendation is measured again with the stability check on
+    if quick:   # the candidates are measured again with windows twice as long, checked
         confirm = PerfAnalyzerSettings(
-            measurement_interval_ms=max(perf.measurement_interval_ms, 1000),
+            measurement_interval_ms=2 * perf.measurement_interval_ms,
             stability_percentage=args.stability_percentage or d.stability_percentage,
             max_trials=4, batch_size=perf.batch_size, protocol=perf.protocol,
             input_data=perf.input_data, shapes=perf.shapes, extra_flags=perf.extra_flags)
@@ -195,11 +201,12 @@ def profile_options(args: argparse.Namespace):
         model_repositories=[p.resolve() for p in args.model_repository],
         model=args.profile_models, output_dir=args.output_dir.resolve(),
         constraints=constraints, mode=args.run_config_search_mode,
-        quick_passes=args.quick_passes or (1 if quick else 2), limits=limits,
+        quick_passes=args.quick_passes or 2, limits=limits,
         concurrency=sweep, perf=perf,
         time_budget_s=args.time_budget_s or (QUICK_TIME_BUDGET_S if quick else None),
-        confirm_perf=confirm, server_args=tuple(args.server_arg),
-        progress=not args.no_progress)
+        max_configs=args.max_configs,
+        confirm_candidates=args.confirm_candidates, confirm_perf=confirm,
+        server_args=tuple(args.server_arg), progress=not args.no_progress)
 
 
 def run_profile(args: argparse.Namespace) -> int:
@@ -209,7 +216,7 @@ def run_profile(args: argparse.Namespace) -> int:
     out = sys.stdout
     print(f"\n{result.model}: {len(result.results)} configurations in {result.seconds:.0f} s "
           f"({result.options.mode} search"
-          f"{', stopped by the time budget' if result.stopped_by_budget else ''})", file=out)
+          f"{', stopped by its budget' if result.stopped_by_budget else ''})", file=out)
     print(f"constraints: {result.constraints.describe()}", file=out)
     for key in ("summary_csv", "inference_csv", "throughput_v_latency", "cpu_mem_v_throughput",
                 "html"):

@@ -65,6 +65,7 @@ class ProfileOptions:
     concurrency: ConcurrencySweepSettings = ConcurrencySweepSettings()
     perf: PerfAnalyzerSettings = PerfAnalyzerSettings()
     time_budget_s: float | None = None
+    max_configs: int | None = None                    # configurations measured, at most
     confirm_candidates: int = 2
     confirm_perf: PerfAnalyzerSettings | None = None   # None: as ``perf``
     server_args: tuple[str, ...] = ()
@@ -109,7 +110,7 @@ class _Progress:
         if self.bar is None:
             return
         self.bar.n = min(done, self.total)
-        self.bar.set_postfix_str(f", ~{self.estimate_left(done, per_config_s):.0f} s left, "
+        self.bar.set_postfix_str(f"~{self.estimate_left(done, per_config_s):.0f} s left, "
                                  f"best: {best}", refresh=True)
 
     def write(self, text: str) -> None:
@@ -160,6 +161,8 @@ class Profiler:
             space = self._space
             plan = (len(brute_plan(space)) if self.options.mode == BRUTE
                     else quick_plan_size(space, self.options.quick_passes))
+            if self.options.max_configs is not None:
+                plan = min(plan, self.options.max_configs)
             self._progress = _Progress(plan, self.options.progress, self.options.time_budget_s,
                                        self._t0)
             self._progress.write(
@@ -177,7 +180,8 @@ class Profiler:
                                  passes=self.options.quick_passes)
             except SearchStopped:
                 stopped = True
-                self._progress.write("time budget spent: the search stops here")
+                self._progress.write("time budget (or --max-configs) spent: the search stops "
+                                     "here")
             rec = self._confirm()
         finally:
             if self._progress is not None:
@@ -251,6 +255,8 @@ class Profiler:
         return statistics.fmean(measured) if measured else FIRST_GUESS_S
 
     def _check_budget(self) -> None:
+        if self.options.max_configs is not None and len(self.results) >= self.options.max_configs:
+            raise SearchStopped()
         budget = self.options.time_budget_s
         if budget is None:
             return

@@ -311,7 +311,7 @@ def write_html(result: "ProfileResult", images: list[Path], summary: list[list[s
              f"<h1>{html.escape(result.model)}: configurations measured with perf_analyzer</h1>",
              f"<p>{len([r for r in result.results if r.measurements])} configurations measured "
              f"({result.options.mode} search, {result.seconds:.0f} s"
-             f"{', stopped by the time budget' if result.stopped_by_budget else ''}) on "
+             f"{', stopped by its budget' if result.stopped_by_budget else ''}) on "
              f"{html.escape(_host())}, {time.strftime('%Y-%m-%d %H:%M')}. Constraints: "
              f"{html.escape(c.describe())}. Throughput and latency are perf_analyzer's "
              f"(batch size {result.options.perf.batch_size}, "

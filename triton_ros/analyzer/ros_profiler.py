@@ -378,7 +378,8 @@ class RosProfiler:
                             "--ros-args", "--params-file", str(params_file),
                             "-r", f"__node:={self.node_name}"], self.logs / "inference_node.log")
             self._wait_ready(node, observer)
-            progress = _progress(len(self.rates) * 8, not self.args.no_progress)
+            progress = _progress(len(self.rates) * self.steps_per_rate(),
+                                 not self.args.no_progress)
             for rate in self.rates:
                 self._sweep_rate(rate, node, observer, progress)
         finally:
@@ -392,6 +393,12 @@ class RosProfiler:
         answer = {rate: self.capacity(rate) for rate in self.rates}
         return {"answer": answer, "seconds": time.monotonic() - t0,
                 "files": write_report(self, answer)}
+
+    def steps_per_rate(self) -> int:
+        """At most how many steps one rate takes (the search run against every answer)."""
+        low, high = max(1, self.args.min_cameras), self.args.max_cameras
+        return max(len(camera_counts(low, high, lambda n, t=t: n < t))
+                   for t in range(low, high + 2))
 
     def capacity(self, rate: float) -> int:
         ok = [s.cameras for s in self.steps if s.rate_hz == rate
@@ -418,28 +425,19 @@ class RosProfiler:
         raise AnalyzerError("the node did not report the model READY on ~/status within 120 s")
 
     def _sweep_rate(self, rate: float, node: Process, observer: NodeObserver, progress) -> None:
-        lo, hi = 0, None        # lo: most cameras that passed; hi: fewest that failed
-        n = max(1, self.args.min_cameras)
-        while n <= self.args.max_cameras and (hi is None or n < hi):
-            step = self._step(rate, n, node, observer)
+        def passes(cameras: int) -> bool:
+            step = self._step(rate, cameras, node, observer)
             self.steps.append(step)
             ok = step.passes(self.args.max_drop_fraction)
             if progress is not None:
                 progress.update(1)
-                progress.write(f"  {n} cameras at {rate:g} Hz: "
+                progress.write(f"  {cameras} cameras at {rate:g} Hz: "
                                + ("ok" if ok else "fails") + f" (p99 {step.latency_p99_ms:.1f} ms,"
                                f" published {step.delivered:.1%}, node {step.node_cpu_cores:.2f}"
                                f" cores; {step.why(self.args.max_drop_fraction)})")
-            if ok:
-                lo = n
-                n = n * 2 if hi is None else (lo + hi) // 2
-            else:
-                hi = n
-                n = (lo + hi) // 2
-            if hi is not None and hi - lo <= 1:
-                break
-            if n <= lo:
-                break
+            return ok
+
+        camera_counts(max(1, self.args.min_cameras), self.args.max_cameras, passes)
 
     def _step(self, rate: float, cameras: int, node: Process,
               observer: NodeObserver) -> CameraStep:
@@ -512,6 +510,30 @@ class RosProfiler:
             done = stats1.success.count - stats0.success.count
             step.queue_ms = ((stats1.queue.ns - stats0.queue.ns) / done / 1e6) if done else 0.0
         return step
+
+
+def camera_counts(low: int, high: int, passes) -> list[int]:
+    """The camera counts tried: low, 2*low, 4*low ... (the last one clamped to ``high``) while
+    ``passes(n)``, then a bisection between the most that passed and the fewest that failed.
+    Returns the counts in the order tried."""
+    tried: list[int] = []
+    lo, hi, n = 0, None, low
+    while True:
+        n = min(n, high)
+        tried.append(n)
+        if passes(n):
+            lo = n
+            if hi is None:
+                if n >= high:
+                    break                  # the most asked for: at least this many
+                n *= 2
+                continue
+        else:
+            hi = n
+        if hi - lo <= 1:
+            break
+        n = (lo + hi) // 2
+    return tried
 
 
 def _stamp(msg) -> float:
@@ -595,8 +617,9 @@ def answer_text(profiler: RosProfiler, answer: dict) -> list[str]:
     for rate, n in answer.items():
         budget = profiler.budget(rate)
         limited = [s for s in profiler.steps if s.rate_hz == rate and not s.cameras_kept_up]
-        text = (f"{profiler.model} serves {n} camera(s) of {w}x{h} {profiler.args.encoding} at "
-                f"{rate:g} Hz on this computer (per-frame p99 <= {budget:.1f} ms, at least "
+        served = f"at least {n}" if n >= profiler.args.max_cameras else str(n)
+        text = (f"{profiler.model} serves {served} camera(s) of {w}x{h} "
+                f"{profiler.args.encoding} at {rate:g} Hz on this computer (per-frame p99 <= {budget:.1f} ms, at least "
                 f"{1 - profiler.args.max_drop_fraction:.0%} of the frames published)")
         if limited:
             text += ("; the camera simulator itself fell behind at "

@@ -163,10 +163,9 @@ def describe(values: dict[str, Any]) -> dict[str, str]:
 
 
 def _with(values: list, value) -> tuple:
-    """``values`` with ``value`` added (kept in order; None sorts first)."""
-    if value in values:
-        return tuple(values)
-    return tuple(sorted([*values, value], key=lambda v: (v is not None, v if v is not None else 0)))
+    """``values`` with ``value`` added, in order (None, "off", first)."""
+    merged = list(values) if value in values else [*values, value]
+    return tuple(sorted(merged, key=lambda v: (v is not None, v if v is not None else 0)))
 
 
 def _powers_of_two(low: int, high: int) -> list[int]:
