@@ -157,3 +157,19 @@ def test_a_model_that_is_not_there_is_a_clear_failure(user_repository, tmp_path)
     assert proc.returncode == 1
     assert "model 'nope' is not in the model repository" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_an_input_with_variable_dimensions_asks_for_its_shape(tmp_path):
+    from model_factory import identity_graph, write_model
+
+    repo = tmp_path / "models"
+    write_model(repo, "anysize", identity_graph("FP32", ["N", 3, "H", "W"]),
+                'backend: "onnxruntime"\nmax_batch_size: 4\n')
+    before = digest(repo)
+    proc = subprocess.run([str(BIN / "triton-ros-analyzer"), "profile", "-m", str(repo),
+                           "--profile-models", "anysize", "--no-progress", "-e",
+                           str(tmp_path / "o")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "input 'INPUT0' of 'anysize' has variable dimensions [3, -1, -1]" in proc.stderr
+    assert "--shape INPUT0:3,224,224" in proc.stderr and "Traceback" not in proc.stderr
+    assert digest(repo) == before

@@ -217,8 +217,24 @@ class Profiler:
 
     def _learn_space(self, server: TritonServer) -> None:
         self._served = server.model_config()
+        self._check_shapes(self._served)
         self._space = model_search_space(self._served, self.options.limits,
                                          gpu_count=len(self._gpu_ids()))
+
+    def _check_shapes(self, served) -> None:
+        """perf_analyzer needs a shape for every variable dimension: say which input lacks one
+        before it fails with its own words."""
+        given = {s.split(":", 1)[0] for s in self.options.perf.shapes}
+        if Path(self.options.perf.input_data).is_file():
+            return                         # a JSON data file gives its own shapes
+        for tensor in served.input:
+            if -1 in tensor.dims and tensor.name not in given:
+                example = ",".join("224" if d == -1 else str(d) for d in tensor.dims)
+                raise AnalyzerError(
+                    f"input '{tensor.name}' of '{self.model}' has variable dimensions "
+                    f"{list(tensor.dims)}: give the shape to measure with --shape "
+                    f"{tensor.name}:{example} (perf_analyzer's --shape, without the batch "
+                    f"dimension), or --input-data FILE.json")
 
     def _gpu_ids(self) -> frozenset[int]:
         if self._gpu is None or not self._gpu.available:

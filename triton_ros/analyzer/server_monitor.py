@@ -5,7 +5,9 @@ stub processes of their own) with psutil: resident memory (RSS, summed over the 
 peak over the samples is reported, as model_analyzer reports the peak of its samples) and CPU
 time, whose growth over the window divided by the wall time is the number of cores the server
 kept busy. GPU memory comes from NVML (nvidia-ml-py, imported only when asked): the memory NVML
-attributes to the server's processes, summed over the GPUs; without NVML or a GPU it is None.
+attributes to the server's processes, summed over the GPUs; where NVML sees none of them (in a
+container NVML may list processes under the host's ids) it is the memory used on the GPUs, as
+model_analyzer's ``gpu_used_memory`` is. Without NVML or a GPU it is None.
 """
 from __future__ import annotations
 
@@ -56,17 +58,20 @@ class GpuMemoryReader:
     def used_mb(self, pids: set[int]) -> float | None:
         if not self.available:
             return None
-        total = 0
+        total = device_used = 0
+        matched = False
         for handle in self._handles:
             try:
                 processes = self._nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+                device_used += int(self._nvml.nvmlDeviceGetMemoryInfo(handle).used)
             except Exception as exc:  # a device gone or not supported: count it as none
-                _log.debug("NVML process list failed: %s", exc)
+                _log.debug("NVML query failed: %s", exc)
                 continue
             for process in processes:
                 if process.pid in pids and process.usedGpuMemory is not None:
                     total += int(process.usedGpuMemory)
-        return total / MB
+                    matched = True
+        return (total if matched else device_used) / MB
 
     def close(self) -> None:
         if self._nvml is not None:
