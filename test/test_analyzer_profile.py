@@ -75,7 +75,7 @@ def test_profile_recommends_a_config_that_meets_its_budget_measured_again(user_r
            "--profile-models", "simple", "--latency-budget-ms", str(BUDGET_MS), "--quick",
            "--max-configs", "2", "--run-config-search-max-instance-count", "2",
            "--run-config-search-max-model-batch-size", "8",
-           "--run-config-search-max-queue-delays-us", "0,1000",
+           "--max-queue-delay-microseconds", "0,1000",
            "--run-config-search-max-concurrency", "4", "--measurement-interval", "250",
            "--confirm-candidates", "1", "-e", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)

@@ -299,3 +299,24 @@ def test_core_frontend_and_ros_never_import_the_analyzer_nor_it_the_ros_node():
         # rclpy, matplotlib and NVML load only when a command needs them
         assert not {n for n in _imports(path, top_level_only=True)
                     if n.split(".")[0] in ("rclpy", "matplotlib", "pynvml")}, path
+
+
+def test_the_monitor_sees_this_processs_cpu_and_memory_and_no_gpu_here():
+    import os
+    import time
+
+    from triton_ros.analyzer.server_monitor import GpuMemoryReader, ProcessMonitor
+
+    gpu = GpuMemoryReader()
+    monitor = ProcessMonitor(os.getpid(), interval_s=0.05, gpu=gpu).start()
+    block = bytearray(64 * 1024 * 1024)            # 64 MB resident while it samples
+    end = time.process_time() + 0.4
+    while time.process_time() < end:
+        block[::4096] = b"\x01" * len(block[::4096])
+    sample = monitor.stop()
+    del block
+    # 0.4 s of CPU burnt here (however long the busy host made it take), 64 MB held
+    assert sample.cpu_cores * sample.seconds >= 0.35 and sample.peak_rss_mb > 64
+    if not gpu.available:                          # this machine: no NVML device
+        assert sample.peak_gpu_memory_mb is None and gpu.used_mb({os.getpid()}) is None
+    gpu.close()

@@ -24,7 +24,7 @@ from .perf_analyzer import LATENCY_METRICS, NO_STABILITY_CHECK, PerfAnalyzerSett
 from .search_space import SearchLimits
 
 #: ``--quick``: what it changes, so that a sweep ends within about two minutes on 2 cores.
-QUICK_TIME_BUDGET_S = 85.0
+QUICK_TIME_BUDGET_S = 75.0
 QUICK_LIMITS = dict(max_instance_count=4, max_model_batch_size=32)
 QUICK_MAX_CONCURRENCY = 32
 QUICK_MEASUREMENT_INTERVAL_MS = 500
@@ -86,31 +86,33 @@ def build_parser() -> argparse.ArgumentParser:
                            "instance kind x count x max batch size")
     prof.add_argument("--time-budget-s", type=_positive(float), default=None,
                       help="start no configuration that would end after this many seconds")
-    prof.add_argument("--max-configs", type=_positive(int), default=None,
+    prof.add_argument("--max-configs", type=_positive(int), metavar="N", default=None,
                       help="measure at most this many configurations (the model's own "
                            "included)")
     d = SearchLimits()
-    prof.add_argument("--run-config-search-min-instance-count", type=_positive(int),
+    prof.add_argument("--run-config-search-min-instance-count", type=_positive(int), metavar="N",
                       default=d.min_instance_count)
-    prof.add_argument("--run-config-search-max-instance-count", type=_positive(int),
+    prof.add_argument("--run-config-search-max-instance-count", type=_positive(int), metavar="N",
                       default=None, help=f"default {d.max_instance_count}")
-    prof.add_argument("--run-config-search-min-model-batch-size", type=_positive(int),
+    prof.add_argument("--run-config-search-min-model-batch-size", type=_positive(int), metavar="N",
                       default=d.min_model_batch_size)
-    prof.add_argument("--run-config-search-max-model-batch-size", type=_positive(int),
+    prof.add_argument("--run-config-search-max-model-batch-size", type=_positive(int), metavar="N",
                       default=None, help=f"default {d.max_model_batch_size}")
-    prof.add_argument("--run-config-search-max-queue-delays-us", default=None,
+    prof.add_argument("--max-queue-delay-microseconds", default=None,
                       metavar="US,US,...", help="dynamic batcher delays to try (default "
                       + ",".join(str(v) for v in d.max_queue_delays_us) + ")")
-    prof.add_argument("--run-config-search-max-thread-count", type=_positive(int), default=None,
+    prof.add_argument("--run-config-search-max-thread-count", type=_positive(int), metavar="N",
+                      default=None,
                       help="largest ONNX Runtime thread count (default: the CPU count)")
     c = ConcurrencySweepSettings()
-    prof.add_argument("--run-config-search-min-concurrency", type=_positive(int),
+    prof.add_argument("--run-config-search-min-concurrency", type=_positive(int), metavar="N",
                       default=c.min_concurrency)
-    prof.add_argument("--run-config-search-max-concurrency", type=_positive(int), default=None,
+    prof.add_argument("--run-config-search-max-concurrency", type=_positive(int), metavar="N",
+                      default=None,
                       help=f"default {c.max_concurrency} ({QUICK_MAX_CONCURRENCY} with --quick)")
-    prof.add_argument("--quick-passes", type=_positive(int), default=None,
+    prof.add_argument("--quick-passes", type=_positive(int), metavar="N", default=None,
                       help="rounds of the quick search over all dimensions (default 2)")
-    prof.add_argument("--confirm-candidates", type=_positive(int), default=2,
+    prof.add_argument("--confirm-candidates", type=_positive(int), metavar="N", default=2,
                       help="the best N configurations are measured again on a fresh server "
                            "before one is recommended (default 2)")
     _perf_arguments(prof)
@@ -160,8 +162,8 @@ def profile_options(args: argparse.Namespace):
     quick = args.quick
     defaults = SearchLimits()
     delays = defaults.max_queue_delays_us
-    if args.run_config_search_max_queue_delays_us:
-        delays = tuple(int(v) for v in args.run_config_search_max_queue_delays_us.split(","))
+    if args.max_queue_delay_microseconds:
+        delays = tuple(int(v) for v in args.max_queue_delay_microseconds.split(","))
     limits = SearchLimits(
         min_instance_count=args.run_config_search_min_instance_count,
         max_instance_count=args.run_config_search_max_instance_count

@@ -73,8 +73,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-drop-fraction", type=float, default=0.02,
                    help="frames that may go unpublished, as a fraction of those the cameras "
                         "were asked for (default 0.02)")
-    p.add_argument("--min-cameras", type=int, default=1)
-    p.add_argument("--max-cameras", type=int, default=32)
+    p.add_argument("--min-cameras", type=int, default=1, metavar="N",
+                   help="the first camera count tried (default 1)")
+    p.add_argument("--max-cameras", type=int, default=32, metavar="N",
+                   help="the most cameras tried (default 32)")
     p.add_argument("--window-s", type=float, default=None,
                    help="one measuring window (the node's diagnostics period), s "
                         "(default 3; 2 with --quick)")
@@ -88,7 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--node-param", action="append", default=[], metavar="NAME:=VALUE",
                    help="another parameter of the node (repeat), e.g. worker_threads:=2")
     p.add_argument("--output-dir", "--export-path", "-e", type=Path,
-                   default=Path("profile_results"))
+                   default=Path("profile_results"), help="where results, plots, reports and "
+                   "the answer go (default ./profile_results)")
     p.add_argument("--quick", action="store_true",
                    help="shorter windows (about 2 minutes for one rate on 2 cores)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -619,8 +622,9 @@ def answer_text(profiler: RosProfiler, answer: dict) -> list[str]:
         limited = [s for s in profiler.steps if s.rate_hz == rate and not s.cameras_kept_up]
         served = f"at least {n}" if n >= profiler.args.max_cameras else str(n)
         text = (f"{profiler.model} serves {served} camera(s) of {w}x{h} "
-                f"{profiler.args.encoding} at {rate:g} Hz on this computer (per-frame p99 <= {budget:.1f} ms, at least "
-                f"{1 - profiler.args.max_drop_fraction:.0%} of the frames published)")
+                f"{profiler.args.encoding} at {rate:g} Hz on this computer (per-frame p99 <= "
+                f"{budget:.1f} ms, at least {1 - profiler.args.max_drop_fraction:.0%} of the "
+                f"frames published)")
         if limited:
             text += ("; the camera simulator itself fell behind at "
                      + ", ".join(str(s.cameras) for s in limited) + " camera(s), so more real "
