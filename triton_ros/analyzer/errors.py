@@ -19,7 +19,7 @@ class AnalyzerError(Exception):
 
 
 class ToolNotFoundError(AnalyzerError):
-    """perf_analyzer, triton-ros-server or a ROS console script is not installed."""
+    """perf_analyzer is not installed."""
 
 
 class ServerStartError(AnalyzerError):

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import AnalyzerError, ExitStatus, ToolNotFoundError
+from .errors import AnalyzerError, ExitStatus
 from .model_variant import ScratchRepository
 from .server_monitor import ProcessMonitor
 
@@ -100,15 +100,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 # -- the node and the cameras as processes ----------------------------------------------------
 
 def console_script(name: str, module: str) -> list[str]:
-    """A console script of this package next to this Python (or on PATH)."""
+    """A console script of this package next to this Python (a virtual environment) or on
+    PATH; else its module through this Python (a colcon install puts the scripts in
+    lib/triton_ros, off PATH)."""
     script = Path(sys.executable).parent / name
     if os.access(script, os.X_OK):
         return [str(script)]
     found = shutil.which(name)
     if found:
         return [found]
-    raise ToolNotFoundError(f"the '{name}' console script is not installed ({module}); "
-                            f"install the package (scripts/setup.sh, or colcon build)")
+    return [sys.executable, "-m", module]
 
 
 def _param_value(text: str):
@@ -326,6 +327,7 @@ class CameraStep:
 
 
 CAMERA_SATURATED_CORES = 0.9
+LEVELS = {0: "OK", 1: "WARN", 2: "ERROR"}     # diagnostic_msgs/DiagnosticStatus levels
 DROP_FIELDS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable")
 
 
@@ -408,13 +410,17 @@ class RosProfiler:
               and s.passes(self.args.max_drop_fraction)]
         return max(ok, default=0)
 
+    @staticmethod
+    def _check_alive(node: Process) -> None:
+        if node.proc.poll() is not None:
+            raise AnalyzerError(f"inference_node exited with {node.proc.returncode}:\n"
+                                + "\n".join(node.log().splitlines()[-20:]))
+
     def _wait_ready(self, node: Process, observer: NodeObserver) -> None:
         deadline = time.monotonic() + 120.0
         seen = 0
         while time.monotonic() < deadline:
-            if node.proc.poll() is not None:
-                raise AnalyzerError(f"inference_node exited with {node.proc.returncode}:\n"
-                                    + "\n".join(node.log().splitlines()[-20:]))
+            self._check_alive(node)
             msg = observer.wait_status(seen, timeout=1.0)
             if msg is None:
                 continue
@@ -445,6 +451,7 @@ class RosProfiler:
     def _step(self, rate: float, cameras: int, node: Process,
               observer: NodeObserver) -> CameraStep:
         self._step_no += 1
+        self._check_alive(node)
         step = CameraStep(rate, cameras, self.budget(rate))
         w, h = self.size
         specs = [f"--camera=r{i}/camera:{w}x{h}:{self.args.encoding}" for i in range(cameras)]
@@ -482,6 +489,7 @@ class RosProfiler:
                 m = observer.wait_status(start, timeout=self.window_s * 3 + 5)
                 start += 1
                 if m is None:
+                    self._check_alive(node)
                     step.error = "~/status stopped arriving"
                     monitor.stop()
                     camera_monitor.stop()
@@ -558,7 +566,7 @@ def step_rows(steps: list[CameraStep], max_drop_fraction: float) -> list[list[st
              *[f.replace("dropped_", "Dropped ") for f in DROP_FIELDS], "Failed",
              "Mean Batch", "Queue (ms)", "Inference p99 (ms)", "Node CPU (cores)",
              "Node Peak RSS (MB)", "Received (% of asked)", "Camera Process CPU (cores)",
-             "Why"]]
+             "Diagnostics", "Why"]]
     for s in steps:
         rows.append([f"{s.rate_hz:g}", str(s.cameras), "yes" if s.passes(max_drop_fraction)
                      else "no", f"{s.latency_p50_ms:.1f}", f"{s.latency_p99_ms:.1f}",
@@ -568,6 +576,8 @@ def step_rows(steps: list[CameraStep], max_drop_fraction: float) -> list[list[st
                      f"{s.inference_p99_ms:.1f}", f"{s.node_cpu_cores:.2f}",
                      f"{s.node_peak_rss_mb:.0f}", f"{100 * s.offered:.1f}",
                      f"{s.camera_cpu_cores:.2f}",
+                     f"{LEVELS.get(s.level, s.level)}: {s.message}" if s.message else
+                     str(LEVELS.get(s.level, s.level)),
                      s.why(max_drop_fraction)])
     return rows
 
