@@ -167,15 +167,43 @@ def _wrap(text: str, width: int = 60) -> str:
     return "\n".join(textwrap.wrap(text, width, subsequent_indent="    "))
 
 
-def _finish(fig, ax, path: Path, legend_title: str) -> Path:
+def _curves(ax, results: list[RunConfigResult], styles: dict[str, dict], x, y) -> None:
+    """One curve per configuration over concurrency (``x(m)``, ``y(m)``; a measurement whose
+    value is None is left out), labelled with the concurrencies; grey for the unstyled."""
+    others = 0
+    for r in _coloured_first(results, styles):
+        points = [m for m in sorted(r.measurements, key=lambda m: m.concurrency)
+                  if x(m) is not None and y(m) is not None]
+        if not points:
+            continue
+        xs, ys = [x(m) for m in points], [y(m) for m in points]
+        style = styles.get(r.variant)
+        if style is None:
+            ax.plot(xs, ys, color="#b0b0b0", lw=0.8, marker=".", ms=3, zorder=1,
+                    label=None if others else "other configurations")
+            others += 1
+            continue
+        ax.plot(xs, ys, color=style["color"], lw=style["lw"], marker="o", ms=4,
+                label=style["label"], zorder=style["zorder"])
+        for m, px, py in zip(points, xs, ys):
+            ax.annotate(str(m.concurrency), (px, py), textcoords="offset points", xytext=(3, 3),
+                        fontsize=7, color=style["color"])
+
+
+def _finish(plt, fig, ax, path: Path, title: str) -> Path:
+    """Axes from zero, the title, the legend beside the plot; saved as PNG and closed."""
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title, fontsize=11)
     handles, labels = ax.get_legend_handles_labels()
     if handles:
-        ax.legend(handles, labels, title=legend_title, fontsize=8, title_fontsize=9,
+        ax.legend(handles, labels, title="configuration", fontsize=8, title_fontsize=9,
                   loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
+    plt.close(fig)
     return path
 
 
@@ -185,24 +213,7 @@ def plot_throughput_v_latency(results: list[RunConfigResult], constraints: Const
     metric = constraints.latency_metric
     styles = _styles(results, constraints, recommended.variant if recommended else None)
     fig, ax = plt.subplots(figsize=(12, 6.5))
-    others = 0
-    for r in _coloured_first(results, styles):
-        points = sorted(r.measurements, key=lambda m: m.concurrency)
-        if not points:
-            continue
-        xs = [m.latency(metric) for m in points]
-        ys = [m.throughput for m in points]
-        style = styles.get(r.variant)
-        if style is None:
-            ax.plot(xs, ys, color="#b0b0b0", lw=0.8, marker=".", ms=3, zorder=1,
-                    label=None if others else "other configurations")
-            others += 1
-            continue
-        ax.plot(xs, ys, color=style["color"], lw=style["lw"], marker="o", ms=4,
-                label=style["label"], zorder=style["zorder"])
-        for m, x, y in zip(points, xs, ys):
-            ax.annotate(str(m.concurrency), (x, y), textcoords="offset points", xytext=(3, 3),
-                        fontsize=7, color=style["color"])
+    _curves(ax, results, styles, lambda m: m.latency(metric), lambda m: m.throughput)
     if constraints.latency_budget_ms is not None:
         ax.axvline(constraints.latency_budget_ms, color="red", ls="--", lw=1.2,
                    label=f"latency budget {constraints.latency_budget_ms:g} ms")
@@ -217,13 +228,8 @@ def plot_throughput_v_latency(results: list[RunConfigResult], constraints: Const
                       f"{recommended.concurrency}")
     ax.set_xlabel(f"{metric} latency (ms), perf_analyzer")
     ax.set_ylabel("throughput (inferences/s)")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    ax.set_title(f"{model}: throughput vs {metric} latency per configuration "
-                 f"(numbers: client concurrency)", fontsize=11)
-    out = _finish(fig, ax, path, "configuration")
-    plt.close(fig)
-    return out
+    return _finish(plt, fig, ax, path, f"{model}: throughput vs {metric} latency per "
+                   f"configuration (numbers: client concurrency)")
 
 
 def plot_memory_v_throughput(results: list[RunConfigResult], constraints: Constraints,
@@ -236,25 +242,7 @@ def plot_memory_v_throughput(results: list[RunConfigResult], constraints: Constr
     def memory(m: Measurement) -> float | None:
         return m.server.peak_gpu_memory_mb if gpu else m.server.peak_rss_mb
 
-    others = 0
-    for r in _coloured_first(results, styles):
-        points = [m for m in sorted(r.measurements, key=lambda m: m.concurrency)
-                  if memory(m) is not None]
-        if not points:
-            continue
-        xs = [m.throughput for m in points]
-        ys = [memory(m) for m in points]
-        style = styles.get(r.variant)
-        if style is None:
-            ax.plot(xs, ys, color="#b0b0b0", lw=0.8, marker=".", ms=3, zorder=1,
-                    label=None if others else "other configurations")
-            others += 1
-            continue
-        ax.plot(xs, ys, color=style["color"], lw=style["lw"], marker="o", ms=4,
-                label=style["label"], zorder=style["zorder"])
-        for m, x, y in zip(points, xs, ys):
-            ax.annotate(str(m.concurrency), (x, y), textcoords="offset points", xytext=(3, 3),
-                        fontsize=7, color=style["color"])
+    _curves(ax, results, styles, lambda m: m.throughput, memory)
     cap = constraints.gpu_memory_cap_mb if gpu else constraints.memory_cap_mb
     if cap is not None:
         ax.axhline(cap, color="red", ls="--", lw=1.2, label=f"memory cap {cap:g} MB")
@@ -266,13 +254,8 @@ def plot_memory_v_throughput(results: list[RunConfigResult], constraints: Constr
         "server memory, peak RSS of its processes (MB)"
     ax.set_xlabel("throughput (inferences/s), perf_analyzer")
     ax.set_ylabel(what)
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    ax.set_title(f"{model}: {'GPU' if gpu else 'server'} memory vs throughput per configuration "
-                 f"(numbers: client concurrency)", fontsize=11)
-    out = _finish(fig, ax, path, "configuration")
-    plt.close(fig)
-    return out
+    return _finish(plt, fig, ax, path, f"{model}: {'GPU' if gpu else 'server'} memory vs "
+                   f"throughput per configuration (numbers: client concurrency)")
 
 
 # -- HTML ------------------------------------------------------------------------------------

@@ -34,7 +34,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -49,9 +48,9 @@ import yaml
 from .errors import AnalyzerError, ExitStatus
 from .model_variant import ScratchRepository
 from .server_monitor import ProcessMonitor
+from .triton_server import stop_process
 
 BINDING = "analyzer"
-STOP_TIMEOUT_S = 30.0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -174,14 +173,7 @@ class Process:
             return ""
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        return stop_process(self.proc)
 
 
 # -- reading the node through ROS -------------------------------------------------------------

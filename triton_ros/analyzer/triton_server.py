@@ -24,6 +24,19 @@ _BANNER = re.compile(r"Started GRPCInferenceService at (\S+):(\d+)")
 STOP_TIMEOUT_S = 30.0
 
 
+def stop_process(proc: subprocess.Popen, timeout_s: float = STOP_TIMEOUT_S) -> int:
+    """SIGINT (triton-ros-server, inference_node and synthetic_cameras all stop cleanly on
+    it), then SIGKILL after ``timeout_s``; the exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
 def server_command() -> list[str]:
     """The ``triton-ros-server`` console script next to this Python (or on PATH), else the
     same entry point through ``python -m``."""
@@ -113,18 +126,9 @@ class TritonServer:
         return "\n".join(self.log().splitlines()[-lines:])
 
     def stop(self) -> int | None:
-        """SIGINT (the server finishes in-flight requests and exits 0), then SIGKILL after
-        ``STOP_TIMEOUT_S``. Returns the exit status."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        """SIGINT (the server finishes in-flight requests and exits 0). Returns the exit
+        status."""
+        return stop_process(self.proc) if self.proc is not None else None
 
     def __enter__(self) -> "TritonServer":
         return self
