@@ -661,6 +661,8 @@ def write_report(profiler: RosProfiler, answer: dict) -> dict[str, Path]:
     files["html"].write_text("\n".join(page), encoding="utf-8")
     summary = {"model": profiler.model, "camera_size": f"{profiler.size[0]}x{profiler.size[1]}",
                "encoding": profiler.args.encoding,
+               "config": str(profiler.args.config) if profiler.args.config else
+               "the model's own config.pbtxt",
                "max_drop_fraction": profiler.args.max_drop_fraction,
                "cameras_served": {f"{r:g}": n for r, n in answer.items()},
                "latency_budget_ms": {f"{r:g}": profiler.budget(r) for r in answer},
