@@ -4,7 +4,7 @@
 # AMENT_PREFIX_PATH=<repo>/.venv:
 #   share/ament_index/resource_index/packages/triton_ros   the index marker
 #   share/triton_ros/{package.xml,launch/,config/,model_repository/}
-#   lib/triton_ros/{inference_node,synthetic_cameras,triton-ros-server}
+#   lib/triton_ros/{inference_node,synthetic_cameras,triton-ros-server,triton-ros-analyzer}
 # share/ holds exactly setup.py's data_files (read from setup.py as colcon reads it: setup()
 # called with its arguments captured), each a link to its file in this checkout inside real
 # directories, as colcon's symlink_data makes them. Not links to whole directories: ros2launch
@@ -51,7 +51,7 @@ if step_needed ament_index "$h" || [ ! -e "$marker" ]; then
       exit 1
     fi
   done
-  for exe in inference_node synthetic_cameras triton-ros-server; do
+  for exe in inference_node synthetic_cameras triton-ros-server triton-ros-analyzer; do
     if [ ! -x "$VENV/bin/$exe" ]; then
       echo "setup: $VENV/bin/$exe is missing (the editable install did not write it)" >&2
       exit 1

@@ -287,6 +287,12 @@ def model_config_to_json(proto: mc.ModelConfig) -> str:
     return json.dumps(_ints_as_numbers(proto.DESCRIPTOR, as_dict))
 
 
+def model_config_to_text(proto: mc.ModelConfig) -> str:
+    """config.pbtxt text of a configuration: protobuf text format, which is what Triton (and
+    :func:`parse_config_text`) reads; repeated numbers on one line (``dims: [3, 224, 224]``)."""
+    return text_format.MessageToString(proto, use_short_repeated_primitives=True)
+
+
 _INT64_TYPES = frozenset({
     FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
     FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64,
