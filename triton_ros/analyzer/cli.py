@@ -157,7 +157,7 @@ def _perf_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def profile_options(args: argparse.Namespace):
-    from .profiler import ProfileOptions
+    from .profile_result import ProfileOptions
 
     quick = args.quick
     defaults = SearchLimits()

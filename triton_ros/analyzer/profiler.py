@@ -31,19 +31,18 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import recommendation as recommendation_module
 from . import report
-from .config_search import (BRUTE, QUICK, ConcurrencySweepSettings, SearchStopped, brute_plan,
-                            brute_search, quick_plan_size, quick_search, sweep_concurrency)
+from .config_search import (BRUTE, SearchStopped, brute_plan, brute_search, quick_plan_size,
+                            quick_search, sweep_concurrency)
 from .errors import AnalyzerError, ModelLoadError, PerfAnalyzerError, ServerStartError
 from .measurement import Constraints, Measurement, RunConfigResult
+from .profile_result import ProfileOptions, ProfileResult
 from .model_variant import ScratchRepository, config_text, variant_name
-from .perf_analyzer import PerfAnalyzer, PerfAnalyzerSettings
-from .search_space import (SearchLimits, SearchSpace, apply_changes, describe,
-                           model_search_space)
+from .perf_analyzer import PerfAnalyzer
+from .search_space import SearchSpace, apply_changes, describe, model_search_space
 from .server_monitor import GpuMemoryReader, ProcessMonitor
 from .triton_server import TritonServer
 
@@ -51,38 +50,6 @@ _log = logging.getLogger(__name__)
 
 #: Seconds a configuration is assumed to take before one has been measured.
 FIRST_GUESS_S = 15.0
-
-
-@dataclass
-class ProfileOptions:
-    model_repositories: list[Path]
-    model: str
-    output_dir: Path
-    constraints: Constraints = Constraints()
-    mode: str = QUICK
-    quick_passes: int = 2
-    limits: SearchLimits = SearchLimits()
-    concurrency: ConcurrencySweepSettings = ConcurrencySweepSettings()
-    perf: PerfAnalyzerSettings = PerfAnalyzerSettings()
-    time_budget_s: float | None = None
-    max_configs: int | None = None                    # configurations measured, at most
-    confirm_candidates: int = 2
-    confirm_perf: PerfAnalyzerSettings | None = None   # None: as ``perf``
-    server_args: tuple[str, ...] = ()
-    progress: bool = True
-
-
-@dataclass
-class ProfileResult:
-    model: str
-    results: list[RunConfigResult]
-    space: SearchSpace
-    constraints: Constraints
-    recommendation: recommendation_module.Recommendation | None
-    seconds: float
-    stopped_by_budget: bool
-    options: ProfileOptions
-    files: dict[str, Path] = field(default_factory=dict)
 
 
 class _Progress:

@@ -24,7 +24,7 @@ from .measurement import Constraints, Measurement, RunConfigResult
 from .search_space import describe
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .profiler import ProfileResult
+    from .profile_result import ProfileResult
 
 HIGHLIGHTED = 5          # best configurations drawn in colour (model_analyzer shows the top 3)
 DIMENSION_COLUMNS = (

@@ -24,7 +24,7 @@ from .infer_request import InferRequest, InferResponse
 from .infer_stats import EndpointStats, StatsSnapshot
 from .log_settings import LogSettings
 from .memory import IdleTrim, limit_malloc_arenas
-from .metrics import MetricSources
+from .metric_family import MetricSources
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig
 from .model_repository_manager import ModelRepositoryManager, RepositoryEntry

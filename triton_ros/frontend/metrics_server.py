@@ -1,7 +1,7 @@
 """Triton's metrics endpoint: ``GET /metrics`` on its own port (default 127.0.0.1:8002).
 
 The exposition is written by ``prometheus_client`` from a custom collector,
-:class:`TritonCollector`, that turns each scrape's :class:`~triton_ros.core.metrics.Family` list
+:class:`TritonCollector`, that turns each scrape's :class:`~triton_ros.core.metric_family.Family` list
 (derived from the same statistics snapshots that answer ModelStatistics) into
 ``prometheus_client`` metric families with Triton's names, types and labels. It is served by the
 same aiohttp transport as the HTTP/REST endpoint (``http_transport``: connection limit, header

@@ -1,5 +1,5 @@
 """The Kafka frontend's Prometheus metrics, added to the server's metrics endpoint through the
-core's registry of metric sources (``core/metrics.MetricSources``):
+core's registry of metric sources (``core/metric_family.MetricSources``):
 
 - ``nv_kafka_messages_received{topic}`` (counter): request records consumed;
 - ``nv_kafka_messages_produced{topic, kind}`` (counter): records the broker acknowledged, by
@@ -21,7 +21,7 @@ import json
 import threading
 from collections import defaultdict
 
-from ...core.metrics import COUNTER, GAUGE, Family
+from ...core.metric_family import COUNTER, GAUGE, Family
 
 _HELP = {
     "nv_kafka_messages_received": (COUNTER, "Number of inference request messages consumed from "
