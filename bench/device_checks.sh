@@ -42,7 +42,7 @@ check "python packages" 60 python3 -c 'import numpy, google.protobuf, grpc, trit
 check "TensorRT backend CUDA streams and buffers (test/gpu/test_gpu_cuda_streams.py)" 180 "${pytest[@]}" test/gpu/test_gpu_cuda_streams.py
 check "core device handling (test/gpu/test_gpu_device_handling.py)" 180 "${pytest[@]}" test/gpu/test_gpu_device_handling.py
 check "GPU metrics through NVML (test/gpu/test_gpu_metrics.py)" 120 "${pytest[@]}" test/gpu/test_gpu_metrics.py
-check "PyTorch backend on the GPU (bench/backends/pytorch_gpu_check.py)" 300 python3 bench/backends/pytorch_gpu_check.py
+check "PyTorch backend on the GPU (test/gpu/test_gpu_pytorch.py)" 300 "${pytest[@]}" test/gpu/test_gpu_pytorch.py
 check "GPU batching benchmark (bench/gpu/batching.py)" 300 python3 -m bench.gpu.batching --seconds 4 --concurrency 1,8,32,64 --out "$OUTDIR/gpu-batching.md"
 if [ "${#failed[@]}" -eq 0 ]; then
   say "device checks: all passed"

@@ -277,7 +277,7 @@ def test_kind_gpu_without_cuda_fails_the_instance_with_what_to_do(tmp_path):
     from triton_ros.core.errors import StatusCode, TritonRosError
     from triton_ros.core.model_config import load_model_config
     if torch.cuda.is_available():
-        pytest.skip("this machine has a CUDA device (bench/backends/pytorch_gpu_check.py)")
+        pytest.skip("this machine has a CUDA device (test/gpu/test_gpu_pytorch.py)")
     folder = write(tmp_path, "g", Detector().eval(), detector_config("g"))
     config = load_model_config("g", folder)
     model = PyTorchModel(config, version=1, model_path=folder, version_path=folder / "1")

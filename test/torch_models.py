@@ -1,5 +1,5 @@
 """TorchScript test models (needs torch): shared by test/test_pytorch_backend.py and the GPU check
-bench/backends/pytorch_gpu_check.py."""
+test/gpu/test_gpu_pytorch.py."""
 from __future__ import annotations
 
 from pathlib import Path
