@@ -37,7 +37,7 @@ pytestmark = pytest.mark.integration
 in_setup_env = pytest.mark.skipif(
     not (PREFIX / ".stamps" / "ament_index").is_file(),
     reason="not an environment made by scripts/setup.sh (e.g. run by colcon test)")
-EXECUTABLES = ("inference_node", "synthetic_cameras", "triton-ros-server")
+EXECUTABLES = ("inference_node", "synthetic_cameras", "triton-ros-server", "triton-ros-analyzer")
 
 
 def setup_py_data_files(root: Path = ROOT) -> dict[str, str]:
