@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
 # Set up the virtual environments (idempotent) and run the whole test suite on each supported
-# Python that CI covers: CPython 3.11 in .venv/ and CPython 3.10 in .venv-py3.10/. The set-ups run
-# one after the other; the suites then run side by side (each spends most of its wall time waiting
-# on servers, nodes and timeouts, about a quarter of a core on average), so CI stays well inside
-# 30 minutes. The first suite's output streams; the others' is printed, whole, when they end. Each
-# suite gets its own ROS domain (TRITON_ROS_TEST_DOMAIN_ID) and picks free ports on its own.
-# CI (.ci/run) runs exactly this. Exit status: non-zero when any suite (or set-up) fails.
+# Python that CI covers: CPython 3.11 in .venv/ and CPython 3.10 in .venv-py3.10/. Each Python's
+# set-up and suite run one after the other, and the Pythons side by side: the suite of one starts
+# while the other is still being set up. Each suite runs on pytest-xdist workers (most tests
+# wait on servers, nodes and timeouts, not on the CPU), whole modules to a worker (their
+# module-scoped servers start once); each worker gets its own ROS domain and its own share of
+# the free ports (test/processes.py). The first Python's output streams; the others' is printed,
+# whole, when they end; then the slowest tests of each and a summary with the set-up's and the
+# suite's wall times. CI (.ci/run) runs exactly this. Exit status: non-zero when any suite (or
+# set-up) fails.
 #
-#   ./scripts/test.sh                      the whole suite on 3.11, then on 3.10
-#   ./scripts/test.sh --python 3.11 -k seeing -q    one Python (repeatable), pytest arguments after
-#   TRITON_ROS_TEST_PYTHONS="3.12" ./scripts/test.sh   the same through the environment
+#   ./scripts/test.sh                      the whole suite on 3.11 and on 3.10
+#   ./scripts/test.sh --python 3.11 -m unit -q     one Python (repeatable), pytest arguments after
+#   ./scripts/test.sh --python 3.11 -n 0 test/test_metrics.py    no xdist workers
+#   TRITON_ROS_TEST_PYTHONS="3.12" ./scripts/test.sh   the Pythons through the environment
+#   TRITON_ROS_TEST_WORKERS=4 ./scripts/test.sh        xdist workers per suite (default 3)
+#   TRITON_ROS_TEST_DOMAIN_ID=40 ./scripts/test.sh     the first of the ROS domains the suites use
+#                                                      (one per worker: 40..45 here), else random
+#
+# Markers select a part of the suite (test/suite_markers.py): -m unit (no processes, no sockets),
+# -m integration (real servers, brokers, processes over 127.0.0.1), -m system (ROS nodes across
+# processes, launch, colcon), or combinations such as -m "not system".
 #
 # .venv/ (scripts/run.sh and the README use it) is created with the first Python of the list and
-# serves whichever Python it has; every other one gets .venv-pyX.Y/. Arguments other than --python go to pytest unchanged.
+# serves whichever Python it has; every other one gets .venv-pyX.Y/. Arguments other than --python
+# go to pytest unchanged, after the defaults (-n, --dist, --durations), which they override.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -25,71 +37,91 @@ done
 if [ ${#pythons[@]} -eq 0 ]; then
   read -r -a pythons <<< "${TRITON_ROS_TEST_PYTHONS:-3.11 3.10}"
 fi
+workers="${TRITON_ROS_TEST_WORKERS:-3}"
+durations="${TRITON_ROS_TEST_DURATIONS:-25}"
 
 version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
 
 # Fast DDS needs a larger shared-memory segment for camera images (config/fastdds.xml).
 export FASTDDS_DEFAULT_PROFILES_FILE="${FASTDDS_DEFAULT_PROFILES_FILE:-$ROOT/config/fastdds.xml}"
 
-status=0
-summary=()
+# The environment of each Python: .venv/ serves the Python it already has, or the first one asked
+# for when it does not exist.
 venvs=()
-wants=()
 for i in "${!pythons[@]}"; do
   want="${pythons[$i]}"
-  # .venv/ serves the Python it already has, or the first one asked for when it does not exist.
   if [ -x "$ROOT/.venv/bin/python" ]; then
     if [ "$(version_of "$ROOT/.venv/bin/python")" = "$want" ]; then venv="$ROOT/.venv"
     else venv="$ROOT/.venv-py$want"; fi
   elif [ "$i" -eq 0 ]; then venv="$ROOT/.venv"
   else venv="$ROOT/.venv-py$want"; fi
-  echo "test.sh: CPython $want in ${venv#"$ROOT"/}" >&2
-  if ! TRITON_ROS_PYTHON="$want" TRITON_ROS_VENV="$venv" "$ROOT/scripts/setup.sh"; then
-    echo "test.sh: setting up CPython $want failed" >&2
-    summary+=("CPython $want: set-up FAILED"); status=1; continue
-  fi
-  got="$(version_of "$venv/bin/python")"
-  if [ "$got" != "$want" ]; then
-    echo "test.sh: ${venv#"$ROOT"/} has CPython $got, not $want (remove it to recreate it)" >&2
-    summary+=("CPython $want: WRONG INTERPRETER ($got)"); status=1; continue
-  fi
-  venvs+=("$venv"); wants+=("$want")
+  venvs+=("$venv")
 done
 
-run_suite() {  # run_suite VENV DOMAIN PYTEST-ARGS...: pytest's exit status, 5 (no tests) as 1
-  local venv="$1" domain="$2"; shift 2
-  TRITON_ROS_TEST_DOMAIN_ID="$domain" "$venv/bin/python" -m pytest "$@"
-  local rc=$?
-  # pytest exits 5 when it collected no test: that is a failure of the suite, not a pass.
-  if [ $rc -eq 5 ]; then echo "test.sh: no tests were collected" >&2; rc=1; fi
-  return $rc
-}
+# ROS domains: a block of $workers consecutive ones per suite (ROS 2 domains 0-101 keep their
+# ports below the kernel's ephemeral range).
+slots=$(( ${#pythons[@]} * (workers > 0 ? workers : 1) ))
+base_domain="${TRITON_ROS_TEST_DOMAIN_ID:-$(( (RANDOM % (101 - slots)) + 1 ))}"
 
-base_domain=$(( (RANDOM % 90) + 1 ))
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
 start=$SECONDS
+
+# python_run I PYTEST-ARGS...: set up Python I, check its interpreter, run its suite. Writes
+# "<status> <set-up seconds> <suite seconds>" to $logs/I.result; returns the status.
+python_run() {
+  local i="$1"; shift
+  local want="${pythons[$i]}" venv="${venvs[$i]}" t0=$SECONDS setup_s suite_s rc
+  echo "test.sh: CPython $want in ${venv#"$ROOT"/}" >&2
+  if ! TRITON_ROS_PYTHON="$want" TRITON_ROS_VENV="$venv" "$ROOT/scripts/setup.sh"; then
+    echo "test.sh: setting up CPython $want failed" >&2
+    echo "set-up-failed $((SECONDS - t0)) 0" >"$logs/$i.result"; return 1
+  fi
+  setup_s=$((SECONDS - t0))
+  local got; got="$(version_of "$venv/bin/python")"
+  if [ "$got" != "$want" ]; then
+    echo "test.sh: ${venv#"$ROOT"/} has CPython $got, not $want (remove it to recreate it)" >&2
+    echo "wrong-interpreter:$got $setup_s 0" >"$logs/$i.result"; return 1
+  fi
+  local xdist=()
+  [ "$workers" -gt 0 ] && xdist=(-n "$workers" --dist loadfile)
+  TRITON_ROS_TEST_DOMAIN_ID=$((base_domain + i * (workers > 0 ? workers : 1))) \
+    "$venv/bin/python" -m pytest "${xdist[@]}" --durations="$durations" "$@"
+  rc=$?
+  # pytest exits 5 when it collected no test: that is a failure of the suite, not a pass.
+  if [ $rc -eq 5 ]; then echo "test.sh: no tests were collected" >&2; rc=1; fi
+  suite_s=$((SECONDS - t0 - setup_s))
+  echo "$rc $setup_s $suite_s" >"$logs/$i.result"
+  return $rc
+}
+
 pids=()
-for i in "${!venvs[@]}"; do
+for i in "${!pythons[@]}"; do
   [ "$i" -eq 0 ] && continue
-  ( run_suite "${venvs[$i]}" $((base_domain + i)) "$@" >"$logs/$i.log" 2>&1
-    echo $? >"$logs/$i.rc"; echo $((SECONDS - start)) >"$logs/$i.secs" ) &
+  ( python_run "$i" "$@" >"$logs/$i.log" 2>&1; echo $((SECONDS - start)) >"$logs/$i.secs" ) &
   pids+=($!)
 done
-if [ ${#venvs[@]} -gt 0 ]; then
-  run_suite "${venvs[0]}" "$base_domain" "$@"
-  rc=$?
-  summary+=("CPython ${wants[0]}: $([ $rc -eq 0 ] && echo passed || echo "FAILED (pytest exit $rc)") in $((SECONDS - start)) s")
-  [ $rc -eq 0 ] || status=1
-fi
+python_run 0 "$@"
+echo $((SECONDS - start)) >"$logs/0.secs"
 for pid in "${pids[@]}"; do wait "$pid"; done
-for i in "${!venvs[@]}"; do
-  [ "$i" -eq 0 ] && continue
-  echo "test.sh: ===== CPython ${wants[$i]} (${venvs[$i]#"$ROOT"/}), run alongside =====" >&2
-  cat "$logs/$i.log"
-  rc=$(cat "$logs/$i.rc" 2>/dev/null || echo 1)
-  summary+=("CPython ${wants[$i]}: $([ "$rc" -eq 0 ] && echo passed || echo "FAILED (pytest exit $rc)") in $(cat "$logs/$i.secs" 2>/dev/null || echo '?') s")
-  [ "$rc" -eq 0 ] || status=1
+
+status=0
+summary=()
+for i in "${!pythons[@]}"; do
+  if [ "$i" -gt 0 ]; then
+    echo "test.sh: ===== CPython ${pythons[$i]} (${venvs[$i]#"$ROOT"/}), run alongside =====" >&2
+    cat "$logs/$i.log"
+  fi
+  rc=1 setup_s='?' suite_s='?'
+  [ -f "$logs/$i.result" ] && read -r rc setup_s suite_s < "$logs/$i.result"
+  case "$rc" in
+    0) what="passed" ;;
+    set-up-failed) what="set-up FAILED" ;;
+    wrong-interpreter:*) what="WRONG INTERPRETER (${rc#*:})" ;;
+    *) what="FAILED (pytest exit $rc)" ;;
+  esac
+  [ "$rc" = "0" ] || status=1
+  summary+=("CPython ${pythons[$i]}: $what; set-up $setup_s s, suite $suite_s s, done at $(cat "$logs/$i.secs" 2>/dev/null || echo '?') s")
 done
 printf 'test.sh: %s\n' "${summary[@]}" >&2
 exit $status

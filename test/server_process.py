@@ -6,15 +6,24 @@ from __future__ import annotations
 
 import os
 import random as _random
-import signal
+import shutil
 import socket
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from processes import ROOT, TIMEOUT, ManagedProcess, log_dir, suite_domain, xdist_worker
+
 MODEL_REPOSITORY = ROOT / "model_repository"
+
+
+def copy_models(dest: Path, *names: str) -> Path:
+    """A private copy of the bundled model repository at ``dest`` (only ``names`` when given),
+    for a test that changes it or adds models beside them; ``dest``."""
+    if not names:
+        shutil.copytree(MODEL_REPOSITORY, dest)
+    for name in names:
+        shutil.copytree(MODEL_REPOSITORY / name, Path(dest) / name)
+    return Path(dest)
 
 
 _GIVEN: set[int] = set()
@@ -32,15 +41,17 @@ def free_port() -> int:
     range: a port the kernel hands out (bind to 0) may meanwhile become the source port of some
     client's connection (the suites run side by side and connect all the time), and the server,
     binding it seconds later after loading its models, then failed with "address in use".
-    Suites running side by side (scripts/test.sh gives each its own TRITON_ROS_TEST_DOMAIN_ID,
-    consecutive numbers) draw from separate quarters of the range, so one cannot take a port
-    the other has chosen and not yet bound."""
+    Test processes running side by side (the suites scripts/test.sh runs, and their xdist
+    workers: each has its own number, ``processes.suite_domain()``) draw from separate sixteenths
+    of the range, so one cannot take a port another has chosen and not yet bound."""
     low = min(_ephemeral_low(), 32768)
     first, end = low // 2, low
-    suite = os.environ.get("TRITON_ROS_TEST_DOMAIN_ID", "")
-    if suite.isdigit():
-        width = (end - first) // 4
-        first += (int(suite) % 4) * width
+    slot = suite_domain()
+    if slot is None and os.environ.get("PYTEST_XDIST_WORKER"):
+        slot = xdist_worker()
+    if slot is not None:
+        width = (end - first) // 16
+        first += (slot % 16) * width
         end = first + width
     while True:
         port = _random.randrange(first, end)
@@ -55,8 +66,10 @@ def free_port() -> int:
             return port
 
 
-class ServerProcess:
+class ServerProcess(ManagedProcess):
     """``triton-ros-server`` in a subprocess; ``stop()`` sends SIGINT and returns the exit code."""
+
+    what = "server"
 
     def __init__(self, *args: str, env: dict | None = None, grpc_port: int | None = None,
                  http_port: int | None = None) -> None:
@@ -68,8 +81,6 @@ class ServerProcess:
         self.metrics_port = free_port()
         self.http_url = f"127.0.0.1:{self.http_port}"
         self.metrics_url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        self.log_path = Path(os.environ.get("PYTEST_TMPDIR", "/tmp")) / f"server-{self.port}.log"
-        self._log = open(self.log_path, "w")
         ports = []
         if "--http-port" not in args:
             ports += ["--http-port", str(self.http_port)]
@@ -77,14 +88,14 @@ class ServerProcess:
             ports += ["--metrics-port", str(self.metrics_port)]
         cmd = [sys.executable, "-m", "triton_ros.server_main", "--grpc-port", str(self.port),
                *ports, *args]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})}, cwd=str(ROOT))
+        super().__init__(cmd, log_dir() / f"server-{self.port}.log", env=env)
         # Endpoints start in tritonserver's order (gRPC, HTTP, metrics): the banners to wait for.
         flags = dict(zip(args[::1], args[1::1]))
         self._banners = [banner for flag, banner in (
             ("--allow-http", "Started HTTPService at"),
             ("--allow-metrics", "Started Metrics Service at"))
             if flags.get(flag, "true").lower() not in ("false", "0", "no", "off")]
+        self._live_client = None
 
     def client(self):
         import tritonclient.grpc as grpcclient
@@ -94,38 +105,19 @@ class ServerProcess:
         import tritonclient.http as httpclient
         return httpclient.InferenceServerClient(self.http_url, **kwargs)
 
-    def wait_live(self, timeout: float = 60.0) -> None:
-        """Wait until the gRPC endpoint answers (models loaded: the CLI starts it after loading)."""
-        client = self.client()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                if client.is_server_live():
-                    log = self.log()
-                    if all(b in log for b in self._banners):
-                        return
-            except Exception:
-                pass
-            time.sleep(0.1)
-        raise TimeoutError(f"server did not start:\n{self.log()}")
+    def ready(self) -> bool:
+        """The gRPC endpoint answers (models loaded: the CLI starts it after loading) and every
+        enabled endpoint has logged its start."""
+        if self._live_client is None:
+            self._live_client = self.client()
+        if not self._live_client.is_server_live():
+            return False
+        log = self.log()
+        return all(b in log for b in self._banners)
 
-    def log(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self, timeout: float = 60.0) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return self.proc.returncode
+    def wait_live(self, timeout: float = TIMEOUT) -> None:
+        """Wait until the server is ready (``ready()``)."""
+        self.wait_ready(timeout)
 
 
 def perf_analyzer() -> Path:

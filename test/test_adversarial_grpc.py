@@ -19,7 +19,10 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from server_process import MODEL_REPOSITORY, ServerProcess
+from server_process import MODEL_REPOSITORY, copy_models
+
+
+pytestmark = pytest.mark.integration
 
 OK = grpc.StatusCode.OK
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -28,26 +31,19 @@ UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(start_module_server, tmp_path_factory):
     """Explicit model control on a private repository copy, with a private TMPDIR so that the
     temporary folders of file overrides can be counted."""
-    import shutil
-
     base = tmp_path_factory.mktemp("adversarial_grpc")
-    repo = base / "models"
-    shutil.copytree(MODEL_REPOSITORY, repo)
+    repo = copy_models(base / "models")
     tmp = base / "tmp"
     tmp.mkdir()
-    proc = ServerProcess("--model-repository", str(repo), "--model-control-mode", "explicit",
-                         "--load-model", "simple", "--load-model", "simple_string",
-                         "--allow-client-shm", "true",
-                         env={"TMPDIR": str(tmp)})
-    proc.wait_live()
+    proc = start_module_server("--model-repository", str(repo), "--model-control-mode",
+                               "explicit", "--load-model", "simple", "--load-model",
+                               "simple_string", "--allow-client-shm", "true",
+                               env={"TMPDIR": str(tmp)}, quiet=True)
     proc.repo, proc.tmp = repo, tmp
-    yield proc
-    rc = proc.stop()
-    assert rc == 0, f"server exited with {rc}:\n{proc.log()}"
-    assert "Traceback" not in proc.log(), proc.log()
+    return proc
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import shutil
 
 import grpc
 import numpy as np
@@ -16,7 +15,10 @@ import tritonclient.utils.shared_memory as shm
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from server_process import MODEL_REPOSITORY, ServerProcess
+from server_process import copy_models
+
+
+pytestmark = pytest.mark.integration
 
 OK = grpc.StatusCode.OK
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
@@ -32,16 +34,10 @@ def _key(tag: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("adv_shm_models")
-    shutil.copytree(MODEL_REPOSITORY / "simple", repo / "simple")
-    proc = ServerProcess("--model-repository", str(repo), "--allow-client-shm=true",
-                         "--allow-metrics", "false")
-    proc.wait_live()
-    yield proc
-    rc = proc.stop()
-    assert rc == 0, f"server exited with {rc}:\n{proc.log()}"
-    assert "Traceback" not in proc.log(), proc.log()
+def server(start_module_server, tmp_path_factory):
+    repo = copy_models(tmp_path_factory.mktemp("adv_shm_models"), "simple")
+    return start_module_server("--model-repository", str(repo), "--allow-client-shm=true",
+                               "--allow-metrics", "false", quiet=True)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,9 @@ from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.server import InferenceServer, ServerOptions
 
 
+pytestmark = pytest.mark.integration
+
+
 def config_text(parameters: dict[str, str]) -> str:
     lines = ['backend: "onnxruntime"', "max_batch_size: 8",
              'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] } ]',

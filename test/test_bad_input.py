@@ -12,6 +12,9 @@ from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 
+pytestmark = pytest.mark.integration
+
+
 def simple_inputs(a: np.ndarray, b: np.ndarray | None = None, *, dtype: str = "INT32"):
     inputs = []
     for name, data in (("INPUT0", a), ("INPUT1", b)):

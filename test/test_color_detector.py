@@ -15,6 +15,9 @@ from triton_ros.ros.codec.preprocess import PreprocessConfig, plan_input, prepro
 from triton_ros.ros.tools.synthetic_cameras import (CLASS_NAMES, MONO_CLASSES, SyntheticScene,
                                               parse_camera)
 
+
+pytestmark = pytest.mark.integration
+
 ENCODINGS = ("rgb8", "bgr8", "rgba8", "bgra8", "mono8")
 SIZES = ((640, 480), (320, 240), (848, 480), (424, 240), (480, 640), (256, 256))
 MODEL_INPUT = TensorConfig(name="images", datatype="FP32", dims=(3, 256, 256),
@@ -110,15 +113,11 @@ def test_batched_rows_are_per_image(session):
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    from server_process import ServerProcess
-
-    server = ServerProcess("--model-repository", str(MODEL_REPOSITORY),
-                           "--model-control-mode", "explicit",
-                           "--load-model", "color_detector", "--load-model", "detector_pipeline")
-    server.wait_live(timeout=120)
-    yield server
-    assert server.stop() == 0, server.log()
+def served(start_module_server):
+    return start_module_server("--model-repository", str(MODEL_REPOSITORY),
+                               "--model-control-mode", "explicit", "--load-model",
+                               "color_detector", "--load-model", "detector_pipeline",
+                               timeout=120)
 
 
 @pytest.mark.parametrize("resize", ["letterbox", "stretch"])

@@ -2,7 +2,12 @@
 import subprocess
 import sys
 
+import pytest
+
 from server_process import ROOT
+
+
+pytestmark = pytest.mark.integration
 
 CHECK = """
 import sys

@@ -17,6 +17,9 @@ from triton_ros.core.infer_request import InferRequest
 from triton_ros.core.model import DIRECT_INPUT_BYTES
 
 
+pytestmark = pytest.mark.unit
+
+
 @pytest.fixture
 def server(explicit_core):
     return explicit_core

@@ -13,8 +13,12 @@ import numpy as np
 import pytest
 
 from model_factory import add_sub_graph, identity_graph, slow_config, slow_graph, write_model
+from processes import wait_until
 from triton_ros.core import InferenceServer, InferRequest, ServerOptions, StatusCode, TritonRosError
 from triton_ros.core.dynamic_batch_scheduler import TIMER_SLACK_NS
+
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.fixture
@@ -70,12 +74,8 @@ def batch_sizes(server: InferenceServer, model: str) -> dict[int, int]:
 def wait_until_executing(server: InferenceServer, model: str, timeout: float = 30.0) -> None:
     """Until the model's queue is empty while a request is in flight (the blocker runs)."""
     m = server.get_model(model)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if m.scheduler.queue_size() == 0 and m.in_flight_count() > 0:
-            return
-        time.sleep(0.002)
-    raise TimeoutError("blocker never started executing")
+    wait_until(lambda: m.scheduler.queue_size() == 0 and m.in_flight_count() > 0, timeout,
+               "the blocker to start executing", interval=0.002)
 
 
 def completion_order(requests: list[InferRequest]) -> list[str]:

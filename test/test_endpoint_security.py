@@ -26,6 +26,9 @@ from tritonclient.utils import InferenceServerException
 from server_process import MODEL_REPOSITORY, ROOT, ServerProcess, free_port
 
 
+pytestmark = pytest.mark.integration
+
+
 # ------------------------------------------------------------------------------------------
 # certificates
 # ------------------------------------------------------------------------------------------

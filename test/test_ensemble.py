@@ -5,7 +5,6 @@ propagation, DAGs with outputs from different steps, nested ensembles, load-time
 statistics and explicit-mode loading."""
 from __future__ import annotations
 
-import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -14,7 +13,10 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from server_process import MODEL_REPOSITORY, ROOT, ServerProcess
+from server_process import MODEL_REPOSITORY, ROOT
+
+
+pytestmark = pytest.mark.integration
 
 ENSEMBLE_MODELS = ROOT / "test" / "ensemble_models"
 SCORE_THRESHOLD = 0.5        # model_repository/detector_postprocess/config.pbtxt
@@ -23,16 +25,10 @@ SIZE = 256
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ensembles")
-    shutil.copytree(MODEL_REPOSITORY, root / "bundled")
-    shutil.copytree(ENSEMBLE_MODELS, root / "extra")
-    server = ServerProcess("--model-repository", str(root / "bundled"),
-                           "--model-repository", str(root / "extra"))
-    server.wait_live(timeout=120)
-    yield server
-    rc = server.stop()
-    assert rc == 0, f"server exited with {rc}:\n{server.log()}"
+def server(start_module_server):
+    """The bundled repository and the ensembles of test/ensemble_models (read only)."""
+    return start_module_server("--model-repository", str(MODEL_REPOSITORY),
+                               "--model-repository", str(ENSEMBLE_MODELS), timeout=120)
 
 
 @pytest.fixture(scope="module")

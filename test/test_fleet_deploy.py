@@ -23,6 +23,9 @@ import yaml
 
 from server_process import free_port
 
+
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

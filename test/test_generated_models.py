@@ -2,7 +2,12 @@
 import subprocess
 import sys
 
+import pytest
+
 from server_process import ROOT
+
+
+pytestmark = pytest.mark.integration
 
 
 def test_committed_models_match_the_generator():

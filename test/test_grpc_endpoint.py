@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import queue
-import shutil
 from functools import partial
 
 import grpc
@@ -14,8 +13,11 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
-from server_process import MODEL_REPOSITORY, ServerProcess
+from server_process import MODEL_REPOSITORY, copy_models
 from model_factory import identity_graph, write_model
+
+
+pytestmark = pytest.mark.integration
 
 NUMERIC_TYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
                  "FP16", "FP32", "FP64"]
@@ -35,16 +37,12 @@ dynamic_batching {{ }}
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("grpc") / "models"
-    shutil.copytree(MODEL_REPOSITORY, repo)
+def server(start_module_server, tmp_path_factory):
+    repo = copy_models(tmp_path_factory.mktemp("grpc") / "models")
     for datatype in NUMERIC_TYPES + ["BYTES"]:
         name = f"identity_{datatype.lower()}"
         write_model(repo, name, identity_graph(datatype, ["N", 3]), identity_config(name, datatype))
-    proc = ServerProcess("--model-repository", str(repo))
-    proc.wait_live()
-    yield proc
-    assert proc.stop() == 0, proc.log()
+    return start_module_server("--model-repository", str(repo))
 
 
 @pytest.fixture(scope="module")

@@ -67,17 +67,11 @@ MEANINGFUL = {
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from server_process import ServerProcess
-
+def server(start_module_server, tmp_path_factory):
     trace_file = tmp_path_factory.mktemp("every_rpc") / "trace.json"
-    proc = ServerProcess("--model-repository", str(MODEL_REPOSITORY),
-                         "--model-control-mode", "explicit", "--load-model", "simple",
-                         "--trace-config", f"triton,file={trace_file}")
-    proc.wait_live()
-    yield proc
-    rc = proc.stop()
-    assert rc == 0, f"server exited with {rc}:\n{proc.log()}"
+    return start_module_server("--model-repository", str(MODEL_REPOSITORY),
+                               "--model-control-mode", "explicit", "--load-model", "simple",
+                               "--trace-config", f"triton,file={trace_file}")
 
 
 def test_the_service_descriptor_lists_the_rpcs_we_know():

@@ -4,7 +4,6 @@ reply) agrees with protobuf. Real server processes over 127.0.0.1, real tritoncl
 from __future__ import annotations
 
 import queue
-import shutil
 import struct
 import threading
 import time
@@ -17,10 +16,13 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
 from model_factory import identity_graph, write_model
-from server_process import MODEL_REPOSITORY, ServerProcess
+from server_process import copy_models
 from triton_ros.core.infer_request import InferResponse
 from triton_ros.frontend import grpc_codec
 from triton_ros.frontend.grpc_server import STREAM_BACKLOG
+
+
+pytestmark = pytest.mark.integration
 
 BYTES_CONFIG = """
 name: "bytes_identity"
@@ -32,15 +34,10 @@ output [ { name: "OUTPUT0" data_type: TYPE_STRING dims: [ -1 ] } ]
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("hot") / "models"
-    for name in ("simple", "simple_string"):
-        shutil.copytree(MODEL_REPOSITORY / name, repo / name)
+def server(start_module_server, tmp_path_factory):
+    repo = copy_models(tmp_path_factory.mktemp("hot") / "models", "simple", "simple_string")
     write_model(repo, "bytes_identity", identity_graph("BYTES", ["N"]), BYTES_CONFIG)
-    proc = ServerProcess("--model-repository", str(repo))
-    proc.wait_live()
-    yield proc
-    assert proc.stop() == 0, proc.log()
+    return start_module_server("--model-repository", str(repo))
 
 
 def bytes_request(model: str, elements: int, size: int = 11) -> pb.ModelInferRequest:

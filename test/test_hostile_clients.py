@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import socket
 import struct
 import threading
@@ -24,7 +23,7 @@ from tritonclient.utils import InferenceServerException
 
 from model_factory import identity_config, identity_graph, write_model
 from prometheus_text import scrape
-from server_process import MODEL_REPOSITORY, ServerProcess
+from server_process import MODEL_REPOSITORY, ServerProcess, copy_models
 from test_adversarial_http import INFER, assert_normal, connect, read_response, request
 
 pytestmark = pytest.mark.integration
@@ -34,17 +33,14 @@ METRICS_CONNECTIONS = 64          # the default --metrics-max-connections
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("hostile") / "models"
-    shutil.copytree(MODEL_REPOSITORY, repo)
+def server(start_module_server, tmp_path_factory):
+    repo = copy_models(tmp_path_factory.mktemp("hostile") / "models")
     write_model(repo, "identity_fp32", identity_graph("FP32", [-1]),
                 identity_config("identity_fp32"))
-    s = ServerProcess("--model-repository", str(repo),
-                      "--http-max-connections", str(MAX_CONNECTIONS))
-    s.wait_live()
+    s = start_module_server("--model-repository", str(repo),
+                            "--http-max-connections", str(MAX_CONNECTIONS))
     yield s
-    rc = s.stop()
-    assert rc == 0, f"server exited with {rc}:\n{s.log()}"
+    assert s.stop() == 0, s.log()
     assert_quiet(s)
 
 

@@ -15,6 +15,9 @@ from triton_ros.core.request_parameters import classification_count, split_reque
 from triton_ros.core.server import InferenceServer, ServerOptions
 
 
+pytestmark = pytest.mark.unit
+
+
 @pytest.fixture
 def core():
     server = InferenceServer(ServerOptions((str(MODEL_REPOSITORY),), model_control_mode="explicit",

@@ -13,6 +13,9 @@ from triton_ros.core.infer_request import InferResponse
 from triton_ros.frontend import http_codec as codec
 
 
+pytestmark = pytest.mark.unit
+
+
 def _client_body(inputs, outputs=None, **kwargs) -> tuple[bytes, int | None]:
     body, json_size = httpclient.InferenceServerClient.generate_request_body(
         inputs, outputs=outputs, **kwargs)

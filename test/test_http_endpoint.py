@@ -20,6 +20,9 @@ from tritonclient.utils import InferenceServerException
 
 from server_process import MODEL_REPOSITORY, ROOT
 
+
+pytestmark = pytest.mark.integration
+
 PERF_ANALYZER = ROOT / ".venv" / "bin" / "perf_analyzer"
 
 

@@ -5,6 +5,9 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 
+pytestmark = pytest.mark.integration
+
+
 def test_log_settings_read_and_change_over_grpc_and_http(bundled_server):
     grpc = bundled_server.client()
     http = bundled_server.http_client()

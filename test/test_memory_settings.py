@@ -9,6 +9,9 @@ import sys
 
 import pytest
 
+
+pytestmark = pytest.mark.integration
+
 CODE = ("from triton_ros.core.memory import limit_malloc_arenas as f; "
         "print(f(), f())")
 

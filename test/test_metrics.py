@@ -16,6 +16,9 @@ from tritonclient.utils import InferenceServerException
 from server_process import MODEL_REPOSITORY
 from prometheus_text import parse, scrape
 
+
+pytestmark = pytest.mark.integration
+
 MODEL_FAMILIES = (
     "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
     "nv_inference_exec_count", "nv_inference_request_duration_us",

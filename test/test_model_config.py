@@ -12,6 +12,9 @@ from triton_ros.core.model_config import (VersionPolicy, load_model_config, mode
 from triton_ros.core.model_repository_manager import check_model_name
 from triton_ros.core.model_repository_manager import _auto_complete_for as auto_complete_for
 
+
+pytestmark = pytest.mark.unit
+
 BASE = """
 name: "m"
 backend: "onnxruntime"

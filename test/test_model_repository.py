@@ -14,6 +14,10 @@ from onnx import TensorProto, helper, numpy_helper
 from tritonclient.utils import InferenceServerException
 
 from model_factory import add_sub_graph, save, write_model
+from processes import wait_until
+
+
+pytestmark = pytest.mark.integration
 
 
 def add_const_graph(k: float):
@@ -50,16 +54,6 @@ def index(client) -> dict[str, list[tuple[str, str, str]]]:
     for m in client.get_model_repository_index().models:
         out.setdefault(m.name, []).append((m.version, m.state, m.reason))
     return out
-
-
-def wait_for(predicate, timeout: float = 60.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise TimeoutError("condition not met")
 
 
 # ------------------------------------------------------------------ failures never block others
@@ -263,7 +257,7 @@ def test_poll_mode_follows_the_repository(start_server, repo_copy, tmp_path):
     assert err.value.status() == "StatusCode.UNAVAILABLE"
 
     versioned_model(repo, "ver", versions=(1,))
-    wait_for(lambda: client.is_model_ready("ver"))
+    wait_until(lambda: client.is_model_ready("ver"))
     assert infer_const(client, "ver") == 1.0
 
     # A new version appears while requests keep flowing: none of them may fail.
@@ -282,8 +276,8 @@ def test_poll_mode_follows_the_repository(start_server, repo_copy, tmp_path):
     sender.start()
     try:
         save(add_const_graph(2.0), repo / "ver" / "2" / "model.onnx")
-        wait_for(lambda: client.is_model_ready("ver", "2"))
-        wait_for(lambda: infer_const(client, "ver") == 2.0)
+        wait_until(lambda: client.is_model_ready("ver", "2"))
+        wait_until(lambda: infer_const(client, "ver") == 2.0)
         time.sleep(0.5)
     finally:
         stop.set()
@@ -291,5 +285,5 @@ def test_poll_mode_follows_the_repository(start_server, repo_copy, tmp_path):
     assert failures == []
 
     shutil.rmtree(repo / "simple")
-    wait_for(lambda: not client.is_model_ready("simple"))
+    wait_until(lambda: not client.is_model_ready("simple"))
     assert index(client)["simple"] == [("1", "UNAVAILABLE", "unloaded")]

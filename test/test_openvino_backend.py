@@ -18,7 +18,7 @@ import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 
 from model_factory import add_sub_graph, save  # noqa: E402
-from server_process import MODEL_REPOSITORY, ServerProcess  # noqa: E402
+from server_process import MODEL_REPOSITORY  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -100,11 +100,8 @@ parameters { key: "ENABLE_BATCH_PADDING" value: { string_value: "YES" } }
 
 
 @pytest.fixture(scope="module")
-def server(ov_repo):
-    server = ServerProcess("--model-repository", str(ov_repo))
-    server.wait_live(timeout=120)
-    yield server
-    assert server.stop() == 0, server.log()
+def server(start_module_server, ov_repo):
+    return start_module_server("--model-repository", str(ov_repo), timeout=120)
 
 
 def run_onnxruntime(path: Path, feed: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -18,9 +18,11 @@ from model_factory import add_sub_graph, identity_graph, save, write_model
 from server_process import perf_analyzer
 
 
+pytestmark = pytest.mark.integration
+
+
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    from server_process import ServerProcess
+def server(start_module_server, tmp_path_factory):
     repo = tmp_path_factory.mktemp("pa_models")
     write_model(repo, "fp16", identity_graph("FP16", ["N", 3, 64, 64]),
                 'backend: "onnxruntime"\nmax_batch_size: 8\ndynamic_batching {}\n')
@@ -33,10 +35,7 @@ def server(tmp_path_factory):
                 'backend: "onnxruntime"\nmax_batch_size: 8\ndynamic_batching {}\n'
                 'instance_group [ { count: 2, kind: KIND_CPU } ]\n')
     save(identity_graph("INT32", ["N", 8]), repo / "noconfig" / "1" / "model.onnx")
-    proc = ServerProcess("--model-repository", str(repo))
-    proc.wait_live()
-    yield proc
-    assert proc.stop() == 0, proc.log()
+    return start_module_server("--model-repository", str(repo))
 
 
 CASES = [

@@ -13,20 +13,21 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
-from server_process import ROOT, ServerProcess
+from server_process import ROOT
+
+
+pytestmark = pytest.mark.integration
 
 PYTHON_MODELS = ROOT / "test" / "python_models"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(start_module_server, tmp_path_factory):
     repo = tmp_path_factory.mktemp("python") / "models"
     shutil.copytree(PYTHON_MODELS, repo)
-    server = ServerProcess("--model-repository", str(repo))
-    server.wait_live(timeout=120)
+    server = start_module_server("--model-repository", str(repo), timeout=120)
     yield server
-    rc = server.stop()
-    assert rc == 0, f"server exited with {rc}:\n{server.log()}"
+    assert server.stop() == 0, server.log()     # stopped here to check what it left behind
     assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"triton_ros_py_{server.proc.pid}_")], \
         "shared memory segments left behind"
 

@@ -101,12 +101,8 @@ output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 8 ] } ]
 
 
 @pytest.fixture(scope="module")
-def server(torch_repo):
-    from server_process import ServerProcess
-    server = ServerProcess("--model-repository", str(torch_repo))
-    server.wait_live(timeout=120)
-    yield server
-    assert server.stop() == 0, server.log()
+def server(start_module_server, torch_repo):
+    return start_module_server("--model-repository", str(torch_repo), timeout=120)
 
 
 def eager(image: np.ndarray, gain: np.ndarray) -> list[np.ndarray]:

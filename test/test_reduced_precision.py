@@ -19,7 +19,7 @@ import openvino as ov  # noqa: E402
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
 
-from server_process import ROOT, ServerProcess  # noqa: E402
+from server_process import ROOT  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import quantize_color_detector as quant  # noqa: E402
@@ -37,11 +37,8 @@ def repository(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(repository):
-    server = ServerProcess("--model-repository", str(repository))
-    server.wait_live(timeout=180)
-    yield server
-    assert server.stop() == 0, server.log()
+def server(start_module_server, repository):
+    return start_module_server("--model-repository", str(repository), timeout=180)
 
 
 def test_the_models_are_what_their_names_say(repository):

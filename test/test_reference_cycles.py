@@ -23,6 +23,9 @@ from triton_ros.core.server import InferenceServer, ServerOptions
 from triton_ros.frontend.grpc_server import GrpcServer
 from triton_ros.frontend.http_server import HttpServer
 
+
+pytestmark = pytest.mark.integration
+
 OURS = (InferRequest, InferResponse, Future)
 
 

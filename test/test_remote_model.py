@@ -16,11 +16,15 @@ import numpy as np
 import pytest
 
 from remote_helpers import GrpcProxy, TcpProxy, have_openssl, make_certs
+from processes import wait_until
 from server_process import MODEL_REPOSITORY, ServerProcess, free_port
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.ros.targets.remote.config import RemoteConfig, parse_url
 from triton_ros.ros.targets.remote.errors import NO_ENDPOINT, TIMEOUT, RemoteError
 from triton_ros.ros.targets.remote.model import RemoteModel
+
+
+pytestmark = pytest.mark.integration
 
 SECRET = "s3cr3t-value-never-logged"
 X = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
@@ -51,16 +55,6 @@ def remote(urls, **settings) -> tuple[RemoteModel, Logs]:
     model = RemoteModel("detector", -1, RemoteConfig(urls=tuple(urls), **settings), log=logs)
     model.start()
     return model, logs
-
-
-def wait(condition, timeout: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def states(model: RemoteModel) -> dict[str, str]:
@@ -108,7 +102,7 @@ def test_same_outputs_as_a_direct_call(expected, scheme, shm):
         url = f"{scheme}://{s.url if scheme == 'grpc' else s.http_url}"
         model, logs = remote([url], shared_memory=shm)
         try:
-            wait(model.ready, what="the endpoint up")
+            wait_until(model.ready, what="the endpoint up")
             assert model.config.max_batch_size == 16
             assert [t.name for t in model.config.inputs] == ["images"]
             assert model.version == 1
@@ -133,7 +127,7 @@ def test_shared_memory_refused_falls_back_to_the_wire(expected):
     try:
         model, logs = remote([f"grpc://{s.url}"])
         try:
-            wait(model.ready, what="the endpoint up")
+            wait_until(model.ready, what="the endpoint up")
             np.testing.assert_allclose(infer(model).outputs["boxes"], expected["boxes"],
                                        rtol=1e-5, atol=1e-6)
             assert not model.endpoints()[0].shared_memory
@@ -148,7 +142,7 @@ def test_failover_restart_and_all_down_then_up():
     a, b = server(), server()
     model, logs = remote([f"grpc://{a.url}", f"grpc://{b.url}"], timeout_ms=1000)
     try:
-        wait(lambda: set(states(model).values()) == {"up"}, what="both endpoints up")
+        wait_until(lambda: set(states(model).values()) == {"up"}, what="both endpoints up")
         for _ in range(20):
             infer(model)
         health = {h.url: h for h in model.endpoints()}
@@ -175,7 +169,8 @@ def test_failover_restart_and_all_down_then_up():
         # restart it on the same port: it is used again
         a2 = server(grpc_port=a.port)
         try:
-            wait(lambda: states(model)[f"grpc://{a.url}"] == "up", 20, "the restarted endpoint up")
+            wait_until(lambda: states(model)[f"grpc://{a.url}"] == "up", 20,
+                       "the restarted endpoint up")
             before = {h.url: h.requests for h in model.endpoints()}
             for _ in range(20):
                 infer(model)
@@ -187,7 +182,7 @@ def test_failover_restart_and_all_down_then_up():
             b.proc.kill()
             a2.proc.wait()
             b.proc.wait()
-            wait(lambda: set(states(model).values()) == {"down"}, 10, "both endpoints down")
+            wait_until(lambda: set(states(model).values()) == {"down"}, 10, "both endpoints down")
             t0 = time.monotonic()
             with pytest.raises(RemoteError) as info:
                 infer(model)
@@ -199,7 +194,7 @@ def test_failover_restart_and_all_down_then_up():
             # all up again: recovery without any action
             a3, b3 = server(grpc_port=a.port), server(grpc_port=b.port)
             try:
-                wait(lambda: set(states(model).values()) == {"up"}, 30, "recovery")
+                wait_until(lambda: set(states(model).values()) == {"up"}, 30, "recovery")
                 infer(model)
             finally:
                 a3.stop()
@@ -218,7 +213,7 @@ def test_slow_and_hung_remotes_time_out_and_the_other_serves():
     model, logs = remote([f"grpc://{fast.url}", f"grpc://127.0.0.1:{proxy.port}"],
                          timeout_ms=600, shared_memory="off")
     try:
-        wait(lambda: model.ready(), what="an endpoint up")
+        wait_until(lambda: model.ready(), what="an endpoint up")
         t0 = time.monotonic()
         answered = lost = 0
         while time.monotonic() - t0 < 6.0:
@@ -241,7 +236,7 @@ def test_slow_and_hung_remotes_time_out_and_the_other_serves():
         fast.proc.send_signal(signal.SIGSTOP)
         try:
             t0 = time.monotonic()
-            wait(lambda: states(model)[f"grpc://{fast.url}"] == "down" or _try(model), 10)
+            wait_until(lambda: states(model)[f"grpc://{fast.url}"] == "down" or _try(model), 10)
             for _ in range(5):
                 try:
                     infer(model)
@@ -250,7 +245,7 @@ def test_slow_and_hung_remotes_time_out_and_the_other_serves():
             assert states(model)[f"grpc://{fast.url}"] == "down"
         finally:
             fast.proc.send_signal(signal.SIGCONT)
-        wait(lambda: states(model)[f"grpc://{fast.url}"] == "up", 30, "the resumed server up")
+        wait_until(lambda: states(model)[f"grpc://{fast.url}"] == "up", 30, "the resumed server up")
     finally:
         model.stop()
         proxy.close()
@@ -278,7 +273,7 @@ def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
     try:
         model, logs = remote([f"grpc://{good.url}", f"grpc://{wrong.url}"])
         try:
-            wait(lambda: states(model)[f"grpc://{wrong.url}"] == "mismatch"
+            wait_until(lambda: states(model)[f"grpc://{wrong.url}"] == "mismatch"
                  and states(model)[f"grpc://{good.url}"] == "up", 20, "mismatch detected")
             for _ in range(10):
                 infer(model)
@@ -289,7 +284,7 @@ def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
         # a replica without the model at all is down, with the reason
         model, logs = remote([f"grpc://{good.url}"])
         try:
-            wait(model.ready)
+            wait_until(model.ready)
         finally:
             model.stop()
         other = RemoteModel("no_such_model", -1, RemoteConfig(urls=(f"grpc://{good.url}",)))
@@ -319,7 +314,7 @@ def test_tls_and_restricted_protocol_header(tmp_path, expected, caplog):
             model, logs = remote(urls, shared_memory="off", **settings)
             try:
                 if expect_up:
-                    wait(model.ready, 20, f"{urls} up")
+                    wait_until(model.ready, 20, f"{urls} up")
                     np.testing.assert_allclose(infer(model).outputs["boxes"], expected["boxes"],
                                                rtol=1e-5, atol=1e-6)
                 else:
@@ -368,16 +363,16 @@ def test_recovery_after_a_long_outage_is_quick():
     s = server()
     model, logs = remote([f"grpc://{s.url}"], timeout_ms=500)
     try:
-        wait(model.ready, what="up")
+        wait_until(model.ready, what="up")
         infer(model)
         s.proc.kill()
         s.proc.wait()
-        wait(lambda: not model.ready(), 10, "down")
+        wait_until(lambda: not model.ready(), 10, "down")
         time.sleep(25.0)                               # default channel backoff: 1 s x 1.6^n
         s2 = server(grpc_port=s.port)
         try:
             back = time.monotonic()
-            wait(model.ready, 15, "up again after the outage")
+            wait_until(model.ready, 15, "up again after the outage")
             infer(model)
             assert time.monotonic() - back < 10.0      # probes back off to 4 s at most
         finally:
@@ -393,7 +388,7 @@ def test_a_kserve_server_without_the_model_configuration_extension(expected):
     proxy = GrpcProxy(s.url, unimplemented=("ModelConfig",))
     model, logs = remote([f"grpc://127.0.0.1:{proxy.port}"], shared_memory="off")
     try:
-        wait(model.ready, 20, "up from metadata")
+        wait_until(model.ready, 20, "up from metadata")
         config = model.config
         assert config.max_batch_size == 1
         assert [(t.name, t.datatype, t.dims) for t in config.inputs] == \
@@ -415,7 +410,7 @@ def test_an_endpoint_failing_every_request_is_marked_down(expected):
     model, logs = remote([f"grpc://127.0.0.1:{bad.port}", f"grpc://{good.url}"],
                          shared_memory="off")
     try:
-        wait(lambda: set(states(model).values()) == {"up"}, 20, "both up")
+        wait_until(lambda: set(states(model).values()) == {"up"}, 20, "both up")
         errors = 0
         for _ in range(30):
             try:

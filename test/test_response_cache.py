@@ -14,6 +14,9 @@ import tritonclient.http as httpclient
 from server_process import MODEL_REPOSITORY, ServerProcess
 from prometheus_text import scrape
 
+
+pytestmark = pytest.mark.integration
+
 # One cached response of "simple": a 16-byte key, and OUTPUT0 and OUTPUT1 (7-byte names,
 # 16 INT32 = 64 bytes each).
 ENTRY_BYTES = 16 + 2 * (7 + 64)

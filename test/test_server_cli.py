@@ -18,6 +18,9 @@ from server_process import MODEL_REPOSITORY, ROOT, perf_analyzer
 from model_factory import slow_config, slow_graph, write_model
 
 
+pytestmark = pytest.mark.integration
+
+
 def test_start_up_table_lists_models_and_states(bundled_server):
     log = bundled_server.log()
     assert re.search(r"\| Model +\| Version \| Status +\|", log)

@@ -7,7 +7,6 @@ import itertools
 import json
 import os
 import queue
-import shutil
 import subprocess
 import threading
 
@@ -20,10 +19,13 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.utils import (InferenceServerException, serialize_byte_tensor,
                                 serialized_byte_size)
 
-from server_process import MODEL_REPOSITORY, ROOT, ServerProcess
+from server_process import ROOT, ServerProcess, copy_models
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.shared_memory_manager import SharedMemoryManager
 from triton_ros.frontend import grpc_codec, http_codec
+
+
+pytestmark = pytest.mark.integration
 
 PERF_ANALYZER = ROOT / ".venv" / "bin" / "perf_analyzer"
 PROTOCOLS = ("grpc", "http")
@@ -44,20 +46,14 @@ STATUS = {
 
 
 def small_repository(dest):
-    for model in ("simple", "simple_string"):
-        shutil.copytree(MODEL_REPOSITORY / model, dest / model)
-    return dest
+    return copy_models(dest, "simple", "simple_string")
 
 
 @pytest.fixture(scope="module")
-def shm_server(tmp_path_factory):
+def shm_server(start_module_server, tmp_path_factory):
     repo = small_repository(tmp_path_factory.mktemp("shm_models"))
-    server = ServerProcess("--model-repository", str(repo), "--allow-client-shm=true",
-                           "--allow-metrics", "false", "--log-verbose", "1")
-    server.wait_live()
-    yield server
-    rc = server.stop()
-    assert rc == 0, f"server exited with {rc}:\n{server.log()}"
+    return start_module_server("--model-repository", str(repo), "--allow-client-shm=true",
+                               "--allow-metrics", "false", "--log-verbose", "1")
 
 
 class Client:

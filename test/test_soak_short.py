@@ -9,7 +9,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from server_process import ROOT
+
+
+pytestmark = pytest.mark.integration
 
 
 def test_short_soak_meets_its_targets(tmp_path):

@@ -7,6 +7,9 @@ from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.strict_parse import MAX_SIZE, parse_size, require_size
 
 
+pytestmark = pytest.mark.unit
+
+
 @pytest.mark.parametrize("text,value", [("0", 0), ("2", 2), ("0002", 2), (b"17", 17),
                                         (str(MAX_SIZE), MAX_SIZE)])
 def test_decimal_ascii_digits_parse(text, value):

@@ -20,6 +20,9 @@ from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.infer_request import InferRequest, InferResponse, RequestedOutput
 
 
+pytestmark = pytest.mark.unit
+
+
 @pytest.fixture
 def server(explicit_core):
     return explicit_core

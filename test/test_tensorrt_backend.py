@@ -19,6 +19,9 @@ from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.model_config import load_model_config
 
 
+pytestmark = pytest.mark.integration
+
+
 class Mode(enum.Enum):
     INPUT = 1
     OUTPUT = 2

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections import defaultdict
@@ -29,6 +28,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from prometheus_text import parse as parse_metrics
+from processes import wait_until
 from server_process import MODEL_REPOSITORY, ROOT, ServerProcess
 
 pytestmark = pytest.mark.integration
@@ -308,7 +308,7 @@ def test_the_trace_file_is_what_tritons_summary_tool_reads(repo, tmp_path):
         traffic = _send_traffic(server)
         # written as they complete (no count, no frequency): 14 requests, the ensembles' steps
         # in their ensemble's trace
-        _wait_for(lambda: parse_metrics(_scrape(server))["triton_ros_trace_written"].value() == 14)
+        wait_until(lambda: parse_metrics(_scrape(server))["triton_ros_trace_written"].value() == 14)
         metrics = parse_metrics(_scrape(server))
     finally:
         _stop(server)
@@ -373,7 +373,7 @@ def test_log_frequency_count_and_tensors_over_the_wire(repo, tmp_path):
         http = server.http_client()
         for i in range(5):
             http.infer("simple", _simple_inputs(httpclient, i)[0])
-        _wait_for(lambda: (tmp_path / "trace.json.1").exists())
+        wait_until(lambda: (tmp_path / "trace.json.1").exists())
         assert not (tmp_path / "trace.json.2").exists()       # the fifth waits for a sixth
         ids = [sorted({e["id"] for e in json.loads((tmp_path / f"trace.json.{n}").read_text())})
                for n in (0, 1)]
@@ -395,7 +395,7 @@ def test_log_frequency_count_and_tensors_over_the_wire(repo, tmp_path):
         with pytest.raises(InferenceServerException) as err:
             server.client().infer("sleeper", [ms], request_id="gave-up", client_timeout=0.03)
         assert err.value.status() == "StatusCode.DEADLINE_EXCEEDED"
-        _wait_for(lambda: server.client().get_inference_statistics(
+        wait_until(lambda: server.client().get_inference_statistics(
             "sleeper", as_json=True)["model_stats"][0]["inference_stats"]["success"].get("count"))
     finally:
         _stop(server)
@@ -425,7 +425,7 @@ def test_an_unwritable_trace_file_does_not_break_inference(repo, tmp_path):
         for i in range(5):
             inputs, a = _simple_inputs(httpclient, i)
             np.testing.assert_array_equal(http.infer("simple", inputs).as_numpy("OUTPUT0"), a * 2)
-        _wait_for(lambda: parse_metrics(_scrape(server))[
+        wait_until(lambda: parse_metrics(_scrape(server))[
             "triton_ros_trace_file_errors"].value() == 5)
         metrics = parse_metrics(_scrape(server))
         assert metrics["triton_ros_trace_dropped"].value() == 5
@@ -440,11 +440,3 @@ def test_an_unwritable_trace_file_does_not_break_inference(repo, tmp_path):
 def _scrape(server: ServerProcess) -> str:
     with urllib.request.urlopen(server.metrics_url, timeout=10) as response:
         return response.read().decode()
-
-
-def _wait_for(condition, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out")
-        time.sleep(0.05)

@@ -15,6 +15,9 @@ from tritonclient.utils import InferenceServerException
 from server_process import MODEL_REPOSITORY
 
 
+pytestmark = pytest.mark.integration
+
+
 def _model_with_warmup(repo: Path, source: str, name: str, warmup: str) -> None:
     shutil.copytree(MODEL_REPOSITORY / source, repo / name)
     config = repo / name / "config.pbtxt"

@@ -22,10 +22,15 @@ with zipfile.ZipFile(wheel) as z:
     with open(os.path.join(tmp, "perf_analyzer"), "wb") as f:
         f.write(z.read(name))
 PY
-  (cd "$tmp" && apt-get download libb64-0d >/dev/null 2>&1) || {
-    apt-get update >/dev/null 2>&1 || true
-    (cd "$tmp" && apt-get download libb64-0d >/dev/null)
-  }
+  # One apt at a time: scripts/test.sh sets up its Pythons side by side, and apt-get update
+  # fails while another holds its lock.
+  (
+    flock 9
+    (cd "$tmp" && apt-get download libb64-0d >/dev/null 2>&1) || {
+      apt-get update >/dev/null 2>&1 || true
+      (cd "$tmp" && apt-get download libb64-0d >/dev/null)
+    }
+  ) 9>"${TMPDIR:-/tmp}/triton_ros-setup-apt.lock"
   dpkg -x "$tmp"/libb64-0d_*.deb "$tmp/b64"
   mkdir -p "$PA_DIR/bin" "$PA_DIR/lib"
   install -m 755 "$tmp/perf_analyzer" "$PA_DIR/bin/perf_analyzer"

@@ -7,40 +7,29 @@ timeouts. ``close()`` shuts the executor down and joins it before the context sh
 from __future__ import annotations
 
 import re
-import signal
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import yaml
 
-from server_process import free_port  # test/: on sys.path through its conftest
-
-ROOT = Path(__file__).resolve().parents[2]
-TIMEOUT = 60.0                       # generous: the machine is shared and has 2 cores
+# test/: on sys.path through its conftest
+from processes import ROOT, TIMEOUT, ManagedProcess, wait_until  # noqa: F401 (wait_until: for the tests)
+from server_process import free_port
 
 
 def stamp_ns(stamp) -> int:
     return stamp.sec * 1_000_000_000 + stamp.nanosec
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition",
-               interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-class NodeProcess:
+class NodeProcess(ManagedProcess):
     """``python -m triton_ros.ros.inference_node`` with a params file; logs to a file."""
+
+    what = "node"
+    faults = ("terminate called", "Aborted", "Traceback")
 
     def __init__(self, params: dict | None, tmp_path: Path, *, name: str,
                  grpc_port: int | None = None, params_file: Path | None = None) -> None:
@@ -53,22 +42,16 @@ class NodeProcess:
         else:
             self.params_file = tmp_path / f"{name}.yaml"
             self.params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
-        self.log_path = tmp_path / f"{name}.log"
-        self._log = open(self.log_path, "w")
         cmd = [sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
                "--params-file", str(self.params_file), "-p", f"grpc.port:={self.grpc_port}",
                # HTTP and metrics take any free port, so that concurrent nodes never collide.
                "-p", "http.port:=0", "-p", "metrics.port:=0",
                "-r", f"__node:={name}"]
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, cwd=ROOT)
-        self.stopped_rc: int | None = None
+        super().__init__(cmd, tmp_path / f"{name}.log")
+        self._ready_client = None
 
     def service(self, name: str) -> str:
         return f"/{self.name}/{name}"
-
-    def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(errors="replace")
 
     def port(self, what: str) -> int:
         """The port of an endpoint as the node logs it (``<what> at 127.0.0.1:<port>``), once it
@@ -77,37 +60,15 @@ class NodeProcess:
                            what=f"{what} port in the log")
         return int(match.group(1))
 
+    def ready(self) -> bool:
+        """The node has logged "ready:" and its ~/list_models service is discovered."""
+        return "ready:" in self.log() and self._ready_client.service_is_ready()
+
     def wait_ready(self, probe: "Probe", timeout: float = TIMEOUT) -> None:
         from triton_ros_interfaces.srv import ListModels
 
-        client = probe.client(ListModels, self.service("list_models"))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"node exited with {self.proc.returncode}:\n{self.log()}")
-            if client.wait_for_service(timeout_sec=0.5) and "ready:" in self.log():
-                return
-        raise AssertionError(f"node did not become ready:\n{self.log()}")
-
-    def stop(self, sig: int = signal.SIGINT, timeout: float = TIMEOUT) -> int:
-        if self.stopped_rc is None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(sig)
-                try:
-                    self.proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-            self.stopped_rc = self.proc.returncode
-            self._log.close()
-        return self.stopped_rc
-
-    def stop_and_check(self, sig: int = signal.SIGINT, expected_rc: int = 0) -> None:
-        rc = self.stop(sig)
-        log = self.log_path.read_text(errors="replace")
-        assert rc == expected_rc, f"node exited with {rc}:\n{log}"
-        for bad in ("terminate called", "Aborted", "Traceback"):
-            assert bad not in log, f"'{bad}' in the node's log:\n{log}"
+        self._ready_client = probe.client(ListModels, self.service("list_models"))
+        super().wait_ready(timeout)
 
 
 class Recorder:

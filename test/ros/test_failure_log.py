@@ -6,7 +6,12 @@ import logging
 import re
 import time
 
+import pytest
+
 from triton_ros.ros.monitoring.failures import FailureLog
+
+
+pytestmark = pytest.mark.unit
 
 
 def test_first_at_once_then_throttled_with_a_count(caplog):

@@ -13,6 +13,9 @@ from triton_ros.core.server import InferenceServer, ServerOptions
 from triton_ros.ros.targets.local import LocalModelTarget
 from triton_ros.ros.targets.spec import ModelSpec, ModelTarget
 
+
+pytestmark = pytest.mark.integration
+
 BUNDLED = ROOT / "model_repository"
 DETECTOR_LABELS = tuple((BUNDLED / "detector" / "labels.txt").read_text().splitlines())
 PIPELINE_LABELS = tuple((BUNDLED / "detector_pipeline" / "labels.txt").read_text().splitlines())

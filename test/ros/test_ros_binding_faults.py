@@ -21,6 +21,9 @@ from triton_ros.core.server import InferenceServer
 from triton_ros.ros.targets.local import LocalModelTarget
 from triton_ros.ros.binding.source import Frame
 
+
+pytestmark = pytest.mark.integration
+
 TOPIC = f"/faults{TOKEN}/cam/image_raw"
 
 

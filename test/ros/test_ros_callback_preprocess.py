@@ -15,6 +15,9 @@ from ros_env import ROOT, TOKEN
 from ros_probe import (assert_same_right_boxes, bundled_core, detections_probe,
                        image_message, stop_binding, wait_until)
 
+
+pytestmark = pytest.mark.integration
+
 TOPIC = f"/inline{TOKEN}/cam/image_raw"
 DETECTIONS = f"/inline{TOKEN}/cam/detections"
 WORKER = "binding_worker"

@@ -14,11 +14,15 @@ import threading
 import time
 
 import numpy as np
+import pytest
 
 from ros_env import TOKEN
 from ros_models import classifier
 from ros_probe import image_message, stamp_ns, wait_until
 from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE
+
+
+pytestmark = pytest.mark.system
 
 NS = f"/clk{TOKEN}"
 SIM_START_NS = 1000 * 1_000_000_000

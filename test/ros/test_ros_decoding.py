@@ -19,6 +19,9 @@ from triton_ros.ros.codec.preprocess import PreprocessConfig, letterbox_for, pla
 from triton_ros.ros.binding.source import Frame, Source
 from triton_ros.ros.binding.topic_discovery import TopicMatcher
 
+
+pytestmark = pytest.mark.unit
+
 ROOT = Path(__file__).resolve().parents[2]
 DETECTOR = load_model_config("detector", ROOT / "model_repository" / "detector")
 

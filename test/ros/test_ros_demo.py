@@ -10,9 +10,13 @@ import re
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from ros_probe import ROOT
+
+
+pytestmark = pytest.mark.system
 
 SECONDS = 5                     # robot2 joins at 1.7 s: the demo may run on for it
 MIN_FRAMES = 30                 # the demo's default --min-frames

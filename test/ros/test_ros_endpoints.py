@@ -17,6 +17,9 @@ from ros_probe import TIMEOUT, wait_until
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_endpoint_security import pki  # noqa: E402,F401  (the certificate fixture)
 
+
+pytestmark = pytest.mark.system
+
 ROOT_REPO = str(Path(__file__).resolve().parents[2] / "model_repository")
 
 

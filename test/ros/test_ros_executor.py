@@ -20,6 +20,9 @@ from triton_ros.ros.executor import events_executor_class, resolve_executor
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
+
+pytestmark = pytest.mark.system
+
 LOAD_SECONDS = 4.0
 
 SLOW_CONFIG = '''name: "slow_load"

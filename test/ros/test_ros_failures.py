@@ -21,6 +21,9 @@ from ros_probe import NodeProcess, Probe, wait_until
 from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
 from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
+
+pytestmark = pytest.mark.system
+
 NS = f"/f{TOKEN}"
 TARGET_S = 2.0                 # the target: a failure visible within 2 s
 MARGIN_S = 3.0                 # slack for a loaded 2-core CI machine (the measure is printed)

@@ -18,6 +18,9 @@ from ros_models import make_repository
 from ros_probe import NodeProcess, Probe, image_message, wait_until
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE, uint8_array
 
+
+pytestmark = pytest.mark.system
+
 NS = f"/h{TOKEN}"
 GOOD = np.full((48, 64, 3), 90, np.uint8)
 

@@ -7,10 +7,14 @@ import socket
 import time
 
 import numpy as np
+import pytest
 
 from ros_env import TOKEN
 from ros_probe import TIMEOUT, image_message, wait_until
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE
+
+
+pytestmark = pytest.mark.system
 
 ROOT_REPO = str(__import__("pathlib").Path(__file__).resolve().parents[2] / "model_repository")
 

@@ -18,6 +18,9 @@ from ros_models import make_kinds_repository
 from ros_probe import NodeProcess, Probe, image_message, stamp_ns, wait_until
 from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
 
+
+pytestmark = pytest.mark.system
+
 NS = f"/k{TOKEN}"
 BUNDLED = ROOT / "model_repository"
 DETECTOR_LABELS = tuple((BUNDLED / "detector" / "labels.txt").read_text().splitlines())

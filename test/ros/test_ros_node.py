@@ -20,6 +20,9 @@ from ros_probe import (TIMEOUT, NodeProcess, Probe, image_message, stamp_ns, wai
 from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
 from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
+
+pytestmark = pytest.mark.system
+
 NS = f"/t{TOKEN}"
 ROBOTS = [parse_camera(c) for c in ("robot1/camera_front:640x480:rgb8",
                                     "robot1/camera_rear:320x240:bgr8",

@@ -11,6 +11,9 @@ from triton_ros.core.model_config import TensorConfig
 from triton_ros.ros.codec.preprocess import (MalformedImage, PreprocessConfig, Preprocessor,
                                        check_image, letterbox_for, plan_input, preprocess)
 
+
+pytestmark = pytest.mark.unit
+
 RNG = np.random.default_rng(7)
 
 

@@ -25,8 +25,9 @@ from server_process import ServerProcess
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
-pytestmark = pytest.mark.skipif(not have_openssl(),
-                                reason="needs the openssl command to make certificates")
+pytestmark = [pytest.mark.system,
+              pytest.mark.skipif(not have_openssl(),
+                                 reason="needs the openssl command to make certificates")]
 
 NS = f"/r{TOKEN}"
 SECRET = "hdr-secret-never-logged"

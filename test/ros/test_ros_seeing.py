@@ -20,6 +20,9 @@ from triton_ros.ros.tools.detection_metrics import FrameMatcher, message_boxes
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 from triton_ros.ros.tools.synthetic_cameras import ground_truth_topic, parse_camera
 
+
+pytestmark = pytest.mark.system
+
 NS = f"/s{TOKEN}"
 CAMERAS = ("cam_rgb:640x480:rgb8", "cam_bgr:320x240:bgr8", "cam_rgba:848x480:rgba8",
            "cam_bgra:480x640:bgra8", "cam_mono:424x240:mono8")

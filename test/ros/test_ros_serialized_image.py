@@ -18,6 +18,9 @@ from triton_ros.ros.codec.preprocess import MalformedImage
 from triton_ros.ros.codec.serialized_image import ImageReader
 
 
+pytestmark = pytest.mark.integration
+
+
 def _serialized(pixels: np.ndarray, encoding: str, frame_id: str, sec: int, nanosec: int):
     from builtin_interfaces.msg import Time
     from rclpy.serialization import serialize_message
