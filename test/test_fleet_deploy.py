@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -98,12 +99,31 @@ def test_kserve_manifests_fit_triton_ros_server():
     assert model["ports"][0]["containerPort"] == args.grpc_port
 
 
+def copy_as_the_image_does(dockerfile: str, workdir: Path) -> None:
+    """The Dockerfile's COPY lines, from this checkout into ``workdir`` (its WORKDIR)."""
+    for line in dockerfile.splitlines():
+        if not line.startswith("COPY "):
+            continue
+        *sources, dest = shlex.split(line)[1:]
+        for source in sources:
+            assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
+            target = workdir / dest
+            if dest.endswith("/") or len(sources) > 1:
+                target = target / Path(source).name
+            if (ROOT / source).is_dir():
+                shutil.copytree(ROOT / source, target,
+                                ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(ROOT / source, target)
+
+
 def test_dockerfile_steps_in_a_fresh_environment(tmp_path):
     dockerfile = (ROOT / "Dockerfile").read_text()
-    for line in dockerfile.splitlines():
-        if line.startswith("COPY "):
-            for source in shlex.split(line)[1:-1]:
-                assert (ROOT / source).exists(), f"Dockerfile copies missing {source}"
+    # The build context as the image has it: only what the Dockerfile copies (a build in this
+    # checkout would also see its virtual environments and race the other suites' builds).
+    workdir = tmp_path / "image"
+    copy_as_the_image_does(dockerfile, workdir)
     pattern = re.search(r"grep -E '([^']+)'", dockerfile).group(1)
     pins = [line for line in (ROOT / "requirements.txt").read_text().splitlines()
             if re.match(pattern, line)]
@@ -121,8 +141,8 @@ def test_dockerfile_steps_in_a_fresh_environment(tmp_path):
     # As in the image: a wheel build (PEP 517), so the console scripts land in bin/ whatever
     # pip's version (pip < 23.1 would otherwise run `setup.py install`, which honours setup.cfg's
     # ament layout and puts them under lib/triton_ros/ instead).
-    subprocess.run(pip + ["--no-deps", "--use-pep517", str(ROOT)], check=True, timeout=600,
-                   cwd=tmp_path)
+    subprocess.run(pip + ["--no-deps", "--use-pep517", "."], check=True, timeout=600,
+                   cwd=workdir)
     python = str(venv / "bin" / "python")
     assert subprocess.run([python, "-c", "import rclpy"], capture_output=True).returncode != 0
     port = free_port()
