@@ -30,11 +30,14 @@ SECRET = "s3cr3t-value-never-logged"
 X = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
 
 
+SERVER_ARGS = ("--model-repository", str(MODEL_REPOSITORY), "--model-control-mode", "explicit",
+               "--load-model", "detector", "--allow-client-shm", "true", "--allow-metrics",
+               "false")
+
+
 def server(*extra: str, grpc_port: int | None = None, http_port: int | None = None):
-    s = ServerProcess("--model-repository", str(MODEL_REPOSITORY), "--model-control-mode",
-                      "explicit", "--load-model", "detector", "--allow-client-shm", "true",
-                      "--allow-metrics", "false", *extra, grpc_port=grpc_port,
-                      http_port=http_port)
+    """A server of the detector for a test that stops, kills or restarts it."""
+    s = ServerProcess(*SERVER_ARGS, *extra, grpc_port=grpc_port, http_port=http_port)
     s.wait_live()
     return s
 
@@ -66,17 +69,20 @@ def infer(model: RemoteModel, timeout: float = 10.0):
 
 
 @pytest.fixture(scope="module")
-def expected():
+def detector(start_module_server):
+    """One server of the detector for the tests that only read from it (each through a
+    RemoteModel of its own); the tests that stop or restart a server start their own."""
+    return start_module_server(*SERVER_ARGS)
+
+
+@pytest.fixture(scope="module")
+def expected(detector):
     """The detector's outputs for X, from a plain tritonclient call."""
-    s = server()
-    try:
-        import tritonclient.grpc as grpcclient
-        x = grpcclient.InferInput("images", list(X.shape), "FP32")
-        x.set_data_from_numpy(X)
-        result = s.client().infer("detector", [x])
-        return {n: result.as_numpy(n) for n in ("boxes", "scores")}
-    finally:
-        s.stop()
+    import tritonclient.grpc as grpcclient
+    x = grpcclient.InferInput("images", list(X.shape), "FP32")
+    x.set_data_from_numpy(X)
+    result = detector.client().infer("detector", [x])
+    return {n: result.as_numpy(n) for n in ("boxes", "scores")}
 
 
 def test_urls_are_checked():
@@ -96,28 +102,25 @@ def test_urls_are_checked():
 
 @pytest.mark.parametrize("scheme,shm", [("grpc", "auto"), ("grpc", "off"), ("http", "auto"),
                                         ("http", "off")])
-def test_same_outputs_as_a_direct_call(expected, scheme, shm):
-    s = server()
+def test_same_outputs_as_a_direct_call(detector, expected, scheme, shm):
+    s = detector
+    url = f"{scheme}://{s.url if scheme == 'grpc' else s.http_url}"
+    model, logs = remote([url], shared_memory=shm)
     try:
-        url = f"{scheme}://{s.url if scheme == 'grpc' else s.http_url}"
-        model, logs = remote([url], shared_memory=shm)
-        try:
-            wait_until(model.ready, what="the endpoint up")
-            assert model.config.max_batch_size == 16
-            assert [t.name for t in model.config.inputs] == ["images"]
-            assert model.version == 1
-            result = infer(model)
-            for name in ("boxes", "scores"):
-                np.testing.assert_allclose(result.outputs[name], expected[name], rtol=1e-5,
-                                           atol=1e-6)
-            assert result.model_version == 1
-            (health,) = model.endpoints()
-            assert health.shared_memory == (shm == "auto")
-            assert health.requests == 1 and health.state == "up"
-        finally:
-            model.stop()
+        wait_until(model.ready, what="the endpoint up")
+        assert model.config.max_batch_size == 16
+        assert [t.name for t in model.config.inputs] == ["images"]
+        assert model.version == 1
+        result = infer(model)
+        for name in ("boxes", "scores"):
+            np.testing.assert_allclose(result.outputs[name], expected[name], rtol=1e-5,
+                                       atol=1e-6)
+        assert result.model_version == 1
+        (health,) = model.endpoints()
+        assert health.shared_memory == (shm == "auto")
+        assert health.requests == 1 and health.state == "up"
     finally:
-        s.stop()
+        model.stop()
 
 
 def test_shared_memory_refused_falls_back_to_the_wire(expected):
@@ -303,9 +306,9 @@ def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
 
 
 @pytest.mark.skipif(not have_openssl(), reason="needs the openssl command to make certificates")
-def test_tls_and_restricted_protocol_header(tmp_path, expected, caplog):
+def test_tls_and_restricted_protocol_header(tmp_path, detector, expected, caplog):
     certs = make_certs(tmp_path / "certs")
-    s = server()
+    s = detector
     mutual = GrpcProxy(s.url, certs=certs, require_client_cert=True,
                        header=("infer-key", SECRET))
     https = TcpProxy(s.http_port, certs=certs)
@@ -354,7 +357,6 @@ def test_tls_and_restricted_protocol_header(tmp_path, expected, caplog):
     finally:
         mutual.close()
         https.close()
-        s.stop()
 
 
 def test_recovery_after_a_long_outage_is_quick():
@@ -382,9 +384,9 @@ def test_recovery_after_a_long_outage_is_quick():
         s.stop()
 
 
-def test_a_kserve_server_without_the_model_configuration_extension(expected):
+def test_a_kserve_server_without_the_model_configuration_extension(detector, expected):
     """Planned from the standard metadata when ModelConfig is not implemented."""
-    s = server()
+    s = detector
     proxy = GrpcProxy(s.url, unimplemented=("ModelConfig",))
     model, logs = remote([f"grpc://127.0.0.1:{proxy.port}"], shared_memory="off")
     try:
@@ -400,13 +402,13 @@ def test_a_kserve_server_without_the_model_configuration_extension(expected):
     finally:
         model.stop()
         proxy.close()
-        s.stop()
 
 
-def test_an_endpoint_failing_every_request_is_marked_down(expected):
-    """Errors answer fast, so a failing endpoint would win "fewest outstanding" every time."""
-    good, bad_backend = server(), server()
-    bad = GrpcProxy(bad_backend.url, unimplemented=("ModelInfer",))
+def test_an_endpoint_failing_every_request_is_marked_down(detector):
+    """Errors answer fast, so a failing endpoint would win "fewest outstanding" every time.
+    Both endpoints reach one server: the failing one through a proxy that refuses ModelInfer."""
+    good = detector
+    bad = GrpcProxy(good.url, unimplemented=("ModelInfer",))
     model, logs = remote([f"grpc://127.0.0.1:{bad.port}", f"grpc://{good.url}"],
                          shared_memory="off")
     try:
@@ -425,5 +427,3 @@ def test_an_endpoint_failing_every_request_is_marked_down(expected):
     finally:
         model.stop()
         bad.close()
-        good.stop()
-        bad_backend.stop()
