@@ -28,6 +28,7 @@ import logging
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import NoReturn
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
@@ -49,7 +50,7 @@ from .monitoring.messages import diagnostic_array, status_message
 from .package_files import package_file
 from .parameters import BindingConfig, declare_and_read
 from .ros_logging import route_python_logging
-from .ros_process import init_ros
+from .ros_process import ExitWatchdog, init_ros
 from .targets.local import LocalModelTarget
 from .targets.remote.diagnostics import EndpointReporter, endpoint_statuses
 from .targets.remote.model import RemoteModel
@@ -226,8 +227,13 @@ def model_target_for(config: BindingConfig, core: InferenceServer) -> ModelTarge
     return LocalModelTarget(core, config.model, config.model_version)
 
 
-def main(args: list[str] | None = None) -> int:
+def main(args: list[str] | None = None) -> NoReturn:
+    """Run the node until SIGINT or SIGTERM, stop it in order, and end the process with its
+    exit status (0, or 1 when it could not start or its executor died): this does not return.
+    The stop is bounded (:class:`~triton_ros.ros.ros_process.ExitWatchdog`)."""
     stop = init_ros(args)
+    watchdog = ExitWatchdog(NODE_NAME)
+    stop.on_repeat = watchdog.fire         # a second SIGINT/SIGTERM: out now, telling why
     node: InferenceNode | None = None
     spinner: NodeSpinner | None = None
     rc = 0
@@ -255,6 +261,7 @@ def main(args: list[str] | None = None) -> int:
         _log_error(node, f"cannot start: {type(exc).__name__}: {exc}")
         rc = 1
     finally:
+        watchdog.arm(stop_bound_s(node))
         if node is not None:
             node.close_inputs()
         if spinner is not None:
@@ -266,7 +273,17 @@ def main(args: list[str] | None = None) -> int:
                 node.control_node.destroy_node()
             node.destroy_node()
         rclpy.try_shutdown()
-    return rc
+    watchdog.leave(rc)                     # the process ends here (ros_process.py)
+
+
+def stop_bound_s(node: InferenceNode | None) -> float:
+    """How long the orderly stop may take: frames and requests in flight get the exit timeout
+    (``exit_timeout_secs``), a remote one its request timeout, the rest a few seconds."""
+    if node is None:
+        return 10.0
+    remote_s = max((b.config.remote.timeout_ms / 1000.0 for b in node.bindings
+                    if b.config.remote is not None), default=0.0)
+    return node.config.server.exit_timeout_secs + remote_s + 10.0
 
 
 def _log_error(node, text: str) -> None:
@@ -277,4 +294,4 @@ def _log_error(node, text: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
