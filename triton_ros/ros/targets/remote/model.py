@@ -127,6 +127,7 @@ class RemoteModel:
             if ep.fetched is not None:
                 fetched, ep.fetched = ep.fetched, None
                 await self._adopt(ep, *fetched)
+        self._reference.warn_disagreement(list(self._pool))
         for ep in self._pool:
             self._tasks.append(asyncio.get_running_loop().create_task(self._probe_loop(ep)))
 
