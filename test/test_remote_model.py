@@ -281,7 +281,29 @@ def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
             for _ in range(10):
                 infer(model)
             assert model.endpoints()[1].requests == 0
-            assert "different configuration" in logs.text()
+            # the field that differs, with both values (inputs and outputs are the same)
+            assert (f"different configuration than the reference grpc://{good.url}: "
+                    f"max_batch_size: 16 at grpc://{good.url}, 8 at grpc://{wrong.url}; it is "
+                    f"not used") in logs.text(), logs.text()
+            (_, state, reason), = [e for e in model.describe_endpoints() if e[0].endswith(
+                wrong.url)]
+            assert state == "mismatch" and "max_batch_size: 16 at" in reason
+            # at start, the disagreement is told with which one is the reference
+            assert (f"the replicas disagree about the model's configuration: grpc://{good.url} "
+                    f"(the reference) serves every frame, grpc://{wrong.url} is not used") in \
+                logs.text()
+        finally:
+            model.stop()
+        # the wrong replica listed first is the reference: the right one is "mismatch", and the
+        # warning says the reference may be the misconfigured one
+        model, logs = remote([f"grpc://{wrong.url}", f"grpc://{good.url}"])
+        try:
+            wait(lambda: states(model)[f"grpc://{good.url}"] == "mismatch", 20,
+                 "the right replica marked mismatch")
+            assert model.config.max_batch_size == 8
+            warning = [t for level, t in logs.lines if level == "warn" and "disagree" in t]
+            assert warning and f"grpc://{wrong.url} (the reference) serves every frame" in \
+                warning[0] and f"if grpc://{wrong.url} is the misconfigured replica" in warning[0]
         finally:
             model.stop()
         # a replica without the model at all is down, with the reason

@@ -114,14 +114,15 @@ class Env:
         self.slow_proxy.close()
         self.tls.close()
 
-    def endpoint_status(self, url: str, after_ns: int = 0):
-        """The latest /diagnostics status of the endpoint ``url`` (received after ``after_ns``)."""
+    def endpoint_status(self, url: str, after_ns: int = 0, binding: str = "fleet"):
+        """The latest /diagnostics status of ``binding``'s endpoint ``url`` (received after
+        ``after_ns``)."""
+        name = f"/{self.node.name}: binding {binding} remote detector {url}"
         for msg, received in reversed(self.diagnostics.items):
             if received < after_ns:
                 break
             for status in msg.status:
-                if status.name.endswith(f"remote detector {url}") and \
-                        status.name.startswith(f"/{self.node.name}"):
+                if status.name == name:
                     return status, {kv.key: kv.value for kv in status.values}
         return None
 
@@ -192,8 +193,17 @@ def test_list_models_and_diagnostics_show_every_endpoint(env):
         found = wait_until(both_used, 30, "requests/s on both endpoints in /diagnostics")
     finally:
         rig.stop()
+    # The local 'detector' (bound by same_local, whose camera is idle now) served none of the
+    # fleet's frames: its status has no latency of theirs.
+    for msg, received in env.diagnostics.items:
+        for st in msg.status:
+            if received > since and st.name == f"/{env.node.name}: model detector":
+                vals = {kv.key: kv.value for kv in st.values}
+                assert float(vals["latency_p50_ms"]) == 0.0, vals
+                assert float(vals["input_rate"]) == 0.0, vals
     for status, values in found:
         assert status.level == b"\x00" and status.message == "up"
+        assert values["binding"] == "fleet"
         assert float(values["rtt_p50_ms"]) > 0 and float(values["rtt_p99_ms"]) >= \
             float(values["rtt_p50_ms"])
         for kind in ("timeout", "unreachable", "rejected", "model_error"):
@@ -209,6 +219,23 @@ def test_list_models_and_diagnostics_show_every_endpoint(env):
             assert len(msg.detections) == 5
             assert msg.detections[0].results[0].hypothesis.class_id in (
                 "person", "bicycle", "car", "motorcycle", "bus", "truck", "robot", "pallet")
+
+
+def test_every_status_name_is_unique_in_every_diagnostic_array(env):
+    """tls_ok and tls_bad use the same URL, fleet and slow share B's: one status per binding's
+    endpoint, named apart (tools key statuses by name)."""
+    arrays = [m for m, _ in env.diagnostics.items
+              if any(s.name.startswith(f"/{env.node.name}:") for s in m.status)]
+    assert arrays
+    for array in arrays:
+        names = [s.name for s in array.status]
+        assert len(names) == len(set(names)), sorted(names)
+    names = {s.name for s in arrays[-1].status}
+    tls = f"grpcs://127.0.0.1:{env.tls.port}"
+    for binding in ("tls_ok", "tls_bad"):
+        assert f"/{env.node.name}: binding {binding} remote detector {tls}" in names, names
+    for binding in ("fleet", "slow"):
+        assert f"/{env.node.name}: binding {binding} remote detector grpc://{env.b.url}" in names
 
 
 def test_the_same_image_gives_the_same_detections_remote_and_local(env):
@@ -293,7 +320,8 @@ def test_a_slow_remote_does_not_hold_frames_back(env):
         # The slow endpoint comes up once its (slow) probes pass; then requests sent to it time
         # out (800 ms), mark it down and back off, while the other endpoint carries the camera.
         found = wait_until(lambda: (s := env.endpoint_status(
-            f"grpc://127.0.0.1:{env.slow_proxy.port}")) and int(s[1]["errors_timeout"]) >= 1
+            f"grpc://127.0.0.1:{env.slow_proxy.port}", binding="slow")) and
+            int(s[1]["errors_timeout"]) >= 1
             and s, 60, "a timeout on the slow endpoint")
         time.sleep(2.0)
         rate = (rec.count() - n0) / (time.monotonic() - t0)

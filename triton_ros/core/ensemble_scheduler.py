@@ -77,6 +77,26 @@ class EnsembleModel(ModelBase):
     def _composing_config(self, step: _Step) -> ModelConfig:
         return self._composing_model(step).config
 
+    def missing_steps(self) -> list[str]:
+        """The composing models this ensemble cannot reach now (a step's model or the version
+        it names has no ready version, e.g. it was unloaded after the ensemble loaded), each as
+        ``'name'`` or ``'name' version N``; in a nested ensemble, its own missing steps too. The
+        ensemble itself stays READY, as its requests fail at that step (NOT_FOUND), so that
+        whoever reports its health (the ROS node's diagnostics) can say why it cannot serve."""
+        missing: list[str] = []
+        for step in self.steps:
+            what = f"'{step.model_name}'" + (f" version {step.model_version}"
+                                             if step.model_version >= 0 else "")
+            try:
+                model = self.manager.get_model(step.model_name, step.model_version)
+            except TritonRosError:
+                missing.append(what)
+                continue
+            inner = getattr(model, "missing_steps", None)
+            if inner is not None and model is not self:
+                missing.extend(f"{m} (a step of {what})" for m in inner())
+        return list(dict.fromkeys(missing))
+
     def _complete_labels(self) -> None:
         """An output without a label_filename of its own takes the labels of the step output
         that produces it, as Triton completes an ensemble's labels from its composing models at

@@ -28,10 +28,12 @@ import logging
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import NoReturn
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.clock import Clock, ClockType
 from rclpy.logging import LoggingSeverity, get_logger
 from rclpy.node import Node
 from triton_ros_interfaces.msg import InferenceStatus
@@ -45,11 +47,12 @@ from .codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
 from .executor import NodeSpinner, resolve_executor
 from .model_services import ModelServices
 from .monitoring.diagnostics import DiagnosticsReporter
+from .monitoring.executor_lag import PERIOD_S as LAG_PERIOD_S, ExecutorLag
 from .monitoring.messages import diagnostic_array, status_message
 from .package_files import package_file
 from .parameters import BindingConfig, declare_and_read
 from .ros_logging import route_python_logging
-from .ros_process import init_ros
+from .ros_process import ExitWatchdog, init_ros
 from .targets.local import LocalModelTarget
 from .targets.remote.diagnostics import EndpointReporter, endpoint_statuses
 from .targets.remote.model import RemoteModel
@@ -82,14 +85,19 @@ class InferenceNode(Node):
         self.frontends = Endpoints(self.core, self.config.frontends)
         # Everything runs on the executor's thread except the control group (load, unload).
         self._image_group = MutuallyExclusiveCallbackGroup()
+        # How far behind the executor runs the image callbacks (explains stale frames).
+        self.executor_lag = ExecutorLag()
         self.control_group = MutuallyExclusiveCallbackGroup()
         self._query_group = MutuallyExclusiveCallbackGroup()
         self._timer_group = MutuallyExclusiveCallbackGroup()
         self.bindings = [Binding(cfg, node=self, target=model_target_for(cfg, self.core),
                                  workers=self.workers, callback_group=self._image_group,
-                                 model_latency=self.reporter.model_latency(cfg.model),
+                                 # a remote binding's round trips are not the local model's
+                                 model_latency=(self.reporter.model_latency(cfg.model)
+                                                if cfg.remote is None else None),
                                  serialized_images=self.config.serialized_images,
-                                 preprocess_in_callback=self.config.preprocess_in_callback)
+                                 preprocess_in_callback=self.config.preprocess_in_callback,
+                                 executor_lag=self.executor_lag)
                          for cfg in self.config.bindings]
         if self.remote_models():
             # A remote frame crosses threads four times (worker, event loop, gRPC, worker);
@@ -118,9 +126,15 @@ class InferenceNode(Node):
         for binding in self.bindings:
             if isinstance(binding.target, RemoteModel):
                 binding.target.start()
-                log.info(f"binding '{binding.config.name}': model '{binding.config.model}' on "
-                         + ", ".join(f"{url} ({state})" for url, state, _ in
-                                     binding.target.describe_endpoints()))
+                endpoints = binding.target.describe_endpoints()
+                text = (f"binding '{binding.config.name}': model '{binding.config.model}' on "
+                        + ", ".join(f"{url} ({state})" if state == "up" else
+                                    f"{url} ({state}: {reason})"
+                                    for url, state, reason in endpoints))
+                if all(state == "up" for _, state, _ in endpoints):
+                    log.info(text)
+                else:
+                    log.warning(text)
         if self.executor_kind == "events":
             # The events executor runs every callback on one thread: the services that take
             # seconds get a hidden node and a thread of their own (ros/executor.py). Global
@@ -137,6 +151,10 @@ class InferenceNode(Node):
         self._status_pub = self.create_publisher(InferenceStatus, "~/status", 10)
         self.create_timer(self.config.diagnostics_period_s, self._publish_diagnostics,
                           callback_group=self._timer_group)
+        # In the image callbacks' group, on the steady clock: it waits where frames wait.
+        self._lag_timer = self.create_timer(LAG_PERIOD_S, self._measure_lag,
+                                            callback_group=self._image_group,
+                                            clock=Clock(clock_type=ClockType.STEADY_TIME))
         for binding in self.bindings:
             binding.start()
         if any(b.config.topic_patterns for b in self.bindings):
@@ -174,10 +192,16 @@ class InferenceNode(Node):
         except Exception as exc:               # graph queries can fail while shutting down
             self.get_logger().warning(f"topic discovery failed: {exc}")
 
+    def _measure_lag(self) -> None:
+        now = time.monotonic_ns()              # the steady clock's (CLOCK_MONOTONIC)
+        until = self._lag_timer.time_until_next_call()
+        self.executor_lag.tick(now, now + (until if until is not None else 0))
+
     def _publish_diagnostics(self) -> None:
         try:
             now = time.monotonic_ns()
-            models, bindings = self.reporter.report([b.figures() for b in self.bindings], now)
+            models, bindings = self.reporter.report([b.figures() for b in self.bindings], now,
+                                                    self.executor_lag.samples.drain())
             stamp = self.get_clock().now().to_msg()
             array = diagnostic_array(stamp, self.get_fully_qualified_name(), models, bindings)
             array.status.extend(endpoint_statuses(
@@ -222,12 +246,17 @@ def model_target_for(config: BindingConfig, core: InferenceServer) -> ModelTarge
     :class:`~triton_ros.ros.targets.remote.model.RemoteModel` (started and stopped by the node)."""
     if config.remote is not None:
         return RemoteModel(config.model, config.model_version, config.remote,
-                           owner=f"binding '{config.name}'")
+                           binding=config.name)
     return LocalModelTarget(core, config.model, config.model_version)
 
 
-def main(args: list[str] | None = None) -> int:
+def main(args: list[str] | None = None) -> NoReturn:
+    """Run the node until SIGINT or SIGTERM, stop it in order, and end the process with its
+    exit status (0, or 1 when it could not start or its executor died): this does not return.
+    The stop is bounded (:class:`~triton_ros.ros.ros_process.ExitWatchdog`)."""
     stop = init_ros(args)
+    watchdog = ExitWatchdog(NODE_NAME)
+    stop.on_repeat = watchdog.fire         # a second SIGINT/SIGTERM: out now, telling why
     node: InferenceNode | None = None
     spinner: NodeSpinner | None = None
     rc = 0
@@ -255,6 +284,7 @@ def main(args: list[str] | None = None) -> int:
         _log_error(node, f"cannot start: {type(exc).__name__}: {exc}")
         rc = 1
     finally:
+        watchdog.arm(stop_bound_s(node))
         if node is not None:
             node.close_inputs()
         if spinner is not None:
@@ -266,7 +296,17 @@ def main(args: list[str] | None = None) -> int:
                 node.control_node.destroy_node()
             node.destroy_node()
         rclpy.try_shutdown()
-    return rc
+    watchdog.leave(rc)                     # the process ends here (ros_process.py)
+
+
+def stop_bound_s(node: InferenceNode | None) -> float:
+    """How long the orderly stop may take: frames and requests in flight get the exit timeout
+    (``exit_timeout_secs``), a remote one its request timeout, the rest a few seconds."""
+    if node is None:
+        return 10.0
+    remote_s = max((b.config.remote.timeout_ms / 1000.0 for b in node.bindings
+                    if b.config.remote is not None), default=0.0)
+    return node.config.server.exit_timeout_secs + remote_s + 10.0
 
 
 def _log_error(node, text: str) -> None:
@@ -277,4 +317,4 @@ def _log_error(node, text: str) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

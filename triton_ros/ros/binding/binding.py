@@ -53,7 +53,9 @@ from ...core.errors import StatusCode, TritonRosError, as_triton_error
 from ..codec.base import FrameOutputs, MalformedInput
 from ..codec.registry import input_kind, output_format
 from ..monitoring.diagnostics import BindingFigures, SourceFigures
-from ..monitoring.failures import STALE_CAUSES, WAITED_CAUSE, FailureLog
+from ..monitoring.executor_lag import ExecutorLag
+from ..monitoring.failures import (BACKLOG_CAUSE, NO_BACKLOG, STALE_CAUSES, WAITED_CAUSE,
+                                   FailureLog)
 from ..monitoring.latency import LatencyWindow
 from ..monitoring.counters import SourceCounters
 from ..parameters import BindingConfig
@@ -67,13 +69,35 @@ from .topic_discovery import TopicMatcher
 UNAVAILABLE_CODES = (StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND)
 
 
+def stale_cause(age_ns: int, backlog_ns: int, max_age_ms: int, waited: bool) -> tuple[str, str]:
+    """Why a frame went stale: (kind, the cause as told). ``waited``: it arrived fresh and aged
+    in the source's slot, behind frames in the model. Else it arrived stale: if the node's own
+    backlog (``backlog_ns``, how far behind its executor is: monitoring/executor_lag.py)
+    explains its age (without it the frame was younger than max_age_ms), the node is behind;
+    if not, it was already old when it reached the node (a publisher's clock, a bag without
+    --clock). Not measured (-1): both are possible, and said so."""
+    if waited:
+        return "waited", WAITED_CAUSE
+    if backlog_ns < 0:
+        return "arrived", STALE_CAUSES + NO_BACKLOG
+    reached_ns = age_ns - backlog_ns           # its age without the node's own backlog
+    if reached_ns <= max_age_ms * 1_000_000:
+        return "backlog", (f"{BACKLOG_CAUSE} (the node was {backlog_ns / 1e6:.0f} ms behind; "
+                           f"without that the frame was {reached_ns / 1e6:.0f} ms old)")
+    return "arrived", (f"it was {reached_ns / 1e9:.3f} s old even without the node's own "
+                       f"backlog ({backlog_ns / 1e6:.0f} ms): {STALE_CAUSES}")
+
+
 class Binding:
     """Runtime of one binding inside the node."""
 
     def __init__(self, config: BindingConfig, *, node, target: ModelTarget, workers: Executor,
                  callback_group, model_latency: LatencyWindow | None = None,
-                 serialized_images: bool = True, preprocess_in_callback: bool = True) -> None:
+                 serialized_images: bool = True, preprocess_in_callback: bool = True,
+                 executor_lag: ExecutorLag | None = None) -> None:
         self.config = config
+        # How far behind the node's executor is (None: not measured): explains stale frames.
+        self._lag = executor_lag
         self._node = node
         self.target = target
         self._workers = workers
@@ -270,9 +294,10 @@ class Binding:
                 summary=f"{what}. Likely cause: {STALE_CAUSES}")
             return
         what = f"{head} was {age_ns / 1e9:.3f} s old on this node's {clock} clock"
-        cause = WAITED_CAUSE if waited else STALE_CAUSES
+        backlog = self._lag.behind_ns(time.monotonic_ns()) if self._lag is not None else -1
+        kind, cause = stale_cause(age_ns, backlog, self.config.max_age_ms, waited)
         self.failures.report(
-            f"stale:{source.topic}:{waited}", "dropped_stale",
+            f"stale:{source.topic}:{kind}", "dropped_stale",
             f"binding '{self.config.name}': {what}, over max_age_ms {self.config.max_age_ms}; "
             f"dropped as stale. Likely cause: {cause}", level="warn",
             summary=f"{what}. Likely cause: {cause}")

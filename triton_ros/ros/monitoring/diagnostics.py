@@ -11,8 +11,13 @@ Rates and percentiles cover the last period; totals count since start. Model fig
 every frontend's requests (gRPC too); the latency percentiles of a model are those of this node's
 frame requests (the core keeps sums, not distributions).
 
+A model's record is its state in the repository index; an ensemble that is READY there while
+one of its steps' models has no ready version (unloaded after it) is ERROR, naming the step:
+every request fails at that step (the core keeps such an ensemble READY and fails its requests
+with NOT_FOUND). An unloaded model that bindings use names every one of them.
+
 A binding's level says what went wrong in the last period, worst first: its model is not ready
-(ERROR), frames failed (ERROR when none was published, else WARN), frames are stuck in the model
+or cannot serve (ERROR: an ensemble with a missing step is such a model from the first period), frames failed (ERROR when none was published, else WARN), frames are stuck in the model
 (WARN after :data:`STALLED_WARN_S`), malformed or stale frames (WARN, with the likely cause),
 no input topic yet, or overload. The message carries the last error text; the values carry the
 drops and failures by reason, the last error and its age.
@@ -124,10 +129,28 @@ class BindingHealth:
     latency_p99_ms: float = 0.0
     inference_p50_ms: float = 0.0
     inference_p99_ms: float = 0.0
+    # how late the node's executor ran its callbacks over the period (monitoring/
+    # executor_lag.py): the node's own backlog, which every binding's frames wait through
+    executor_lag_p50_ms: float = 0.0
+    executor_lag_p99_ms: float = 0.0
     state: str = ""                  # the model's state as the binding's target reports it
     last_error: str = ""
     last_error_age_s: float = -1.0   # -1: no error yet
     sources: list[SourceHealth] = field(default_factory=list)
+
+
+def missing_steps_text(missing: list[str]) -> str:
+    """Why an ensemble that is READY cannot serve: its steps' models that are not ready."""
+    plural = len(missing) > 1
+    return (f"its step model{'s' if plural else ''} {', '.join(missing)} "
+            f"{'have' if plural else 'has'} no ready version: every request fails at that step "
+            f"until it is loaded again")
+
+
+def _bindings_text(bindings: list[str]) -> str:
+    names = ", ".join(f"'{b}'" for b in bindings)
+    return (f"binding {names} drops its frames" if len(bindings) == 1
+            else f"bindings {names} drop their frames")
 
 
 class DiagnosticsReporter:
@@ -143,17 +166,27 @@ class DiagnosticsReporter:
     def model_latency(self, model: str) -> LatencyWindow:
         return self._model_latency[model]
 
-    def report(self, bindings: list[BindingFigures], now_ns: int) -> tuple[list[ModelHealth],
-                                                                          list[BindingHealth]]:
+    def report(self, bindings: list[BindingFigures], now_ns: int,
+               executor_lag_ns: list[int] | None = None) -> tuple[list[ModelHealth],
+                                                                  list[BindingHealth]]:
+        """The period's records; ``executor_lag_ns``: the executor's lateness samples of the
+        period, shown on every binding (their frames share the executor)."""
         period_s = (now_ns - self._prev_ns) / 1e9 if self._prev_ns else 0.0
         self._prev_ns = now_ns
+        lag = percentiles_ms(executor_lag_ns or [])
         # Models of the embedded core used by bindings are listed even when not loaded.
-        used = {b.model: b.name for b in bindings if b.location == "local"}
+        used: dict[str, list[str]] = {}
+        for b in bindings:
+            if b.location == "local":
+                used.setdefault(b.model, []).append(b.name)
         models = self._models(used, period_s)
-        return models, [self._binding(b, period_s) for b in bindings]
+        healths = [self._binding(b, period_s) for b in bindings]
+        for health in healths:
+            health.executor_lag_p50_ms, health.executor_lag_p99_ms = lag
+        return models, healths
 
     # ---------------------------------------------------------------- models
-    def _models(self, used: dict[str, str], period_s: float) -> list[ModelHealth]:
+    def _models(self, used: dict[str, list[str]], period_s: float) -> list[ModelHealth]:
         out: list[ModelHealth] = []
         entries = self._core.repository_index()
         listed = set()
@@ -166,23 +199,23 @@ class DiagnosticsReporter:
             listed.add(entry.name)
             out.append(self._model(entry.name, entry.version, entry.state, entry.reason,
                                    used.get(entry.name), period_s))
-        for name, binding in used.items():
+        for name, names in used.items():
             if name not in listed:
                 out.append(ModelHealth(name, "", "", ERROR,
-                                       f"not in the model repository (binding '{binding}')"))
+                                       f"not in the model repository ({_bindings_text(names)})"))
         return out
 
-    def _model(self, name: str, version: str, state: str, reason: str, binding: str | None,
-               period_s: float) -> ModelHealth:
+    def _model(self, name: str, version: str, state: str, reason: str,
+               bindings: list[str] | None, period_s: float) -> ModelHealth:
         p50, p99 = percentiles_ms(self._model_latency[name].drain())
         if state != "READY":
             if state in ("LOADING", "UNLOADING"):
                 level, message = WARN, state.lower()
             elif reason == "unloaded" or not state:
-                level = WARN if binding else OK
+                level = WARN if bindings else OK
                 message = "unloaded" if state else "not loaded"
-                if binding:
-                    message += f"; binding '{binding}' drops its frames"
+                if bindings:
+                    message += f"; {_bindings_text(bindings)}"
             else:
                 level, message = ERROR, reason or "unavailable"
             return ModelHealth(name, version, state or "UNAVAILABLE", level, message)
@@ -190,6 +223,8 @@ class DiagnosticsReporter:
             model = self._core.get_model(name, int(version) if version else -1)
             stats = model.stats.snapshot()
             queue_depth = model.pending_request_count()
+            missing_steps = getattr(model, "missing_steps", None)
+            missing = missing_steps() if missing_steps is not None else []
         except Exception as exc:                 # unloaded between the index and now
             return ModelHealth(name, version, "UNAVAILABLE", WARN, str(exc))
         key = (name, stats.version)
@@ -212,7 +247,9 @@ class DiagnosticsReporter:
             health.input_rate = (d_success + d_fail) / period_s
             health.output_rate = d_success / period_s
             health.execution_rate = d_exec / period_s
-        if d_fail:
+        if missing:
+            health.level, health.message = ERROR, missing_steps_text(missing)
+        elif d_fail:
             health.level, health.message = WARN, f"{d_fail} failed requests in the last period"
         return health
 
@@ -260,14 +297,18 @@ class DiagnosticsReporter:
         health.state = binding.model_state
         failed = {name: getattr(period, name) for name in FAIL_REASONS if getattr(period, name)}
         if not binding.model_ready:
-            if binding.model_state:
-                detail = (f"{binding.model_state}: {binding.model_reason}" if binding.model_reason
-                          else binding.model_state)
-            else:
-                detail = binding.model_reason or "not loaded"
             health.level = ERROR
-            health.message = (f"model '{binding.model}' is not ready ({detail}); frames are "
-                              f"dropped as unavailable")
+            if binding.model_state == "READY":     # listed ready, but it cannot serve
+                health.message = (f"model '{binding.model}' cannot serve: {binding.model_reason}"
+                                  f"; frames are dropped as unavailable")
+            else:
+                if binding.model_state:
+                    detail = (f"{binding.model_state}: {binding.model_reason}"
+                              if binding.model_reason else binding.model_state)
+                else:
+                    detail = binding.model_reason or "not loaded"
+                health.message = (f"model '{binding.model}' is not ready ({detail}); frames are "
+                                  f"dropped as unavailable")
         elif failed:
             health.level = ERROR if period.published == 0 else WARN
             reasons = ", ".join(f"{n} {name}" for name, n in failed.items())

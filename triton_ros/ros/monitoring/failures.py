@@ -4,7 +4,8 @@ Every frame a binding receives ends counted exactly once, by reason
 (:mod:`~triton_ros.ros.monitoring.counters`). Failures are also reported through a
 :class:`FailureLog`: the first occurrence of a kind is logged at once, later ones at most once per
 period with the number suppressed meanwhile, and the last error (text, level, time) is kept for
-``/diagnostics``. :data:`STALE_CAUSES` and :data:`WAITED_CAUSE` explain stale frames.
+``/diagnostics``. :data:`STALE_CAUSES` (clocks), :data:`BACKLOG_CAUSE` (the node's own queue)
+and :data:`WAITED_CAUSE` (behind frames in the model) explain stale frames.
 
 This module is plain Python (no rclpy): the node passes its logger.
 """
@@ -20,6 +21,12 @@ LOG_EVERY_NS = 5_000_000_000           # one log line per kind every 5 s at most
 
 STALE_CAUSES = ("the publisher's clock is not synchronised with this host's (use chrony/NTP, or "
                 "set max_age_ms: 0), or a bag is replayed without --clock and use_sim_time:=true")
+BACKLOG_CAUSE = ("it was young enough when it reached this node but waited in the node's own "
+                 "queue until its callback ran: the node is behind (its executor thread is busy or the host's "
+                 "CPUs are; lower the frame rate or the number of cameras, raise max_age_ms, or "
+                 "preprocess on the worker threads: preprocess_in_callback false)")
+NO_BACKLOG = ("; or the node itself is behind (its executor's lag is not measured yet, "
+                   "so its own queue time is unknown)")
 WAITED_CAUSE = ("it arrived in time but waited behind frames still in the model: inference is "
                 "slower than this topic's frame rate (raise max_in_flight or max_age_ms, lower "
                 "the rate, or check the model's latency in /diagnostics)")

@@ -66,6 +66,8 @@ def diagnostic_array(stamp, node_name: str, models: list[ModelHealth],
             key_value("latency_p99_ms", b.latency_p99_ms),
             key_value("inference_p50_ms", b.inference_p50_ms),
             key_value("inference_p99_ms", b.inference_p99_ms),
+            key_value("executor_lag_p50_ms", b.executor_lag_p50_ms),
+            key_value("executor_lag_p99_ms", b.executor_lag_p99_ms),
         ] + [key_value(s.topic, f"in {s.input_rate:.1f}/s, out {s.output_rate:.1f}/s, dropped "
                           f"{s.dropped} -> {s.output_topic}") for s in b.sources]
         array.status.append(status)

@@ -18,6 +18,7 @@ import numpy as np
 from ...core.errors import StatusCode, TritonRosError, unavailable
 from ...core.infer_request import InferRequest, RequestedOutput
 from ...core.server import InferenceServer
+from ..monitoring.diagnostics import missing_steps_text
 from .spec import READY, ModelSpec, TargetState, spec_from_config
 
 
@@ -80,8 +81,23 @@ class LocalModelTarget:
             found = [e for e in entries if e.state == wanted]
             if found:
                 entry = found[-1]              # the highest version in that state
+                if wanted == READY:
+                    missing = self._missing_steps()
+                    if missing:                # READY in the index, but its requests fail
+                        return TargetState(False, READY, missing_steps_text(missing),
+                                           entry.version)
                 return TargetState(wanted == READY, wanted, entry.reason, entry.version)
         return TargetState(False, "", "not loaded")
+
+    def _missing_steps(self) -> list[str]:
+        """An ensemble's composing models that have no ready version (core's
+        ``EnsembleModel.missing_steps``); [] for any other model."""
+        try:
+            model = self._core.get_model(self.name, self.version)
+        except TritonRosError:
+            return []
+        missing_steps = getattr(model, "missing_steps", None)
+        return missing_steps() if missing_steps is not None else []
 
     def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
               priority: int = 0, timeout_us: int = 0) -> Future:

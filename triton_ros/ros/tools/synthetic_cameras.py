@@ -15,6 +15,14 @@ All cameras of the process are triggered together at ``--rate`` (like a hardware
 rig) and stamped with the capture time. Without ``--camera`` it runs two
 robots with two cameras each, all of different resolutions and encodings. SIGINT or SIGTERM (or
 ``--seconds``) stops it; it prints how many frames each camera sent and exits 0.
+
+A stop is bounded (``ros_process.ExitWatchdog``): it may take :data:`STOP_S` in all, else every
+thread's stack is written to stderr and the process ends; a second SIGINT or SIGTERM ends it at
+once. rclpy publishes holding the GIL, so a DDS write that never
+returns (a shared-memory port locked by a process that was killed) would leave no Python code
+running, not even the signal handler: such a tool once ignored SIGINT and SIGTERM for 14 minutes.
+A round of frames that takes longer than :data:`STALL_S` is therefore ended from C: stacks on
+stderr, exit status 1.
 """
 from __future__ import annotations
 
@@ -22,13 +30,14 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass
+from typing import NoReturn
 
 import numpy as np
 
 from ..codec.detection import DetectionResult, detections_message
 from ..codec.messages import DETECTIONS_TYPE, uint8_array
 from ..codec.preprocess import ENCODINGS
-from ..ros_process import init_ros, strip_ros_args
+from ..ros_process import ExitWatchdog, init_ros, strip_ros_args
 
 DEFAULT_CAMERAS = (
     "robot1/camera_front:640x480:rgb8",
@@ -36,6 +45,8 @@ DEFAULT_CAMERAS = (
     "robot2/camera_front:848x480:rgb8",
     "robot2/camera_rear:424x240:mono8",
 )
+STOP_S = 3.0          # SIGINT/SIGTERM -> the process gone, at most (with the exit's second)
+STALL_S = 10.0        # one round of frames taking longer: a publish is stuck in the middleware
 
 
 @dataclass(frozen=True)
@@ -206,7 +217,7 @@ class SyntheticCameras:
             self.sent[i] += 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> NoReturn:
     import rclpy
     from rclpy.node import Node
 
@@ -223,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = args.camera or [parse_camera(c) for c in DEFAULT_CAMERAS]
 
     stop = init_ros(argv)
+    watchdog = ExitWatchdog("synthetic_cameras")
+    stop.on_repeat = watchdog.fire            # a second signal: out at once
     node = Node("synthetic_cameras")
     cameras = SyntheticCameras(node, specs, prefix=args.prefix)
     if not args.quiet:
@@ -235,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         while not stop.is_set():
             if args.seconds and time.monotonic() - start >= args.seconds:
                 break
+            watchdog.progress(STALL_S + period)
             cameras.tick()
             next_tick += period
             delay = next_tick - time.monotonic()
@@ -243,13 +257,14 @@ def main(argv: list[str] | None = None) -> int:
             elif delay > 0:
                 stop.wait(delay)
     finally:
+        watchdog.arm(STOP_S - 1.0)
         if not args.quiet:
             sent = ", ".join(f"{s.robot}/{s.camera} {n}" for s, n in zip(specs, cameras.sent))
             print(f"synthetic_cameras: sent {sent}", flush=True)
         node.destroy_node()
         rclpy.try_shutdown()
-    return 0
+    watchdog.leave(0)                         # the process ends here (ros_process.py)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,5 +1,11 @@
 """Per-endpoint diagnostics of the remote models: one ``/diagnostics`` status per endpoint.
 
+A status is named ``<node>: binding <binding> remote <model> <url>``: one binding's endpoint,
+so that two bindings on the same URL (the same model, or another) are two statuses, and every
+name in one DiagnosticArray is unique (tools that key statuses by name, such as
+diagnostic_aggregator and rqt_robot_monitor, would flip between two of the same name). It sorts
+next to the binding's own status (``<node>: binding <binding>``).
+
 The :class:`EndpointReporter` turns each endpoint's growing counters
 (:class:`~triton_ros.ros.targets.remote.pool.EndpointHealth`) into per-period figures: state and
 level (OK when up; ERROR when mismatched or when no endpoint of the model is up; WARN when down
@@ -24,6 +30,7 @@ from .pool import MISMATCH, UP
 class EndpointReport:
     """One endpoint over the last diagnostics period."""
 
+    binding: str
     model: str
     version: int
     url: str
@@ -43,7 +50,7 @@ class EndpointReporter:
     """Turns the endpoints' growing counters into per-period figures (keeps the previous ones)."""
 
     def __init__(self) -> None:
-        self._prev: dict[tuple[str, str], int] = {}
+        self._prev: dict[tuple[str, str, str], int] = {}
         self._prev_ns = 0
 
     def report(self, models: list[RemoteModel], now_ns: int) -> list[EndpointReport]:
@@ -54,7 +61,7 @@ class EndpointReporter:
             healths = model.endpoints()
             any_up = any(h.state == UP for h in healths)
             for h in healths:
-                key = (model.name, h.url)
+                key = (model.binding, model.name, h.url)
                 delta = h.requests - self._prev.get(key, 0)
                 self._prev[key] = h.requests
                 p50, p99 = percentiles_ms(h.latency)
@@ -65,10 +72,15 @@ class EndpointReporter:
                 else:
                     level = WARN
                 out.append(EndpointReport(
-                    model.name, model.version, h.url, h.state, h.reason, level, h.outstanding,
+                    model.binding, model.name, model.version, h.url, h.state, h.reason, level, h.outstanding,
                     delta / period_s if period_s > 0 else 0.0, h.requests, p50, p99,
                     {kind: h.errors.get(kind, 0) for kind in ERROR_KINDS}, h.shared_memory))
         return out
+
+
+def endpoint_status_name(node_name: str, binding: str, model: str, url: str) -> str:
+    """The /diagnostics name of one binding's endpoint (module docstring)."""
+    return f"{node_name}: binding {binding} remote {model} {url}"
 
 
 def endpoint_statuses(node_name: str, reports: list[EndpointReport]) -> list[DiagnosticStatus]:
@@ -77,10 +89,10 @@ def endpoint_statuses(node_name: str, reports: list[EndpointReport]) -> list[Dia
     for r in reports:
         message = r.state if r.state == UP else f"{r.state}: {r.reason}"
         status = DiagnosticStatus(level=bytes([r.level]),
-                                  name=f"{node_name}: remote {r.model} {r.url}",
+                                  name=endpoint_status_name(node_name, r.binding, r.model, r.url),
                                   message=message, hardware_id=r.url)
         status.values = [
-            key_value("model", r.model), key_value("version", r.version),
+            key_value("binding", r.binding), key_value("model", r.model), key_value("version", r.version),
             key_value("endpoint", r.url), key_value("state", r.state),
             key_value("outstanding", r.outstanding),
             key_value("requests_per_s", r.requests_per_s),

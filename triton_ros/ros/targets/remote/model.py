@@ -46,12 +46,14 @@ from ....core.model_config import ModelConfig
 from ..spec import ModelSpec, TargetState, spec_from_config
 from .clients import client_for
 from .config import INITIAL_ROUND_S, PROBE_TIMEOUT_S, RemoteConfig, check_remote_config, parse_url
+from .diagnosis import explain
 from .errors import ENDPOINT_FAILURES, MODEL_ERROR, NO_ENDPOINT, UNREACHABLE, RemoteError
 from .planning import Reference
 from .pool import DOWN, MISMATCH, UP, Endpoint, EndpointHealth, EndpointPool
 from .shared_memory import ShmSlot, SlotPool
 
 _LOGGER = logging.getLogger("triton_ros.remote")
+EXPLAIN_EVERY_S = 10.0       # an unreachable endpoint is looked at again at most this often
 _LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 
 
@@ -71,11 +73,12 @@ class RemoteModel:
     """One model (name, version) on a pool of KServe v2 endpoints."""
 
     def __init__(self, name: str, version: int, config: RemoteConfig, *,
-                 log: Callable[[str, str], None] | None = None, owner: str = "") -> None:
+                 log: Callable[[str, str], None] | None = None, binding: str = "") -> None:
         check_remote_config(config)
         self.name = name
+        self.binding = binding                 # the binding it serves ("": none, e.g. a tool)
         # how log lines name this model: "binding 'fleet', model 'detector'"
-        self._who = f"{owner}, model '{name}'" if owner else f"model '{name}'"
+        self._who = f"binding '{binding}', model '{name}'" if binding else f"model '{name}'"
         self.requested_version = version
         self.settings = config
         self._log = log or _python_log
@@ -124,6 +127,7 @@ class RemoteModel:
             if ep.fetched is not None:
                 fetched, ep.fetched = ep.fetched, None
                 await self._adopt(ep, *fetched)
+        self._reference.warn_disagreement(list(self._pool))
         for ep in self._pool:
             self._tasks.append(asyncio.get_running_loop().create_task(self._probe_loop(ep)))
 
@@ -396,17 +400,44 @@ class RemoteModel:
             raise
         except Exception as exc:
             error = ep.client.classify(exc, probe=True)
-            if ep.state == UP:
-                self._pool.mark_down(ep, error)
+            if ep.state == UP:                 # out of service at once; why, once explained
+                self._pool.mark_down(ep, error, tell=False)
+                error = await self._explained(ep, error)
+                ep.reason = f"{error.kind}: {error.message}"
+                self._pool.tell_reason(ep, news=True)
             else:
+                error = await self._explained(ep, error)
                 ep.failures += 1
                 ep.reason = f"{error.kind}: {error.message}"
                 ep.registered.clear()
+                # at start the node's start-up line tells every endpoint's state and reason
+                self._pool.tell_reason(ep, quiet=self._first_round)
             return
         if ep.state == MISMATCH or self._first_round:
             return
         await self._try_shared_memory(ep)
         self._set_up(ep, was)
+
+    async def _explained(self, ep: Endpoint, error: RemoteError) -> RemoteError:
+        """An unreachable endpoint's error with what is wrong in words (diagnosis.py): looked
+        at again at most every EXPLAIN_EVERY_S, else the last answer."""
+        if error.kind != UNREACHABLE:
+            return error
+        now = time.monotonic()
+        if ep.hint is None or now - ep.hint[0] >= EXPLAIN_EVERY_S:
+            try:
+                hint = await explain(ep.address, self.settings, PROBE_TIMEOUT_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:           # a diagnosis must not end probing
+                hint = ""
+                self._log("warn", f"{self._who}: could not look at {ep.address.url}: "
+                          f"{type(exc).__name__}: {exc}")
+            ep.hint = (now, hint)
+        hint = ep.hint[1]
+        if not hint:
+            return error
+        return RemoteError(error.code, f"{ep.address.url}: {hint} [{error.message}]", error.kind)
 
     async def _adopt(self, ep: Endpoint, config: ModelConfig, versions: list[int],
                      labels: dict[str, list[str]]) -> None:
@@ -419,6 +450,8 @@ class RemoteModel:
     def _set_up(self, ep: Endpoint, was: str) -> None:
         ep.state = UP
         ep.reason = "ready"
+        ep.hint = None
+        ep.logged_reason, ep.unlogged = "", 0
         if was != UP:
             self._log("info", f"{self._who} version {self.version}: endpoint "
                       f"{ep.address.url} is up" + (" (shared memory)" if ep.shm else ""))

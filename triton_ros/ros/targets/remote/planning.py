@@ -4,8 +4,12 @@ Each endpoint's model configuration (Triton's configuration extension, or, from 
 server without it, the standard metadata: :func:`config_from_metadata`), versions and labels are
 fetched when it is probed into service (:meth:`Reference.fetch`). The *reference* is that of
 the first listed endpoint that answered at start; an endpoint whose configuration differs from
-it (other inputs, outputs, shapes, types or batching: a misconfigured replica) is marked
-*mismatch* and not used, and re-checked every ``PROBE_BACKOFF_MAX_S`` (:meth:`Reference.adopt`).
+it in anything the binding plans from (:func:`differences`: ``max_batch_size``, each input's
+data type, dims, format and whether it is optional, each output's data type and dims, the
+labels) is marked *mismatch* and not used, and re-checked every ``PROBE_BACKOFF_MAX_S``
+(:meth:`Reference.adopt`). The log names each field that differs, with both values. The
+reference may be the misconfigured replica (it was listed first): replicas that disagree are
+warned about, naming the reference and saying so (:meth:`Reference.warn_disagreement`).
 When the reference endpoint's own configuration changes, the reference changes with it and its
 ``generation`` grows, so that the model's spec (and the bindings' plans) are rebuilt.
 
@@ -116,7 +120,7 @@ class Reference:
               labels: dict[str, list[str]]) -> None:
         """Take an endpoint's configuration: as the reference (the first, or the reference's own
         endpoint again), or checked against it (the endpoint is *mismatch* if it differs)."""
-        sig = signature(config)
+        sig = signature(config, labels)
         if self._signature is None or self.source == ep.address.url:
             changed = self._signature is not None and (sig != self._signature
                                                        or labels != self.labels)
@@ -134,14 +138,29 @@ class Reference:
                 ep.state = DOWN
             return
         ep.failures = max(ep.failures, 6)  # re-checked every PROBE_BACKOFF_MAX_S
-        if ep.state == MISMATCH:
+        diff = "; ".join(differences(self.config, self.labels, config, labels,
+                                     reference=self.source, here=ep.address.url))
+        if ep.state == MISMATCH and ep.reason.endswith(f"({diff}); not used"):
             return
         ep.state = MISMATCH
-        ep.reason = (f"its model '{self.model}' differs from {self.source}'s "
-                     f"(inputs, outputs or batching); not used")
-        self._log("error", f"{self._who}: endpoint {ep.address.url} serves a "
-                  f"different configuration than {self.source} "
-                  f"({describe(config)} vs {describe(self.config)}); it is not used")
+        ep.reason = f"its model '{self.model}' differs from {self.source}'s ({diff}); not used"
+        self._log("error", f"{self._who}: endpoint {ep.address.url} serves a different "
+                  f"configuration than the reference {self.source}: {diff}; it is not used. "
+                  f"{self._which_is_right()}")
+
+    def _which_is_right(self) -> str:
+        return (f"The reference is the first endpoint of server_urls that answered at start; if "
+                f"{self.source} is the misconfigured replica, fix it or list a right one first.")
+
+    def warn_disagreement(self, endpoints: list[Endpoint]) -> None:
+        """After the first round: if replicas disagree, say which one is the reference and that
+        it may be the wrong one (it serves everything, the others are not used)."""
+        odd = [ep.address.url for ep in endpoints if ep.state == MISMATCH]
+        if not odd:
+            return
+        self._log("warn", f"{self._who}: the replicas disagree about the model's configuration: "
+                  f"{self.source} (the reference) serves every frame, {', '.join(odd)} "
+                  f"{'is' if len(odd) == 1 else 'are'} not used. {self._which_is_right()}")
 
 
 def config_from_metadata(name: str, meta: Mapping[str, Any]) -> mc.ModelConfig:
@@ -168,14 +187,55 @@ def config_from_metadata(name: str, meta: Mapping[str, Any]) -> mc.ModelConfig:
     return proto
 
 
-def signature(config: ModelConfig) -> tuple:
+# What of a tensor the binding plans from (ros/targets/spec.py: spec_from_config), by kind.
+_INPUT_FIELDS = ("datatype", "dims", "format", "optional")
+_OUTPUT_FIELDS = ("datatype", "dims")
+
+
+def signature(config: ModelConfig, labels: dict[str, list[str]] | None = None) -> tuple:
     """What two endpoints' configurations must share to serve one binding alike."""
     return (config.max_batch_size,
-            tuple((t.name, t.datatype, tuple(t.dims)) for t in config.inputs),
-            tuple((t.name, t.datatype, tuple(t.dims)) for t in config.outputs))
+            tuple((t.name, *(_value(t, f) for f in _INPUT_FIELDS)) for t in config.inputs),
+            tuple((t.name, *(_value(t, f) for f in _OUTPUT_FIELDS)) for t in config.outputs),
+            tuple(sorted((k, tuple(v)) for k, v in (labels or {}).items())))
 
 
-def describe(config: ModelConfig) -> str:
-    def io(ts):
-        return ", ".join(f"{t.name} {t.datatype} {list(t.dims)}" for t in ts)
-    return f"inputs [{io(config.inputs)}], outputs [{io(config.outputs)}]"
+def differences(config: ModelConfig, labels: dict[str, list[str]], other: ModelConfig,
+                other_labels: dict[str, list[str]], *, reference: str = "",
+                here: str = "") -> list[str]:
+    """Each field of :func:`signature` that differs between the reference's ``config`` and
+    ``labels`` and another endpoint's, as 'field: X at <reference>, Y at <here>'."""
+    ref_at = f" at {reference}" if reference else " (reference)"
+    here_at = f" at {here}" if here else ""
+    out = []
+
+    def differ(field: str, a, b) -> None:
+        if a != b:
+            out.append(f"{field}: {a}{ref_at}, {b}{here_at}")
+
+    differ("max_batch_size", config.max_batch_size, other.max_batch_size)
+    for kind, fields, ours, theirs in (("input", _INPUT_FIELDS, config.inputs, other.inputs),
+                                       ("output", _OUTPUT_FIELDS, config.outputs, other.outputs)):
+        a = {t.name: t for t in ours}
+        b = {t.name: t for t in theirs}
+        for name in list(a) + [n for n in b if n not in a]:
+            if name not in b:
+                out.append(f"{kind} '{name}': only{ref_at}")
+            elif name not in a:
+                out.append(f"{kind} '{name}': only{here_at or ' here'}")
+            else:
+                for field in fields:
+                    differ(f"{kind} '{name}' {field}", _value(a[name], field),
+                           _value(b[name], field))
+    for name in sorted(set(labels) | set(other_labels)):
+        if labels.get(name) != other_labels.get(name):
+            count = (len(labels.get(name, [])), len(other_labels.get(name, [])))
+            out.append(f"labels of output '{name}': {count[0]}{ref_at}, {count[1]}{here_at}"
+                       if count[0] != count[1] else
+                       f"labels of output '{name}': other names{here_at}")
+    return out
+
+
+def _value(tensor, field: str):
+    value = getattr(tensor, field)
+    return list(value) if field == "dims" else value

@@ -11,7 +11,12 @@
   (0.25 s to 4 s), an up one every ``HEALTH_PERIOD_S`` (:meth:`Endpoint.probe_wait_s`); the
   probes themselves are the model's (model.py);
 - an endpoint whose model configuration differs from the reference is *mismatch* and not used
-  (planning.py).
+  (planning.py);
+- why an endpoint is down is logged (:meth:`EndpointPool.tell_reason`): when it goes down, and
+  while it stays down whenever the reason changes (at most one line per endpoint every
+  :data:`REASON_MIN_S`), the same reason again every :data:`REASON_EVERY_S` with the number of
+  failed probes since; the reason is the model's probe's, explained where it can be
+  (diagnosis.py).
 
 Each endpoint keeps its figures (requests, errors by kind, round trips) for ``/diagnostics``:
 :meth:`Endpoint.health`.
@@ -31,6 +36,8 @@ from .config import (FAILING_AFTER, HEALTH_PERIOD_S, PROBE_BACKOFF_MAX_S, PROBE_
 from .errors import ENDPOINT_FAILURES, RemoteError
 
 UP, DOWN, MISMATCH = "up", "down", "mismatch"
+REASON_MIN_S = 5.0           # one line about a down endpoint at most this often ...
+REASON_EVERY_S = 60.0        # ... and the same reason again at most this often
 
 
 @dataclass
@@ -69,6 +76,10 @@ class Endpoint:
         self.registered: set[str] = set()  # shared-memory slots registered with this server
         self.fetched: tuple | None = None  # first probe round: (config, versions, labels)
         self.metadata_only = False         # no ModelConfig there: planned from metadata
+        self.logged_reason = ""            # the reason last logged (tell_reason) ...
+        self.logged_at = float("-inf")     # ... when (monotonic s)
+        self.unlogged = 0                  # failed probes not logged since
+        self.hint: tuple[float, str] | None = None   # (when, diagnosis.explain's answer)
 
     def oldest_age(self, now_ns: int) -> int:
         """How long the oldest outstanding request has waited (ns); 0 without one."""
@@ -161,13 +172,36 @@ class EndpointPool:
         if error.kind in ENDPOINT_FAILURES:
             self.mark_down(ep, error)
 
-    def mark_down(self, ep: Endpoint, error: RemoteError) -> None:
+    def mark_down(self, ep: Endpoint, error: RemoteError, *, tell: bool = True) -> bool:
+        """Mark an up endpoint down (False: it was not up). ``tell``: log why now (else the
+        caller does, once it has explained it: tell_reason)."""
         if ep.state != UP:
-            return                             # already down: the other requests in flight
-        self._log("warn", f"{self._who}: endpoint {ep.address.url} is down: "
-                  f"{error.message}; probing it again with backoff")
+            return False                       # already down: the other requests in flight
         ep.state = DOWN
         ep.reason = f"{error.kind}: {error.message}"
+        if tell:
+            self.tell_reason(ep, news=True)
         ep.failures += 1                       # one event, however many requests it failed
         ep.registered.clear()                  # a restarted server forgets its regions
         ep.wake.set()
+        return True
+
+    def tell_reason(self, ep: Endpoint, *, news: bool = False, quiet: bool = False) -> None:
+        """Log why ``ep`` is down (its ``reason``), throttled per endpoint (module docstring).
+        ``news``: it just went down (logged at once); ``quiet``: only note it as told (the
+        start-up line already said it)."""
+        now = time.monotonic()
+        same = ep.reason == ep.logged_reason
+        if quiet or (not news and now - ep.logged_at < (REASON_EVERY_S if same else
+                                                         REASON_MIN_S)):
+            if quiet:
+                ep.logged_reason, ep.logged_at = ep.reason, now
+            else:
+                ep.unlogged += 1
+            return
+        since = (f" ({ep.unlogged} failed probe{'s' if ep.unlogged != 1 else ''} since the last "
+                 f"line)" if ep.unlogged and same else "")
+        self._log("warn", f"{self._who}: endpoint {ep.address.url} is "
+                  f"{'still ' if same and not news else ''}down: {ep.reason}{since}; probing it "
+                  f"again with backoff")
+        ep.logged_reason, ep.logged_at, ep.unlogged = ep.reason, now, 0
