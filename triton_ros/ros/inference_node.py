@@ -11,11 +11,15 @@ models and batchers:
   and writing messages through its codec (:mod:`.codec`) and feeding its model target
   (:mod:`.targets`): the embedded core's model, or one on remote endpoints, as
   :func:`model_target_for` picks;
-- the KServe v2 gRPC, HTTP and metrics endpoints (``triton_ros.frontend``, their parameters in
-  :mod:`.endpoint_parameters`);
+- the KServe v2 gRPC, HTTP and metrics endpoints, and the Kafka frontend when ``kafka.*``
+  parameters name brokers and request topics (``triton_ros.frontend``, their parameters in
+  :mod:`.endpoint_parameters` and :mod:`.kafka_parameters`);
 - services ~/load_model, ~/unload_model, ~/list_models, ~/get_model_statistics
   (:mod:`.model_services`), with /diagnostics and ~/status (:mod:`.monitoring`, and the remote
   endpoints' own statuses).
+
+A binding with ``kafka_mirror_topic`` also sends a copy of each result to Kafka
+(:mod:`.mirror`), off the frame's path.
 
 Parameters are declared in :mod:`.parameters`; the callbacks run on the executor that
 :mod:`.executor` chooses (``executor`` parameter). SIGINT and SIGTERM stop it cleanly: inputs and
@@ -43,6 +47,8 @@ from ..frontend.endpoints import EndpointStartError, Endpoints
 from .binding.binding import Binding
 from .codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
 from .executor import NodeSpinner, resolve_executor
+from .mirror.diagnostics import MirrorReporter, mirror_statuses
+from .mirror.kafka_mirror import CLOSE_TIMEOUT_S, KafkaMirror
 from .model_services import ModelServices
 from .monitoring.diagnostics import DiagnosticsReporter
 from .monitoring.messages import diagnostic_array, status_message
@@ -80,6 +86,10 @@ class InferenceNode(Node):
         self.workers = ThreadPoolExecutor(max_workers=self.config.worker_threads,
                                           thread_name_prefix="triton_ros_worker")
         self.frontends = Endpoints(self.core, self.config.frontends)
+        self.mirror = KafkaMirror(self.config.kafka, self.config.bindings,
+                                  node_name=self.get_fully_qualified_name(),
+                                  logger=self.get_logger())
+        self._mirror_reporter = MirrorReporter()
         # Everything runs on the executor's thread except the control group (load, unload).
         self._image_group = MutuallyExclusiveCallbackGroup()
         self.control_group = MutuallyExclusiveCallbackGroup()
@@ -89,7 +99,8 @@ class InferenceNode(Node):
                                  workers=self.workers, callback_group=self._image_group,
                                  model_latency=self.reporter.model_latency(cfg.model),
                                  serialized_images=self.config.serialized_images,
-                                 preprocess_in_callback=self.config.preprocess_in_callback)
+                                 preprocess_in_callback=self.config.preprocess_in_callback,
+                                 mirror=self.mirror.for_binding(cfg.name))
                          for cfg in self.config.bindings]
         if self.remote_models():
             # A remote frame crosses threads four times (worker, event loop, gRPC, worker);
@@ -115,6 +126,8 @@ class InferenceNode(Node):
                          + (f" ({entry.reason})" if entry.reason else ""))
         for kind, endpoint in self.frontends.start():
             log.info(f"serving {kind.title} at {endpoint.target}")
+        if self.mirror:
+            self.mirror.start()
         for binding in self.bindings:
             if isinstance(binding.target, RemoteModel):
                 binding.target.start()
@@ -183,6 +196,10 @@ class InferenceNode(Node):
             array.status.extend(endpoint_statuses(
                 self.get_fully_qualified_name(),
                 self._endpoint_reporter.report(self.remote_models(), now)))
+            if self.mirror:
+                array.status.extend(mirror_statuses(
+                    self.get_fully_qualified_name(),
+                    self._mirror_reporter.report(self.mirror.figures(), now)))
             self._diagnostics_pub.publish(array)
             self._status_pub.publish(status_message(stamp, models, bindings))
         except Exception as exc:               # monitoring must never stop the node
@@ -204,6 +221,8 @@ class InferenceNode(Node):
         deadline = time.monotonic() + self.config.server.exit_timeout_secs
         while any(b.in_flight() for b in self.bindings) and time.monotonic() < deadline:
             time.sleep(0.05)
+        if self.mirror:                        # their results go to Kafka, within a bound
+            self.mirror.close(min(CLOSE_TIMEOUT_S, self.config.server.exit_timeout_secs))
         self.frontends.stop()
         self.workers.shutdown(wait=True)
         for binding in self.bindings:
