@@ -23,23 +23,25 @@ import numpy as np
 
 # 'sequence<uint8>', 'sequence<octet, 16>', 'uint8[4]', 'octet[8]'
 _BYTES_TYPE = re.compile(r"^(sequence<(uint8|octet)(, ?\d+)?>|(uint8|octet)\[\d+\])$")
+# per message type: its fields, and whether each is bytes (read once, from the type)
+_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
 
 
 def message_to_dict(msg: Any) -> dict[str, Any]:
     """``msg`` (an rclpy message) as a dict of its fields, in declaration order."""
-    return {name: _field(getattr(msg, name), kind)
-            for name, kind in msg.get_fields_and_field_types().items()}
+    fields = _FIELDS.get(type(msg))
+    if fields is None:
+        fields = _FIELDS[type(msg)] = tuple(
+            (name, bool(_BYTES_TYPE.match(kind)))
+            for name, kind in msg.get_fields_and_field_types().items())
+    return {name: (base64.b64encode(_as_bytes(getattr(msg, name))).decode("ascii") if raw
+                   else _value(getattr(msg, name)))
+            for name, raw in fields}
 
 
 def type_name(msg: Any) -> str:
     """``package/msg/Type`` of an rclpy message, e.g. ``vision_msgs/msg/Detection2DArray``."""
     return f"{type(msg).__module__.split('.')[0]}/msg/{type(msg).__name__}"
-
-
-def _field(value: Any, kind: str) -> Any:
-    if _BYTES_TYPE.match(kind):
-        return base64.b64encode(_as_bytes(value)).decode("ascii")
-    return _value(value)
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -52,12 +54,12 @@ def _as_bytes(value: Any) -> bytes:
 
 
 def _value(value: Any) -> Any:
-    if hasattr(value, "get_fields_and_field_types"):
-        return message_to_dict(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, (bool, int, str)) or value is None:
         return value
+    if type(value) in _FIELDS or hasattr(value, "get_fields_and_field_types"):
+        return message_to_dict(value)
     if isinstance(value, (list, tuple)):
         return [_value(v) for v in value]
     if isinstance(value, (array.array, np.ndarray)):
