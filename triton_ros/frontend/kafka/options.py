@@ -235,8 +235,8 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("brokers", "str", "Kafka bootstrap servers, host:port[,host:port...]; empty: the "
-                              "Kafka frontend is off (default)"),
+    Setting("brokers", "str", "Kafka bootstrap servers, host:port[,host:port...]; empty: "
+                              "Kafka is off (default)"),
     Setting("request_topics", "str_list", "topics to consume inference requests from "
                                           "(comma-separated or repeated)"),
     Setting("request_topic_pattern", "str", "a regular expression: consume every topic whose "

@@ -66,10 +66,8 @@ class KafkaResultSink:
         self._thread.start()
 
     def publish(self, key: str | bytes, value: bytes | str | Mapping | list,
-                headers: Mapping[str, str | bytes] | None = None, *,
-                timestamp_ms: int = 0) -> bool:
-        """Queue one record (a mapping or list is sent as JSON); False when it was dropped.
-        ``timestamp_ms``: the record's timestamp (event time, ms since the epoch); 0: now."""
+                headers: Mapping[str, str | bytes] | None = None) -> bool:
+        """Queue one record (a mapping or list is sent as JSON); False when it was dropped."""
         from confluent_kafka import KafkaException
 
         if isinstance(value, (Mapping, list)):
@@ -81,7 +79,7 @@ class KafkaResultSink:
                        for k, v in (headers or {}).items()]
         try:
             self._producer.produce(self.topic, value, key=key, headers=header_list,
-                                   on_delivery=self._delivered, timestamp=timestamp_ms)
+                                   on_delivery=self._delivered)
         except (BufferError, KafkaException) as exc:
             full = isinstance(exc, BufferError)
             why = "its queue is full" if full else _error_text(exc.args[0] if exc.args else exc)

@@ -110,7 +110,8 @@ def _result_sink(options: KafkaOptions, config: MirrorConfig):
     from ...frontend.kafka.result_sink import KafkaResultSink
 
     return KafkaResultSink(options, config.topic, max_queued=config.max_queued,
-                           delivery_timeout_ms=config.timeout_ms)
+                           delivery_timeout_ms=config.timeout_ms,
+                           config=dict(options.producer_config))
 
 
 class KafkaMirror:
@@ -209,12 +210,12 @@ class KafkaMirror:
                                         version=version, source_topic=source_topic,
                                         topic=output_topic),
                            separators=(",", ":"), allow_nan=False).encode()
-        stamp = getattr(msg, "header", None)
-        stamp_ms = (stamp.stamp.sec * 1000 + stamp.stamp.nanosec // 1_000_000) if stamp else 0
-        # False: dropped by the sink, which counts and logs why (queue full, refused)
+        # False: dropped by the sink, which counts and logs why (queue full, refused). The
+        # record's timestamp is the time it is produced: the header stamp (the robot's clock,
+        # or simulated time) is in the value, where a broker's timestamp limits and time-based
+        # retention cannot trip over it.
         mirror.sink.publish(key, value, headers={"content-type": "application/json",
-                                                 "ros-type": type_name(msg)},
-                            timestamp_ms=max(0, stamp_ms))
+                                                 "ros-type": type_name(msg)})
 
     def _drop(self, mirror: _BindingMirror, reason: str, text: str) -> None:
         """Log a drop (counted by the caller), throttled per reason and binding."""
