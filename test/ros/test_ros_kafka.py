@@ -19,13 +19,13 @@ import time
 import numpy as np
 import pytest
 
-from kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from kafka_broker import (TEST_FETCH_WAIT_MS, TEST_SESSION_TIMEOUT_MS, KafkaBroker,
+                          aiokafka_clients, read_records)
 from ros_env import TOKEN
 from ros_probe import ROOT, TIMEOUT, assert_boxes_on_objects, stamp_ns, wait_until
 
 pytestmark = pytest.mark.system
 
-FETCH_WAIT_MS = 5          # Tansu holds an empty fetch this long (test/kafka_broker.py)
 NS = f"/k{TOKEN}"
 
 
@@ -39,32 +39,6 @@ def broker():
 def camera_specs(*names: str):
     from triton_ros.ros.tools.synthetic_cameras import parse_camera
     return [parse_camera(n) for n in names]
-
-
-def read_records(bootstrap: str, topic: str, partitions: int, until, timeout: float = TIMEOUT):
-    """Every record of ``topic`` from the beginning, read with aiokafka until ``until(records)``
-    holds (or the timeout passes)."""
-    from aiokafka import AIOKafkaConsumer
-    from aiokafka import TopicPartition as AioPartition
-
-    async def read():
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                    fetch_max_wait_ms=FETCH_WAIT_MS)
-        await consumer.start()
-        try:
-            tps = [AioPartition(topic, p) for p in range(partitions)]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            out = []
-            deadline = time.monotonic() + timeout
-            while not until(out) and time.monotonic() < deadline:
-                for records in (await consumer.getmany(timeout_ms=300)).values():
-                    out.extend(records)
-            return out
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(read())
 
 
 def json_boxes(message: dict):
@@ -127,7 +101,7 @@ def test_results_mirrored_keyed_by_camera_and_a_broker_lost(broker, start_node, 
             header["stamp"]["nanosec"]
 
     records = read_records(broker.bootstrap, topic, 2,
-                           lambda out: wanted <= {frame_of(r) for r in out})
+                           lambda out: wanted <= {frame_of(r) for r in out}, TIMEOUT)
     by_frame = {frame_of(r): r for r in records}
     assert wanted <= set(by_frame), f"{len(records)} records; node log:\n{node.log()[-3000:]}"
     for spec in specs:
@@ -188,8 +162,6 @@ def _binding_values(diagnostics, binding: str):
 def test_a_kafka_request_batched_with_camera_frames(broker, start_node, probe, tmp_path):
     import tritonclient.grpc as grpcclient
     import tritonclient.http as httpclient
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as AioPartition
     from triton_ros.ros.codec.messages import DETECTIONS_TYPE
     from triton_ros.ros.tools.synthetic_cameras import CLASS_NAMES, SyntheticScene
 
@@ -210,7 +182,7 @@ def test_a_kafka_request_batched_with_camera_frames(broker, start_node, probe, t
         "kafka": {"brokers": broker.bootstrap, "request_topics": [requests],
                   "reply_topic": replies, "group_id": f"node-{TOKEN}",
                   "session_timeout_ms": TEST_SESSION_TIMEOUT_MS,
-                  "fetch_wait_max_ms": FETCH_WAIT_MS},
+                  "fetch_wait_max_ms": TEST_FETCH_WAIT_MS},
         "bindings": ["cams"],
         "cams": {"model": "color_detector", "topics": [spec.topic(NS)], "max_age_ms": 0,
                  "score_threshold": 0.5},
@@ -229,14 +201,7 @@ def test_a_kafka_request_batched_with_camera_frames(broker, start_node, probe, t
     n = 6
 
     async def exchange():
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
-                                    fetch_max_wait_ms=FETCH_WAIT_MS)
-        await producer.start()
-        await consumer.start()
-        try:
-            consumer.assign([AioPartition(replies, 0)])
-            await consumer.seek_to_beginning(AioPartition(replies, 0))
+        async with aiokafka_clients(broker.bootstrap, replies) as (producer, consumer):
             out = []
             for i in range(n):                     # one at a time: each waits for its reply
                 rgb, truth = scene.render(i * 0.3)
@@ -257,9 +222,6 @@ def test_a_kafka_request_batched_with_camera_frames(broker, start_node, probe, t
                 assert reply is not None, f"no reply to request {i}"
                 out.append((reply, truth))
             return out
-        finally:
-            await consumer.stop()
-            await producer.stop()
 
     answered = asyncio.run(exchange())
     for reply, truth in answered:
