@@ -19,6 +19,7 @@ import time
 import numpy as np
 import pytest
 
+from prometheus_text import scrape
 from kafka_broker import (TEST_FETCH_WAIT_MS, TEST_SESSION_TIMEOUT_MS, KafkaBroker,
                           aiokafka_clients, read_records)
 from ros_env import TOKEN
@@ -145,6 +146,10 @@ def test_results_mirrored_keyed_by_camera_and_a_broker_lost(broker, start_node, 
         rec.wait_for(lost_at[t] + 20, what="detections published with the broker away")
     binding = wait_until(lambda: _binding_values(diagnostics, "cams"), what="binding status")
     assert int(binding["published"]) > sum(lost_at.values()), binding
+    metrics = scrape(f"http://127.0.0.1:{node.port('Metrics Service')}/metrics")
+    outcomes = metrics["nv_kafka_mirror_results"].by("outcome", binding="cams")
+    assert outcomes["delivered"] >= 16, outcomes
+    assert outcomes["dropped_queue_full"] + outcomes["failed_delivery"] > 0, outcomes
     log = node.log()
     assert "Kafka result sink dropped a result" in log
     assert log.count("Kafka result sink dropped a result") <= 5, log     # throttled

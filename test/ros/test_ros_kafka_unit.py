@@ -19,6 +19,7 @@ from triton_ros.ros.kafka_parameters import (MirrorConfig, check_kafka_use, fron
 from triton_ros.ros.mirror.diagnostics import MirrorReporter, mirror_statuses
 from triton_ros.ros.mirror.kafka_mirror import KafkaMirror, record_key, record_value
 from triton_ros.ros.mirror.message_json import message_to_dict, type_name
+from triton_ros.ros.mirror.mirror_metrics import mirror_families
 from triton_ros.ros.parameters import BINDING_PARAMS, NODE_PARAMS, binding_config
 
 pytestmark = pytest.mark.unit
@@ -232,3 +233,9 @@ def test_mirror_diagnostics_levels():
     assert values["dropped_queue_full"] == "8" and values["dropped"] == "8"
     (down,) = reporter.report([figures(20, 12, queue_full=8, running=False)], 4_000_000_000)
     assert down.level == 2
+
+    results, pending, errors = mirror_families([warn.figures])
+    assert ({"binding": "cams", "topic": "r", "outcome": "dropped_queue_full"}, 8) in \
+        results.samples
+    assert ({"binding": "cams", "topic": "r", "outcome": "delivered"}, 12) in results.samples
+    assert errors.samples == [({"binding": "cams", "topic": "r"}, 2)]

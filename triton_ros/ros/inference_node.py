@@ -49,6 +49,7 @@ from .codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
 from .executor import NodeSpinner, resolve_executor
 from .mirror.diagnostics import MirrorReporter, mirror_statuses
 from .mirror.kafka_mirror import CLOSE_TIMEOUT_S, KafkaMirror
+from .mirror.mirror_metrics import mirror_families
 from .model_services import ModelServices
 from .monitoring.diagnostics import DiagnosticsReporter
 from .monitoring.messages import diagnostic_array, status_message
@@ -128,6 +129,8 @@ class InferenceNode(Node):
             log.info(f"serving {kind.title} at {endpoint.target}")
         if self.mirror:
             self.mirror.start()
+            self.core.metric_sources.add("kafka_mirror",
+                                         lambda: mirror_families(self.mirror.figures()))
         for binding in self.bindings:
             if isinstance(binding.target, RemoteModel):
                 binding.target.start()

@@ -23,9 +23,9 @@ A result that cannot go on is dropped and counted by reason (:data:`DROP_REASONS
 
 Each is logged at once and then at most once a period per kind (the mirror's own through
 :class:`~triton_ros.ros.monitoring.failures.FailureLog`, the Kafka client's by the sink's
-throttled log), and shown on ``/diagnostics`` (:mod:`.diagnostics`). A broker that goes away
-costs the cameras nothing: their frames are published on ROS as before, while the mirror
-counts what it could not deliver.
+throttled log), and shown on ``/diagnostics`` (:mod:`.diagnostics`) and the metrics endpoint
+(:mod:`.mirror_metrics`). A broker that goes away costs the cameras nothing: their frames are
+published on ROS as before, while the mirror counts what it could not deliver.
 """
 from __future__ import annotations
 
