@@ -8,9 +8,8 @@ adds the flags with :func:`add_arguments` and reads them with :func:`options_fro
 node declares :data:`KAFKA_PARAMS` (the format of ``ros/endpoint_parameters.ENDPOINT_PARAMS``) and
 turns the values into the same object with :func:`options_from_parameters`. Parse, normalize,
 validate: a bad value is INVALID_ARG naming the flag (the parameter, for the node's values); an
-unknown librdkafka property given with
-``--kafka-consumer-config``/``--kafka-producer-config`` is refused by librdkafka when the
-frontend starts.
+unknown librdkafka property given with ``--kafka-consumer-config``/``--kafka-producer-config`` is
+refused by librdkafka when the frontend starts.
 
 The frontend is off unless brokers are given (``--kafka-brokers``). Security follows librdkafka's
 names: ``--kafka-security-protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, TLS files
