@@ -15,6 +15,8 @@ group forms in about 3 s and a killed member's partitions move after about 6 s.
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import os
 import signal
@@ -22,10 +24,12 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Callable
 
 from server_process import free_port
 
 TEST_SESSION_TIMEOUT_MS = 6000
+TEST_FETCH_WAIT_MS = 5     # Tansu holds a fetch that finds nothing this long (docs/kafka.md)
 
 
 def tansu_binary() -> str:
@@ -119,6 +123,45 @@ class KafkaBroker:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextlib.asynccontextmanager
+async def aiokafka_clients(bootstrap: str, topic: str, partitions: int = 1):
+    """An aiokafka producer and consumer (a client library other than the server's), started:
+    the consumer reads every partition of ``topic`` from its beginning, without a group."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                fetch_max_wait_ms=TEST_FETCH_WAIT_MS)
+    await producer.start()
+    try:
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topic, p) for p in range(partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_beginning(*tps)
+            yield producer, consumer
+        finally:
+            await consumer.stop()
+    finally:
+        await producer.stop()
+
+
+def read_records(bootstrap: str, topic: str, partitions: int, until: Callable[[list], bool],
+                 timeout: float = 30.0) -> list:
+    """Every record of ``topic`` from its beginning, read with aiokafka until ``until(records)``
+    holds or ``timeout`` passes."""
+    async def read():
+        async with aiokafka_clients(bootstrap, topic, partitions) as (_, consumer):
+            out: list = []
+            deadline = time.monotonic() + timeout
+            while not until(out) and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=300)).values():
+                    out.extend(records)
+            return out
+
+    return asyncio.run(read())
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout: float = 10.0) -> None:

@@ -26,7 +26,8 @@ import tritonclient.http as httpclient
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from onnx import helper
 
-from kafka_broker import TEST_SESSION_TIMEOUT_MS, KafkaBroker
+from kafka_broker import (TEST_FETCH_WAIT_MS, TEST_SESSION_TIMEOUT_MS, KafkaBroker,
+                          aiokafka_clients, read_records)
 from model_factory import ONNX_TYPES, save, slow_graph
 from server_process import MODEL_REPOSITORY, ServerProcess
 from prometheus_text import scrape
@@ -35,7 +36,7 @@ pytestmark = pytest.mark.integration
 
 TYPES = ("BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64",
          "FP16", "FP32", "FP64", "BYTES")
-FETCH_WAIT_MS = 5          # Tansu holds an empty fetch this long (see test/kafka_broker.py)
+FETCH_WAIT_MS = TEST_FETCH_WAIT_MS     # Tansu holds an empty fetch this long (kafka_broker.py)
 
 
 # ------------------------------------------------------------------------------------------
@@ -267,8 +268,6 @@ def test_one_message_of_every_tensor_type(broker, server):
     cannot carry, in binary after the JSON; BYTES as UTF-8 text) and one binary (inputs and
     outputs), produced and consumed with aiokafka, decoded with tritonclient, compared with the
     values sent."""
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as AioPartition
 
     values = every_type_values()
     json_values = values
@@ -285,15 +284,7 @@ def test_one_message_of_every_tensor_type(broker, server):
     }
 
     async def exchange():
-        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
-                                    fetch_max_wait_ms=FETCH_WAIT_MS)
-        await producer.start()
-        await consumer.start()
-        try:
-            tp = AioPartition("types-replies", 0)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
+        async with aiokafka_clients(broker.bootstrap, "types-replies") as (producer, consumer):
             for name, (value, headers) in sent.items():
                 await producer.send_and_wait("requests", value, key=name.encode(),
                                              headers=headers)
@@ -305,9 +296,6 @@ def test_one_message_of_every_tensor_type(broker, server):
                         headers = dict(r.headers)
                         got[headers["correlation-id"].decode()] = (r.key, r.value, headers)
             return got
-        finally:
-            await producer.stop()
-            await consumer.stop()
 
     got = asyncio.run(exchange())
     assert set(got) == {"json", "binary"}
@@ -626,9 +614,6 @@ def test_a_bad_client_property_is_refused_at_start(broker, repo):
 # ------------------------------------------------------------------------------------------
 
 def test_result_sink_keyed_results_and_a_missing_broker(broker):
-    from aiokafka import AIOKafkaConsumer
-    from aiokafka import TopicPartition as AioPartition
-
     from triton_ros.frontend.kafka.options import KafkaOptions
     from triton_ros.frontend.kafka.result_sink import KafkaResultSink
 
@@ -644,24 +629,7 @@ def test_result_sink_keyed_results_and_a_missing_broker(broker):
     assert (sink.stats.published, sink.stats.delivered, sink.stats.failed,
             sink.stats.dropped) == (30, 30, 0, 0)
 
-    async def read_all():
-        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None,
-                                    fetch_max_wait_ms=FETCH_WAIT_MS)
-        await consumer.start()
-        try:
-            tps = [AioPartition("results", p) for p in range(3)]
-            consumer.assign(tps)
-            await consumer.seek_to_beginning(*tps)
-            out = []
-            deadline = time.monotonic() + 20
-            while len(out) < 30 and time.monotonic() < deadline:
-                for records in (await consumer.getmany(timeout_ms=500)).values():
-                    out.extend(records)
-            return out
-        finally:
-            await consumer.stop()
-
-    records = asyncio.run(read_all())
+    records = read_records(broker.bootstrap, "results", 3, lambda out: len(out) >= 30, 20)
     assert len(records) == 30
     by_key: dict[str, list[int]] = {}
     partitions: dict[str, set[int]] = {}

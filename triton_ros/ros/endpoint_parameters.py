@@ -1,11 +1,12 @@
 """The node's network endpoints as ROS parameters, mapped onto the one endpoint assembly.
 
-The endpoints themselves (gRPC 8001, HTTP/REST 8000, Prometheus metrics 8002), their options,
-start order and shutdown order are ``triton_ros.frontend.endpoints`` /
+The endpoints themselves (gRPC 8001, HTTP/REST 8000, Prometheus metrics 8002, and the Kafka
+frontend when ``kafka.brokers`` and request topics are given: :mod:`.kafka_parameters`), their
+options, start order and shutdown order are ``triton_ros.frontend.endpoints`` /
 ``triton_ros.frontend.options``, shared with ``triton-ros-server``; this module only declares
 their parameters (:data:`ENDPOINT_PARAMS`: name, default, kind, description, mirroring
 tritonserver's flags: ``grpc.use_ssl`` is ``--grpc-use-ssl``, ``http.restricted_api`` is
-``--http-restricted-api``...) and turns the values into
+``--http-restricted-api``, ``kafka.brokers`` is ``--kafka-brokers``...) and turns the values into
 :class:`~triton_ros.frontend.options.EndpointOptions` (:func:`endpoint_options`).
 """
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import invalid_arg
+from ..frontend.kafka.options import KafkaOptions
 from ..frontend.options import (EndpointConfig, EndpointOptions, GrpcOptions, HttpOptions,
                                 MetricsOptions, default_max_connections, parse_restrictions)
+from .kafka_parameters import KAFKA_PARAMS, frontend_options
 
 DEFAULT_ADDRESS = "127.0.0.1"          # never expose an endpoint unless told to
 
@@ -76,6 +79,7 @@ ENDPOINT_PARAMS: tuple[tuple[str, Any, str, str], ...] = (
     ("metrics.max_connections", _M.max_connections, "int",
      "Connections the metrics endpoint holds at once; at the limit a scrape closes the idle or "
      "half-sent one waiting longest."),
+    *KAFKA_PARAMS,                     # kafka.brokers ... (frontend/kafka/options.py)
 )
 
 
@@ -85,8 +89,11 @@ def _port(values: dict, name: str) -> int:
     return values[name]
 
 
-def endpoint_options(values: dict[str, Any], exit_timeout_s: float) -> EndpointOptions:
-    """EndpointOptions from the node's checked parameter values; INVALID_ARG names a bad one."""
+def endpoint_options(values: dict[str, Any], exit_timeout_s: float,
+                     kafka: KafkaOptions | None = None) -> EndpointOptions:
+    """EndpointOptions from the node's checked parameter values; INVALID_ARG names a bad one.
+    ``kafka``: the ``kafka.*`` parameters read (kafka_parameters.kafka_options); the Kafka
+    frontend runs when they give brokers and request topics."""
     def cfg(kind: str) -> EndpointConfig:
         return EndpointConfig(values[f"{kind}.enable"], values[f"{kind}.address"],
                               _port(values, f"{kind}.port"))
@@ -123,4 +130,5 @@ def endpoint_options(values: dict[str, Any], exit_timeout_s: float) -> EndpointO
         metrics.transport()
     return EndpointOptions(grpc=cfg("grpc"), http=cfg("http"), metrics=cfg("metrics"),
                            grpc_options=grpc, http_options=http, metrics_options=metrics,
+                           kafka=frontend_options(kafka or KafkaOptions()),
                            exit_timeout_s=exit_timeout_s)

@@ -11,11 +11,15 @@ models and batchers:
   and writing messages through its codec (:mod:`.codec`) and feeding its model target
   (:mod:`.targets`): the embedded core's model, or one on remote endpoints, as
   :func:`model_target_for` picks;
-- the KServe v2 gRPC, HTTP and metrics endpoints (``triton_ros.frontend``, their parameters in
-  :mod:`.endpoint_parameters`);
+- the KServe v2 gRPC, HTTP and metrics endpoints, and the Kafka frontend when ``kafka.*``
+  parameters name brokers and request topics (``triton_ros.frontend``, their parameters in
+  :mod:`.endpoint_parameters` and :mod:`.kafka_parameters`);
 - services ~/load_model, ~/unload_model, ~/list_models, ~/get_model_statistics
   (:mod:`.model_services`), with /diagnostics and ~/status (:mod:`.monitoring`, and the remote
   endpoints' own statuses).
+
+A binding with ``kafka_mirror_topic`` also sends a copy of each result to Kafka
+(:mod:`.mirror`), off the frame's path.
 
 Parameters are declared in :mod:`.parameters`; the callbacks run on the executor that
 :mod:`.executor` chooses (``executor`` parameter). SIGINT and SIGTERM stop it cleanly: inputs and
@@ -45,6 +49,9 @@ from ..frontend.endpoints import EndpointStartError, Endpoints
 from .binding.binding import Binding
 from .codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
 from .executor import NodeSpinner, resolve_executor
+from .mirror.diagnostics import MirrorReporter, mirror_statuses
+from .mirror.kafka_mirror import CLOSE_TIMEOUT_S, KafkaMirror
+from .mirror.mirror_metrics import mirror_families
 from .model_services import ModelServices
 from .monitoring.diagnostics import DiagnosticsReporter
 from .monitoring.executor_lag import PERIOD_S as LAG_PERIOD_S, ExecutorLag
@@ -83,6 +90,10 @@ class InferenceNode(Node):
         self.workers = ThreadPoolExecutor(max_workers=self.config.worker_threads,
                                           thread_name_prefix="triton_ros_worker")
         self.frontends = Endpoints(self.core, self.config.frontends)
+        self.mirror = KafkaMirror(self.config.kafka, self.config.bindings,
+                                  node_name=self.get_fully_qualified_name(),
+                                  logger=self.get_logger())
+        self._mirror_reporter = MirrorReporter()
         # Everything runs on the executor's thread except the control group (load, unload).
         self._image_group = MutuallyExclusiveCallbackGroup()
         # How far behind the executor runs the image callbacks (explains stale frames).
@@ -97,7 +108,8 @@ class InferenceNode(Node):
                                                 if cfg.remote is None else None),
                                  serialized_images=self.config.serialized_images,
                                  preprocess_in_callback=self.config.preprocess_in_callback,
-                                 executor_lag=self.executor_lag)
+                                 executor_lag=self.executor_lag,
+                                 mirror=self.mirror.for_binding(cfg.name))
                          for cfg in self.config.bindings]
         if self.remote_models():
             # A remote frame crosses threads four times (worker, event loop, gRPC, worker);
@@ -123,6 +135,10 @@ class InferenceNode(Node):
                          + (f" ({entry.reason})" if entry.reason else ""))
         for kind, endpoint in self.frontends.start():
             log.info(f"serving {kind.title} at {endpoint.target}")
+        if self.mirror:
+            self.mirror.start()
+            self.core.metric_sources.add("kafka_mirror",
+                                         lambda: mirror_families(self.mirror.figures()))
         for binding in self.bindings:
             if isinstance(binding.target, RemoteModel):
                 binding.target.start()
@@ -207,6 +223,10 @@ class InferenceNode(Node):
             array.status.extend(endpoint_statuses(
                 self.get_fully_qualified_name(),
                 self._endpoint_reporter.report(self.remote_models(), now)))
+            if self.mirror:
+                array.status.extend(mirror_statuses(
+                    self.get_fully_qualified_name(),
+                    self._mirror_reporter.report(self.mirror.figures(), now)))
             self._diagnostics_pub.publish(array)
             self._status_pub.publish(status_message(stamp, models, bindings))
         except Exception as exc:               # monitoring must never stop the node
@@ -228,6 +248,8 @@ class InferenceNode(Node):
         deadline = time.monotonic() + self.config.server.exit_timeout_secs
         while any(b.in_flight() for b in self.bindings) and time.monotonic() < deadline:
             time.sleep(0.05)
+        if self.mirror:                        # their results go to Kafka, within a bound
+            self.mirror.close(min(CLOSE_TIMEOUT_S, self.config.server.exit_timeout_secs))
         self.frontends.stop()
         self.workers.shutdown(wait=True)
         for binding in self.bindings:

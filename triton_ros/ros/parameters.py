@@ -23,6 +23,7 @@ from typing import Any
 from ..core.errors import TritonRosError, invalid_arg
 from ..core.model_repository_manager import CONTROL_MODES
 from ..core.server import ServerOptions
+from ..frontend.kafka.options import KafkaOptions
 from ..frontend.options import EndpointOptions
 from .codec.classification import ClassificationConfig
 from .codec.detection import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
@@ -30,6 +31,8 @@ from .codec.preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, Pre
 from .codec.registry import OUTPUT_FORMATS
 from .codec.tensors import TensorsConfig
 from .endpoint_parameters import ENDPOINT_PARAMS, endpoint_options
+from .kafka_parameters import (MIRROR_PARAMS, MirrorConfig, check_kafka_use, kafka_options,
+                               mirror_config)
 from .targets.remote.config import RemoteConfig, check_remote_config
 
 # How the node's callbacks run (ros/executor.py; declared here, where no rclpy is imported)
@@ -55,6 +58,12 @@ def _frontend_params() -> tuple[ParamSpec, ...]:
     """The endpoints' parameters (ros/endpoint_parameters.py), mirroring tritonserver's flags."""
     return tuple(ParamSpec(name, default, kind, description)
                  for name, default, kind, description in ENDPOINT_PARAMS)
+
+
+def _mirror_params() -> tuple[ParamSpec, ...]:
+    """A binding's Kafka result mirror (ros/kafka_parameters.py)."""
+    return tuple(ParamSpec(name, default, kind, description)
+                 for name, default, kind, description in MIRROR_PARAMS)
 
 
 NODE_PARAMS: tuple[ParamSpec, ...] = (
@@ -232,6 +241,8 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
               "Output holding class scores; empty: the model's first output."),
     ParamSpec("class_count", 5, INT, "Classes published per image, best first (0: all)."),
     ParamSpec("softmax", False, BOOL, "Apply a softmax to the scores (the model gives logits)."),
+    # results mirrored to Kafka
+    *_mirror_params(),
 )
 
 
@@ -260,6 +271,7 @@ class BindingConfig:
     output_reliability: str
     output_depth: int
     remote: RemoteConfig | None = None         # set: served by server_urls, not the core
+    kafka_mirror: MirrorConfig | None = None   # set: results mirrored to a Kafka topic
     input_kind: str = "image"                  # codec/registry.py: the only kind so far
 
     @property
@@ -286,6 +298,7 @@ class NodeConfig:
     serialized_images: bool = True
     preprocess_in_callback: bool = True
     unknown_parameters: tuple[str, ...] = ()
+    kafka: KafkaOptions = KafkaOptions()       # kafka.*: the frontend's and the mirrors' brokers
 
 
 # --------------------------------------------------------------------------------------------
@@ -324,7 +337,9 @@ def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeCon
         repository_poll_secs=_positive(values, "repository_poll_secs"),
         exit_timeout_secs=max(0.0, values["exit_timeout_secs"]),
     )
-    frontends = endpoint_options(values, server.exit_timeout_secs)
+    kafka = kafka_options(values)
+    check_kafka_use(kafka, [b.name for b in bindings if b.kafka_mirror is not None])
+    frontends = endpoint_options(values, server.exit_timeout_secs, kafka)
     declared = {spec.name for spec in NODE_PARAMS} | {
         f"{b}.{spec.name}" for b in binding_names for spec in BINDING_PARAMS}
     return NodeConfig(
@@ -336,6 +351,7 @@ def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeCon
         serialized_images=values["serialized_images"],
         preprocess_in_callback=values["preprocess_in_callback"],
         unknown_parameters=tuple(sorted(unknown_overrides(node, declared))),
+        kafka=kafka,
     )
 
 
@@ -357,12 +373,13 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
     fmt = raw["format"]
     output_name = raw["output_name"] or fmt       # a format's default output name is its own
     template = raw["output_topic_template"]
-    fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
-    unknown = [f for f in fields if f not in TEMPLATE_FIELDS]
-    if unknown:
-        raise invalid_arg(f"{where('output_topic_template')}: unknown field(s) "
-                          f"{', '.join('{' + f + '}' for f in unknown)} (known: "
-                          f"{', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)})")
+    for param in ("output_topic_template", "kafka_mirror_key"):
+        fields = [f for _, f, _, _ in string.Formatter().parse(raw[param]) if f is not None]
+        unknown = [f for f in fields if f not in TEMPLATE_FIELDS]
+        if unknown:
+            raise invalid_arg(f"{where(param)}: unknown field(s) "
+                              f"{', '.join('{' + f + '}' for f in unknown)} (known: "
+                              f"{', '.join('{' + f + '}' for f in TEMPLATE_FIELDS)})")
     for param in ("score_threshold", "nms_iou_threshold"):
         if not 0.0 <= raw[param] <= 1.0:
             raise invalid_arg(f"{where(param)} must be within [0, 1], got {raw[param]}")
@@ -417,7 +434,7 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
         priority=raw["priority"], timeout_us=raw["timeout_us"],
         input_reliability=raw["input_reliability"], input_depth=raw["input_depth"],
         output_reliability=raw["output_reliability"], output_depth=raw["output_depth"],
-        remote=remote,
+        remote=remote, kafka_mirror=mirror_config(name, raw),
     )
 
 

@@ -5,11 +5,11 @@ parameters.
 tritonserver's style (``--kafka-brokers``, ``--kafka-request-topics``...), its ROS parameter
 (``kafka.brokers``, ``kafka.request_topics``...), kind, default and help. ``triton-ros-server``
 adds the flags with :func:`add_arguments` and reads them with :func:`options_from_args`; the ROS
-node can declare :data:`KAFKA_PARAMS` (the format of ``ros/frontends.ENDPOINT_PARAMS``) and turn
-the values into the same object with :func:`options_from_parameters`. Parse, normalize,
-validate: a bad value is INVALID_ARG naming the flag; an unknown librdkafka property given with
-``--kafka-consumer-config``/``--kafka-producer-config`` is refused by librdkafka when the
-frontend starts.
+node declares :data:`KAFKA_PARAMS` (the format of ``ros/endpoint_parameters.ENDPOINT_PARAMS``) and
+turns the values into the same object with :func:`options_from_parameters`. Parse, normalize,
+validate: a bad value is INVALID_ARG naming the flag (the parameter, for the node's values); an
+unknown librdkafka property given with ``--kafka-consumer-config``/``--kafka-producer-config`` is
+refused by librdkafka when the frontend starts.
 
 The frontend is off unless brokers are given (``--kafka-brokers``). Security follows librdkafka's
 names: ``--kafka-security-protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, TLS files
@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
-from ...core.errors import invalid_arg
+from ...core.errors import TritonRosError, invalid_arg
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
@@ -70,14 +70,15 @@ class KafkaOptions:
     def enable(self) -> bool:
         return bool(self.brokers)
 
-    def validate(self) -> "KafkaOptions":
-        """Check every setting; INVALID_ARG names the flag."""
+    def validate(self, *, require_topics: bool = True) -> "KafkaOptions":
+        """Check every setting; INVALID_ARG names the flag. ``require_topics`` false: brokers
+        without request topics are a connection only (the ROS node's result mirror uses one)."""
         if not self.enable:
             if self.request_topics or self.request_topic_pattern:
                 raise invalid_arg("--kafka-request-topics/--kafka-request-topic-pattern need "
                                   "--kafka-brokers")
             return self
-        if not self.request_topics and not self.request_topic_pattern:
+        if require_topics and not self.request_topics and not self.request_topic_pattern:
             raise invalid_arg("--kafka-brokers needs --kafka-request-topics or "
                               "--kafka-request-topic-pattern")
         for topic in self.request_topics:
@@ -233,8 +234,8 @@ class Setting:
 
 
 SETTINGS: tuple[Setting, ...] = (
-    Setting("brokers", "str", "Kafka bootstrap servers, host:port[,host:port...]; empty: the "
-                              "Kafka frontend is off (default)"),
+    Setting("brokers", "str", "Kafka bootstrap servers, host:port[,host:port...]; empty: "
+                              "Kafka is off (default)"),
     Setting("request_topics", "str_list", "topics to consume inference requests from "
                                           "(comma-separated or repeated)"),
     Setting("request_topic_pattern", "str", "a regular expression: consume every topic whose "
@@ -281,7 +282,8 @@ SETTINGS: tuple[Setting, ...] = (
 
 _DEFAULTS = KafkaOptions()
 
-# ROS parameters in the format of ros/frontends.ENDPOINT_PARAMS: (name, default, kind, help).
+# ROS parameters in the format of ros/endpoint_parameters.ENDPOINT_PARAMS: (name, default, kind,
+# help).
 KAFKA_PARAMS: tuple[tuple[str, Any, str, str], ...] = tuple(
     (s.parameter,
      list(getattr(_DEFAULTS, s.field)) if s.kind in ("str_list", "key_values")
@@ -314,12 +316,26 @@ def options_from_args(args: argparse.Namespace) -> KafkaOptions:
     return options_from_values({s.field: getattr(args, "kafka_" + s.field) for s in SETTINGS})
 
 
-def options_from_parameters(values: Mapping[str, Any]) -> KafkaOptions:
-    """KafkaOptions from the ROS node's ``kafka.*`` parameter values (by parameter name)."""
-    return options_from_values({s.field: values.get(s.parameter) for s in SETTINGS})
+def options_from_parameters(values: Mapping[str, Any], *,
+                            require_topics: bool = True) -> KafkaOptions:
+    """KafkaOptions from the ROS node's ``kafka.*`` parameter values (by parameter name);
+    INVALID_ARG names the parameters (``kafka.brokers``), not the flags."""
+    try:
+        return options_from_values({s.field: values.get(s.parameter) for s in SETTINGS},
+                                   require_topics=require_topics)
+    except TritonRosError as exc:
+        raise invalid_arg(parameter_names(exc.message)) from None
 
 
-def options_from_values(values: Mapping[str, Any]) -> KafkaOptions:
+def parameter_names(text: str) -> str:
+    """``text`` with each ``--kafka-*`` flag written as its ROS parameter (``kafka.*``)."""
+    for s in sorted(SETTINGS, key=lambda s: -len(s.flag)):      # longest first: no prefix
+        text = text.replace(s.flag, s.parameter)
+    return text.replace("--kafka-ssl-*", "kafka.ssl_*")
+
+
+def options_from_values(values: Mapping[str, Any], *,
+                        require_topics: bool = True) -> KafkaOptions:
     """Normalize raw values by field (None: the default) and validate."""
     kwargs: dict[str, Any] = {}
     for s in SETTINGS:
@@ -335,7 +351,7 @@ def options_from_values(values: Mapping[str, Any]) -> KafkaOptions:
         kwargs[s.field] = value
     if not kwargs.get("sasl_password"):
         kwargs["sasl_password"] = os.environ.get(PASSWORD_ENV, "")
-    return KafkaOptions(**kwargs).validate()
+    return KafkaOptions(**kwargs).validate(require_topics=require_topics)
 
 
 def _key_value(text: str, flag: str) -> tuple[str, str]:

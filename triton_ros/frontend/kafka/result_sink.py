@@ -6,7 +6,8 @@ librdkafka's queue, bounded by ``max_queued`` records; when the queue is full (t
 away or slower than the results) the record is dropped and counted. Delivery reports are served
 by a thread of the sink's own; a record not delivered within ``delivery_timeout_ms`` (librdkafka
 retries until then) is counted as failed. Every drop and failure is logged (throttled) and in
-:attr:`stats`. Records with one key go to one partition, in order. Connection and security
+:attr:`stats` (:meth:`snapshot`), with librdkafka's client errors (brokers down) and the latest
+error's text. Records with one key go to one partition, in order. Connection and security
 settings are the frontend's (:class:`~.options.KafkaOptions`: brokers, TLS, SASL).
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ...core.errors import invalid_arg
@@ -30,6 +31,9 @@ class SinkStats:
     delivered: int = 0        # acknowledged by the broker
     dropped: int = 0          # refused at once: the local queue was full, or too large
     failed: int = 0           # not delivered within the delivery timeout, or refused
+    queue_full: int = 0       # of ``dropped``: the local queue was full (brokers away or slow)
+    client_errors: int = 0    # librdkafka's client errors (a broker down, all brokers down...)
+    last_error: str = ""      # the latest drop, failure or client error, as librdkafka says it
 
 
 class KafkaResultSink:
@@ -77,15 +81,23 @@ class KafkaResultSink:
             self._producer.produce(self.topic, value, key=key, headers=header_list,
                                    on_delivery=self._delivered)
         except (BufferError, KafkaException) as exc:
+            full = isinstance(exc, BufferError)
+            why = "its queue is full" if full else _error_text(exc.args[0] if exc.args else exc)
             with self._lock:
                 self.stats.dropped += 1
+                self.stats.queue_full += full
+                self.stats.last_error = f"dropped: {why}"
             self._log.warning("dropped", "Kafka result sink dropped a result for %s: %s",
-                              self.topic, "its queue is full" if isinstance(exc, BufferError)
-                              else exc.args[0] if exc.args else exc)
+                              self.topic, why)
             return False
         with self._lock:
             self.stats.published += 1
         return True
+
+    def snapshot(self) -> SinkStats:
+        """A consistent copy of :attr:`stats`."""
+        with self._lock:
+            return replace(self.stats)
 
     def flush(self, timeout: float = 10.0) -> int:
         """Wait for queued records; the number still not delivered."""
@@ -107,13 +119,16 @@ class KafkaResultSink:
                 self.stats.delivered += 1
                 return
             self.stats.failed += 1
+            self.stats.last_error = f"not delivered: {_error_text(err)}"
         self._log.warning("failed", "Kafka result sink: a result for %s was not delivered: %s",
-                          self.topic, err.str() if hasattr(err, "str") else err)
+                          self.topic, _error_text(err))
 
     def _client_error(self, error) -> None:
+        with self._lock:
+            self.stats.client_errors += 1
+            self.stats.last_error = f"client error: {_error_text(error)}"
         self._log.warning(f"client:{error.name() if hasattr(error, 'name') else error}",
-                          "Kafka result sink client error (retrying): %s",
-                          error.str() if hasattr(error, "str") else error)
+                          "Kafka result sink client error (retrying): %s", _error_text(error))
 
     def _poll(self) -> None:
         while not self._closed.is_set():
@@ -121,3 +136,8 @@ class KafkaResultSink:
                 self._producer.poll(0.1)
             except Exception as exc:       # a callback's fault: logged, the sink goes on
                 self._log.warning("poll", "Kafka result sink: %s: %s", type(exc).__name__, exc)
+
+
+def _error_text(error) -> str:
+    """A KafkaError's text (``str()``), or whatever else was raised, as text."""
+    return error.str() if hasattr(error, "str") else str(error)

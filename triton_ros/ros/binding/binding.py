@@ -19,8 +19,9 @@ through:
    queues - one request per frame, so the model's dynamic batcher batches frames of every
    source (and gRPC requests) together;
 3. a worker thread again when the response arrives: decoding by the output format
-   (detections, classification or tensors), publication with the input's header, then the
-   source's next waiting frame.
+   (detections, classification or tensors), publication with the input's header, a hand-off
+   to the result mirror when the node gives one (``mirror``: it only queues, never blocks),
+   then the source's next waiting frame.
 
 How to encode and decode is resolved once per serving model version
 (:class:`~triton_ros.ros.binding.plan.ModelPlan`, built from the target's
@@ -94,7 +95,8 @@ class Binding:
     def __init__(self, config: BindingConfig, *, node, target: ModelTarget, workers: Executor,
                  callback_group, model_latency: LatencyWindow | None = None,
                  serialized_images: bool = True, preprocess_in_callback: bool = True,
-                 executor_lag: ExecutorLag | None = None) -> None:
+                 executor_lag: ExecutorLag | None = None,
+                 mirror: Callable[[Source, Any, str, Any], None] | None = None) -> None:
         self.config = config
         # How far behind the node's executor is (None: not measured): explains stale frames.
         self._lag = executor_lag
@@ -108,6 +110,9 @@ class Binding:
         # /diagnostics record; shared by the bindings of one model.
         self._model_latency = model_latency if model_latency is not None else LatencyWindow()
         self._group = callback_group
+        # Each published result is also handed to mirror(source, message, model, version)
+        # (ros/mirror: a copy to Kafka); it queues and returns, and never raises.
+        self._mirror = mirror
         self._log = node.get_logger()
         self._input = input_kind(config.input_kind)
         self._output = output_format(config.format)
@@ -436,6 +441,8 @@ class Binding:
         latency = self._now_ns() - (frame.stamp_ns or frame.received_ns)
         if latency >= 0:                       # a stamp ahead of our clock has no latency to tell
             source.e2e_latency.add(latency)
+        if self._mirror is not None:
+            self._mirror(source, msg, response.model_name, response.model_version)
 
     def _decode(self, plan: ModelPlan, placement: Any, frame: Frame, response):
         outputs = {name: (value[0] if plan.batching else value)
