@@ -139,7 +139,7 @@ class InferenceNode(Node):
                           callback_group=self._timer_group)
         for binding in self.bindings:
             binding.start()
-        if any(b.config.topic_patterns for b in self.bindings):
+        if any(b.needs_discovery() for b in self.bindings):   # patterns, or auto kinds
             self._discover()
             self.create_timer(self.config.discovery_period_s, self._discover,
                               callback_group=self._timer_group)
