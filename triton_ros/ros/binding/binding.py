@@ -119,7 +119,8 @@ class Binding:
     def start(self) -> None:
         graph = self._graph() if self._fixed_kind is None and self.config.topics else {}
         for topic in self.config.topics:
-            self.add_source(topic, discovered=False, kind=self._kind_of(topic, graph.get(topic)))
+            types = self._publisher_types(topic, graph) if topic in graph else []
+            self.add_source(topic, discovered=False, kind=self._kind_of(topic, types))
 
     def needs_discovery(self) -> bool:
         """Whether :meth:`discover` has work: patterns to match, or topics whose type the graph
@@ -163,11 +164,11 @@ class Binding:
     def _subscribe(self, source: Source, kind: InputKind) -> None:
         """Subscribe ``source`` with ``kind``'s message type (its frames carry the kind)."""
         reader = self._readers.get(kind.name)
-        source.kind = kind
         source.subscription = self._node.create_subscription(
             kind.message_class(), source.topic,
             lambda msg, s=source, k=kind, r=reader: self._on_input(s, msg, k, r),
             self._input_qos, callback_group=self._group, raw=reader is not None)
+        source.kind = kind
 
     def sources(self) -> list[Source]:
         with self._sources_lock:
@@ -210,19 +211,42 @@ class Binding:
                        f"{source.output_topic} (model '{self.config.model}')")
         return source
 
+    def _publisher_types(self, topic: str, graph: dict[str, list[str]]) -> list[str]:
+        """The message types of ``topic``'s publishers (the graph's types of the topic also
+        hold this binding's own subscription's, and any other subscriber's)."""
+        try:
+            return sorted({info.topic_type for info in
+                           self._node.get_publishers_info_by_topic(topic)})
+        except Exception:                      # a node without graph queries: the topic's
+            return graph.get(topic, [])
+
     def _follow_types(self, graph: dict[str, list[str]]) -> None:
         """input_kind auto: resubscribe a topic whose publishers' type is not the one it is
         read as (it was bound before any publisher, by its name; or its publishers changed)."""
         for source in self.sources():
-            kind = self._kind_of(source.topic, graph.get(source.topic), source.kind)
+            if source.topic not in graph:      # nobody publishes or subscribes but us: keep
+                continue
+            kind = self._kind_of(source.topic, self._publisher_types(source.topic, graph),
+                                 source.kind)
             if kind is source.kind:
                 continue
+            old = source.kind
             with self._sources_lock:
                 if self._sources.get(source.topic) is not source or self._stopped:
                     continue
-                self._node.destroy_subscription(source.subscription)
-                old = source.kind
-                self._subscribe(source, kind)
+                if source.subscription is not None:
+                    self._node.destroy_subscription(source.subscription)
+                    source.subscription = None
+                try:
+                    self._subscribe(source, kind)
+                except Exception as exc:       # the middleware still holds the old type's
+                    # topic (rclpy destroys a subscription once no executor uses it): the next
+                    # discovery period tries again; frames of the topic wait until then
+                    self.failures.report(f"resubscribe:{source.topic}", "resubscribe",
+                                         f"binding '{self.config.name}': {source.topic} carries "
+                                         f"{kind.ros_type}, but subscribing to it failed "
+                                         f"({exc}); trying again", level="warn")
+                    continue
             self._log.info(f"binding '{self.config.name}': {source.topic} carries "
                            f"{kind.ros_type}; read as {kind.name} (was {old.name})")
 
@@ -255,7 +279,9 @@ class Binding:
         now = time.monotonic_ns()
         for topic in self._matcher.select(graph.items()):
             if topic not in self._sources:
-                self.add_source(topic, discovered=True, kind=self._kind_of(topic, graph[topic]))
+                types = self._publisher_types(topic, graph) if self._fixed_kind is None else []
+                self.add_source(topic, discovered=True,
+                                kind=self._kind_of(topic, types or graph[topic]))
         forget_ns = int(self.config.forget_after_s * 1e9)
         for source in self.sources():
             if not source.discovered:
