@@ -26,6 +26,7 @@ import pytest
 from ros_env import TOKEN
 from ros_probe import ROOT, TIMEOUT, NodeProcess, Probe, stamp_ns, wait_until
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE
+from triton_ros.ros.codec.registry import base_topic
 from triton_ros.ros.tools.detection_metrics import FrameMatcher, MaskScore
 from triton_ros.ros.tools.synthetic_cameras import (CLASS_NAMES, ground_truth_mask_topic,
                                                     ground_truth_topic, parse_camera)
@@ -63,7 +64,8 @@ def params() -> dict:
             # max_in_flight 3: a corrupt frame never waits in the slot (where a newer frame
             # would supersede it) on a loaded host
             "compressed": {"model": "color_detector", "topics": [NAMED], "max_in_flight": 3,
-                           "topic_patterns": [f"{NS}/**/compressed"], **common},
+                           "topic_patterns": [f"{NS}/**/compressed"],
+                           "output_topic_template": "{camera}/{output_name}", **common},
             "masks": {"model": "color_segmenter", "format": "segmentation",
                       "segmentation_overlay": True, "max_age_ms": 0,
                       "topics": [SYN[0].topic(NS), SYN[1].topic(NS),
@@ -71,7 +73,9 @@ def params() -> dict:
 
 
 def detections_topic(image_topic: str) -> str:
-    return image_topic.rsplit("/", 1)[0] + "/detections"
+    """Where the node publishes a camera's detections: beside its image topic (raw: the
+    default template; compressed: {camera}/{output_name})."""
+    return base_topic(image_topic).rsplit("/", 1)[0] + "/detections"
 
 
 class MaskPairs:

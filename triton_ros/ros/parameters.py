@@ -39,7 +39,8 @@ EXECUTORS = ("auto", "events", "wait_set")
 BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
 FORMATS = tuple(OUTPUT_FORMATS)       # detections, tensors, classification, segmentation
 RELIABILITIES = ("best_effort", "reliable")
-TEMPLATE_FIELDS = ("namespace", "topic", "basename", "output_name", "binding", "model")
+TEMPLATE_FIELDS = ("namespace", "topic", "basename", "output_name", "binding", "model",
+                   "camera")
 _BINDING_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
@@ -191,7 +192,10 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("output_topic_template", "{namespace}/{output_name}", STR,
               "Output topic of each input topic. Fields: {namespace} (the input topic without its "
               "last name), {topic} (the input topic), {basename} (its last name), "
-              "{output_name}, {binding}, {model}. A relative result is in the node's namespace."),
+              "{output_name}, {binding}, {model}, {camera} (the namespace of the image topic "
+              "without image_transport's transport subtopic: /robot1/front for "
+              "/robot1/front/image_raw and /robot1/front/image_raw/compressed). A relative result "
+              "is in the node's namespace."),
     ParamSpec("outputs", [], STR_LIST,
               "Format tensors: the model outputs to publish; empty: all."),
     # preprocessing

@@ -52,7 +52,8 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 from ...core.errors import StatusCode, TritonRosError, as_triton_error
 from ..codec.base import FrameOutputs, MalformedInput
 from ..codec.base import InputKind
-from ..codec.registry import INPUT_KINDS, input_kind, kind_for_topic, kind_for_type, output_format
+from ..codec.registry import (INPUT_KINDS, base_topic, input_kind, kind_for_topic, kind_for_type,
+                              output_format)
 from ..monitoring.diagnostics import BindingFigures, SourceFigures
 from ..monitoring.failures import STALE_CAUSES, WAITED_CAUSE, FailureLog
 from ..monitoring.latency import LatencyWindow
@@ -178,6 +179,7 @@ class Binding:
         namespace, _, basename = topic.rpartition("/")
         return self.config.output_topic_template.format(
             namespace=namespace, topic=topic, basename=basename,
+            camera=base_topic(topic).rpartition("/")[0],
             output_name=self.config.output_name, binding=self.config.name,
             model=self.config.model)
 
@@ -207,8 +209,8 @@ class Binding:
             self._subscribe(source, kind or self._kind_of(topic, None))
             self._sources[topic] = source
         how = "found" if discovered else "bound"
-        self._log.info(f"binding '{self.config.name}': {how} {topic} ({source.kind.name}) -> "
-                       f"{source.output_topic} (model '{self.config.model}')")
+        self._log.info(f"binding '{self.config.name}': {how} {topic} -> {source.output_topic} "
+                       f"(model '{self.config.model}', {source.kind.name} input)")
         return source
 
     def _publisher_types(self, topic: str, graph: dict[str, list[str]]) -> list[str]:

@@ -38,11 +38,22 @@ def kind_for_type(ros_type: str) -> InputKind | None:
     return next((kind for kind in INPUT_KINDS.values() if kind.ros_type == ros_type), None)
 
 
+# image_transport's transport subtopics of an image topic, and the kind each is read with
+TRANSPORT_KINDS: dict[str, InputKind] = {"compressed": COMPRESSED}
+
+
+def base_topic(topic: str) -> str:
+    """An image topic without image_transport's transport subtopic:
+    ``/robot1/front/image_raw/compressed`` -> ``/robot1/front/image_raw``."""
+    head, _, last = topic.rpartition("/")
+    return head if last in TRANSPORT_KINDS and head else topic
+
+
 def kind_for_topic(topic: str) -> InputKind:
     """The kind an ``auto`` binding subscribes a topic with before the graph shows its type
     (no publisher yet): image_transport's naming (``.../compressed`` is a CompressedImage),
     else a raw image. The graph's type replaces it as soon as a publisher appears."""
-    return COMPRESSED if topic.rstrip("/").endswith("/compressed") else IMAGE
+    return TRANSPORT_KINDS.get(topic.rpartition("/")[2], IMAGE)
 
 
 def output_format(name: str) -> OutputFormat:
