@@ -53,7 +53,7 @@ from typing import Callable
 
 import numpy as np
 
-from bench.common import LOAD_AT_START, commit, emit, machine
+from bench.common import LOAD_AT_START, commit, emit_checked, machine
 
 SIZES = ((640, 480), (1920, 1080))
 
@@ -324,10 +324,7 @@ def main() -> int:
         failures.append(f"two JPEG threads used {jpeg2:.2f} cores where two GIL-free threads "
                         f"used {free2:.2f}")
     shutil.rmtree(tmp, ignore_errors=True)
-    lines += ["", "## Checks", ""]
-    lines += [f"- FAILED: {f}" for f in failures] or ["- all passed"]
-    emit("\n".join(lines) + "\n", args.out)
-    return 1 if failures else 0
+    return emit_checked(lines, failures, args.out)
 
 
 if __name__ == "__main__":

@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, emit, machine, stamp_ns,
-                          thread_cpu_seconds)
+from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, emit_checked, machine,
+                          stamp_ns, thread_cpu_seconds)
 from bench.sensors.cameras import topic
 
 DROPS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable",
@@ -230,10 +230,7 @@ def main() -> int:
     total = sum(jpeg.workers)
     if sum(w >= 0.2 * total for w in jpeg.workers) < 2:
         failures.append(f"jpeg decoding ran on one worker thread: {jpeg.workers}")
-    lines += ["", "## Checks", ""]
-    lines += [f"- FAILED: {f}" for f in failures] or ["- all passed"]
-    emit("\n".join(lines) + "\n", args.out)
-    return 1 if failures else 0
+    return emit_checked(lines, failures, args.out)
 
 
 if __name__ == "__main__":
