@@ -192,3 +192,12 @@ def emit(text: str, out: str) -> int:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(text)
     return 0
+
+
+def emit_checked(lines: list[str], failures: list[str], out: str) -> int:
+    """A results text with its ``## Checks`` section (each failed check, or "all passed"),
+    printed and written as :func:`emit` does; a main()'s exit status: 1 when a check failed."""
+    lines = lines + ["", "## Checks", ""] + ([f"- FAILED: {f}" for f in failures]
+                                             or ["- all passed"])
+    emit("\n".join(lines) + "\n", out)
+    return 1 if failures else 0

@@ -20,6 +20,12 @@
   times min(1, pixels / 16): a solid object scores 1, an absent class 0 (its row is all zero).
   At most one object per class per image, which is how the synthetic scenes are drawn; a
   swapped channel order turns red into blue, so a wrong rgb8/bgr8 conversion cannot pass.
+- ``color_segmenter``: the per-pixel counterpart of ``color_detector`` (constructed, not
+  trained): input ``images`` FP32 [N,3,256,256] RGB in [0,1]; output ``scores`` FP32
+  [N,7,256,256], class 0 ``background`` a constant 0 and classes 1-6 (``red`` ... ``white``)
+  ``color_detector``'s per-pixel margins averaged over 3x3, positive on the class. The argmax over
+  the 7 (the node's ``segmentation`` format) is each pixel's class: the masks that
+  ``synthetic_cameras --ground-truth-masks`` publishes.
 - ``simple``: Triton's classic two-input example: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 -
   INPUT1, INT32 [N,16].
 - ``simple_string``: Triton's string variant of ``simple``: the same sums and differences of
@@ -47,6 +53,8 @@ DETECTOR_SIZE = 256
 DETECTOR_STRIDE = 16
 DETECTOR_CLASSES = ["person", "bicycle", "car", "motorcycle", "bus", "truck", "robot", "pallet"]
 COLOR_CLASSES = ["red", "green", "blue", "yellow", "black", "white"]
+SEGMENTER_SIZE = 256
+SEGMENTER_CLASSES = ["background", *COLOR_CLASSES]     # class ids of color_segmenter's masks
 COLOR_MIN_PIXELS = 16.0          # an object smaller than this (model pixels) scores below 1
 DETECTOR_CHANNELS = [(3, 16, 2), (16, 32, 2), (32, 64, 2), (64, 64, 1),
                      (64, 128, 2), (128, 128, 1)]
@@ -114,18 +122,20 @@ def build_detector(seed: int = 20261129) -> onnx.ModelProto:
     return _finish(graph)
 
 
-def build_color_detector() -> onnx.ModelProto:
-    size, n_cls = DETECTOR_SIZE, len(COLOR_CLASSES)
-    c = lambda name, value, dtype=np.float32: numpy_helper.from_array(  # noqa: E731
-        np.asarray(value, dtype), name)
+def _constant(name: str, value, dtype=np.float32):
+    return numpy_helper.from_array(np.asarray(value, dtype), name)
+
+
+def _color_margins() -> tuple[list, list]:
+    """The nodes and initializers of the per-pixel colour margins that ``color_detector`` and
+    ``color_segmenter`` share: ``images`` [N,3,H,W] -> ``smooth`` [N,6,H,W], > 0 where a pixel
+    (averaged over 3x3) is of the class."""
+    c, n_cls = _constant, len(COLOR_CLASSES)
     inits = [
         c("split_rgb", [1, 1, 1], np.int64),
         # Per-class thresholds on the margins below; black and white are absolute levels.
         c("thresholds", np.array([0.35, 0.35, 0.35, 0.35, -0.25, 0.80]).reshape(1, n_cls, 1, 1)),
         c("black_sign", np.array([1, 1, 1, 1, -1, 1]).reshape(1, n_cls, 1, 1)),
-        c("zero", 0.0), c("one", 1.0), c("min_pixels", COLOR_MIN_PIXELS),
-        c("class_ids", np.arange(n_cls).reshape(1, n_cls)),
-        c("hw_axes", [2, 3], np.int64), c("last_axis", [2], np.int64),
     ]
     nodes = [
         helper.make_node("Split", ["images", "split_rgb"], ["r", "g", "b"], axis=1),
@@ -147,6 +157,20 @@ def build_color_detector() -> onnx.ModelProto:
         helper.make_node("Sub", ["signed", "thresholds"], ["margin"]),
         helper.make_node("AveragePool", ["margin"], ["smooth"], kernel_shape=[3, 3],
                          strides=[1, 1], pads=[1, 1, 1, 1]),
+    ]
+    return nodes, inits
+
+
+def build_color_detector() -> onnx.ModelProto:
+    size, n_cls = DETECTOR_SIZE, len(COLOR_CLASSES)
+    c = _constant
+    nodes, inits = _color_margins()
+    inits += [
+        c("zero", 0.0), c("one", 1.0), c("min_pixels", COLOR_MIN_PIXELS),
+        c("class_ids", np.arange(n_cls).reshape(1, n_cls)),
+        c("hw_axes", [2, 3], np.int64), c("last_axis", [2], np.int64),
+    ]
+    nodes += [
         helper.make_node("Greater", ["smooth", "zero"], ["mask_bool"]),
         helper.make_node("Cast", ["mask_bool"], ["mask"], to=TensorProto.FLOAT),
         helper.make_node("ReduceMax", ["mask"], ["rows"], axes=[3], keepdims=0),   # [N,6,H]
@@ -184,6 +208,30 @@ def build_color_detector() -> onnx.ModelProto:
         nodes, "color_detector",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, size, size])],
         [helper.make_tensor_value_info("detections", TensorProto.FLOAT, ["N", n_cls, 6])],
+        initializer=inits)
+    return _finish(graph)
+
+
+def build_color_segmenter() -> onnx.ModelProto:
+    """Per-pixel classes of what ``synthetic_cameras`` draws: ``scores`` [N,7,H,W], class 0
+    ``background`` a constant 0 and classes 1-6 the colour margins of ``color_detector`` (> 0
+    on the class); the argmax is the pixel's class (background where no margin is positive)."""
+    size = SEGMENTER_SIZE
+    nodes, inits = _color_margins()
+    inits.append(_constant("background", np.zeros((1, 1, 1, 1), np.float32)))
+    nodes += [
+        # a zero plane as wide as the image: 0 * the first margin + 0
+        helper.make_node("Slice", ["smooth", "first", "second", "channel_axis"], ["plane"]),
+        helper.make_node("Mul", ["plane", "background"], ["background_plane"]),
+        helper.make_node("Concat", ["background_plane", "smooth"], ["scores"], axis=1),
+    ]
+    inits += [_constant("first", [0], np.int64), _constant("second", [1], np.int64),
+              _constant("channel_axis", [1], np.int64)]
+    graph = helper.make_graph(
+        nodes, "color_segmenter",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, size, size])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT,
+                                       ["N", len(SEGMENTER_CLASSES), size, size])],
         initializer=inits)
     return _finish(graph)
 
@@ -228,6 +276,7 @@ def _finish(graph) -> onnx.ModelProto:
 MODELS = {
     REPO / "detector" / "1" / "model.onnx": build_detector,
     REPO / "color_detector" / "1" / "model.onnx": build_color_detector,
+    REPO / "color_segmenter" / "1" / "model.onnx": build_color_segmenter,
     REPO / "simple" / "1" / "model.onnx": build_simple,
     REPO / "simple_string" / "1" / "model.onnx": build_simple_string,
 }
@@ -261,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.check:
         # The class names of detector, and of color_detector (and detector_pipeline, built on it).
         for model, classes in (("detector", DETECTOR_CLASSES), ("color_detector", COLOR_CLASSES),
-                               ("detector_pipeline", COLOR_CLASSES)):
+                               ("detector_pipeline", COLOR_CLASSES),
+                               ("color_segmenter", SEGMENTER_CLASSES)):
             (REPO / model / "labels.txt").write_text("\n".join(classes) + "\n", encoding="utf-8")
     return status
 

@@ -68,8 +68,9 @@ def test_the_node_starts_with_the_snippet_and_every_binding_publishes(where, tex
     node = NodeProcess(None, tmp_path, name=f"docs_node_{TOKEN}", params_file=params_file)
     try:
         node.wait_ready(probe, timeout=120)
+        from sensor_msgs.msg import Image
         types = {"detections": DETECTIONS_TYPE, "classification": CLASSIFICATION_TYPE,
-                 "tensors": TensorList}
+                 "tensors": TensorList, "segmentation": Image}
         bindings = params.get("bindings", [])
         if isinstance(bindings, str):
             bindings = [bindings]

@@ -90,7 +90,7 @@ def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
                                   target=LocalModelTarget(core, "color_detector"),
                                   workers=workers, callback_group=None,
                                   serialized_images=serialized)
-            assert (binding._reader is not None) == (frame_id == "serialized")
+            assert (binding._readers["image"] is not None) == (frame_id == "serialized")
             binding.start()
             stamp = ros_node.get_clock().now().to_msg()
 

@@ -173,7 +173,7 @@ class InferenceNode(Node):
                                             clock=Clock(clock_type=ClockType.STEADY_TIME))
         for binding in self.bindings:
             binding.start()
-        if any(b.config.topic_patterns for b in self.bindings):
+        if any(b.needs_discovery() for b in self.bindings):   # patterns, or auto kinds
             self._discover()
             self.create_timer(self.config.discovery_period_s, self._discover,
                               callback_group=self._timer_group)

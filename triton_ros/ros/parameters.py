@@ -28,7 +28,8 @@ from ..frontend.options import EndpointOptions
 from .codec.classification import ClassificationConfig
 from .codec.detection import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
 from .codec.preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, PreprocessConfig
-from .codec.registry import OUTPUT_FORMATS
+from .codec.registry import INPUT_KINDS, OUTPUT_FORMATS
+from .codec.segmentation import SegmentationConfig
 from .codec.tensors import TensorsConfig
 from .endpoint_parameters import ENDPOINT_PARAMS, endpoint_options
 from .kafka_parameters import (MIRROR_PARAMS, MirrorConfig, check_kafka_use, kafka_options,
@@ -39,9 +40,10 @@ from .targets.remote.config import RemoteConfig, check_remote_config
 EXECUTORS = ("auto", "events", "wait_set")
 
 BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST = "bool", "int", "float", "str", "str_list", "float_list"
-FORMATS = tuple(OUTPUT_FORMATS)       # detections, tensors, classification (codec/registry)
+FORMATS = tuple(OUTPUT_FORMATS)       # detections, tensors, classification, segmentation
 RELIABILITIES = ("best_effort", "reliable")
-TEMPLATE_FIELDS = ("namespace", "topic", "basename", "output_name", "binding", "model")
+TEMPLATE_FIELDS = ("namespace", "topic", "basename", "output_name", "binding", "model",
+                   "camera")
 _BINDING_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
@@ -114,6 +116,31 @@ NODE_PARAMS: tuple[ParamSpec, ...] = (
               "rclpy's typed sensor_msgs/Image messages."),
 )
 
+# Input kinds (codec/registry.py): what a binding's topics carry, and compressed images
+INPUT_KIND_CHOICES = ("auto", *INPUT_KINDS)
+COMPRESSED_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("input_kind", "auto", STR,
+              "What the input topics carry: image (sensor_msgs/Image), compressed "
+              "(sensor_msgs/CompressedImage, JPEG or PNG, as image_transport's compressed "
+              "transport publishes it), or auto: each topic's type as the ROS graph shows it "
+              "(a topic with no publisher yet is read as image_transport names it: "
+              ".../compressed as CompressedImage, else Image, until one appears).",
+              INPUT_KIND_CHOICES),
+    ParamSpec("reduced_decoding", True, BOOL,
+              "Compressed inputs: decode a JPEG at 1/2, 1/4 or 1/8 of its size when that is "
+              "still at least the model's input size (libjpeg's scaled decoding; boxes and masks "
+              "stay in the source's full pixels)."),
+)
+# Format segmentation (codec/segmentation.py)
+SEGMENTATION_PARAMS: tuple[ParamSpec, ...] = (
+    ParamSpec("segmentation_output", "", STR,
+              "Format segmentation: the output holding per-pixel class scores [C,H,W] (argmax "
+              "in the node) or class ids [H,W] or [1,H,W]; empty: the model's first output."),
+    ParamSpec("segmentation_overlay", False, BOOL,
+              "Format segmentation: also publish the mask coloured by class (rgb8, for rviz) on "
+              "<output topic>/overlay."),
+)
+
 BINDING_PARAMS: tuple[ParamSpec, ...] = (
     # what is bound
     ParamSpec("model", "", STR, "Model to run (required)."),
@@ -150,12 +177,14 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
               "With server_urls: auto sends inputs through system shared memory to endpoints on "
               "this host that accept it (127.0.0.1, localhost, ::1), else over the wire; off: "
               "always over the wire.", ("auto", "off")),
-    ParamSpec("topics", [], STR_LIST, "Input sensor_msgs/Image topics, bound at start."),
+    ParamSpec("topics", [], STR_LIST,
+              "Input topics (sensor_msgs/Image or CompressedImage, see input_kind), bound at "
+              "start."),
     ParamSpec("topic_patterns", [], STR_LIST,
               "Glob patterns of input topics, matched against the ROS graph every "
               "discovery_period_s, so that robots may come and go: '*' and '?' stay within one "
-              "name segment, '**' spans segments, e.g. '/robot*/camera*/image_raw'. Only "
-              "sensor_msgs/msg/Image topics match."),
+              "name segment, '**' spans segments, e.g. '/robot*/camera*/image_raw'. Only topics "
+              "of a type input_kind reads match."),
     ParamSpec("forget_after_s", 30.0, FLOAT,
               "A topic found by a pattern is unbound after having no publisher for this long, "
               "seconds (0: never)."),
@@ -163,15 +192,19 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("format", "detections", STR,
               "What is published per input frame: detections (vision_msgs/Detection2DArray, or "
               "triton_ros_interfaces/Detections without vision_msgs), classification "
-              "(vision_msgs/Classification, or triton_ros_interfaces/Classification) or tensors "
-              "(triton_ros_interfaces/TensorList).", FORMATS),
+              "(vision_msgs/Classification, or triton_ros_interfaces/Classification), tensors "
+              "(triton_ros_interfaces/TensorList) or segmentation (sensor_msgs/Image mono8 class "
+              "ids in the source's pixels).", FORMATS),
     ParamSpec("output_name", "", STR,
               "Name used by output_topic_template; empty: the format's name (detections, "
               "classification, tensors)."),
     ParamSpec("output_topic_template", "{namespace}/{output_name}", STR,
               "Output topic of each input topic. Fields: {namespace} (the input topic without its "
               "last name), {topic} (the input topic), {basename} (its last name), "
-              "{output_name}, {binding}, {model}. A relative result is in the node's namespace."),
+              "{output_name}, {binding}, {model}, {camera} (the namespace of the image topic "
+              "without image_transport's transport subtopic: /robot1/front for "
+              "/robot1/front/image_raw and /robot1/front/image_raw/compressed). A relative result "
+              "is in the node's namespace."),
     ParamSpec("outputs", [], STR_LIST,
               "Format tensors: the model outputs to publish; empty: all."),
     # preprocessing
@@ -243,6 +276,8 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("softmax", False, BOOL, "Apply a softmax to the scores (the model gives logits)."),
     # results mirrored to Kafka
     *_mirror_params(),
+    *COMPRESSED_PARAMS,
+    *SEGMENTATION_PARAMS,
 )
 
 
@@ -272,7 +307,8 @@ class BindingConfig:
     output_depth: int
     remote: RemoteConfig | None = None         # set: served by server_urls, not the core
     kafka_mirror: MirrorConfig | None = None   # set: results mirrored to a Kafka topic
-    input_kind: str = "image"                  # codec/registry.py: the only kind so far
+    input_kind: str = "auto"                   # codec/registry.py, or auto: the graph's type
+    segmentation: SegmentationConfig = SegmentationConfig()
 
     @property
     def input_settings(self) -> Any:
@@ -283,7 +319,8 @@ class BindingConfig:
     def output_settings(self) -> Any:
         """The settings of this binding's output format (``format``)."""
         return {"detections": self.detection, "classification": self.classification,
-                "tensors": TensorsConfig(self.outputs)}[self.format]
+                "tensors": TensorsConfig(self.outputs),
+                "segmentation": self.segmentation}[self.format]
 
 
 @dataclass(frozen=True)
@@ -418,7 +455,8 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
         preprocess=PreprocessConfig(
             resize=raw["resize"], interpolation=raw["interpolation"], pad_value=raw["pad_value"],
             color=raw["color"], layout=raw["layout"], width=raw["width"], height=raw["height"],
-            scale=raw["scale"], mean=tuple(raw["mean"]), std=tuple(raw["std"])),
+            scale=raw["scale"], mean=tuple(raw["mean"]), std=tuple(raw["std"]),
+            reduced_decoding=raw["reduced_decoding"]),
         detection=DetectionConfig(
             layout=raw["detection_layout"], boxes_output=raw["boxes_output"],
             scores_output=raw["scores_output"], detections_output=raw["detections_output"],
@@ -435,6 +473,10 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
         input_reliability=raw["input_reliability"], input_depth=raw["input_depth"],
         output_reliability=raw["output_reliability"], output_depth=raw["output_depth"],
         remote=remote, kafka_mirror=mirror_config(name, raw),
+        input_kind=raw["input_kind"],
+        segmentation=SegmentationConfig(output=raw["segmentation_output"],
+                                        overlay=raw["segmentation_overlay"],
+                                        class_names=class_names),
     )
 
 

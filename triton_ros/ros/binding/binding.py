@@ -52,7 +52,9 @@ from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from ...core.errors import StatusCode, TritonRosError, as_triton_error
 from ..codec.base import FrameOutputs, MalformedInput
-from ..codec.registry import input_kind, output_format
+from ..codec.base import InputKind
+from ..codec.registry import (INPUT_KINDS, base_topic, input_kind, kind_for_topic, kind_for_type,
+                              output_format)
 from ..monitoring.diagnostics import BindingFigures, SourceFigures
 from ..monitoring.executor_lag import ExecutorLag
 from ..monitoring.failures import (BACKLOG_CAUSE, NO_BACKLOG, STALE_CAUSES, WAITED_CAUSE,
@@ -114,9 +116,12 @@ class Binding:
         # (ros/mirror: a copy to Kafka); it queues and returns, and never raises.
         self._mirror = mirror
         self._log = node.get_logger()
-        self._input = input_kind(config.input_kind)
+        # The input kind of every topic, or None (input_kind auto): each topic's graph type.
+        self._fixed_kind = None if config.input_kind == "auto" else input_kind(config.input_kind)
         self._output = output_format(config.format)
-        self._matcher = (TopicMatcher(config.topic_patterns, self._input.ros_type)
+        ros_types = ([self._fixed_kind.ros_type] if self._fixed_kind is not None
+                     else sorted({kind.ros_type for kind in INPUT_KINDS.values()}))
+        self._matcher = (TopicMatcher(config.topic_patterns, ros_types)
                          if config.topic_patterns else None)
         reliability = {"best_effort": ReliabilityPolicy.BEST_EFFORT,
                        "reliable": ReliabilityPolicy.RELIABLE}
@@ -127,25 +132,73 @@ class Binding:
         self._sources: dict[str, Source] = {}
         self._sources_lock = threading.Lock()
         self.retired = SourceCounters()        # totals of unbound sources, kept for the totals
-        self._plan: ModelPlan | None = None
-        self._plan_error: tuple[ModelSpec, TritonRosError] | None = None
+        # By input kind: the plan for the model version that serves now, or why there is none
+        self._plans: dict[str, ModelPlan] = {}
+        self._plan_errors: dict[str, tuple[ModelSpec, TritonRosError]] = {}
         self._plan_lock = threading.Lock()
         self.failures = FailureLog(self._log)
         self._stopped = False
         # Serialized subscriptions, read without a copy of the pixels (codec/serialized_image.py)
-        self._reader: Callable[[Any], Any] | None = None
-        if serialized_images:
-            try:
-                self._reader = self._input.reader()
-            except ImportError as exc:         # rosbags missing (an apt-installed ROS 2)
-                self._log.warning(f"binding '{config.name}': serialized_images is true but "
-                                  f"{exc}; images arrive as typed messages (pip install "
-                                  f"rosbags, or set serialized_images false)")
+        # for each kind this binding may read; None: typed messages
+        self._readers: dict[str, Callable[[Any], Any] | None] = {
+            kind.name: self._make_reader(kind) if serialized_images else None
+            for kind in ((self._fixed_kind,) if self._fixed_kind is not None
+                         else INPUT_KINDS.values())}
 
     # ---------------------------------------------------------------- sources
     def start(self) -> None:
+        graph = self._graph() if self._fixed_kind is None and self.config.topics else {}
         for topic in self.config.topics:
-            self.add_source(topic, discovered=False)
+            types = self._publisher_types(topic, graph) if topic in graph else []
+            self.add_source(topic, discovered=False, kind=self._kind_of(topic, types))
+
+    def needs_discovery(self) -> bool:
+        """Whether :meth:`discover` has work: patterns to match, or topics whose type the graph
+        decides (input_kind auto)."""
+        return bool(self.config.topic_patterns) or (self._fixed_kind is None
+                                                     and bool(self.config.topics))
+
+    def _graph(self) -> dict[str, list[str]]:
+        try:
+            return dict(self._node.get_topic_names_and_types())
+        except Exception as exc:               # no graph yet: the names decide until discover
+            self._log.warning(f"binding '{self.config.name}': the ROS graph could not be read "
+                              f"({exc}); topic types follow their names until it can")
+            return {}
+
+    def _kind_of(self, topic: str, types: list[str] | None,
+                 current: InputKind | None = None) -> InputKind:
+        """The kind reading ``topic``: the binding's input_kind, else the kind of a type the
+        graph shows for it (``current`` while it is one of them), else the topic's name."""
+        if self._fixed_kind is not None:
+            return self._fixed_kind
+        if types:
+            if current is not None and current.ros_type in types:
+                return current
+            for ros_type in types:
+                kind = kind_for_type(ros_type)
+                if kind is not None:
+                    return kind
+        return current if current is not None else kind_for_topic(topic)
+
+    def _make_reader(self, kind: InputKind) -> Callable[[Any], Any] | None:
+        """The serialized-message reader of ``kind`` (None: typed messages)."""
+        try:
+            return kind.reader()
+        except ImportError as exc:             # rosbags missing (an apt-installed ROS 2)
+            self._log.warning(f"binding '{self.config.name}': serialized_images is true but "
+                              f"{exc}; {kind.name} messages arrive typed (pip install rosbags, "
+                              f"or set serialized_images false)")
+            return None
+
+    def _subscribe(self, source: Source, kind: InputKind) -> None:
+        """Subscribe ``source`` with ``kind``'s message type (its frames carry the kind)."""
+        reader = self._readers.get(kind.name)
+        source.subscription = self._node.create_subscription(
+            kind.message_class(), source.topic,
+            lambda msg, s=source, k=kind, r=reader: self._on_input(s, msg, k, r),
+            self._input_qos, callback_group=self._group, raw=reader is not None)
+        source.kind = kind
 
     def sources(self) -> list[Source]:
         with self._sources_lock:
@@ -155,10 +208,12 @@ class Binding:
         namespace, _, basename = topic.rpartition("/")
         return self.config.output_topic_template.format(
             namespace=namespace, topic=topic, basename=basename,
+            camera=base_topic(topic).rpartition("/")[0],
             output_name=self.config.output_name, binding=self.config.name,
             model=self.config.model)
 
-    def add_source(self, topic: str, *, discovered: bool) -> Source | None:
+    def add_source(self, topic: str, *, discovered: bool,
+                   kind: InputKind | None = None) -> Source | None:
         with self._sources_lock:
             if topic in self._sources or self._stopped:
                 return None
@@ -174,15 +229,57 @@ class Binding:
             source.publisher = self._node.create_publisher(self._output.message_class(), output,
                                                            self._output_qos)
             source.output_topic = getattr(source.publisher, "topic_name", output)
-            source.subscription = self._node.create_subscription(
-                self._input.message_class(), topic, lambda msg, s=source: self._on_input(s, msg),
-                self._input_qos,
-                callback_group=self._group, raw=self._reader is not None)
+            # An output format's further topics (segmentation's overlay): <output topic>/<name>
+            extra = getattr(self._output, "extra_outputs", None)
+            source.extra_publishers = {
+                name: self._node.create_publisher(msg_type, f"{source.output_topic}/{name}",
+                                                  self._output_qos)
+                for name, msg_type in (extra(self.config.output_settings) if extra else ())}
+            self._subscribe(source, kind or self._kind_of(topic, None))
             self._sources[topic] = source
         how = "found" if discovered else "bound"
         self._log.info(f"binding '{self.config.name}': {how} {topic} -> {source.output_topic} "
-                       f"(model '{self.config.model}')")
+                       f"(model '{self.config.model}', {source.kind.name} input)")
         return source
+
+    def _publisher_types(self, topic: str, graph: dict[str, list[str]]) -> list[str]:
+        """The message types of ``topic``'s publishers (the graph's types of the topic also
+        hold this binding's own subscription's, and any other subscriber's)."""
+        try:
+            return sorted({info.topic_type for info in
+                           self._node.get_publishers_info_by_topic(topic)})
+        except Exception:                      # a node without graph queries: the topic's
+            return graph.get(topic, [])
+
+    def _follow_types(self, graph: dict[str, list[str]]) -> None:
+        """input_kind auto: resubscribe a topic whose publishers' type is not the one it is
+        read as (it was bound before any publisher, by its name; or its publishers changed)."""
+        for source in self.sources():
+            if source.topic not in graph:      # nobody publishes or subscribes but us: keep
+                continue
+            kind = self._kind_of(source.topic, self._publisher_types(source.topic, graph),
+                                 source.kind)
+            if kind is source.kind:
+                continue
+            old = source.kind
+            with self._sources_lock:
+                if self._sources.get(source.topic) is not source or self._stopped:
+                    continue
+                if source.subscription is not None:
+                    self._node.destroy_subscription(source.subscription)
+                    source.subscription = None
+                try:
+                    self._subscribe(source, kind)
+                except Exception as exc:       # the middleware still holds the old type's
+                    # topic (rclpy destroys a subscription once no executor uses it): the next
+                    # discovery period tries again; frames of the topic wait until then
+                    self.failures.report(f"resubscribe:{source.topic}", "resubscribe",
+                                         f"binding '{self.config.name}': {source.topic} carries "
+                                         f"{kind.ros_type}, but subscribing to it failed "
+                                         f"({exc}); trying again", level="warn")
+                    continue
+            self._log.info(f"binding '{self.config.name}': {source.topic} carries "
+                           f"{kind.ros_type}; read as {kind.name} (was {old.name})")
 
     def remove_source(self, topic: str) -> None:
         with self._sources_lock:
@@ -191,6 +288,8 @@ class Binding:
             return
         self._node.destroy_subscription(source.subscription)
         self._node.destroy_publisher(source.publisher)
+        for publisher in source.extra_publishers.values():
+            self._node.destroy_publisher(publisher)
         counters, _, _ = source.snapshot()
         with self._sources_lock:
             self.retired.add(counters)
@@ -199,13 +298,21 @@ class Binding:
                        f"published {counters.published}, dropped {counters.dropped})")
 
     def discover(self, topics_and_types, publisher_count: Callable[[str], int]) -> None:
-        """Bind new topics matching the patterns; unbind found topics whose robot went away."""
-        if self._matcher is None or self._stopped:
+        """Bind new topics matching the patterns; unbind found topics whose robot went away;
+        with input_kind auto, read each topic as the type its publishers have."""
+        if self._stopped:
+            return
+        graph = dict(topics_and_types)
+        if self._fixed_kind is None:
+            self._follow_types(graph)
+        if self._matcher is None:
             return
         now = time.monotonic_ns()
-        for topic in self._matcher.select(topics_and_types):
+        for topic in self._matcher.select(graph.items()):
             if topic not in self._sources:
-                self.add_source(topic, discovered=True)
+                types = self._publisher_types(topic, graph) if self._fixed_kind is None else []
+                self.add_source(topic, discovered=True,
+                                kind=self._kind_of(topic, types or graph[topic]))
         forget_ns = int(self.config.forget_after_s * 1e9)
         for source in self.sources():
             if not source.discovered:
@@ -253,31 +360,27 @@ class Binding:
         system clock; header stamps are compared with it."""
         return self._node.get_clock().now().nanoseconds
 
-    def _on_input(self, source: Source, msg) -> None:
+    def _on_input(self, source: Source, msg, kind: InputKind,
+                  reader: Callable[[Any], Any] | None) -> None:
         if self._stopped:
             return
         frame = None
         try:
             now = self._now_ns()
             try:
-                if self._reader is not None:
-                    msg = self._reader(msg)
-                self._input.check(msg)
+                if reader is not None:
+                    msg = reader(msg)
+                kind.check(msg)
             except MalformedInput as exc:
-                header = getattr(msg, "header", None)     # None: the bytes did not deserialize
-                which = "" if header is None else f" (frame_id '{header.frame_id}')"
-                self.failures.report(
-                    f"malformed:{source.topic}", "dropped_malformed",
-                    f"binding '{self.config.name}': malformed {self._input.name} on "
-                    f"{source.topic}{which}: "
-                    f"{exc}; dropped (counted as dropped_malformed in /diagnostics)", level="warn")
+                self._malformed(source, kind, msg, exc)
                 source.count_malformed()
                 return
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-            frame = source.offer(Frame(msg, stamp, now), now)
+            frame = source.offer(Frame(msg, stamp, now, kind.name), now)
             if frame is not None:
                 start, frame = frame, None     # _run / _submit own its slot from here
-                if self._inline:
+                # Decoding kinds (compressed images) run on the workers: spread over cores.
+                if self._inline and not getattr(kind, "encode_on_workers", False):
                     self._run(source, start)
                 else:
                     self._submit(self._run, source, start)
@@ -285,6 +388,15 @@ class Binding:
             self._fail(source, "failed_internal", f"handling a frame of {source.topic}", exc)
             if frame is not None:              # it holds an in-flight slot: hand it on
                 self._submit(self._run, source, self._finish_source(source))
+
+    def _malformed(self, source: Source, kind: InputKind, msg: Any, exc: Exception) -> None:
+        """Log a malformed frame (throttled); the caller counts it."""
+        header = getattr(msg, "header", None)     # None: the bytes did not deserialize
+        which = "" if header is None else f" (frame_id '{header.frame_id}')"
+        self.failures.report(
+            f"malformed:{source.topic}", "dropped_malformed",
+            f"binding '{self.config.name}': malformed {kind.name} on {source.topic}{which}: "
+            f"{exc}; dropped (counted as dropped_malformed in /diagnostics)", level="warn")
 
     def _on_stale(self, source: Source, frame: Frame, age_ns: int, waited: bool) -> None:
         clock = self._clock_name()
@@ -366,7 +478,7 @@ class Binding:
     def _start_frame(self, source: Source, frame: Frame) -> Frame | None:
         """Preprocess and queue one frame; return the next frame if this one ended here."""
         try:
-            plan = self.plan()
+            plan = self.plan(frame.kind)
         except TritonRosError as exc:
             if exc.code in UNAVAILABLE_CODES:
                 self.failures.report(f"plan:{exc.code.name}", "dropped_unavailable",
@@ -381,6 +493,10 @@ class Binding:
             return self._finish_source(source)
         try:
             tensor, placement = plan.encode(frame.msg)
+        except MalformedInput as exc:          # found decoding (a corrupt JPEG): the sender's
+            self._malformed(source, INPUT_KINDS[frame.kind], frame.msg, exc)
+            source.count("dropped_malformed")
+            return self._finish_source(source)
         except Exception as exc:               # a frame's fault: count it, keep serving
             self._fail(source, "failed_preprocess", f"preprocessing a frame of {source.topic}",
                        exc)
@@ -434,6 +550,9 @@ class Binding:
             return
         try:
             source.publisher.publish(msg)
+            if source.extra_publishers:
+                for name, extra in self._output.extras(plan.output, msg).items():
+                    source.extra_publishers[name].publish(extra)
         except Exception as exc:
             self._fail(source, "failed_publish", f"publishing on {source.output_topic}", exc)
             return
@@ -469,27 +588,30 @@ class Binding:
                   file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------- model plan
-    def plan(self) -> ModelPlan:
-        """The plan for the model version that serves now (built at its first frame)."""
+    def plan(self, kind: str = "") -> ModelPlan:
+        """The plan of input kind ``kind`` (default: the binding's, else ``image``) for the
+        model version that serves now (built at its first frame of that kind)."""
+        if not kind:
+            kind = self._fixed_kind.name if self._fixed_kind is not None else "image"
         spec = self.target.describe()
-        plan = self._plan
+        plan = self._plans.get(kind)
         if plan is not None and plan.spec is spec:
             return plan
         with self._plan_lock:
-            plan = self._plan
+            plan = self._plans.get(kind)
             if plan is not None and plan.spec is spec:
                 return plan
-            failed = self._plan_error
+            failed = self._plan_errors.get(kind)
             if failed is not None and failed[0] is spec:
                 raise failed[1]
             try:
-                plan = build_plan(self.config, spec, self._input, self._output)
+                plan = build_plan(self.config, spec, INPUT_KINDS[kind], self._output)
             except TritonRosError as exc:
-                self._plan_error = (spec, exc)
+                self._plan_errors[kind] = (spec, exc)
                 raise
-            self._plan = plan
+            self._plans[kind] = plan
             self._log.info(f"binding '{self.config.name}': model '{spec.name}' version "
-                           f"{spec.version} ({spec.platform}, {self.target.location}), input "
-                           f"'{plan.input_name}' {plan.input.summary}, format "
+                           f"{spec.version} ({spec.platform}, {self.target.location}), "
+                           f"{kind} input '{plan.input_name}' {plan.input.summary}, format "
                            f"{self.config.format}")
             return plan

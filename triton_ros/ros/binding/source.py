@@ -27,11 +27,12 @@ from ..monitoring.latency import LatencyWindow
 
 @dataclass(frozen=True)
 class Frame:
-    """A received image and when it was received (node clock, ns)."""
+    """A received image, when it was received (node clock, ns), and its input kind."""
 
     msg: Any
     stamp_ns: int                      # header stamp; 0 when the publisher left it unset
     received_ns: int
+    kind: str = ""                     # the input kind that reads it (codec/registry.py)
 
 
 class Source:
@@ -47,6 +48,8 @@ class Source:
         self.max_age_ns = max_age_ms * 1_000_000
         self.subscription = None
         self.publisher = None
+        self.extra_publishers: dict[str, Any] = {}   # an output format's further topics
+        self.kind = None                       # the input kind it is subscribed with
         self.last_seen_publisher_ns = 0       # for forgetting sources that went away
         self.counters = SourceCounters()
         self.e2e_latency = LatencyWindow()     # stamp -> publication

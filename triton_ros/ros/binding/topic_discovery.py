@@ -42,18 +42,19 @@ def compile_pattern(pattern: str) -> re.Pattern:
 
 
 class TopicMatcher:
-    """Which topics of the graph, of a binding's input message type, match its patterns."""
+    """Which topics of the graph, of a type the binding reads, match its patterns."""
 
-    def __init__(self, patterns: Iterable[str], ros_type: str) -> None:
+    def __init__(self, patterns: Iterable[str], ros_types: str | Iterable[str]) -> None:
         self.patterns = tuple(patterns)
-        self.ros_type = ros_type               # e.g. "sensor_msgs/msg/Image"
+        # e.g. ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+        self.ros_types = (ros_types,) if isinstance(ros_types, str) else tuple(ros_types)
         self._compiled = [compile_pattern(p) for p in self.patterns]
 
     def matches(self, topic: str) -> bool:
         return any(rx.match(topic) for rx in self._compiled)
 
     def select(self, topics_and_types: Iterable[tuple[str, list[str]]]) -> list[str]:
-        """Topics of the graph (``Node.get_topic_names_and_types()``) of the input type that
+        """Topics of the graph (``Node.get_topic_names_and_types()``) of a type read that
         match."""
         return sorted(name for name, types in topics_and_types
-                      if self.ros_type in types and self.matches(name))
+                      if any(t in self.ros_types for t in types) and self.matches(name))

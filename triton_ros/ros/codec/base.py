@@ -14,6 +14,12 @@ binding's settings do not fit the model), then run per frame:
 - :class:`OutputFormat`: the ROS message class published, ``plan`` (which outputs to request),
   and ``decode``: :class:`FrameOutputs` -> message, with the input's header.
 
+Two members are optional (read with a default): an input kind's ``encode_on_workers`` (True:
+its encoder decodes, e.g. a JPEG, and runs on the worker threads whatever
+``preprocess_in_callback`` says, so that decoding spreads over cores), and an output format's
+``extra_outputs(settings)`` -> ((name, message class), ...) with ``extras(plan, msg)`` -> {name:
+message}: further topics per source, ``<output topic>/<name>`` (segmentation's colour overlay).
+
 Adding an input kind (a compressed image, a depth image, a point cloud) is one module that
 implements :class:`InputKind` and one line in the registry; an output format (segmentation
 masks) likewise. Their settings are parsed in ros/parameters.py, where every parameter is

@@ -74,6 +74,7 @@ class PreprocessConfig:
     scale: float = 0.0                  # 0: 1/255 for floating-point inputs, 1 for integer inputs
     mean: tuple[float, ...] = (0.0,)
     std: tuple[float, ...] = (1.0,)
+    reduced_decoding: bool = True       # compressed inputs: JPEGs decode at 1/2, 1/4, 1/8
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""A sensor_msgs/Image read from its serialized (CDR) bytes, its pixels left where they arrived.
+"""A sensor_msgs/Image (or CompressedImage) read from its serialized (CDR) bytes, its pixels (or
+compressed bytes) left where they arrived.
 
 A typed rclpy subscription turns every frame into a Python ``sensor_msgs.msg.Image``: the
 middleware deserializes it into a C message, and rclpy then converts that field by field into
@@ -25,6 +26,7 @@ import numpy as np
 from .preprocess import MalformedImage
 
 IMAGE_TYPE = "sensor_msgs/msg/Image"
+COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
 
 
 @dataclass(frozen=True)
@@ -40,8 +42,20 @@ class ReceivedImage:
     data: np.ndarray               # uint8, a read-only view of the serialized bytes
 
 
-class ImageReader:
-    """Serialized sensor_msgs/Image bytes -> :class:`ReceivedImage` (thread-safe)."""
+@dataclass(frozen=True)
+class ReceivedCompressedImage:
+    """The fields of a sensor_msgs/CompressedImage, as a typed message has them."""
+
+    header: Any                    # std_msgs.msg.Header
+    format: str
+    data: np.ndarray               # uint8, a read-only view of the serialized bytes
+
+
+class _SerializedReader:
+    """Serialized bytes of one message type -> its rosbags message, and its header as rclpy's
+    ``std_msgs/Header`` (thread-safe)."""
+
+    ros_type = ""
 
     def __init__(self) -> None:
         from builtin_interfaces.msg import Time
@@ -49,22 +63,44 @@ class ImageReader:
         from rosbags.typesys import Stores, get_typestore
         from std_msgs.msg import Header
 
-        # sensor_msgs/Image and std_msgs/Header are the same in every ROS 2 release.
+        # sensor_msgs/Image, CompressedImage and std_msgs/Header are the same in every ROS 2
+        # release.
         self._store = get_typestore(Stores.ROS2_HUMBLE)
         self._errors = (SerdeError, ValueError)
         self._header = Header
         self._time = Time
 
-    def __call__(self, raw: bytes) -> ReceivedImage:
+    def _read(self, raw: bytes) -> tuple[Any, Any]:
         try:
             # A memoryview: rosbags slices it, and a slice of bytes would copy the pixels.
-            msg = self._store.deserialize_cdr(memoryview(raw), IMAGE_TYPE)
+            msg = self._store.deserialize_cdr(memoryview(raw), self.ros_type)
         except self._errors as exc:
-            raise MalformedImage(f"not a serialized sensor_msgs/Image ({len(raw)} bytes): "
+            name = self.ros_type.replace("/msg/", "/")
+            raise MalformedImage(f"not a serialized {name} ({len(raw)} bytes): "
                                  f"{exc}") from exc
         head = msg.header
-        header = self._header(stamp=self._time(sec=head.stamp.sec, nanosec=head.stamp.nanosec),
-                              frame_id=head.frame_id)
+        return msg, self._header(stamp=self._time(sec=head.stamp.sec,
+                                                  nanosec=head.stamp.nanosec),
+                                 frame_id=head.frame_id)
+
+
+class ImageReader(_SerializedReader):
+    """Serialized sensor_msgs/Image bytes -> :class:`ReceivedImage` (thread-safe)."""
+
+    ros_type = IMAGE_TYPE
+
+    def __call__(self, raw: bytes) -> ReceivedImage:
+        msg, header = self._read(raw)
         return ReceivedImage(header=header, height=msg.height, width=msg.width,
                              encoding=msg.encoding, is_bigendian=msg.is_bigendian, step=msg.step,
                              data=msg.data)
+
+
+class CompressedImageReader(_SerializedReader):
+    """Serialized sensor_msgs/CompressedImage bytes -> :class:`ReceivedCompressedImage`."""
+
+    ros_type = COMPRESSED_IMAGE_TYPE
+
+    def __call__(self, raw: bytes) -> ReceivedCompressedImage:
+        msg, header = self._read(raw)
+        return ReceivedCompressedImage(header=header, format=msg.format, data=msg.data)

@@ -1,4 +1,5 @@
-"""Detections scored against ground truth: recall, precision and mean IoU per camera.
+"""Detections scored against ground truth: recall, precision and mean IoU per camera; masks
+scored per class (:func:`class_ious`, :class:`MaskScore`).
 
 Used by the demo (``triton_ros.ros.tools.demo``) and the tests, with the ground truth that
 ``synthetic_cameras`` publishes next to each image. Frames are matched by header (stamp and
@@ -146,3 +147,53 @@ class FrameMatcher:
     def snapshot(self) -> Score:
         with self._lock:
             return Score(**vars(self.score))
+
+
+# ------------------------------------------------------------------------------------------
+# Segmentation masks
+# ------------------------------------------------------------------------------------------
+
+def mask_overlap(pred: np.ndarray, truth: np.ndarray, classes: int) -> tuple[np.ndarray,
+                                                                             np.ndarray]:
+    """Per class ``0 .. classes-1``: pixels where both masks have it (intersection) and where
+    either has it (union). Masks are class ids of one shape; ``truth`` below ``classes``."""
+    pred = np.asarray(pred, np.int64).reshape(-1)
+    truth = np.asarray(truth, np.int64).reshape(-1)
+    if pred.shape != truth.shape:
+        raise ValueError(f"masks of {pred.size} and {truth.size} pixels")
+    width = max(classes, int(pred.max(initial=0)) + 1)
+    confusion = np.bincount(truth * width + pred, minlength=classes * width).reshape(-1, width)
+    confusion = confusion[:classes]
+    inter = np.array([confusion[k, k] for k in range(classes)], np.int64)
+    union = confusion.sum(axis=1) + confusion[:, :classes].sum(axis=0) - inter
+    return inter, union
+
+
+def class_ious(pred: np.ndarray, truth: np.ndarray, classes: int) -> np.ndarray:
+    """IoU of each class in one pair of masks; NaN for a class in neither."""
+    inter, union = mask_overlap(pred, truth, classes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(union > 0, inter / np.maximum(union, 1), np.nan)
+
+
+@dataclass
+class MaskScore:
+    """Running per-class intersections and unions of one camera's masks (IoU over every pixel
+    of every frame scored)."""
+
+    classes: int
+    frames: int = 0
+    inter: np.ndarray | None = None
+    union: np.ndarray | None = None
+
+    def add(self, pred: np.ndarray, truth: np.ndarray) -> None:
+        inter, union = mask_overlap(pred, truth, self.classes)
+        self.frames += 1
+        self.inter = inter if self.inter is None else self.inter + inter
+        self.union = union if self.union is None else self.union + union
+
+    def ious(self) -> np.ndarray:
+        if self.inter is None:
+            return np.full(self.classes, np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.union > 0, self.inter / np.maximum(self.union, 1), np.nan)

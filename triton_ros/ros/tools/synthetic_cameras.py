@@ -1,7 +1,8 @@
 """Synthetic multi-robot cameras: sensor_msgs/Image streams for demos, tests and benchmarks.
 
-``python -m triton_ros.ros.tools.synthetic_cameras [--camera ROBOT/CAMERA:WxH[:ENCODING]]...
-[--rate HZ]`` (installed as the ``synthetic_cameras`` console script)
+``python -m triton_ros.ros.tools.synthetic_cameras [--camera
+ROBOT/CAMERA:WxH[:ENCODING[:TRANSPORT]]]... [--rate HZ] [--transport raw|compressed]`` (installed
+as the ``synthetic_cameras`` console script)
 
 Each camera publishes ``<prefix>/<robot>/<camera>/image_raw`` with the sensor_data QoS and
 frame_id ``<robot>/<camera>_optical_frame``: a noisy mid-grey background with solid rectangles of
@@ -23,6 +24,16 @@ returns (a shared-memory port locked by a process that was killed) would leave n
 running, not even the signal handler: such a tool once ignored SIGINT and SIGTERM for 14 minutes.
 A round of frames that takes longer than :data:`STALL_S` is therefore ended from C: stacks on
 stderr, exit status 1.
+
+Compressed transport (``--transport compressed``, or a camera's ``TRANSPORT`` ``jpeg`` or
+``png``): the camera publishes ``sensor_msgs/CompressedImage`` on ``<image topic>/compressed``
+instead, as image_transport's compressed publisher does: encoded with OpenCV's ``imencode``
+(colour converted to BGR first; ``--jpeg-quality``, ``--png-level``) and the ``format`` string it
+writes (``rgb8; jpeg compressed bgr8``, ``mono8; jpeg compressed mono8``, ``bgr8; png compressed
+bgr8``, ``mono8; png compressed ``). The ground truth is the same. ``--ground-truth-masks`` also
+publishes each frame's mask on ``<prefix>/<robot>/<camera>/ground_truth_mask``
+(``sensor_msgs/Image`` mono8, the camera's pixels, the image's header): 0 background, ``1 + k``
+for class ``CLASS_NAMES[k]``, the class ids of the bundled ``color_segmenter``.
 """
 from __future__ import annotations
 
@@ -39,6 +50,7 @@ from ..codec.messages import DETECTIONS_TYPE, uint8_array
 from ..codec.preprocess import ENCODINGS
 from ..ros_process import ExitWatchdog, init_ros, strip_ros_args
 
+TRANSPORTS = ("raw", "jpeg", "png")    # a camera's: raw Image, or CompressedImage of a codec
 DEFAULT_CAMERAS = (
     "robot1/camera_front:640x480:rgb8",
     "robot1/camera_rear:320x240:bgr8",
@@ -56,9 +68,14 @@ class CameraSpec:
     width: int
     height: int
     encoding: str = "rgb8"
+    transport: str = ""                # raw, jpeg or png; "": --transport decides
 
     def topic(self, prefix: str = "") -> str:
         return f"{prefix.rstrip('/')}/{self.robot}/{self.camera}/image_raw"
+
+    def compressed_topic(self, prefix: str = "") -> str:
+        """Where image_transport's compressed transport publishes this camera."""
+        return self.topic(prefix) + "/compressed"
 
     @property
     def frame_id(self) -> str:
@@ -66,21 +83,27 @@ class CameraSpec:
 
 
 def parse_camera(text: str) -> CameraSpec:
-    """'robot1/camera_front:640x480[:rgb8]' -> CameraSpec."""
+    """'robot1/camera_front:640x480[:rgb8[:jpeg]]' -> CameraSpec."""
     try:
         name, size, *rest = text.split(":")
         robot, camera = name.split("/")
         width, height = (int(v) for v in size.lower().split("x"))
         encoding = rest[0] if rest else "rgb8"
+        transport = rest[1] if len(rest) > 1 else ""
+        if len(rest) > 2:
+            raise ValueError(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"camera '{text}' is not ROBOT/CAMERA:WIDTHxHEIGHT[:ENCODING]") from None
+            f"camera '{text}' is not ROBOT/CAMERA:WIDTHxHEIGHT[:ENCODING[:TRANSPORT]]") from None
     if encoding not in ENCODINGS:
         raise argparse.ArgumentTypeError(f"encoding '{encoding}' is not one of "
                                          f"{', '.join(ENCODINGS)}")
+    if transport not in ("",) + TRANSPORTS:
+        raise argparse.ArgumentTypeError(f"transport '{transport}' is not one of "
+                                         f"{', '.join(TRANSPORTS)}")
     if width <= 0 or height <= 0:
         raise argparse.ArgumentTypeError(f"camera '{text}' has an empty size")
-    return CameraSpec(robot, camera, width, height, encoding)
+    return CameraSpec(robot, camera, width, height, encoding, transport)
 
 
 # What the scenes draw: solid rectangles of the classes of the bundled ``color_detector``
@@ -102,6 +125,14 @@ class GroundTruth:
 
     boxes: np.ndarray
     classes: np.ndarray
+
+    def mask(self, width: int, height: int) -> np.ndarray:
+        """The frame's classes per pixel [height, width] uint8: 0 background, ``1 + k`` inside
+        an object of class ``k`` (objects never overlap)."""
+        out = np.zeros((height, width), np.uint8)
+        for (x1, y1, x2, y2), k in zip(self.boxes.astype(np.int64), self.classes):
+            out[y1:y2, x1:x2] = k + 1
+        return out
 
 
 def to_encoding(rgb: np.ndarray, encoding: str) -> np.ndarray:
@@ -173,6 +204,46 @@ def ground_truth_topic(image_topic: str) -> str:
     return image_topic.rsplit("/", 1)[0] + "/ground_truth"
 
 
+def ground_truth_mask_topic(image_topic: str) -> str:
+    """The ground-truth mask topic next to an image topic: .../image_raw -> ...
+    /ground_truth_mask."""
+    return image_topic.rsplit("/", 1)[0] + "/ground_truth_mask"
+
+
+def compress(pixels: np.ndarray, encoding: str, codec: str, *, jpeg_quality: int = 75,
+             png_level: int = 3) -> tuple[str, bytes]:
+    """An image as image_transport's compressed publisher sends it: (format, data). Colour is
+    converted to BGR for OpenCV's encoder (so the file holds true colours), mono stays mono."""
+    import cv2
+
+    mono = encoding in ("mono8", "8UC1")
+    if mono:
+        image, target = pixels, "mono8"
+    else:
+        code = {"rgb8": cv2.COLOR_RGB2BGR, "rgba8": cv2.COLOR_RGBA2BGR,
+                "bgra8": cv2.COLOR_BGRA2BGR}.get(encoding)
+        image, target = (pixels if code is None else cv2.cvtColor(pixels, code)), "bgr8"
+    if codec == "jpeg":
+        ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality])
+        fmt = f"{encoding}; jpeg compressed {target}"
+    else:
+        ok, data = cv2.imencode(".png", image, [cv2.IMWRITE_PNG_COMPRESSION, png_level])
+        # image_transport names no target for a mono PNG
+        fmt = f"{encoding}; png compressed {'' if mono else target}"
+    if not ok:
+        raise RuntimeError(f"OpenCV could not encode a {encoding} image as {codec}")
+    return fmt, data.tobytes()
+
+
+def mask_message(header, mask: np.ndarray):
+    """A ground-truth mask as sensor_msgs/Image mono8 with the image's header."""
+    from sensor_msgs.msg import Image
+
+    h, w = mask.shape
+    return Image(header=header, height=h, width=w, encoding="mono8", step=w,
+                 data=uint8_array(memoryview(np.ascontiguousarray(mask)).cast("B")))
+
+
 def ground_truth_message(header, truth: GroundTruth):
     """The ground truth as the message type the node publishes detections with (score 1)."""
     return detections_message(header, DetectionResult(
@@ -182,16 +253,28 @@ def ground_truth_message(header, truth: GroundTruth):
 class SyntheticCameras:
     """Publishes every camera of ``specs`` from ``node`` once per :meth:`tick`."""
 
-    def __init__(self, node, specs: list[CameraSpec], *, prefix: str = "") -> None:
+    def __init__(self, node, specs: list[CameraSpec], *, prefix: str = "",
+                 transport: str = "raw", jpeg_quality: int = 75, png_level: int = 3,
+                 masks: bool = False) -> None:
         from rclpy.qos import qos_profile_sensor_data
-        from sensor_msgs.msg import Image
+        from sensor_msgs.msg import CompressedImage, Image
 
         self._node = node
         self._image_type = Image
+        self._compressed_type = CompressedImage
         self.specs = specs
         self.scenes = [SyntheticScene(s, seed=i) for i, s in enumerate(specs)]
-        self.publishers = [node.create_publisher(Image, s.topic(prefix), qos_profile_sensor_data)
-                           for s in specs]
+        # Each camera's transport: its own, else the default (compressed: JPEG)
+        default = "jpeg" if transport == "compressed" else transport
+        self.transports = [s.transport or default for s in specs]
+        self._jpeg_quality, self._png_level = jpeg_quality, png_level
+        self.publishers = [
+            node.create_publisher(Image, s.topic(prefix), qos_profile_sensor_data)
+            if t == "raw" else node.create_publisher(CompressedImage, s.compressed_topic(prefix),
+                                                     qos_profile_sensor_data)
+            for s, t in zip(specs, self.transports)]
+        self.mask_publishers = [node.create_publisher(
+            Image, ground_truth_mask_topic(s.topic(prefix)), 100) for s in specs] if masks else []
         # Ground truth is small and each message matters to whoever scores the detector:
         # reliable, with a history deep enough (a few seconds) for a subscriber that lags.
         self.truth_publishers = [node.create_publisher(
@@ -204,15 +287,25 @@ class SyntheticCameras:
         t = time.monotonic() - self._t0
         for i, (spec, scene, pub) in enumerate(zip(self.specs, self.scenes, self.publishers)):
             pixels, truth = scene.render(t)
-            msg = self._image_type()
+            if self.transports[i] == "raw":
+                msg = self._image_type()
+                msg.height, msg.width = spec.height, spec.width
+                msg.encoding = spec.encoding
+                msg.step = spec.width * ENCODINGS[spec.encoding][0]
+                msg.data = uint8_array(memoryview(pixels).cast("B"))    # one copy, not two
+            else:
+                msg = self._compressed_type()
+                msg.format, data = compress(pixels, spec.encoding, self.transports[i],
+                                            jpeg_quality=self._jpeg_quality,
+                                            png_level=self._png_level)
+                msg.data = uint8_array(data)
             msg.header.stamp = stamp
             msg.header.frame_id = spec.frame_id
-            msg.height, msg.width = spec.height, spec.width
-            msg.encoding = spec.encoding
-            msg.step = spec.width * ENCODINGS[spec.encoding][0]
-            msg.data = uint8_array(memoryview(pixels).cast("B"))    # one copy, not two
-            # Ground truth first, so that a subscriber has it when the detections arrive.
+            # Ground truth first, so that a subscriber has it when the results arrive.
             self.truth_publishers[i].publish(ground_truth_message(msg.header, truth))
+            if self.mask_publishers:
+                self.mask_publishers[i].publish(
+                    mask_message(msg.header, truth.mask(spec.width, spec.height)))
             pub.publish(msg)
             self.sent[i] += 1
 
@@ -224,7 +317,17 @@ def main(argv: list[str] | None = None) -> NoReturn:
     argv = sys.argv if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--camera", action="append", type=parse_camera, default=None,
-                        help="ROBOT/CAMERA:WIDTHxHEIGHT[:ENCODING] (repeatable)")
+                        help="ROBOT/CAMERA:WIDTHxHEIGHT[:ENCODING[:TRANSPORT]] (repeatable; "
+                        "TRANSPORT raw, jpeg or png)")
+    parser.add_argument("--transport", choices=("raw", "compressed"), default="raw",
+                        help="cameras without a TRANSPORT: raw sensor_msgs/Image on .../image_raw, "
+                        "or CompressedImage on .../image_raw/compressed (--compressed-format)")
+    parser.add_argument("--compressed-format", choices=("jpeg", "png"), default="jpeg",
+                        help="the codec of --transport compressed")
+    parser.add_argument("--jpeg-quality", type=int, default=75, help="JPEG quality, 1-100")
+    parser.add_argument("--png-level", type=int, default=3, help="PNG compression level, 0-9")
+    parser.add_argument("--ground-truth-masks", action="store_true",
+                        help="also publish each frame's class mask on .../ground_truth_mask")
     parser.add_argument("--rate", type=float, default=30.0, help="frames per second per camera")
     parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: run "
                         "until SIGINT or SIGTERM)")
@@ -237,11 +340,14 @@ def main(argv: list[str] | None = None) -> NoReturn:
     watchdog = ExitWatchdog("synthetic_cameras")
     stop.on_repeat = watchdog.fire            # a second signal: out at once
     node = Node("synthetic_cameras")
-    cameras = SyntheticCameras(node, specs, prefix=args.prefix)
+    transport = args.compressed_format if args.transport == "compressed" else "raw"
+    cameras = SyntheticCameras(node, specs, prefix=args.prefix, transport=transport,
+                               jpeg_quality=args.jpeg_quality, png_level=args.png_level,
+                               masks=args.ground_truth_masks)
     if not args.quiet:
-        for spec in specs:
-            print(f"synthetic_cameras: {spec.topic(args.prefix)} {spec.width}x{spec.height} "
-                  f"{spec.encoding} at {args.rate:g} Hz", flush=True)
+        for spec, pub, how in zip(specs, cameras.publishers, cameras.transports):
+            print(f"synthetic_cameras: {pub.topic_name} {spec.width}x{spec.height} "
+                  f"{spec.encoding} {how} at {args.rate:g} Hz", flush=True)
     period = 1.0 / args.rate
     start = next_tick = time.monotonic()
     try:
