@@ -97,6 +97,8 @@ def status_message(stamp, models: list[ModelHealth], bindings: list[BindingHealt
         failed_plan=b.failed_plan, failed_preprocess=b.failed_preprocess,
         failed_inference=b.failed_inference, failed_decode=b.failed_decode,
         failed_publish=b.failed_publish, failed_internal=b.failed_internal,
+        unmatched_too_old=b.unmatched_too_old, unmatched_no_partner=b.unmatched_no_partner,
+        unmatched_queue_overflow=b.unmatched_queue_overflow,
         message=b.message, last_error=b.last_error, last_error_age_s=b.last_error_age_s,
         received=b.received,
         published=b.published, latency_p50_ms=b.latency_p50_ms,
