@@ -113,7 +113,9 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("model", "", STR, "Model to run (required)."),
     ParamSpec("model_version", -1, INT, "Model version; -1: the latest ready version."),
     ParamSpec("input", "", STR,
-              "Model input that receives the image; empty: the model's only input."),
+              "Model input that receives the image; empty: the model's only input. With "
+              "'inputs': the input whose header the results carry (empty: the model's first "
+              "input fed)."),
     ParamSpec("server_urls", [], STR_LIST,
               "KServe v2 endpoints serving the model (tritonserver, KServe, triton-ros-server): "
               "grpc://host:port, grpcs://host:port, http://host:port or https://host:port. Each "
