@@ -154,13 +154,7 @@ class Binding:
                 self._log.error(f"binding '{self.config.name}': output topic of '{topic}' is the "
                                 f"input topic itself; check output_topic_template")
                 return None
-            source = Source(topic, output, max_in_flight=self.config.max_in_flight,
-                            max_age_ms=self.config.max_age_ms, discovered=discovered,
-                            on_stale=self._on_stale)
-            source.last_seen_publisher_ns = time.monotonic_ns()
-            source.publisher = self._node.create_publisher(self._output.message_class(), output,
-                                                           self._output_qos)
-            source.output_topic = getattr(source.publisher, "topic_name", output)
+            source = self._new_source(topic, output, discovered)
             source.subscription = self._node.create_subscription(
                 self._input.message_class(), topic, lambda msg, s=source: self._on_input(s, msg),
                 self._input_qos,
@@ -169,6 +163,17 @@ class Binding:
         how = "found" if discovered else "bound"
         self._log.info(f"binding '{self.config.name}': {how} {topic} -> {source.output_topic} "
                        f"(model '{self.config.model}')")
+        return source
+
+    def _new_source(self, topic: str, output: str, discovered: bool) -> Source:
+        """A source's flow control and its output publisher (subscriptions are the caller's)."""
+        source = Source(topic, output, max_in_flight=self.config.max_in_flight,
+                        max_age_ms=self.config.max_age_ms, discovered=discovered,
+                        on_stale=self._on_stale)
+        source.last_seen_publisher_ns = time.monotonic_ns()
+        source.publisher = self._node.create_publisher(self._output.message_class(), output,
+                                                       self._output_qos)
+        source.output_topic = getattr(source.publisher, "topic_name", output)
         return source
 
     def remove_source(self, topic: str) -> None:
@@ -252,13 +257,7 @@ class Binding:
                 self._log.error(f"binding '{self.config.name}': output topic of '{namespace}' "
                                 f"is one of its inputs; check output_topic_template")
                 return None
-            source = Source(namespace, output, max_in_flight=self.config.max_in_flight,
-                            max_age_ms=self.config.max_age_ms, discovered=discovered,
-                            on_stale=self._on_stale)
-            source.last_seen_publisher_ns = time.monotonic_ns()
-            source.publisher = self._node.create_publisher(self._output.message_class(), output,
-                                                           self._output_qos)
-            source.output_topic = getattr(source.publisher, "topic_name", output)
+            source = self._new_source(namespace, output, discovered)
             group = SyncGroup(namespace, inputs, self.config, readers)
             source.sync = group
             for index, resolved in enumerate(inputs):
@@ -291,7 +290,8 @@ class Binding:
                 hint = ""
                 if getattr(msg, "encoding", "") in ("16UC1", "32FC1") and \
                         resolved.kind.name == "image":
-                    hint = f" (a depth image: set {self.config.name}.input_kinds.{resolved.name}: depth)"
+                    hint = (f" (a depth image: set {self.config.name}.input_kinds."
+                            f"{resolved.name}: depth)")
                 self.failures.report(
                     f"malformed:{resolved.topic}", "dropped_malformed",
                     f"binding '{self.config.name}': malformed {resolved.kind.name} on "
@@ -626,9 +626,13 @@ class Binding:
             self._plans[kinds] = plan
             self._log.info(f"binding '{self.config.name}': model '{spec.name}' version "
                            f"{spec.version} ({spec.platform}, {self.target.location}), "
-                           + (f"inputs {'; '.join(f'{n} [{dict(kinds)[n]}] {p.summary}' for n, p, _, _ in plan.feeds)}"
-                              f" (results carry the header of {plan.input_name})"
-                              if plan.feeds else
+                           + (self._describe_feeds(plan, dict(kinds)) if plan.feeds else
                               f"input '{plan.input_name}' {plan.input.summary}")
                            + f", format {self.config.format}")
             return plan
+
+    @staticmethod
+    def _describe_feeds(plan: ModelPlan, kinds: dict[str, str]) -> str:
+        feeds = "; ".join(f"{name} [{kinds[name]}] {input_plan.summary}"
+                          for name, input_plan, _, _ in plan.feeds)
+        return f"inputs {feeds} (results carry the header of {plan.input_name})"

@@ -27,10 +27,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...core.datatypes import to_numpy_dtype
 from ...core.errors import invalid_arg
 from .base import MalformedInput
-from .preprocess import Letterbox, letterbox_for
+from .preprocess import Letterbox, float_input_dtype, letterbox_for
 from .serialized_message import SerializedReader
 
 CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
@@ -132,13 +131,7 @@ class CameraInfoInput:
         if -1 in dims or int(np.prod(dims)) != 9:
             raise invalid_arg(f"{where} has dims {list(dims)}: a CameraInfo gives the 9 values "
                               f"of K ([3, 3] or [9])")
-        try:
-            dtype = to_numpy_dtype(tensor.datatype)
-        except Exception:
-            dtype = None
-        if dtype is None or dtype.kind != "f":
-            raise invalid_arg(f"{where} has data type {tensor.datatype}; K needs a "
-                              f"floating-point input")
+        dtype = float_input_dtype(tensor, where, "K")
         return CameraInfoPlan(shape=dims, dtype=dtype, image=settings.image)
 
     def encoder(self, plan: CameraInfoPlan) -> Callable[[Any], tuple[np.ndarray, Intrinsics]]:

@@ -44,11 +44,10 @@ try:
 except ImportError:                     # pragma: no cover - a requirement; numpy path then
     cv2 = None
 
-from ...core.datatypes import to_numpy_dtype
 from ...core.errors import invalid_arg
 from ...core.model_config import TensorConfig
 from .base import MalformedInput
-from .preprocess import RESIZE_MODES, Letterbox, _size, letterbox_for
+from .preprocess import RESIZE_MODES, Letterbox, _size, float_input_dtype, letterbox_for
 from .serialized_image import IMAGE_TYPE, ImageReader
 from .serialized_message import SerializedReader
 
@@ -126,13 +125,7 @@ def plan_depth(config: DepthConfig, tensor: TensorConfig, *, model: str) -> Dept
         raise invalid_arg(f"{where} has {c} channels; a depth image gives 1")
     h = _size(h, config.height, "height", where)
     w = _size(w, config.width, "width", where)
-    try:
-        dtype = to_numpy_dtype(tensor.datatype)
-    except Exception:
-        dtype = None
-    if dtype is None or dtype.kind != "f":
-        raise invalid_arg(f"{where} has data type {tensor.datatype}; depth in metres needs a "
-                          f"floating-point input (FP32, FP16 or FP64)")
+    dtype = float_input_dtype(tensor, where, "depth in metres")
     if config.resize not in RESIZE_MODES:
         raise invalid_arg(f"{where}: resize '{config.resize}' is not one of "
                           f"{', '.join(RESIZE_MODES)}")

@@ -78,14 +78,14 @@ def free_port() -> int:
 class CameraWatch:
     """Detections received on one camera's output topic."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, matcher: FrameMatcher | None = None) -> None:
         self.topic = topic
         self.count = 0
         self.window = 0
         self.latency_ms: collections.deque[float] = collections.deque(maxlen=300)
         self.last = None
         self.lock = threading.Lock()
-        self.matcher = FrameMatcher()
+        self.matcher = matcher or FrameMatcher()
 
     def on_message(self, msg, now_ns: int) -> None:
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
@@ -95,12 +95,16 @@ class CameraWatch:
             self.latency_ms.append((now_ns - stamp) / 1e6)
             self.last = msg
 
-    def line(self, interval: float) -> str:
+    def _window(self, interval: float):
+        """(rate, median latency, last message) of the last report interval."""
         with self.lock:
             rate = self.window / interval
             self.window = 0
             lat = np.median(self.latency_ms) if self.latency_ms else float("nan")
-            last = self.last
+            return rate, lat, self.last
+
+    def line(self, interval: float) -> str:
+        rate, lat, last = self._window(interval)
         score = self.matcher.snapshot()
         text = (f"  {self.topic:36s} {rate:5.1f} Hz  e2e p50 {lat:6.1f} ms  recall "
                 f"{score.recall:5.3f} precision {score.precision:5.3f} IoU {score.mean_iou:5.3f}")
@@ -114,33 +118,16 @@ class CameraWatch:
         return text + f"  {len(last.detections):3d} boxes [{last.header.frame_id}]  {boxes}"
 
 
-class RgbdWatch:
+class RgbdWatch(CameraWatch):
     """3D detections received on one RGB-D camera's output topic."""
 
     def __init__(self, spec: RgbdSpec, max_error: float) -> None:
+        super().__init__(f"{spec.namespace()}/detections3d",
+                         FrameMatcher(score=Score3D(max_error=max_error)))
         self.spec = spec
-        self.topic = f"{spec.namespace()}/detections3d"
-        self.count = 0
-        self.window = 0
-        self.latency_ms: collections.deque[float] = collections.deque(maxlen=300)
-        self.last = None
-        self.lock = threading.Lock()
-        self.matcher = FrameMatcher(score=Score3D(max_error=max_error))
-
-    def on_message(self, msg, now_ns: int) -> None:
-        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-        with self.lock:
-            self.count += 1
-            self.window += 1
-            self.latency_ms.append((now_ns - stamp) / 1e6)
-            self.last = msg
 
     def line(self, interval: float) -> str:
-        with self.lock:
-            rate = self.window / interval
-            self.window = 0
-            lat = np.median(self.latency_ms) if self.latency_ms else float("nan")
-            last = self.last
+        rate, lat, last = self._window(interval)
         score = self.matcher.snapshot()
         text = (f"  {self.topic:36s} {rate:5.1f} Hz  e2e p50 {lat:6.1f} ms  recall "
                 f"{score.recall:5.3f} position error mean {100 * score.mean_error:4.2f} % max "

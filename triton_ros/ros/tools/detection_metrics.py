@@ -192,13 +192,9 @@ def match_positions(truth: np.ndarray, truth_classes: list[str], found: np.ndarr
 
 
 @dataclass
-class Score3D:
-    """Running totals of one RGB-D camera."""
+class Score3D(Score):
+    """Running totals of one RGB-D camera (``iou_sum`` unused)."""
 
-    frames: int = 0
-    truths: int = 0
-    detections: int = 0
-    matched: int = 0
     error_sum: float = 0.0              # relative errors of the matched objects
     error_max: float = 0.0
     max_error: float = 0.02
@@ -213,14 +209,6 @@ class Score3D:
         self.matched += len(pairs)
         self.error_sum += sum(e for _, _, e in pairs)
         self.error_max = max([self.error_max] + [e for _, _, e in pairs])
-
-    @property
-    def recall(self) -> float:
-        return self.matched / self.truths if self.truths else float("nan")
-
-    @property
-    def precision(self) -> float:
-        return self.matched / self.detections if self.detections else float("nan")
 
     @property
     def mean_error(self) -> float:
