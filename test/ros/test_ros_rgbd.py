@@ -55,7 +55,7 @@ def params() -> dict:
                  "inputs": {"COLOR": "color/image_raw", "DEPTH": "depth/image_raw",
                             "K": "color/camera_info"},
                  "input_kinds": {"DEPTH": "depth"}, "sync_slop_ms": 10.0,
-                 "sync_min_interval_ms": 40.0},
+                 "sync_min_interval_ms": 40.0, "forget_after_s": 2.0},
     }
 
 
@@ -74,6 +74,10 @@ class BadCamera:
         self.depth = probe.node.create_publisher(
             CompressedImage, f"{BAD}/depth/image_raw/compressedDepth", qos)
         self.sent = 0
+
+    def leave(self) -> None:
+        for publisher in (self.colour, self.info, self.depth):
+            self.probe.node.destroy_publisher(publisher)
 
     def publish(self) -> None:
         import struct
@@ -145,13 +149,15 @@ def rgbd(tmp_path_factory):
             raise AssertionError(f"{exc}: {[vars(m.snapshot()) for m in matchers.values()]}\n"
                                  f"{node.log()[-4000:]}") from None
         time.sleep(1.5)                                 # a diagnostics period or two more
+        # as the cameras run: once they stop, their namespaces are unbound (forget_after_s)
+        status = binding_status({"node": node, "diagnostics": diagnostics}, "rgbd")
         cameras.send_signal(signal.SIGINT)
         out, _ = cameras.communicate(timeout=TIMEOUT)
         assert cameras.returncode == 0, out
         cameras = None
         yield {"node": node, "probe": probe, "matchers": matchers, "plain": plain,
                "plain_times": plain_times, "started": started, "diagnostics": diagnostics,
-               "cameras_out": out, "bad": bad}
+               "cameras_out": out, "bad": bad, "status": status}
     finally:
         if cameras is not None:
             cameras.kill()
@@ -178,7 +184,7 @@ def test_every_object_is_located_within_2_percent_of_its_distance(rgbd):
 
 
 def test_messages_without_partners_are_counted_by_reason_on_diagnostics(rgbd):
-    _, values = binding_status(rgbd, "rgbd")
+    _, values = rgbd["status"]
     left_out = {m.group(1): int(m.group(2)) for m in re.finditer(
         r"(\w+)/cam \d+ \(RGB-D, (\d+) without", rgbd["cameras_out"])}
     assert set(left_out) == {s.robot for s in RGBD} and all(left_out.values()), \
@@ -197,7 +203,7 @@ def test_messages_without_partners_are_counted_by_reason_on_diagnostics(rgbd):
 
 
 def test_corrupt_compressed_depth_is_counted_as_malformed(rgbd):
-    status, values = binding_status(rgbd, "rgbd")
+    _, values = rgbd["status"]
     assert int(values["dropped_malformed"]) >= rgbd["bad"].sent // 4, values
     assert int(values["failed"]) == 0, values
     log = rgbd["node"].log()
@@ -225,3 +231,15 @@ def test_sets_of_several_cameras_were_batched_together(rgbd):
     sizes = {b.batch_size: b.compute_infer.count for b in model.batch_stats}
     assert model.inference_count >= FRAMES * len(RGBD), sizes
     assert max(sizes) >= 2, f"every set ran alone: {sizes}"
+
+
+def test_a_namespace_whose_robot_left_is_unbound_and_its_counts_kept(rgbd):
+    node = rgbd["node"]
+    rgbd["bad"].leave()
+    wait_until(lambda: f"{BAD} has had no publisher" in node.log(), TIMEOUT,
+               f"{BAD} unbound after forget_after_s")
+    before = int(rgbd["status"][1]["dropped_malformed"])
+    wait_until(lambda: BAD not in binding_status(rgbd, "rgbd")[1], TIMEOUT,
+               f"{BAD} gone from /diagnostics")
+    _, values = binding_status(rgbd, "rgbd")
+    assert int(values["dropped_malformed"]) >= before, values      # retired, not forgotten

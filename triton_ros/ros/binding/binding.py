@@ -184,6 +184,9 @@ class Binding:
         group: SyncGroup | None = getattr(source, "sync", None)
         for subscription in group.subscriptions if group is not None else (source.subscription,):
             self._node.destroy_subscription(subscription)
+        if group is not None:                  # messages still waiting will find no partner
+            for _ in group.synchronizer.clear():
+                source.count("unmatched_no_partner")
         self._node.destroy_publisher(source.publisher)
         counters, _, _ = source.snapshot()
         with self._sources_lock:
