@@ -26,6 +26,20 @@
   ``color_detector``'s per-pixel margins averaged over 3x3, positive on the class. The argmax over
   the 7 (the node's ``segmentation`` format) is each pixel's class: the masks that
   ``synthetic_cameras --ground-truth-masks`` publishes.
+- ``rgbd_locator``: locates what ``color_detector`` sees in 3D, from a colour image, the aligned
+  depth image and the camera matrix (constructed, not trained): inputs ``COLOR`` FP32
+  [N,3,256,256] (RGB in [0,1], as ``color_detector``'s ``images``), ``DEPTH`` FP32 [N,1,256,256]
+  (metres, 0 where invalid) and ``K`` FP32 [N,3,3] (the camera matrix in those 256x256 pixels);
+  output ``detections3d`` FP32 [N,6,8]: one row per colour class, (x, y, z, size_x, size_y,
+  size_z, score, class_id) in metres in the camera's optical frame. Per class: the colour mask of
+  ``color_detector``; its pixel centroid (u, v); its median valid depth z, taken at every other
+  pixel of the mask eroded by one pixel (so that no edge pixel of the background counts; the
+  whole mask where the eroded one has no valid depth) by TopK over the masked depths (lower
+  median); back-projected with K:
+  x = (u - cx) z / fx, y = (v - cy) z / fy. size_x and size_y are the mask's extent at z (size_z
+  0: a flat object). Score as ``color_detector``'s, 0 where the class has no valid depth. The
+  answer is right only when the depth image is the colour image's: another frame's depth puts
+  the objects elsewhere and at other distances.
 - ``simple``: Triton's classic two-input example: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 -
   INPUT1, INT32 [N,16].
 - ``simple_string``: Triton's string variant of ``simple``: the same sums and differences of
@@ -122,15 +136,16 @@ def build_detector(seed: int = 20261129) -> onnx.ModelProto:
     return _finish(graph)
 
 
-def _constant(name: str, value, dtype=np.float32):
+def _const(name: str, value, dtype=np.float32):
     return numpy_helper.from_array(np.asarray(value, dtype), name)
 
 
-def _color_margins() -> tuple[list, list]:
-    """The nodes and initializers of the per-pixel colour margins that ``color_detector`` and
-    ``color_segmenter`` share: ``images`` [N,3,H,W] -> ``smooth`` [N,6,H,W], > 0 where a pixel
-    (averaged over 3x3) is of the class."""
-    c, n_cls = _constant, len(COLOR_CLASSES)
+def _color_margins(image: str) -> tuple[list, list]:
+    """(initializers, nodes) of the per-pixel colour margins that ``color_detector``,
+    ``color_segmenter`` and ``rgbd_locator`` share: the RGB input ``image`` [N,3,H,W] ->
+    ``smooth`` [N,6,H,W], > 0 where a pixel (averaged over 3x3) is of the class."""
+    n_cls = len(COLOR_CLASSES)
+    c = _const
     inits = [
         c("split_rgb", [1, 1, 1], np.int64),
         # Per-class thresholds on the margins below; black and white are absolute levels.
@@ -138,7 +153,7 @@ def _color_margins() -> tuple[list, list]:
         c("black_sign", np.array([1, 1, 1, 1, -1, 1]).reshape(1, n_cls, 1, 1)),
     ]
     nodes = [
-        helper.make_node("Split", ["images", "split_rgb"], ["r", "g", "b"], axis=1),
+        helper.make_node("Split", [image, "split_rgb"], ["r", "g", "b"], axis=1),
         helper.make_node("Max", ["g", "b"], ["max_gb"]),
         helper.make_node("Max", ["r", "b"], ["max_rb"]),
         helper.make_node("Max", ["r", "g"], ["max_rg"]),
@@ -158,13 +173,16 @@ def _color_margins() -> tuple[list, list]:
         helper.make_node("AveragePool", ["margin"], ["smooth"], kernel_shape=[3, 3],
                          strides=[1, 1], pads=[1, 1, 1, 1]),
     ]
-    return nodes, inits
+    return inits, nodes
 
 
-def build_color_detector() -> onnx.ModelProto:
-    size, n_cls = DETECTOR_SIZE, len(COLOR_CLASSES)
-    c = _constant
-    nodes, inits = _color_margins()
+def _color_mask(image: str) -> tuple[list, list]:
+    """(initializers, nodes) of color_detector's per-class masks: ``mask`` [N,6,H,W] (0/1) from
+    the RGB input ``image``, with its rows and columns (``y_first_f``... ``x_end``, ``y_end``)
+    and ``count`` [N,6]."""
+    n_cls = len(COLOR_CLASSES)
+    c = _const
+    inits, nodes = _color_margins(image)
     inits += [
         c("zero", 0.0), c("one", 1.0), c("min_pixels", COLOR_MIN_PIXELS),
         c("class_ids", np.arange(n_cls).reshape(1, n_cls)),
@@ -186,6 +204,14 @@ def build_color_detector() -> onnx.ModelProto:
         helper.make_node("Add", ["x_last_f", "one"], ["x_end"]),        # exclusive right edge
         helper.make_node("Add", ["y_last_f", "one"], ["y_end"]),
         helper.make_node("ReduceSum", ["mask", "hw_axes"], ["count"], keepdims=0),  # [N,6]
+    ]
+    return inits, nodes
+
+
+def build_color_detector() -> onnx.ModelProto:
+    size, n_cls = DETECTOR_SIZE, len(COLOR_CLASSES)
+    inits, nodes = _color_mask("images")
+    nodes += [
         helper.make_node("Sub", ["x_end", "x_first_f"], ["box_w"]),
         helper.make_node("Sub", ["y_end", "y_first_f"], ["box_h"]),
         helper.make_node("Mul", ["box_w", "box_h"], ["box_area"]),       # >= 1: never divides by 0
@@ -217,21 +243,134 @@ def build_color_segmenter() -> onnx.ModelProto:
     ``background`` a constant 0 and classes 1-6 the colour margins of ``color_detector`` (> 0
     on the class); the argmax is the pixel's class (background where no margin is positive)."""
     size = SEGMENTER_SIZE
-    nodes, inits = _color_margins()
-    inits.append(_constant("background", np.zeros((1, 1, 1, 1), np.float32)))
+    inits, nodes = _color_margins("images")
+    inits.append(_const("background", np.zeros((1, 1, 1, 1), np.float32)))
     nodes += [
         # a zero plane as wide as the image: 0 * the first margin + 0
         helper.make_node("Slice", ["smooth", "first", "second", "channel_axis"], ["plane"]),
         helper.make_node("Mul", ["plane", "background"], ["background_plane"]),
         helper.make_node("Concat", ["background_plane", "smooth"], ["scores"], axis=1),
     ]
-    inits += [_constant("first", [0], np.int64), _constant("second", [1], np.int64),
-              _constant("channel_axis", [1], np.int64)]
+    inits += [_const("first", [0], np.int64), _const("second", [1], np.int64),
+              _const("channel_axis", [1], np.int64)]
     graph = helper.make_graph(
         nodes, "color_segmenter",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, size, size])],
         [helper.make_tensor_value_info("scores", TensorProto.FLOAT,
                                        ["N", len(SEGMENTER_CLASSES), size, size])],
+        initializer=inits)
+    return _finish(graph)
+
+
+def build_rgbd_locator() -> onnx.ModelProto:
+    size, n_cls = DETECTOR_SIZE, len(COLOR_CLASSES)
+    pixels = size * size
+    c = _const
+    inits, nodes = _color_mask("COLOR")
+    inits += [
+        c("xs", np.arange(size).reshape(1, 1, 1, size)),
+        c("ys", np.arange(size).reshape(1, 1, size, 1)),
+        c("far", 1e9), c("half_rank", 0.5), c("almost_one", 0.99),
+        c("flat_shape", [0, n_cls, pixels // 4], np.int64),
+        c("even_start", [0, 0], np.int64), c("even_end", [size, size], np.int64),
+        c("even_step", [2, 2], np.int64),
+        c("k_index", [0, 2, 4, 5], np.int64), c("k_flat", [0, 9], np.int64),
+        c("k_split", [1, 1, 1, 1], np.int64), c("rank_axis", [2], np.int64),
+        c("depth_zero", 0.0),
+    ]
+    nodes += [
+        helper.make_node("Div", ["count", "min_pixels"], ["size_ratio"]),
+        helper.make_node("Min", ["size_ratio", "one"], ["size_score"]),
+        helper.make_node("Max", ["count", "one"], ["count_1"]),
+        # pixel centroid of each class's mask [N,6]
+        helper.make_node("Mul", ["mask", "xs"], ["mask_x"]),
+        helper.make_node("Mul", ["mask", "ys"], ["mask_y"]),
+        helper.make_node("ReduceSum", ["mask_x", "hw_axes"], ["sum_x"], keepdims=0),
+        helper.make_node("ReduceSum", ["mask_y", "hw_axes"], ["sum_y"], keepdims=0),
+        helper.make_node("Div", ["sum_x", "count_1"], ["u"]),
+        helper.make_node("Div", ["sum_y", "count_1"], ["v"]),
+        # Depth is sampled at every other pixel (a quarter of the work for the median): where
+        # it is valid, and where the mask eroded by a pixel (its 3x3 all set) holds
+        helper.make_node("Slice", ["DEPTH", "even_start", "even_end", "hw_axes", "even_step"],
+                         ["depth_s"]),
+        helper.make_node("Slice", ["mask", "even_start", "even_end", "hw_axes", "even_step"],
+                         ["mask_s"]),
+        helper.make_node("Greater", ["depth_s", "depth_zero"], ["valid_bool"]),
+        helper.make_node("Cast", ["valid_bool"], ["valid"], to=TensorProto.FLOAT),
+        helper.make_node("AveragePool", ["mask"], ["mask_avg"], kernel_shape=[3, 3],
+                         strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("Greater", ["mask_avg", "almost_one"], ["core_bool"]),
+        helper.make_node("Cast", ["core_bool"], ["core"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["core", "valid"], ["core_valid"]),
+        helper.make_node("Mul", ["mask_s", "valid"], ["mask_valid"]),
+        helper.make_node("ReduceSum", ["core_valid", "hw_axes"], ["core_count"], keepdims=1),
+        helper.make_node("Greater", ["core_count", "zero"], ["use_core"]),      # [N,6,1,1]
+        helper.make_node("Where", ["use_core", "core_valid", "mask_valid"], ["sample"]),
+        helper.make_node("ReduceSum", ["sample", "hw_axes"], ["samples"], keepdims=0),  # [N,6]
+        # median of the sampled depths: the smallest ceil(samples / 2) by TopK, the last of them
+        helper.make_node("Greater", ["sample", "zero"], ["sample_bool"]),
+        helper.make_node("Expand", ["depth_s", "flat_shape_4d"], ["depth_6"]),
+        helper.make_node("Where", ["sample_bool", "depth_6", "far"], ["masked_depth"]),
+        helper.make_node("Reshape", ["masked_depth", "flat_shape"], ["depth_flat"]),
+        helper.make_node("Sub", ["samples", "one"], ["last_rank"]),
+        helper.make_node("Mul", ["last_rank", "half_rank"], ["mid_rank"]),
+        helper.make_node("Floor", ["mid_rank"], ["rank_f"]),
+        helper.make_node("Max", ["rank_f", "zero"], ["rank_clip"]),
+        helper.make_node("Cast", ["rank_clip"], ["rank"], to=TensorProto.INT64),    # [N,6]
+        helper.make_node("ReduceMax", ["rank"], ["top_rank"], keepdims=0),          # scalar
+        helper.make_node("Add", ["top_rank", "one_i"], ["k_scalar"]),
+        helper.make_node("Reshape", ["k_scalar", "one_shape"], ["k"]),
+        helper.make_node("TopK", ["depth_flat", "k"], ["smallest", "smallest_i"], axis=2,
+                         largest=0, sorted=1),
+        helper.make_node("Unsqueeze", ["rank", "rank_axis"], ["rank_3d"]),
+        helper.make_node("GatherElements", ["smallest", "rank_3d"], ["median_3d"], axis=2),
+        helper.make_node("Squeeze", ["median_3d", "rank_axis"], ["median"]),        # [N,6]
+        helper.make_node("Min", ["samples", "one"], ["has_depth"]),
+        helper.make_node("Min", ["count", "one"], ["present"]),
+        helper.make_node("Mul", ["median", "has_depth"], ["z"]),
+        # K [N,3,3] -> fx, cx, fy, cy [N,1]
+        helper.make_node("Reshape", ["K", "k_flat"], ["k9"]),
+        helper.make_node("Gather", ["k9", "k_index"], ["k4"], axis=1),
+        helper.make_node("Split", ["k4", "k_split"], ["fx", "cx", "fy", "cy"], axis=1),
+        helper.make_node("Sub", ["u", "cx"], ["du"]),
+        helper.make_node("Sub", ["v", "cy"], ["dv"]),
+        helper.make_node("Mul", ["du", "z"], ["du_z"]),
+        helper.make_node("Mul", ["dv", "z"], ["dv_z"]),
+        helper.make_node("Div", ["du_z", "fx"], ["x"]),
+        helper.make_node("Div", ["dv_z", "fy"], ["y"]),
+        # extent at z, score
+        helper.make_node("Sub", ["x_end", "x_first_f"], ["box_w"]),
+        helper.make_node("Sub", ["y_end", "y_first_f"], ["box_h"]),
+        helper.make_node("Mul", ["box_w", "box_h"], ["box_area"]),       # >= 1: never divides by 0
+        helper.make_node("Div", ["count", "box_area"], ["fill"]),
+        helper.make_node("Mul", ["box_w", "z"], ["box_w_z"]),
+        helper.make_node("Mul", ["box_h", "z"], ["box_h_z"]),
+        helper.make_node("Div", ["box_w_z", "fx"], ["size_x"]),
+        helper.make_node("Div", ["box_h_z", "fy"], ["size_y"]),
+        helper.make_node("Mul", ["x", "zero"], ["size_z"]),
+        helper.make_node("Mul", ["fill", "size_score"], ["score_2d"]),
+        helper.make_node("Mul", ["score_2d", "has_depth"], ["score"]),
+        helper.make_node("Mul", ["present", "has_depth"], ["found"]),
+        helper.make_node("Mul", ["found", "class_ids"], ["class_id"]),
+    ]
+    inits += [c("flat_shape_4d", [1, n_cls, 1, 1], np.int64), c("one_i", 1, np.int64),
+              c("one_shape", [1], np.int64)]
+    columns = ["x", "y", "z", "size_x", "size_y", "size_z", "score", "class_id"]
+    for name in columns:
+        if name in ("score", "class_id"):
+            src = name
+        else:
+            nodes.append(helper.make_node("Mul", [name, "found"], [name + "_found"]))
+            src = name + "_found"
+        nodes.append(helper.make_node("Unsqueeze", [src, "last_axis"], [name + "_col"]))
+    nodes.append(helper.make_node("Concat", [n + "_col" for n in columns], ["detections3d"],
+                                  axis=2))
+    graph = helper.make_graph(
+        nodes, "rgbd_locator",
+        [helper.make_tensor_value_info("COLOR", TensorProto.FLOAT, ["N", 3, size, size]),
+         helper.make_tensor_value_info("DEPTH", TensorProto.FLOAT, ["N", 1, size, size]),
+         helper.make_tensor_value_info("K", TensorProto.FLOAT, ["N", 3, 3])],
+        [helper.make_tensor_value_info("detections3d", TensorProto.FLOAT, ["N", n_cls, 8])],
         initializer=inits)
     return _finish(graph)
 
@@ -277,6 +416,7 @@ MODELS = {
     REPO / "detector" / "1" / "model.onnx": build_detector,
     REPO / "color_detector" / "1" / "model.onnx": build_color_detector,
     REPO / "color_segmenter" / "1" / "model.onnx": build_color_segmenter,
+    REPO / "rgbd_locator" / "1" / "model.onnx": build_rgbd_locator,
     REPO / "simple" / "1" / "model.onnx": build_simple,
     REPO / "simple_string" / "1" / "model.onnx": build_simple_string,
 }
@@ -311,7 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         # The class names of detector, and of color_detector (and detector_pipeline, built on it).
         for model, classes in (("detector", DETECTOR_CLASSES), ("color_detector", COLOR_CLASSES),
                                ("detector_pipeline", COLOR_CLASSES),
-                               ("color_segmenter", SEGMENTER_CLASSES)):
+                               ("color_segmenter", SEGMENTER_CLASSES),
+                               ("rgbd_locator", COLOR_CLASSES)):
             (REPO / model / "labels.txt").write_text("\n".join(classes) + "\n", encoding="utf-8")
     return status
 

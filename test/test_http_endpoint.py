@@ -152,7 +152,8 @@ def test_statistics_routes(bundled_server):
     every = c.get_inference_statistics()["model_stats"]
     assert {s["name"] for s in every} == {"simple", "simple_string", "detector", "color_detector",
                                           "detector_pipeline", "detector_preprocess",
-                                          "detector_postprocess", "color_segmenter"}
+                                          "detector_postprocess", "color_segmenter",
+                                          "rgbd_locator"}
     # the gRPC endpoint reports the same numbers
     grpc_stats = bundled_server.client().get_inference_statistics("simple", as_json=True)
     assert int(grpc_stats["model_stats"][0]["inference_count"]) >= after["inference_count"]

@@ -1,5 +1,6 @@
 """The main job (``python -m triton_ros.ros.tools.demo``, what ``./scripts/run.sh`` runs) scores
-every camera against the ground truth and passes, running past ``--seconds`` until every camera has
+every camera against the ground truth (and every RGB-D camera's 3D positions against the 3D
+ground truth) and passes, running past ``--seconds`` until every camera has
 ``--min-frames`` scored; bound to a detector that does not see (the random ``detector``), it fails
 and says why."""
 from __future__ import annotations
@@ -47,6 +48,14 @@ def test_the_demo_scores_every_camera_and_passes():
         iou = float(re.search(r"mean IoU ([\d.]+)", line).group(1))
         frames = int(re.search(r"(\d+) frames scored", line).group(1))
         assert recall >= 0.95 and iou >= 0.8 and frames >= MIN_FRAMES, line
+    rgbd = {m.group(1): m.group(0) for m in re.finditer(
+        r"^  (/robot\d/rgbd_\w+/detections3d) .*frames scored.*$", out, re.M)}
+    assert set(rgbd) == {"/robot3/rgbd_front/detections3d", "/robot3/rgbd_rear/detections3d"}, out
+    for topic, line in rgbd.items():
+        recall = float(re.search(r"recall ([\d.]+)", line).group(1))
+        worst = float(re.search(r"max ([\d.]+) % of the distance", line).group(1))
+        frames = int(re.search(r"(\d+) frames scored", line).group(1))
+        assert recall >= 0.95 and worst <= 2.0 and frames >= MIN_FRAMES, line
     assert "demo OK" in out
 
 

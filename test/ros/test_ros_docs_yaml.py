@@ -8,7 +8,9 @@ For each snippet, the node runs in its own process with the snippet as its ``--p
 (only the ports are overridden on the command line, so that concurrent nodes never collide).
 Frames are published on each binding's topics (a topic pattern gets a concrete name that
 matches it), and a result must come back on the output topic the node logs for it, with the
-frame's header.
+frame's header. A synchronized binding (``inputs``) gets a namespace, and every input's topic
+in it a message of the same stamp: an rgb8 image, a 16UC1 depth image (``input_kinds``: depth)
+or a CameraInfo (a ``camera_info`` kind, or a topic named so).
 """
 from __future__ import annotations
 
@@ -60,7 +62,8 @@ def test_the_node_starts_with_the_snippet_and_every_binding_publishes(where, tex
                                                                       probe):
     from triton_ros_interfaces.msg import TensorList
 
-    from triton_ros.ros.codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE
+    from triton_ros.ros.codec.messages import (CLASSIFICATION_TYPE, DETECTIONS3D_TYPE,
+                                               DETECTIONS_TYPE)
 
     params = node_parameters(yaml.safe_load(text))
     params_file = tmp_path / "snippet.yaml"
@@ -70,7 +73,8 @@ def test_the_node_starts_with_the_snippet_and_every_binding_publishes(where, tex
         node.wait_ready(probe, timeout=120)
         from sensor_msgs.msg import Image
         types = {"detections": DETECTIONS_TYPE, "classification": CLASSIFICATION_TYPE,
-                 "tensors": TensorList, "segmentation": Image}
+                 "tensors": TensorList, "segmentation": Image,
+                 "detections3d": DETECTIONS3D_TYPE}
         bindings = params.get("bindings", [])
         if isinstance(bindings, str):
             bindings = [bindings]
@@ -85,7 +89,9 @@ def test_the_node_starts_with_the_snippet_and_every_binding_publishes(where, tex
             for t in topics + [instantiate(p) for p in patterns]:
                 inputs[t] = (name, settings.get("format", "detections"))
 
-        publishers = {t: probe.image_publisher(t) for t in inputs}
+        publishers = {t: SyncedPublisher(probe, params[inputs[t][0]], t)
+                      if params[inputs[t][0]].get("inputs") else probe.image_publisher(t)
+                      for t in inputs}
         pixels = np.full((480, 640, 3), 90, np.uint8)
         recorders: dict[str, object] = {}
 
@@ -112,3 +118,39 @@ def test_the_node_starts_with_the_snippet_and_every_binding_publishes(where, tex
         assert re.search(rf"serving .*gRPC.* at 127\.0\.0\.1:{node.grpc_port}\b", log), log
     finally:
         node.stop_and_check(signal.SIGINT)
+
+
+class SyncedPublisher:
+    """Every input topic of a synchronized binding's namespace, published with one stamp."""
+
+    def __init__(self, probe, settings: dict, namespace: str) -> None:
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import CameraInfo, Image
+
+        kinds = settings.get("input_kinds") or {}
+        self.publishers = []
+        for name, relative in settings["inputs"].items():
+            kind = kinds.get(name) or ("camera_info" if "camera_info" in relative else "image")
+            msg_type = CameraInfo if kind == "camera_info" else Image
+            self.publishers.append((kind, probe.node.create_publisher(
+                msg_type, f"{namespace}/{relative}", qos_profile_sensor_data)))
+
+    def publish(self, colour) -> None:
+        from sensor_msgs.msg import CameraInfo
+
+        from triton_ros.ros.codec.messages import uint8_array
+
+        for kind, publisher in self.publishers:
+            if kind == "camera_info":
+                h, w = colour.height, colour.width
+                msg = CameraInfo(header=colour.header, width=w, height=h,
+                                 k=[0.9 * w, 0.0, w / 2, 0.0, 0.9 * w, h / 2, 0.0, 0.0, 1.0])
+            elif kind == "depth":
+                msg = image_message(np.zeros((colour.height, colour.width), np.uint8), "mono8",
+                                    colour.header.frame_id, colour.header.stamp)
+                msg.encoding, msg.step = "16UC1", colour.width * 2
+                msg.data = uint8_array(np.full((colour.height, colour.width), 1500,
+                                               np.uint16).tobytes())
+            else:
+                msg = colour
+            publisher.publish(msg)

@@ -47,7 +47,7 @@ from ..core.memory import keep_freed_buffers
 from ..core.server import InferenceServer
 from ..frontend.endpoints import EndpointStartError, Endpoints
 from .binding.binding import Binding
-from .codec.messages import CLASSIFICATION_TYPE, DETECTIONS_TYPE, VISION_MSGS
+from .codec.messages import CLASSIFICATION_TYPE, DETECTIONS3D_TYPE, DETECTIONS_TYPE, VISION_MSGS
 from .executor import NodeSpinner, resolve_executor
 from .mirror.diagnostics import MirrorReporter, mirror_statuses
 from .mirror.kafka_mirror import CLOSE_TIMEOUT_S, KafkaMirror
@@ -173,14 +173,16 @@ class InferenceNode(Node):
                                             clock=Clock(clock_type=ClockType.STEADY_TIME))
         for binding in self.bindings:
             binding.start()
-        if any(b.needs_discovery() for b in self.bindings):   # patterns, or auto kinds
+        # Patterns, auto kinds, and synchronized namespaces (bound as their inputs appear)
+        if any(b.needs_discovery() for b in self.bindings):
             self._discover()
             self.create_timer(self.config.discovery_period_s, self._discover,
                               callback_group=self._timer_group)
-        if any(b.config.format in ("detections", "classification") for b in self.bindings):
+        if any(b.config.format in ("detections", "classification", "detections3d")
+               for b in self.bindings):
             log.info("results are published as " + ", ".join(
                 f"{t.__module__.split('.')[0]}/{t.__name__}"
-                for t in (DETECTIONS_TYPE, CLASSIFICATION_TYPE))
+                for t in (DETECTIONS_TYPE, CLASSIFICATION_TYPE, DETECTIONS3D_TYPE))
                 + ("" if VISION_MSGS else " (vision_msgs is not installed: the package's "
                    "fallback messages, same field names, no results[].pose)"))
 

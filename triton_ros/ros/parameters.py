@@ -25,10 +25,13 @@ from ..core.model_repository_manager import CONTROL_MODES
 from ..core.server import ServerOptions
 from ..frontend.kafka.options import KafkaOptions
 from ..frontend.options import EndpointOptions
+from .codec.camera_info import CameraInfoConfig
 from .codec.classification import ClassificationConfig
+from .codec.depth import DepthConfig
+from .codec.detection3d import Detection3DConfig
 from .codec.detection import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
 from .codec.preprocess import COLORS, INTERPOLATIONS, LAYOUTS, RESIZE_MODES, PreprocessConfig
-from .codec.registry import INPUT_KINDS, OUTPUT_FORMATS
+from .codec.registry import INPUT_KINDS, OUTPUT_FORMATS, family_of
 from .codec.segmentation import SegmentationConfig
 from .codec.tensors import TensorsConfig
 from .endpoint_parameters import ENDPOINT_PARAMS, endpoint_options
@@ -146,7 +149,9 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("model", "", STR, "Model to run (required)."),
     ParamSpec("model_version", -1, INT, "Model version; -1: the latest ready version."),
     ParamSpec("input", "", STR,
-              "Model input that receives the image; empty: the model's only input."),
+              "Model input that receives the image; empty: the model's only input. With "
+              "'inputs': the input whose header the results carry (empty: the model's first "
+              "input fed)."),
     ParamSpec("server_urls", [], STR_LIST,
               "KServe v2 endpoints serving the model (tritonserver, KServe, triton-ros-server): "
               "grpc://host:port, grpcs://host:port, http://host:port or https://host:port. Each "
@@ -278,7 +283,51 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
     *_mirror_params(),
     *COMPRESSED_PARAMS,
     *SEGMENTATION_PARAMS,
+    # synchronized inputs (the maps 'inputs' and 'input_kinds': SYNC_MAPS), depth, 3D detections
+    ParamSpec("sync_slop_ms", 10.0, FLOAT,
+              "With 'inputs': the most the header stamps of one matched set may differ, "
+              "milliseconds (message_filters' ApproximateTime max interval)."),
+    ParamSpec("sync_queue_size", 10, INT,
+              "With 'inputs': messages of one input waiting for partners at most; the oldest "
+              "is dropped beyond (counted as unmatched_queue_overflow)."),
+    ParamSpec("sync_min_interval_ms", 0.0, FLOAT,
+              "With 'inputs': the least time between two messages of one input, milliseconds "
+              "(message_filters' inter-message lower bound): a set is published as soon as it "
+              "is provably the best instead of when the next message arrives; 0: no bound."),
+    ParamSpec("depth_scale", 0.001, FLOAT,
+              "Depth inputs: metres per unit of a 16UC1 image (0.001: millimetres, REP 118); "
+              "32FC1 images are metres."),
+    ParamSpec("depth_min_m", 0.0, FLOAT,
+              "Depth inputs: valid depths are clipped into [depth_min_m, depth_max_m], metres."),
+    ParamSpec("depth_max_m", 0.0, FLOAT,
+              "Depth inputs: upper end of the clip range, metres; 0: no upper limit."),
+    ParamSpec("depth_fill", 0.0, FLOAT,
+              "Depth inputs: the value of invalid pixels (0, NaN, inf) and of the letterbox "
+              "padding, metres."),
+    ParamSpec("detections3d_output", "detections3d", STR,
+              "Format detections3d: the output holding rows (x, y, z, size_x, size_y, size_z, "
+              "score, class_id), metres in the reference input's frame."),
 )
+
+# Maps of a synchronized binding, given as '<binding>.<map>.<model input>' (YAML: a mapping under
+# the map's name); their keys are model input names, so they are declared as they are given.
+SYNC_MAPS: dict[str, str] = {
+    "inputs": "Topic feeding model input '{key}', relative to the binding's source namespace "
+              "(topics / topic_patterns name the namespaces): the inputs of one namespace are "
+              "matched by header stamp into one request.",
+    "input_kinds": "Input kind of model input '{key}' (image, depth, camera_info, or a kind of "
+                   "codec/registry.py); unset: by the topic's message type.",
+}
+KIND_NAMES = ("image", "depth", "camera_info")        # families; kinds by name too
+
+
+@dataclass(frozen=True)
+class SyncConfig:
+    """How a synchronized binding matches its inputs (message_filters' ApproximateTime)."""
+
+    slop_ms: float = 10.0
+    queue_size: int = 10
+    min_interval_ms: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -309,10 +358,30 @@ class BindingConfig:
     kafka_mirror: MirrorConfig | None = None   # set: results mirrored to a Kafka topic
     input_kind: str = "auto"                   # codec/registry.py, or auto: the graph's type
     segmentation: SegmentationConfig = SegmentationConfig()
+    # Synchronized inputs: (model input, topic relative to the source namespace), in name order
+    inputs: tuple[tuple[str, str], ...] = ()
+    input_kinds: tuple[tuple[str, str], ...] = ()   # (model input, kind name or family)
+    sync: SyncConfig = SyncConfig()
+    depth: DepthConfig = DepthConfig()
+    detection3d: Detection3DConfig = Detection3DConfig()
+
+    @property
+    def synchronized(self) -> bool:
+        """Fed from several topics of each source (``inputs``), matched by stamp."""
+        return bool(self.inputs)
 
     @property
     def input_settings(self) -> Any:
         """The settings of this binding's input kind."""
+        return self.settings_for(INPUT_KINDS.get(self.input_kind))
+
+    def settings_for(self, kind: Any) -> Any:
+        """The settings of an input of ``kind`` (an InputKind): depth, CameraInfo, or images."""
+        family = family_of(kind) if kind is not None else "image"
+        if family == "depth":
+            return self.depth
+        if family == "camera_info":
+            return CameraInfoConfig()
         return self.preprocess
 
     @property
@@ -320,7 +389,8 @@ class BindingConfig:
         """The settings of this binding's output format (``format``)."""
         return {"detections": self.detection, "classification": self.classification,
                 "tensors": TensorsConfig(self.outputs),
-                "segmentation": self.segmentation}[self.format]
+                "segmentation": self.segmentation,
+                "detections3d": self.detection3d}[self.format]
 
 
 @dataclass(frozen=True)
@@ -358,6 +428,7 @@ def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeCon
             raise invalid_arg(f"binding name '{name}' is also a node parameter; choose another")
         seen.add(name)
         raw = {spec.name: _declare(node, f"{name}.{spec.name}", spec) for spec in BINDING_PARAMS}
+        raw.update(_declare_sync_maps(node, name))
         bindings.append(binding_config(name, raw))
 
     repositories = tuple(values["model_repository"]) or \
@@ -378,7 +449,9 @@ def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeCon
     check_kafka_use(kafka, [b.name for b in bindings if b.kafka_mirror is not None])
     frontends = endpoint_options(values, server.exit_timeout_secs, kafka)
     declared = {spec.name for spec in NODE_PARAMS} | {
-        f"{b}.{spec.name}" for b in binding_names for spec in BINDING_PARAMS}
+        f"{b}.{spec.name}" for b in binding_names for spec in BINDING_PARAMS} | {
+        f"{b.name}.{m}.{key}" for b in bindings for m, pairs in
+        (("inputs", b.inputs), ("input_kinds", b.input_kinds)) for key, _ in pairs}
     return NodeConfig(
         server=server, frontends=frontends, bindings=tuple(bindings),
         discovery_period_s=_positive(values, "discovery_period_s"),
@@ -447,6 +520,7 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
             check_remote_config(remote)
         except TritonRosError as exc:
             raise invalid_arg(f"binding '{name}': {exc.message}") from None
+    inputs, input_kinds, sync, depth = _sync_settings(name, raw)
     return BindingConfig(
         name=name, model=raw["model"], model_version=raw["model_version"], input=raw["input"],
         topics=tuple(raw["topics"]), topic_patterns=tuple(raw["topic_patterns"]),
@@ -477,7 +551,72 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
         segmentation=SegmentationConfig(output=raw["segmentation_output"],
                                         overlay=raw["segmentation_overlay"],
                                         class_names=class_names),
+        inputs=inputs, input_kinds=input_kinds, sync=sync, depth=depth,
+        detection3d=Detection3DConfig(
+            output=raw["detections3d_output"], score_threshold=raw["score_threshold"],
+            top_k=raw["top_k"], class_names=class_names),
     )
+
+
+def _sync_settings(name: str, raw: dict[str, Any]):
+    """The synchronized inputs, their kinds, matching and depth settings of a binding, checked."""
+    def where(param: str) -> str:
+        return f"parameter '{name}.{param}'"
+
+    inputs = tuple(sorted((raw.get("inputs") or {}).items()))
+    kinds = tuple(sorted((raw.get("input_kinds") or {}).items()))
+    for key, topic in inputs:
+        if not topic or topic.startswith("/") or topic.endswith("/") or "//" in topic:
+            raise invalid_arg(f"{where('inputs.' + key)}: '{topic}' must be a topic name relative "
+                              f"to the source namespace (e.g. depth/image_raw), not absolute")
+    names = {key for key, _ in inputs}
+    known = set(INPUT_KINDS) | set(KIND_NAMES)
+    for key, kind in kinds:
+        if key not in names:
+            raise invalid_arg(f"{where('input_kinds.' + key)}: '{key}' is not one of the "
+                              f"binding's inputs ({', '.join(sorted(names)) or 'none'})")
+        if kind not in known:
+            raise invalid_arg(f"{where('input_kinds.' + key)}: unknown input kind '{kind}' "
+                              f"(known: {', '.join(sorted(known))})")
+    if inputs and raw["input"] and raw["input"] not in names:
+        raise invalid_arg(f"{where('input')}: '{raw['input']}' is not one of the binding's "
+                          f"inputs ({', '.join(sorted(names))}); with 'inputs' it names the one "
+                          f"whose header the results carry")
+    if raw["sync_slop_ms"] < 0 or raw["sync_min_interval_ms"] < 0:
+        raise invalid_arg(f"{where('sync_slop_ms')} and {where('sync_min_interval_ms')} must "
+                          f"not be negative")
+    if raw["sync_queue_size"] < 1:
+        raise invalid_arg(f"{where('sync_queue_size')} must be at least 1, got "
+                          f"{raw['sync_queue_size']}")
+    if not raw["depth_scale"] > 0:
+        raise invalid_arg(f"{where('depth_scale')} must be positive, got {raw['depth_scale']}")
+    if raw["depth_min_m"] < 0 or raw["depth_max_m"] < 0 or (
+            raw["depth_max_m"] and raw["depth_max_m"] <= raw["depth_min_m"]):
+        raise invalid_arg(f"{where('depth_min_m')} and {where('depth_max_m')} must make a range "
+                          f"(0 <= min < max; max 0: no upper limit), got "
+                          f"[{raw['depth_min_m']}, {raw['depth_max_m']}]")
+    sync = SyncConfig(slop_ms=raw["sync_slop_ms"], queue_size=raw["sync_queue_size"],
+                      min_interval_ms=raw["sync_min_interval_ms"])
+    depth = DepthConfig(scale=raw["depth_scale"], min_m=raw["depth_min_m"],
+                        max_m=raw["depth_max_m"], fill=raw["depth_fill"], resize=raw["resize"],
+                        layout=raw["layout"], width=raw["width"], height=raw["height"])
+    return inputs, kinds, sync, depth
+
+
+def _declare_sync_maps(node, binding: str) -> dict[str, dict[str, str]]:
+    """Declare the entries given under '<binding>.inputs.' and '<binding>.input_kinds.' (their
+    keys are the model's input names, known only from what was given) and read them."""
+    overrides = getattr(node, "_parameter_overrides", None) or {}
+    out: dict[str, dict[str, str]] = {}
+    for map_name, description in SYNC_MAPS.items():
+        prefix = f"{binding}.{map_name}."
+        entries = {}
+        for full in sorted(n for n in overrides if n.startswith(prefix)):
+            key = full[len(prefix):]
+            spec = ParamSpec(full, "", STR, description.format(key=key))
+            entries[key] = _declare(node, full, spec)
+        out[map_name] = entries
+    return out
 
 
 def _declare(node, full_name: str, spec: ParamSpec) -> Any:

@@ -38,6 +38,13 @@ finds its cause already there. The source's in-flight slot is always released, s
 frame runs. Stale frames are explained (age, topic, likely cause) the same way, as warnings,
 just after the source counts them (it decides staleness under its lock and logs outside it).
 The binding's figures go to the diagnostics reporter once a period (:meth:`Binding.figures`).
+
+A synchronized binding (``inputs``: several topics of one source) binds source *namespaces*
+instead of topics (:mod:`~triton_ros.ros.binding.sync_inputs`): each namespace's input topics are
+subscribed to, read and checked as above, and matched by stamp (message_filters' ApproximateTime
+policy, :mod:`~triton_ros.ros.binding.synchronizer`); each matched set is one frame of the
+namespace's source from there on (flow control, one request into the batcher, one result).
+Messages that found no set are counted by reason and logged (throttled) like the drops.
 """
 from __future__ import annotations
 
@@ -51,8 +58,7 @@ from rclpy.clock import ClockType
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from ...core.errors import StatusCode, TritonRosError, as_triton_error
-from ..codec.base import FrameOutputs, MalformedInput
-from ..codec.base import InputKind
+from ..codec.base import FrameOutputs, InputKind, MalformedInput
 from ..codec.registry import (INPUT_KINDS, base_topic, input_kind, kind_for_topic, kind_for_type,
                               output_format)
 from ..monitoring.diagnostics import BindingFigures, SourceFigures
@@ -63,8 +69,10 @@ from ..monitoring.latency import LatencyWindow
 from ..monitoring.counters import SourceCounters
 from ..parameters import BindingConfig
 from ..targets.spec import ModelSpec, ModelTarget, TargetState
-from .plan import ModelPlan, build_plan
+from .plan import ModelPlan, build_plan, build_sync_plan
 from .source import Frame, Source
+from .sync_inputs import (MatchedSet, ResolvedInput, SyncGroup, candidate_namespaces,
+                          resolve_inputs)
 from .topic_discovery import TopicMatcher
 
 # Inference errors that mean "the model is not serving now" (dropped_unavailable, a warning),
@@ -132,31 +140,36 @@ class Binding:
         self._sources: dict[str, Source] = {}
         self._sources_lock = threading.Lock()
         self.retired = SourceCounters()        # totals of unbound sources, kept for the totals
-        # By input kind: the plan for the model version that serves now, or why there is none
-        self._plans: dict[str, ModelPlan] = {}
-        self._plan_errors: dict[str, tuple[ModelSpec, TritonRosError]] = {}
+        # The plan of each input kind (its name) or, for a synchronized binding, of each set of
+        # input kinds (MatchedSet.kinds), and the last failure to make one, with its spec
+        self._plans: dict[Any, ModelPlan] = {}
+        self._plan_errors: dict[Any, tuple[ModelSpec, TritonRosError]] = {}
         self._plan_lock = threading.Lock()
         self.failures = FailureLog(self._log)
         self._stopped = False
         # Serialized subscriptions, read without a copy of the pixels (codec/serialized_image.py)
-        # for each kind this binding may read; None: typed messages
-        self._readers: dict[str, Callable[[Any], Any] | None] = {
+        # for each kind this binding may read; None: typed messages. A synchronized binding's
+        # readers are its inputs' (add_sync_source).
+        self._serialized = serialized_images
+        self._readers: dict[str, Callable[[Any], Any] | None] = {} if config.synchronized else {
             kind.name: self._make_reader(kind) if serialized_images else None
             for kind in ((self._fixed_kind,) if self._fixed_kind is not None
                          else INPUT_KINDS.values())}
 
     # ---------------------------------------------------------------- sources
     def start(self) -> None:
+        if self.config.synchronized:
+            return                             # namespaces are bound as their topics appear
         graph = self._graph() if self._fixed_kind is None and self.config.topics else {}
         for topic in self.config.topics:
             types = self._publisher_types(topic, graph) if topic in graph else []
             self.add_source(topic, discovered=False, kind=self._kind_of(topic, types))
 
     def needs_discovery(self) -> bool:
-        """Whether :meth:`discover` has work: patterns to match, or topics whose type the graph
-        decides (input_kind auto)."""
-        return bool(self.config.topic_patterns) or (self._fixed_kind is None
-                                                     and bool(self.config.topics))
+        """Whether :meth:`discover` has work: patterns to match, namespaces whose inputs bind as
+        they appear (synchronized), or topics whose type the graph decides (input_kind auto)."""
+        return bool(self.config.topic_patterns) or self.config.synchronized or (
+            self._fixed_kind is None and bool(self.config.topics))
 
     def _graph(self) -> dict[str, list[str]]:
         try:
@@ -206,6 +219,8 @@ class Binding:
 
     def output_topic(self, topic: str) -> str:
         namespace, _, basename = topic.rpartition("/")
+        if self.config.synchronized:           # topic: a source namespace, the output's home
+            namespace = topic
         return self.config.output_topic_template.format(
             namespace=namespace, topic=topic, basename=basename,
             camera=base_topic(topic).rpartition("/")[0],
@@ -222,19 +237,7 @@ class Binding:
                 self._log.error(f"binding '{self.config.name}': output topic of '{topic}' is the "
                                 f"input topic itself; check output_topic_template")
                 return None
-            source = Source(topic, output, max_in_flight=self.config.max_in_flight,
-                            max_age_ms=self.config.max_age_ms, discovered=discovered,
-                            on_stale=self._on_stale)
-            source.last_seen_publisher_ns = time.monotonic_ns()
-            source.publisher = self._node.create_publisher(self._output.message_class(), output,
-                                                           self._output_qos)
-            source.output_topic = getattr(source.publisher, "topic_name", output)
-            # An output format's further topics (segmentation's overlay): <output topic>/<name>
-            extra = getattr(self._output, "extra_outputs", None)
-            source.extra_publishers = {
-                name: self._node.create_publisher(msg_type, f"{source.output_topic}/{name}",
-                                                  self._output_qos)
-                for name, msg_type in (extra(self.config.output_settings) if extra else ())}
+            source = self._new_source(topic, output, discovered)
             self._subscribe(source, kind or self._kind_of(topic, None))
             self._sources[topic] = source
         how = "found" if discovered else "bound"
@@ -281,12 +284,34 @@ class Binding:
             self._log.info(f"binding '{self.config.name}': {source.topic} carries "
                            f"{kind.ros_type}; read as {kind.name} (was {old.name})")
 
+    def _new_source(self, topic: str, output: str, discovered: bool) -> Source:
+        """A source's flow control and its output publishers (subscriptions are the caller's)."""
+        source = Source(topic, output, max_in_flight=self.config.max_in_flight,
+                        max_age_ms=self.config.max_age_ms, discovered=discovered,
+                        on_stale=self._on_stale)
+        source.last_seen_publisher_ns = time.monotonic_ns()
+        source.publisher = self._node.create_publisher(self._output.message_class(), output,
+                                                       self._output_qos)
+        source.output_topic = getattr(source.publisher, "topic_name", output)
+        # An output format's further topics (segmentation's overlay): <output topic>/<name>
+        extra = getattr(self._output, "extra_outputs", None)
+        source.extra_publishers = {
+            name: self._node.create_publisher(msg_type, f"{source.output_topic}/{name}",
+                                              self._output_qos)
+            for name, msg_type in (extra(self.config.output_settings) if extra else ())}
+        return source
+
     def remove_source(self, topic: str) -> None:
         with self._sources_lock:
             source = self._sources.pop(topic, None)
         if source is None:
             return
-        self._node.destroy_subscription(source.subscription)
+        group: SyncGroup | None = getattr(source, "sync", None)
+        for subscription in group.subscriptions if group is not None else (source.subscription,):
+            self._node.destroy_subscription(subscription)
+        if group is not None:                  # messages still waiting will find no partner
+            for _ in group.synchronizer.clear():
+                source.count("unmatched_no_partner")
         self._node.destroy_publisher(source.publisher)
         for publisher in source.extra_publishers.values():
             self._node.destroy_publisher(publisher)
@@ -298,26 +323,41 @@ class Binding:
                        f"published {counters.published}, dropped {counters.dropped})")
 
     def discover(self, topics_and_types, publisher_count: Callable[[str], int]) -> None:
-        """Bind new topics matching the patterns; unbind found topics whose robot went away;
-        with input_kind auto, read each topic as the type its publishers have."""
+        """Bind new topics matching the patterns (a synchronized binding: new namespaces whose
+        inputs all appeared); unbind found topics whose robot went away; with input_kind auto,
+        read each topic as the type its publishers have."""
         if self._stopped:
             return
         graph = dict(topics_and_types)
-        if self._fixed_kind is None:
-            self._follow_types(graph)
-        if self._matcher is None:
+        if self.config.synchronized:
+            self._discover_namespaces(graph.items())
+        else:
+            if self._fixed_kind is None:
+                self._follow_types(graph)
+            if self._matcher is None:
+                return
+            for topic in self._matcher.select(graph.items()):
+                if topic not in self._sources:
+                    types = self._publisher_types(topic, graph) if self._fixed_kind is None else []
+                    self.add_source(topic, discovered=True,
+                                    kind=self._kind_of(topic, types or graph[topic]))
             return
+        if self.config.synchronized:
+            self._discover_namespaces(topics_and_types)
+        elif self._matcher is None:
+            return
+        else:
+            for topic in self._matcher.select(topics_and_types):
+                if topic not in self._sources:
+                    self.add_source(topic, discovered=True)
         now = time.monotonic_ns()
-        for topic in self._matcher.select(graph.items()):
-            if topic not in self._sources:
-                types = self._publisher_types(topic, graph) if self._fixed_kind is None else []
-                self.add_source(topic, discovered=True,
-                                kind=self._kind_of(topic, types or graph[topic]))
         forget_ns = int(self.config.forget_after_s * 1e9)
         for source in self.sources():
             if not source.discovered:
                 continue
-            if publisher_count(source.topic) > 0:
+            group: SyncGroup | None = getattr(source, "sync", None)
+            topics = group.topics() if group is not None else [source.topic]
+            if any(publisher_count(topic) > 0 for topic in topics):
                 source.last_seen_publisher_ns = now
             elif forget_ns and now - source.last_seen_publisher_ns > forget_ns:
                 self.remove_source(source.topic)
@@ -325,6 +365,117 @@ class Binding:
     def stop(self) -> None:
         """Take no new frames; frames in the model still finish and publish."""
         self._stopped = True
+
+    # ---------------------------------------------------------------- synchronized sources
+    def _discover_namespaces(self, topics_and_types) -> None:
+        """Bind the namespaces (``topics``, or matching ``topic_patterns``) whose every input
+        topic is in the graph."""
+        graph = {name: list(types) for name, types in topics_and_types}
+        fixed = set(self.config.topics)
+        for namespace in sorted(candidate_namespaces(self.config, graph) | fixed):
+            if namespace in self._sources:
+                continue
+            discovered = namespace not in fixed
+            if discovered and (self._matcher is None or not self._matcher.matches(namespace)):
+                continue
+            inputs = resolve_inputs(namespace, self.config, graph)
+            if inputs is not None:
+                self.add_sync_source(namespace, inputs, discovered=discovered)
+
+    def add_sync_source(self, namespace: str, inputs: list[ResolvedInput], *,
+                        discovered: bool) -> Source | None:
+        """Bind one source namespace: a subscription per input, their synchronizer, one output."""
+        readers = []
+        for resolved in inputs:
+            reader = None
+            if self._serialized:
+                try:
+                    reader = resolved.kind.reader()
+                except ImportError as exc:     # rosbags missing: typed messages
+                    self._log.warning(f"binding '{self.config.name}': {resolved.topic} is read "
+                                      f"as typed messages: {exc}")
+            readers.append(reader)
+        with self._sources_lock:
+            if namespace in self._sources or self._stopped:
+                return None
+            output = self.output_topic(namespace)
+            if output in [i.topic for i in inputs]:
+                self._log.error(f"binding '{self.config.name}': output topic of '{namespace}' "
+                                f"is one of its inputs; check output_topic_template")
+                return None
+            source = self._new_source(namespace, output, discovered)
+            group = SyncGroup(namespace, inputs, self.config, readers)
+            source.sync = group
+            for index, resolved in enumerate(inputs):
+                group.subscriptions.append(self._node.create_subscription(
+                    resolved.kind.message_class(), resolved.topic,
+                    lambda msg, s=source, i=index: self._on_sync_input(s, i, msg),
+                    self._input_qos, callback_group=self._group, raw=readers[index] is not None))
+            self._sources[namespace] = source
+        how = "found" if discovered else "bound"
+        self._log.info(f"binding '{self.config.name}': {how} {namespace} -> "
+                       f"{source.output_topic} (model '{self.config.model}'; inputs matched by "
+                       f"stamp within {self.config.sync.slop_ms:g} ms: {group.describe()})")
+        return source
+
+    def _on_sync_input(self, source: Source, index: int, msg) -> None:
+        if self._stopped:
+            return
+        group: SyncGroup = source.sync
+        resolved = group.inputs[index]
+        try:
+            now = self._now_ns()
+            try:
+                reader = group.readers[index]
+                if reader is not None:
+                    msg = reader(msg)
+                resolved.kind.check(msg)
+            except MalformedInput as exc:
+                header = getattr(msg, "header", None)
+                which = "" if header is None else f" (frame_id '{header.frame_id}')"
+                hint = ""
+                if getattr(msg, "encoding", "") in ("16UC1", "32FC1") and \
+                        resolved.kind.name == "image":
+                    hint = (f" (a depth image: set {self.config.name}.input_kinds."
+                            f"{resolved.name}: depth)")
+                self.failures.report(
+                    f"malformed:{resolved.topic}", "dropped_malformed",
+                    f"binding '{self.config.name}': malformed {resolved.kind.name} on "
+                    f"{resolved.topic}{which}: {exc}{hint}; dropped (counted as "
+                    f"dropped_malformed in /diagnostics)", level="warn")
+                source.count_malformed()
+                return
+            stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+            result = group.add(index, stamp, msg)
+            for dropped in result.dropped:
+                self._report_unmatched(source, group, dropped)
+            for i in result.bound_violated:
+                self._log.warning(
+                    f"binding '{self.config.name}': messages of {group.inputs[i].topic} came "
+                    f"closer together than sync_min_interval_ms "
+                    f"{self.config.sync.min_interval_ms:g}; sets may not be the best (lower it)")
+            for entries in result.sets:
+                matched = group.matched(entries)
+                self._offer(source, Frame(matched, matched.stamp_ns, now), now,
+                            on_workers=group.decodes)
+        except Exception as exc:               # never lose a message (or the callback) silently
+            self._fail(source, "failed_internal", f"handling a message of {resolved.topic}", exc)
+
+    def _report_unmatched(self, source: Source, group: SyncGroup, dropped) -> None:
+        resolved = group.inputs[dropped.index]
+        stamp = dropped.entry.stamp_ns
+        why = {"too_old": "it is older than messages already paired (late or out of order)",
+               "no_partner": f"no message of every other input within sync_slop_ms "
+                             f"{self.config.sync.slop_ms:g} (or a closer one took its partners)",
+               "queue_overflow": f"the queue was full (sync_queue_size "
+                                 f"{self.config.sync.queue_size}: an input is missing or late)"}
+        self.failures.report(
+            f"unmatched:{dropped.reason}", f"unmatched_{dropped.reason}",
+            f"binding '{self.config.name}': a message of {resolved.topic} (input "
+            f"{resolved.name}, stamp {stamp // 1_000_000_000}.{stamp % 1_000_000_000:09d}) found "
+            f"no set: {why[dropped.reason]}; dropped (counted as unmatched_{dropped.reason} in "
+            f"/diagnostics)", level="warn")
+        source.count(f"unmatched_{dropped.reason}")
 
     def in_flight(self) -> int:
         """Frames of this binding in its model now."""
@@ -337,9 +488,11 @@ class Binding:
         sources = []
         for source in self.sources():
             counters, in_flight, _ = source.snapshot()
+            group: SyncGroup | None = getattr(source, "sync", None)
             sources.append(SourceFigures(source.topic, source.output_topic, counters, in_flight,
                                          source.stalled_for_ns(now), source.e2e_latency.drain(),
-                                         source.infer_latency.drain()))
+                                         source.infer_latency.drain(),
+                                         group.unmatched_by_input() if group else ()))
         with self._sources_lock:
             retired = self.retired.copy()
         try:
@@ -352,7 +505,8 @@ class Binding:
             max_age_ms=config.max_age_ms, inputs=config.topics + config.topic_patterns,
             sources=tuple(sources), retired=retired, last_error=self.failures.last,
             last_stale=self.failures.last_stale, model_ready=state.ready,
-            model_state=state.state, model_reason=state.reason)
+            model_state=state.state, model_reason=state.reason,
+            sync_slop_ms=config.sync.slop_ms if config.synchronized else None)
 
     # ---------------------------------------------------------------- per frame
     def _now_ns(self) -> int:
@@ -372,30 +526,39 @@ class Binding:
                     msg = reader(msg)
                 kind.check(msg)
             except MalformedInput as exc:
-                self._malformed(source, kind, msg, exc)
+                self._malformed(source, kind.name, msg, exc)
                 source.count_malformed()
                 return
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-            frame = source.offer(Frame(msg, stamp, now, kind.name), now)
-            if frame is not None:
-                start, frame = frame, None     # _run / _submit own its slot from here
-                # Decoding kinds (compressed images) run on the workers: spread over cores.
-                if self._inline and not getattr(kind, "encode_on_workers", False):
-                    self._run(source, start)
-                else:
-                    self._submit(self._run, source, start)
+            # Decoding kinds (compressed images) run on the workers: spread over cores.
+            self._offer(source, Frame(msg, stamp, now, kind.name), now,
+                        on_workers=getattr(kind, "encode_on_workers", False))
         except Exception as exc:               # never lose a frame (or the callback) silently
             self._fail(source, "failed_internal", f"handling a frame of {source.topic}", exc)
-            if frame is not None:              # it holds an in-flight slot: hand it on
-                self._submit(self._run, source, self._finish_source(source))
 
-    def _malformed(self, source: Source, kind: InputKind, msg: Any, exc: Exception) -> None:
+    def _offer(self, source: Source, received: Frame, now: int, *,
+               on_workers: bool = False) -> None:
+        """Hand a received frame to the source's flow control and start it if it may: in this
+        callback (preprocess_in_callback), or on a worker when ``on_workers`` (decoding)."""
+        frame = source.offer(received, now)
+        if frame is None:
+            return
+        try:
+            if self._inline and not on_workers:
+                self._run(source, frame)
+            else:
+                self._submit(self._run, source, frame)
+        except Exception as exc:               # it holds an in-flight slot: hand it on
+            self._fail(source, "failed_internal", f"starting a frame of {source.topic}", exc)
+            self._submit(self._run, source, self._finish_source(source))
+
+    def _malformed(self, source: Source, kind: str, msg: Any, exc: Exception) -> None:
         """Log a malformed frame (throttled); the caller counts it."""
         header = getattr(msg, "header", None)     # None: the bytes did not deserialize
         which = "" if header is None else f" (frame_id '{header.frame_id}')"
         self.failures.report(
             f"malformed:{source.topic}", "dropped_malformed",
-            f"binding '{self.config.name}': malformed {kind.name} on {source.topic}{which}: "
+            f"binding '{self.config.name}': malformed {kind} on {source.topic}{which}: "
             f"{exc}; dropped (counted as dropped_malformed in /diagnostics)", level="warn")
 
     def _on_stale(self, source: Source, frame: Frame, age_ns: int, waited: bool) -> None:
@@ -478,7 +641,7 @@ class Binding:
     def _start_frame(self, source: Source, frame: Frame) -> Frame | None:
         """Preprocess and queue one frame; return the next frame if this one ended here."""
         try:
-            plan = self.plan(frame.kind)
+            plan = self.plan(getattr(frame.msg, "kinds", None) or frame.kind)
         except TritonRosError as exc:
             if exc.code in UNAVAILABLE_CODES:
                 self.failures.report(f"plan:{exc.code.name}", "dropped_unavailable",
@@ -492,9 +655,9 @@ class Binding:
                 source.count("failed_plan")
             return self._finish_source(source)
         try:
-            tensor, placement = plan.encode(frame.msg)
+            inputs, placement, placements = plan.encode_request(frame.msg)
         except MalformedInput as exc:          # found decoding (a corrupt JPEG): the sender's
-            self._malformed(source, INPUT_KINDS[frame.kind], frame.msg, exc)
+            self._malformed(source, frame.kind or "input", frame.msg, exc)
             source.count("dropped_malformed")
             return self._finish_source(source)
         except Exception as exc:               # a frame's fault: count it, keep serving
@@ -502,13 +665,12 @@ class Binding:
                        exc)
             return self._finish_source(source)
         started = time.monotonic_ns()
-        batched = plan.batching or plan.leading_one
-        future = self.target.infer({plan.input_name: tensor[None] if batched else tensor},
-                                   outputs=plan.output.requested, priority=self.config.priority,
+        future = self.target.infer(inputs, outputs=plan.output.requested,
+                                   priority=self.config.priority,
                                    timeout_us=self.config.timeout_us)
         future.add_done_callback(
-            lambda f: self._submit(self._finish_frame, source, frame, plan, placement, started,
-                                   f))
+            lambda f: self._submit(self._finish_frame, source, frame, plan,
+                                   (placement, placements), started, f))
         return None
 
     def _finish_frame(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
@@ -566,9 +728,13 @@ class Binding:
     def _decode(self, plan: ModelPlan, placement: Any, frame: Frame, response):
         outputs = {name: (value[0] if plan.batching else value)
                    for name, value in response.outputs.items()}
+        placement, placements = placement
+        # A matched set's results carry its reference input's header
+        header = (frame.msg[plan.input_name].header if isinstance(frame.msg, MatchedSet)
+                  else frame.msg.header)
         return self._output.decode(plan.output, FrameOutputs(
-            frame.msg.header, outputs, plan.batching, response.model_name, response.model_version,
-            placement))
+            header, outputs, plan.batching, response.model_name, response.model_version,
+            placement, placements))
 
     def _fail(self, source: Source, reason: str, what: str, exc: BaseException) -> None:
         """Count a frame's failure by reason and log it (throttled), with its cause. Never
@@ -588,9 +754,10 @@ class Binding:
                   file=sys.stderr, flush=True)
 
     # ---------------------------------------------------------------- model plan
-    def plan(self, kind: str = "") -> ModelPlan:
-        """The plan of input kind ``kind`` (default: the binding's, else ``image``) for the
-        model version that serves now (built at its first frame of that kind)."""
+    def plan(self, kind: Any = "") -> ModelPlan:
+        """The plan for the model version that serves now (built at its first frame of that
+        kind): of input kind ``kind`` (a name; default: the binding's, else ``image``) or, for a
+        synchronized binding, of the set's input kinds (``MatchedSet.kinds``)."""
         if not kind:
             kind = self._fixed_kind.name if self._fixed_kind is not None else "image"
         spec = self.target.describe()
@@ -605,13 +772,27 @@ class Binding:
             if failed is not None and failed[0] is spec:
                 raise failed[1]
             try:
-                plan = build_plan(self.config, spec, INPUT_KINDS[kind], self._output)
+                if isinstance(kind, str):
+                    plan = build_plan(self.config, spec, INPUT_KINDS[kind], self._output)
+                else:
+                    plan = build_sync_plan(self.config, spec,
+                                           [(name, input_kind(k)) for name, k in kind],
+                                           self._output)
             except TritonRosError as exc:
                 self._plan_errors[kind] = (spec, exc)
                 raise
+            if len(self._plans) >= 16:         # sources changed their kinds: start over
+                self._plans.clear()
             self._plans[kind] = plan
             self._log.info(f"binding '{self.config.name}': model '{spec.name}' version "
                            f"{spec.version} ({spec.platform}, {self.target.location}), "
-                           f"{kind} input '{plan.input_name}' {plan.input.summary}, format "
-                           f"{self.config.format}")
+                           + (self._describe_feeds(plan, dict(kind)) if plan.feeds else
+                              f"{kind} input '{plan.input_name}' {plan.input.summary}")
+                           + f", format {self.config.format}")
             return plan
+
+    @staticmethod
+    def _describe_feeds(plan: ModelPlan, kinds: dict[str, str]) -> str:
+        feeds = "; ".join(f"{name} [{kinds[name]}] {input_plan.summary}"
+                          for name, input_plan, _, _ in plan.feeds)
+        return f"inputs {feeds} (results carry the header of {plan.input_name})"

@@ -5,11 +5,21 @@
 which input gets the message, whether requests carry a batch dimension, the input kind's plan
 and encoder, and the output format's plan (which outputs to request, how to decode them).
 INVALID_ARG when the settings do not fit the model.
+
+A synchronized binding (``inputs``) feeds several model inputs from one matched set of
+messages (a mapping of model input name -> message, with the reference input's ``header``):
+:func:`build_sync_plan` plans each input with the kind its topic is read with (``kinds``: the
+set's own, so a source whose depth arrives compressed gets a plan of its own), CameraInfo inputs
+last, against the geometry of the first image or depth input, so that K is mapped into the
+pixels the model sees. :meth:`ModelPlan.encode_request` turns a message (or a set) into the
+request's tensors, each with its batch dimension where the model batches, and the placements
+the output format reads: the reference input's as ``placement``, every input's in
+``placements``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -30,10 +40,26 @@ class ModelPlan:
     input: InputPlan
     encode: Callable[[Any], tuple[np.ndarray, Any]]   # message -> (tensor, placement)
     output: OutputPlan
+    # Synchronized bindings: every input fed, (model input, its kind's plan, encoder, leading
+    # one), in the model's input order; empty for a binding of one input.
+    feeds: tuple[tuple[str, InputPlan, Callable[[Any], tuple[np.ndarray, Any]], bool], ...] = ()
 
     @property
     def version(self) -> int:
         return self.spec.version
+
+    def encode_request(self, msg: Any) -> tuple[dict[str, np.ndarray], Any, Mapping[str, Any]]:
+        """A message (a matched set: model input -> message) -> (the request's tensors, the
+        reference input's placement, every input's placement)."""
+        if not self.feeds:
+            tensor, placement = self.encode(msg)
+            batched = self.batching or self.leading_one
+            return {self.input_name: tensor[None] if batched else tensor}, placement, {}
+        tensors, placements = {}, {}
+        for name, _, encode, leading_one in self.feeds:
+            tensor, placements[name] = encode(msg[name])
+            tensors[name] = tensor[None] if self.batching or leading_one else tensor
+        return tensors, placements[self.input_name], placements
 
 
 def build_plan(config: BindingConfig, spec: ModelSpec, input_kind: InputKind,
@@ -69,3 +95,46 @@ def build_plan(config: BindingConfig, spec: ModelSpec, input_kind: InputKind,
                      leading_one=leading_one, input=input_plan,
                      encode=input_kind.encoder(input_plan),
                      output=output_format.plan(config.output_settings, spec, input_plan))
+
+
+def build_sync_plan(config: BindingConfig, spec: ModelSpec, kinds: Sequence[tuple[str, InputKind]],
+                    output_format: OutputFormat) -> ModelPlan:
+    """Resolve a synchronized binding against a serving model, for inputs read with ``kinds``
+    ((model input, kind) of every input); INVALID_ARG when they do not fit."""
+    fed = dict(kinds)
+    missing = [name for name in fed if spec.input(name) is None]
+    if missing:
+        raise invalid_arg(f"model '{spec.name}' has no input(s) {', '.join(missing)} (inputs: "
+                          f"{', '.join(t.name for t in spec.inputs)}); check the binding's "
+                          f"'inputs'")
+    unfed = [t.name for t in spec.inputs if not t.optional and t.name not in fed]
+    if unfed:
+        raise invalid_arg(f"model '{spec.name}' also requires input(s) {', '.join(unfed)}, which "
+                          f"the binding's 'inputs' do not feed")
+    order = [t for t in spec.inputs if t.name in fed]          # the model's order
+    planned: dict[str, tuple[InputPlan, Callable, bool]] = {}
+    geometry = None
+    for late in (False, True):                                 # CameraInfo after the images
+        for tensor in order:
+            kind = fed[tensor.name]
+            if bool(getattr(kind, "after_images", False)) != late:
+                continue
+            leading_one = (spec.max_batch_size == 0 and len(tensor.dims) == 4
+                           and tensor.dims[0] in (1, -1))
+            if leading_one:
+                tensor = replace(tensor, dims=tuple(tensor.dims[1:]))
+            settings = config.settings_for(kind)
+            if late and hasattr(settings, "image"):
+                settings = replace(settings, image=geometry)
+            input_plan = kind.plan(settings, tensor, model=spec.name)
+            if geometry is None and all(hasattr(input_plan, a) for a in ("width", "height",
+                                                                          "resize")):
+                geometry = input_plan
+            planned[tensor.name] = (input_plan, kind.encoder(input_plan), leading_one)
+    reference = config.input or order[0].name
+    feeds = tuple((t.name, *planned[t.name]) for t in order)
+    input_plan, encode, leading_one = planned[reference]
+    return ModelPlan(spec=spec, input_name=reference, batching=spec.max_batch_size > 0,
+                     leading_one=leading_one, input=input_plan, encode=encode,
+                     output=output_format.plan(config.output_settings, spec, input_plan),
+                     feeds=feeds)

@@ -21,13 +21,15 @@ its encoder decodes, e.g. a JPEG, and runs on the worker threads whatever
 message}: further topics per source, ``<output topic>/<name>`` (segmentation's colour overlay).
 
 Adding an input kind (a compressed image, a depth image, a point cloud) is one module that
-implements :class:`InputKind` and one line in the registry; an output format (segmentation
+implements :class:`InputKind` and one line in the registry (a kind may also say what it reads,
+``family``, e.g. ``depth`` for Image and compressedDepth alike, and ``after_images`` where its
+plan needs the image inputs' geometry, as CameraInfo's does); an output format (segmentation
 masks) likewise. Their settings are parsed in ros/parameters.py, where every parameter is
 declared.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
@@ -80,6 +82,9 @@ class FrameOutputs:
     model_name: str
     model_version: int
     placement: Any                     # the encoder's: where the input sat in the model input
+    # Synchronized bindings: every input's placement by model input (a CameraInfo's is its
+    # Intrinsics: K as received and in model pixels); ``placement`` is the reference input's.
+    placements: Mapping[str, Any] = field(default_factory=dict)
 
 
 class OutputPlan(Protocol):

@@ -2,7 +2,8 @@
 
 Detections are ``vision_msgs/Detection2DArray`` where vision_msgs is importable (the separate
 apt package ``ros-<distro>-vision-msgs``, which rosdep installs from package.xml; the ``.venv``
-set-up has none) and ``triton_ros_interfaces/Detections`` otherwise; classifications are
+set-up has none) and ``triton_ros_interfaces/Detections`` otherwise; 3D detections
+``vision_msgs/Detection3DArray`` or ``triton_ros_interfaces/Detections3D``; classifications are
 ``vision_msgs/Classification`` or ``triton_ros_interfaces/Classification``. The fallback messages
 keep vision_msgs' field names (``detections[i].bbox.center.position.x``,
 ``detections[i].results[j].hypothesis.class_id``), so subscribers read either the same way; a
@@ -30,11 +31,23 @@ except ImportError:
     from triton_ros_interfaces.msg import ObjectHypothesis as _Hypothesis
     VISION_MSGS = False
 
+# 3D detections (format detections3d): vision_msgs/Detection3DArray, else
+# triton_ros_interfaces/Detections3D (same field names: detections[i].bbox.center.position.x,
+# detections[i].bbox.size.x, detections[i].results[j].hypothesis.class_id; no results[].pose).
+try:
+    from vision_msgs.msg import Detection3D as _Detection3D
+    from vision_msgs.msg import Detection3DArray as _Detections3D
+except ImportError:
+    from triton_ros_interfaces.msg import Detection3D as _Detection3D
+    from triton_ros_interfaces.msg import Detections3D as _Detections3D
+
 DETECTIONS_TYPE = _Detections
 DETECTION_TYPE = _Detection2D
 DETECTION_RESULT_TYPE = _Result
 CLASSIFICATION_TYPE = _Classification
 HYPOTHESIS_TYPE = _Hypothesis
+DETECTIONS3D_TYPE = _Detections3D
+DETECTION3D_TYPE = _Detection3D
 
 
 def uint8_array(buffer) -> array.array:

@@ -502,3 +502,16 @@ def _channel_sources(src: str, dst: str) -> list[list[tuple[int, float]]]:
         return [[(r, float(_LUMA[0])), (g, float(_LUMA[1])), (b, float(_LUMA[2]))]]
     order = (r, g, b) if dst == "rgb" else (b, g, r)
     return [[(c, 1.0)] for c in order]
+
+
+def float_input_dtype(tensor: TensorConfig, where: str, what: str) -> np.dtype:
+    """The numpy type of a floating-point model input (a depth image's metres, a camera
+    matrix); INVALID_ARG saying that ``what`` needs one otherwise."""
+    try:
+        dtype = to_numpy_dtype(tensor.datatype)
+    except Exception:
+        dtype = None
+    if dtype is None or dtype.kind != "f":
+        raise invalid_arg(f"{where} has data type {tensor.datatype}; {what} needs a "
+                          f"floating-point input (FP32, FP16 or FP64)")
+    return dtype

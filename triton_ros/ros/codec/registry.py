@@ -3,7 +3,9 @@
 A binding's ``format`` parameter names its output format (:data:`OUTPUT_FORMATS`); its
 ``input_kind`` parameter names its input kind (:data:`INPUT_KINDS`), or is ``auto``: each topic
 then gets the kind of the message type the ROS graph shows for it (:func:`kind_for_type`: the
-first kind registered for that type). To add a kind or a format, write its module (implementing
+first kind registered for that type). A synchronized binding's inputs each have theirs
+(``depth``, ``compressed_depth``, ``camera_info``: its ``input_kinds``, else by the topic's message
+type, :func:`input_kind_for_topic`). To add a kind or a format, write its module (implementing
 :class:`~triton_ros.ros.codec.base.InputKind` or :class:`~triton_ros.ros.codec.base.OutputFormat`)
 and add it to the tuple below.
 """
@@ -11,17 +13,22 @@ from __future__ import annotations
 
 from ...core.errors import invalid_arg
 from .base import InputKind, OutputFormat
+from .camera_info import CAMERA_INFO
 from .classification import CLASSIFICATION
 from .compressed_image import COMPRESSED
+from .depth import COMPRESSED_DEPTH, DEPTH
 from .detection import DETECTIONS
+from .detection3d import DETECTIONS3D
 from .image import IMAGE
 from .segmentation import SEGMENTATION
 from .tensors import TENSORS
 
-INPUT_KINDS: dict[str, InputKind] = {kind.name: kind for kind in (IMAGE, COMPRESSED)}
-OUTPUT_FORMATS: dict[str, OutputFormat] = {fmt.name: fmt for fmt in (DETECTIONS, TENSORS,
-                                                                      CLASSIFICATION,
-                                                                      SEGMENTATION)}
+# In this order: an ``auto`` topic's type picks the first kind registered for it (images before
+# depth images, compressed images before compressedDepth).
+INPUT_KINDS: dict[str, InputKind] = {kind.name: kind for kind in (
+    IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO)}
+OUTPUT_FORMATS: dict[str, OutputFormat] = {fmt.name: fmt for fmt in (
+    DETECTIONS, TENSORS, CLASSIFICATION, SEGMENTATION, DETECTIONS3D)}
 
 
 def input_kind(name: str) -> InputKind:
@@ -61,3 +68,33 @@ def output_format(name: str) -> OutputFormat:
         return OUTPUT_FORMATS[name]
     except KeyError:
         raise invalid_arg(f"unknown format '{name}' (known: {', '.join(OUTPUT_FORMATS)})") from None
+
+
+def family_of(kind: InputKind) -> str:
+    """What a kind reads, whatever the message carries it: ``depth`` for ``depth`` (Image) and
+    ``compressed_depth`` (CompressedImage); a kind without a family is its own."""
+    return getattr(kind, "family", kind.name)
+
+
+def input_kind_for_topic(configured: str, ros_type: str) -> InputKind | None:
+    """The kind that reads a topic of ``ros_type`` as an input configured ``configured`` (a
+    kind's name or family; "": by the message type: an image, a CameraInfo), or None.
+
+    So ``depth`` reads a ``.../image_raw`` Image and a ``.../compressedDepth`` CompressedImage
+    alike, and an image input reads a CompressedImage with the compressed image kind where one
+    is registered."""
+    kinds = [k for k in INPUT_KINDS.values() if k.ros_type == ros_type]
+    for kind in kinds:
+        if configured and kind.name == configured:
+            return kind
+    wanted = configured or None
+    for kind in kinds:
+        family = family_of(kind)
+        if wanted is not None and family == wanted:
+            return kind
+        if wanted in (None, "image") and family not in ("depth", "camera_info") \
+                and (family == "image" or ros_type != "sensor_msgs/msg/Image"):
+            return kind
+        if wanted is None and family == "camera_info":
+            return kind
+    return None

@@ -4,6 +4,11 @@ Every received frame ends up counted exactly once (:class:`SourceCounters`): pub
 for one of :data:`DROP_REASONS` or failed for one of :data:`FAIL_REASONS`, or it is still in
 flight or waiting. Why each one happened is logged through a
 :class:`~triton_ros.ros.monitoring.failures.FailureLog`.
+
+A synchronized binding's source (one namespace, several input topics) counts *matched sets* as
+its frames; the messages of its inputs that found no set are counted apart, by reason
+(:data:`UNMATCHED_REASONS`, the synchronizer's), and are not frames: they never reached flow
+control.
 """
 from __future__ import annotations
 
@@ -20,6 +25,9 @@ FAIL_REASONS = (
     "failed_publish",      # the message could not be published
     "failed_internal",     # an unexpected exception in the node's own code
 )
+
+# Messages of a synchronized binding's inputs that found no set (binding/synchronizer.py): WARN.
+UNMATCHED_REASONS = ("unmatched_too_old", "unmatched_no_partner", "unmatched_queue_overflow")
 
 
 @dataclass
@@ -41,6 +49,10 @@ class SourceCounters:
     failed_decode: int = 0
     failed_publish: int = 0
     failed_internal: int = 0
+    # Synchronized bindings: input messages that found no set (not frames; not in dropped).
+    unmatched_too_old: int = 0
+    unmatched_no_partner: int = 0
+    unmatched_queue_overflow: int = 0
 
     def add(self, other: "SourceCounters") -> None:
         for name in self.__dataclass_fields__:
@@ -55,6 +67,11 @@ class SourceCounters:
     def failed(self) -> int:
         """Frames that failed on their way, every stage together."""
         return sum(getattr(self, name) for name in FAIL_REASONS)
+
+    @property
+    def unmatched(self) -> int:
+        """Input messages of a synchronized binding that found no set, every reason together."""
+        return sum(getattr(self, name) for name in UNMATCHED_REASONS)
 
     @property
     def dropped(self) -> int:

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...core.server import InferenceServer
-from .counters import DROP_REASONS, FAIL_REASONS, SourceCounters
+from .counters import DROP_REASONS, FAIL_REASONS, UNMATCHED_REASONS, SourceCounters
 from .failures import STALE_CAUSES, LastError
 from .latency import LatencyWindow, percentiles_ms
 
@@ -50,6 +50,8 @@ class SourceFigures:
     stalled_ns: int                    # frames in the model this long without one leaving (0: none)
     e2e_ns: list[int]                  # header stamp -> publication, since the last period
     inference_ns: list[int]            # request -> response, since the last period
+    # Synchronized bindings: (input, reason, count) of the messages that found no set
+    unmatched_by_input: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class BindingFigures:
     model_ready: bool                  # its model target's state, for diagnostics
     model_state: str
     model_reason: str
+    sync_slop_ms: float | None = None  # synchronized bindings: their slop
 
 
 @dataclass
@@ -98,6 +101,8 @@ class SourceHealth:
     input_rate: float
     output_rate: float
     dropped: int
+    unmatched: int = 0                 # synchronized bindings: messages without a set
+    unmatched_by_input: str = ""       # "DEPTH no_partner 3, K too_old 1"
 
 
 @dataclass
@@ -123,6 +128,9 @@ class BindingHealth:
     failed_decode: int = 0
     failed_publish: int = 0
     failed_internal: int = 0
+    unmatched_too_old: int = 0
+    unmatched_no_partner: int = 0
+    unmatched_queue_overflow: int = 0
     received: int = 0
     published: int = 0
     latency_p50_ms: float = 0.0
@@ -279,9 +287,11 @@ class DiagnosticsReporter:
             health.sources.append(SourceHealth(
                 source.topic, source.output_topic,
                 delta.received / period_s if period_s > 0 else 0.0,
-                delta.published / period_s if period_s > 0 else 0.0, counters.dropped))
+                delta.published / period_s if period_s > 0 else 0.0, counters.dropped,
+                counters.unmatched, ", ".join(f"{name} {reason} {n}" for name, reason, n
+                                              in source.unmatched_by_input)))
         for name in ("received", "published", "failed", "stamped_ahead") + DROP_REASONS + \
-                FAIL_REASONS:
+                FAIL_REASONS + UNMATCHED_REASONS:
             setattr(health, name, getattr(totals, name))
         health.latency_p50_ms, health.latency_p99_ms = percentiles_ms(e2e)
         health.inference_p50_ms, health.inference_p99_ms = percentiles_ms(inference)
@@ -341,9 +351,18 @@ class DiagnosticsReporter:
             health.level = WARN
             health.message = (f"{period.dropped_unavailable} frames dropped while the model "
                               f"was not serving{last_text}")
+        elif period.unmatched:
+            health.level = WARN
+            reasons = ", ".join(f"{name[len('unmatched_'):]} {getattr(period, name)}"
+                                for name in UNMATCHED_REASONS if getattr(period, name))
+            health.message = (f"{period.unmatched} input messages found no partner within "
+                              f"sync_slop_ms {binding.sync_slop_ms:g} in the last period "
+                              f"({reasons}){last_text}")
         elif not health.source_count:
             health.level = WARN
-            health.message = "no input topic yet (waiting for " + ", ".join(binding.inputs) + ")"
+            what = ("no source namespace with every input topic yet"
+                    if binding.sync_slop_ms is not None else "no input topic yet")
+            health.message = f"{what} (waiting for " + ", ".join(binding.inputs) + ")"
         elif period.received and period.dropped > DROP_WARN_FRACTION * period.received:
             health.level = WARN
             health.message = (f"dropping {period.dropped} of {period.received} frames "

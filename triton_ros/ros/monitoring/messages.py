@@ -59,7 +59,11 @@ def diagnostic_array(stamp, node_name: str, models: list[ModelHealth],
             key_value("failed_inference", b.failed_inference),
             key_value("failed_decode", b.failed_decode),
             key_value("failed_publish", b.failed_publish),
-            key_value("failed_internal", b.failed_internal), key_value("model_state", b.state),
+            key_value("failed_internal", b.failed_internal),
+            key_value("unmatched_too_old", b.unmatched_too_old),
+            key_value("unmatched_no_partner", b.unmatched_no_partner),
+            key_value("unmatched_queue_overflow", b.unmatched_queue_overflow),
+            key_value("model_state", b.state),
             key_value("last_error", b.last_error),
             key_value("last_error_age_s", b.last_error_age_s),
             key_value("latency_p50_ms", b.latency_p50_ms),
@@ -69,7 +73,10 @@ def diagnostic_array(stamp, node_name: str, models: list[ModelHealth],
             key_value("executor_lag_p50_ms", b.executor_lag_p50_ms),
             key_value("executor_lag_p99_ms", b.executor_lag_p99_ms),
         ] + [key_value(s.topic, f"in {s.input_rate:.1f}/s, out {s.output_rate:.1f}/s, dropped "
-                          f"{s.dropped} -> {s.output_topic}") for s in b.sources]
+                          f"{s.dropped}"
+                          + (f", unmatched {s.unmatched} ({s.unmatched_by_input})"
+                             if s.unmatched else "")
+                          + f" -> {s.output_topic}") for s in b.sources]
         array.status.append(status)
     return array
 
@@ -92,6 +99,8 @@ def status_message(stamp, models: list[ModelHealth], bindings: list[BindingHealt
         failed_plan=b.failed_plan, failed_preprocess=b.failed_preprocess,
         failed_inference=b.failed_inference, failed_decode=b.failed_decode,
         failed_publish=b.failed_publish, failed_internal=b.failed_internal,
+        unmatched_too_old=b.unmatched_too_old, unmatched_no_partner=b.unmatched_no_partner,
+        unmatched_queue_overflow=b.unmatched_queue_overflow,
         message=b.message, last_error=b.last_error, last_error_age_s=b.last_error_age_s,
         received=b.received,
         published=b.published, latency_p50_ms=b.latency_p50_ms,

@@ -1,19 +1,24 @@
-"""The ROS demo (scripts/run.sh): many robots' cameras, one detector, one dynamic batcher.
+"""The ROS demo (scripts/run.sh): many robots' cameras of several kinds, one node, batched.
 
 ``python -m triton_ros.ros.tools.demo [--seconds 20] [--rate 30] [--params-file FILE]``
 
 1. starts ``inference_node`` with config/inference.yaml (every ``/robot*/camera*/image_raw`` topic
-   -> the bundled ``color_detector``, which sees what the synthetic cameras draw), its gRPC
-   endpoint on a free port;
-2. starts robot1's synthetic cameras, then robot2's a few seconds later, as separate processes
-   (four cameras at ``--rate`` Hz, four resolutions and encodings): the node finds robot2 through
-   its topic pattern while running;
+   -> the bundled ``color_detector``, which sees what the synthetic cameras draw; every
+   ``/robot*/rgbd*`` RGB-D camera's colour, depth and CameraInfo, matched by stamp -> the
+   bundled ``rgbd_locator``, which locates the same objects in 3D), its gRPC endpoint on a free
+   port;
+2. starts robot1's synthetic cameras and robot3's RGB-D cameras (one 16UC1 raw, one 32FC1
+   compressedDepth; depth and CameraInfo stamped up to 3 ms off the colour image's), then
+   robot2's cameras a few seconds later, as separate processes (at ``--rate`` Hz, several
+   resolutions and encodings): the node finds robot2 through its topic pattern while running;
 3. sends gRPC requests to the same detector meanwhile (tritonclient), which share its batcher
    with the camera frames: synthetic frames whose boxes are checked against their ground truth;
 4. prints live, every ``--interval`` seconds, the model's and the binding's status (~/status)
    and each camera's detections (rate, end-to-end latency, best boxes) with their recall,
    precision and mean IoU against the ground truth the cameras publish next to each image
-   (``.../ground_truth``, matched by header stamp and frame_id; see ``detection_metrics``);
+   (``.../ground_truth``, matched by header stamp and frame_id; see ``detection_metrics``), and
+   each RGB-D camera's 3D detections with their recall and position error against the 3D
+   ground truth (``.../ground_truth_3d``);
 5. after ``--seconds``, runs on (at most ``--grace`` seconds more) while a camera has fewer than
    ``--min-frames`` frames scored: a camera process that starts late on a loaded host is scored
    rather than failing the demo unseen;
@@ -21,8 +26,12 @@
    scores, stops the cameras and the node with SIGINT and checks that everything exited 0.
 
 Exits 0 when every camera's detections arrived with recall >= ``--min-recall`` (0.95) and mean
-IoU >= ``--min-iou`` (0.8) against the ground truth, every gRPC answer found the objects of its
-frame, and every process exited cleanly; 1 otherwise, saying which.
+IoU >= ``--min-iou`` (0.8) against the ground truth, every RGB-D camera's objects with recall >=
+``--min-recall`` within ``--max-position-error`` (2 %) of their distance, every gRPC answer
+found the objects of its frame, and every process exited cleanly; 1 otherwise, saying which.
+
+The compressed-image cameras (``sensor_msgs/CompressedImage``, JPEG and PNG) join the demo
+where that input kind is registered (:data:`COMPRESSED_CAMERAS`, empty until then).
 """
 from __future__ import annotations
 
@@ -41,15 +50,21 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec.messages import DETECTIONS_TYPE
+from ..codec.messages import DETECTIONS3D_TYPE, DETECTIONS_TYPE
 from ..package_files import package_file
 from ..ros_process import init_ros, strip_ros_args
-from .detection_metrics import FrameMatcher, match
-from .synthetic_cameras import (CLASS_NAMES, DEFAULT_CAMERAS, CameraSpec, SyntheticScene,
-                                ground_truth_topic, parse_camera)
+from .detection_metrics import FrameMatcher, Score3D, match
+from .synthetic_cameras import (CLASS_NAMES, DEFAULT_CAMERAS, CameraSpec, RgbdSpec,
+                                SyntheticScene, ground_truth_topic, parse_camera, parse_rgbd)
 
 ROBOT1 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot1/"))
 ROBOT2 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot2/"))
+# RGB-D cameras (config/inference.yaml's binding rgbd: /robot*/rgbd* -> rgbd_locator)
+ROBOT3 = ("robot3/rgbd_front:640x480:16UC1:raw", "robot3/rgbd_rear:424x240:32FC1:compressedDepth")
+SYNC_JITTER_MS = 3.0
+# Cameras publishing sensor_msgs/CompressedImage: the hook for that input kind, which joins the
+# demo once it is in codec/registry.py (synthetic_cameras' compressed transport).
+COMPRESSED_CAMERAS: tuple[str, ...] = ()
 NODE = "/inference_node"
 GRPC_MODEL = "color_detector"          # the model config/inference.yaml binds the cameras to
 
@@ -63,14 +78,14 @@ def free_port() -> int:
 class CameraWatch:
     """Detections received on one camera's output topic."""
 
-    def __init__(self, topic: str) -> None:
+    def __init__(self, topic: str, matcher: FrameMatcher | None = None) -> None:
         self.topic = topic
         self.count = 0
         self.window = 0
         self.latency_ms: collections.deque[float] = collections.deque(maxlen=300)
         self.last = None
         self.lock = threading.Lock()
-        self.matcher = FrameMatcher()
+        self.matcher = matcher or FrameMatcher()
 
     def on_message(self, msg, now_ns: int) -> None:
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
@@ -80,12 +95,16 @@ class CameraWatch:
             self.latency_ms.append((now_ns - stamp) / 1e6)
             self.last = msg
 
-    def line(self, interval: float) -> str:
+    def _window(self, interval: float):
+        """(rate, median latency, last message) of the last report interval."""
         with self.lock:
             rate = self.window / interval
             self.window = 0
             lat = np.median(self.latency_ms) if self.latency_ms else float("nan")
-            last = self.last
+            return rate, lat, self.last
+
+    def line(self, interval: float) -> str:
+        rate, lat, last = self._window(interval)
         score = self.matcher.snapshot()
         text = (f"  {self.topic:36s} {rate:5.1f} Hz  e2e p50 {lat:6.1f} ms  recall "
                 f"{score.recall:5.3f} precision {score.precision:5.3f} IoU {score.mean_iou:5.3f}")
@@ -97,6 +116,29 @@ class CameraWatch:
             f"({d.bbox.center.position.x:.0f},{d.bbox.center.position.y:.0f} "
             f"{d.bbox.size_x:.0f}x{d.bbox.size_y:.0f})" for d in best)
         return text + f"  {len(last.detections):3d} boxes [{last.header.frame_id}]  {boxes}"
+
+
+class RgbdWatch(CameraWatch):
+    """3D detections received on one RGB-D camera's output topic."""
+
+    def __init__(self, spec: RgbdSpec, max_error: float) -> None:
+        super().__init__(f"{spec.namespace()}/detections3d",
+                         FrameMatcher(score=Score3D(max_error=max_error)))
+        self.spec = spec
+
+    def line(self, interval: float) -> str:
+        rate, lat, last = self._window(interval)
+        score = self.matcher.snapshot()
+        text = (f"  {self.topic:36s} {rate:5.1f} Hz  e2e p50 {lat:6.1f} ms  recall "
+                f"{score.recall:5.3f} position error mean {100 * score.mean_error:4.2f} % max "
+                f"{100 * score.error_max:4.2f} % of the distance")
+        if last is None:
+            return text + "  (no detections yet)"
+        best = sorted(last.detections, key=lambda d: -d.results[0].hypothesis.score)[:2]
+        where = ", ".join(
+            f"{d.results[0].hypothesis.class_id} @ ({d.bbox.center.position.x:+.2f}, "
+            f"{d.bbox.center.position.y:+.2f}, {d.bbox.center.position.z:.2f}) m" for d in best)
+        return text + f"  {len(last.detections)} objects [{last.header.frame_id}]  {where}"
 
 
 def _start(cmd: list[str], log: Path) -> subprocess.Popen:
@@ -162,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="fail when a camera's recall against the ground truth is lower")
     parser.add_argument("--min-iou", type=float, default=0.8,
                         help="fail when a camera's mean IoU of matched boxes is lower")
+    parser.add_argument("--max-position-error", type=float, default=0.02,
+                        help="fail when an RGB-D camera locates an object farther than this "
+                             "fraction of its distance from where it is (default 0.02)")
     parser.add_argument("--min-frames", type=int, default=30,
                         help="frames each camera should have scored by the end: the demo runs "
                              "on, up to --grace seconds, until every camera has (default 30)")
@@ -176,9 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     logs = Path(tempfile.mkdtemp(prefix="triton_ros_demo_"))
     port = free_port()
     py = sys.executable
-    print(f"triton_ros ROS demo: {args.seconds:g} s, 2 robots x 2 cameras at {args.rate:g} Hz "
-          f"-> inference_node ({GRPC_MODEL}); ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} (to watch: "
-          f"ros2 topic echo /robot1/camera_front/detections); logs in {logs}", flush=True)
+    print(f"triton_ros ROS demo: {args.seconds:g} s, 2 robots x 2 cameras -> inference_node "
+          f"({GRPC_MODEL}) and 1 robot x 2 RGB-D cameras -> (rgbd_locator), at {args.rate:g} Hz"
+          f"{', compressed cameras ' + str(len(COMPRESSED_CAMERAS)) if COMPRESSED_CAMERAS else ''}"
+          f"; ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} (to watch: ros2 topic echo "
+          f"/robot1/camera_front/detections, /robot3/rgbd_front/detections3d); logs in {logs}",
+          flush=True)
     node_proc = _start([py, "-m", "triton_ros.ros.inference_node", "--ros-args", "--params-file",
                         args.params_file, "-p", f"grpc.port:={port}", "-p", "http.port:=0",
                         "-p", "metrics.port:=0"], logs / "inference_node.log")
@@ -187,6 +235,15 @@ def main(argv: list[str] | None = None) -> int:
     node = Node("triton_ros_demo")
     specs: list[CameraSpec] = [parse_camera(c) for c in ROBOT1 + ROBOT2]
     watches = {s.topic(): CameraWatch(s.topic().rsplit("/", 1)[0] + "/detections") for s in specs}
+    rgbd_specs: list[RgbdSpec] = [parse_rgbd(c) for c in ROBOT3]
+    rgbd_watches = [RgbdWatch(s, args.max_position_error) for s in rgbd_specs]
+    for rw in rgbd_watches:
+        node.create_subscription(
+            DETECTIONS3D_TYPE, rw.topic,
+            lambda msg, w=rw: (w.on_message(msg, node.get_clock().now().nanoseconds),
+                               w.matcher.on_detections(msg)), 200)
+        node.create_subscription(DETECTIONS3D_TYPE, rw.spec.truth_topic(),
+                                 rw.matcher.on_truth, 200)
     for spec in specs:
         watch = watches[spec.topic()]
         node.create_subscription(
@@ -214,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate",
                                str(args.rate)] + [a for c in ROBOT1 for a in ("--camera", c)],
                               logs / "robot1.log"))
+        print("starting robot3's RGB-D cameras (colour, depth and CameraInfo, matched by stamp)",
+              flush=True)
+        cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate",
+                               str(args.rate), "--sync-jitter-ms", str(SYNC_JITTER_MS)]
+                              + [a for c in ROBOT3 for a in ("--rgbd", c)],
+                              logs / "robot3.log"))
         grpc_thread = threading.Thread(target=_grpc_load, daemon=True,
                                        args=(f"127.0.0.1:{port}", grpc_stop, grpc_counts))
         grpc_thread.start()
@@ -226,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             if elapsed >= args.seconds:
                 # A camera process that started late on a loaded host (robot2 joins seconds in)
                 # gets its frames scored before the end, rather than failing the demo unseen.
-                short = [w.topic for w in watches.values()
+                short = [w.topic for w in list(watches.values()) + rgbd_watches
                          if w.matcher.snapshot().frames < args.min_frames]
                 if not short or elapsed >= args.seconds + args.grace:
                     break
@@ -236,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{'has' if len(short) == 1 else 'have'} {args.min_frames} frames "
                           f"scored", flush=True)
                     waiting_for = short
-            if len(cameras) == 1 and elapsed >= robot2_at:
+            if len(cameras) == 2 and elapsed >= robot2_at:
                 print("starting robot2 (the node finds it by its topic pattern)", flush=True)
                 cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_cameras",
                                        "--rate", str(args.rate)]
@@ -246,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"inference_node exited with {node_proc.returncode}")
             if time.monotonic() >= next_report:
                 _report(time.monotonic() - start, status.get("last"), watches, args.interval,
-                        grpc_counts)
+                        grpc_counts, rgbd_watches)
                 next_report += args.interval
             stop.wait(0.1)
         grpc_stop.set()
@@ -289,6 +352,25 @@ def main(argv: list[str] | None = None) -> int:
               f"without ground truth (sent before this subscription matched)"
               + (f"  <- {', '.join(verdict)}" if verdict else ""))
         ok = ok and not verdict
+    print(f"\n3D detections per RGB-D camera against the 3D ground truth (matched by stamp and "
+          f"frame_id; an object counts when a detection of its class is within "
+          f"{100 * args.max_position_error:g} % of its distance from it; the demo fails below "
+          f"recall {args.min_recall:g}):")
+    for rw in rgbd_watches:
+        score = rw.matcher.snapshot()
+        verdict = []
+        if rw.count == 0 or score.frames == 0:
+            verdict.append("NO FRAMES SCORED")
+        elif not score.recall >= args.min_recall:
+            verdict.append(f"RECALL BELOW {args.min_recall:g}")
+        spec = rw.spec
+        print(f"  {rw.topic:36s} {rw.count:5d} messages, {score.frames:5d} frames scored "
+              f"({spec.width}x{spec.height}, depth {spec.depth_encoding} "
+              f"{spec.depth_transport}): recall {score.recall:.3f} ({score.matched}/"
+              f"{score.truths}), precision {score.precision:.3f}, position error mean "
+              f"{100 * score.mean_error:.2f} % max {100 * score.error_max:.2f} % of the distance"
+              + (f"  <- {', '.join(verdict)}" if verdict else ""))
+        ok = ok and not verdict
     print(f"gRPC requests answered meanwhile: {grpc_counts['ok']} (failed {grpc_counts['failed']}"
           f"{': ' + grpc_counts['last_error'] if grpc_counts['failed'] else ''}), "
           f"{grpc_counts['correct']} with every object found at IoU >= 0.8")
@@ -304,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if ok else 1
 
 
-def _report(elapsed: float, status, watches: dict, interval: float, grpc_counts: dict) -> None:
+def _report(elapsed: float, status, watches: dict, interval: float, grpc_counts: dict,
+            rgbd_watches: list) -> None:
     lines = [f"[{elapsed:5.1f} s]"]
     if status is not None:
         bound = {b.model for b in status.bindings}
@@ -319,9 +402,14 @@ def _report(elapsed: float, status, watches: dict, interval: float, grpc_counts:
             lines.append(f"  binding {b.name}: {b.source_count} topics, in {b.input_rate:5.1f}/s, "
                          f"out {b.output_rate:5.1f}/s, drops {b.drop_rate:4.1f}/s (since start: "
                          f"stale {b.dropped_stale}, superseded {b.dropped_superseded}, malformed "
-                         f"{b.dropped_malformed}), e2e p50 {b.latency_p50_ms:5.1f} ms p99 "
+                         f"{b.dropped_malformed}"
+                         + (f", input messages without partners {unmatched}"
+                            if (unmatched := b.unmatched_too_old + b.unmatched_no_partner
+                                + b.unmatched_queue_overflow) else "")
+                         + f"), e2e p50 {b.latency_p50_ms:5.1f} ms p99 "
                          f"{b.latency_p99_ms:5.1f} ms")
     lines += [w.line(interval) for w in watches.values()]
+    lines += [w.line(interval) for w in rgbd_watches]
     lines.append(f"  gRPC client: {grpc_counts['ok']} requests answered")
     print("\n".join(lines), flush=True)
 

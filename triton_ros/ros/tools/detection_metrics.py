@@ -6,12 +6,18 @@ Used by the demo (``triton_ros.ros.tools.demo``) and the tests, with the ground 
 frame_id); within a frame each ground-truth object is matched greedily, best IoU first, to an
 unmatched detection of the same class whose IoU is at least ``min_iou`` (0.5, as PASCAL VOC).
 Both sides may arrive in any order: :class:`FrameMatcher` holds each until the other comes.
+
+3D detections (``vision_msgs/Detection3DArray`` or the fallback, from a synchronized RGB-D
+binding) are scored by :class:`Score3D` against ``synthetic_cameras``' ``ground_truth_3d``: a
+ground-truth object counts as found when a detection of its class lies within ``max_error``
+(2 %) of its distance from it, greedily, nearest first; the relative errors of the found ones
+are summed up too (mean and worst).
 """
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -95,8 +101,9 @@ class FrameMatcher:
     ``unanswered``, never as a miss.
     """
 
-    def __init__(self, *, keep: int = 300, min_iou: float = 0.5, on_pair=None) -> None:
-        self.score = Score()
+    def __init__(self, *, keep: int = 300, min_iou: float = 0.5, on_pair=None,
+                 score=None) -> None:
+        self.score = score if score is not None else Score()     # or a Score3D
         self._on_pair = on_pair          # called with (truth, detections) of each matched frame
         self.unanswered = 0          # ground truth frames with no detections (dropped by the node)
         self.unknown = 0             # detections with no ground truth (should stay 0)
@@ -144,9 +151,9 @@ class FrameMatcher:
         with self._lock:
             return self.unknown + len(self._detections)
 
-    def snapshot(self) -> Score:
+    def snapshot(self):
         with self._lock:
-            return Score(**vars(self.score))
+            return replace(self.score)
 
 
 # ------------------------------------------------------------------------------------------
@@ -197,3 +204,63 @@ class MaskScore:
             return np.full(self.classes, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.union > 0, self.inter / np.maximum(self.union, 1), np.nan)
+
+
+# --------------------------------------------------------------------------------------------
+# 3D detections
+# --------------------------------------------------------------------------------------------
+
+def message_positions(msg) -> tuple[np.ndarray, list[str], np.ndarray]:
+    """A Detection3DArray (or triton_ros_interfaces/Detections3D): positions [M, 3], class ids,
+    scores [M]."""
+    positions, classes, scores = [], [], []
+    for d in msg.detections:
+        p = d.bbox.center.position
+        positions.append((p.x, p.y, p.z))
+        best = max(d.results, key=lambda r: r.hypothesis.score) if d.results else None
+        classes.append(best.hypothesis.class_id if best is not None else "")
+        scores.append(best.hypothesis.score if best is not None else 0.0)
+    return (np.array(positions, np.float64).reshape(-1, 3), classes,
+            np.array(scores, np.float64))
+
+
+def match_positions(truth: np.ndarray, truth_classes: list[str], found: np.ndarray,
+                    classes: list[str], *, max_error: float = 0.02) -> list[tuple[int, int, float]]:
+    """(truth index, detection index, error / distance) of the pairs of one class whose error is
+    at most ``max_error`` of the ground truth's distance from the camera, nearest first."""
+    pairs = sorted((float(np.linalg.norm(found[j] - truth[i]) / max(np.linalg.norm(truth[i]),
+                                                                     1e-9)), i, j)
+                   for i, tc in enumerate(truth_classes) for j, dc in enumerate(classes)
+                   if tc == dc)
+    used_t, used_d, out = set(), set(), []
+    for error, i, j in pairs:
+        if error > max_error or i in used_t or j in used_d:
+            continue
+        used_t.add(i)
+        used_d.add(j)
+        out.append((i, j, error))
+    return out
+
+
+@dataclass
+class Score3D(Score):
+    """Running totals of one RGB-D camera (``iou_sum`` unused)."""
+
+    error_sum: float = 0.0              # relative errors of the matched objects
+    error_max: float = 0.0
+    max_error: float = 0.02
+
+    def add(self, truth_msg, detection_msg, **_) -> None:
+        tp, tc, _ = message_positions(truth_msg)
+        dp, dc, _ = message_positions(detection_msg)
+        pairs = match_positions(tp, tc, dp, dc, max_error=self.max_error)
+        self.frames += 1
+        self.truths += len(tc)
+        self.detections += len(dc)
+        self.matched += len(pairs)
+        self.error_sum += sum(e for _, _, e in pairs)
+        self.error_max = max([self.error_max] + [e for _, _, e in pairs])
+
+    @property
+    def mean_error(self) -> float:
+        return self.error_sum / self.matched if self.matched else float("nan")

@@ -34,10 +34,27 @@ bgr8``, ``mono8; png compressed ``). The ground truth is the same. ``--ground-tr
 publishes each frame's mask on ``<prefix>/<robot>/<camera>/ground_truth_mask``
 (``sensor_msgs/Image`` mono8, the camera's pixels, the image's header): 0 background, ``1 + k``
 for class ``CLASS_NAMES[k]``, the class ids of the bundled ``color_segmenter``.
+
+RGB-D cameras (``--rgbd ROBOT/CAMERA:WxH[:DEPTH_ENCODING[:TRANSPORT]]``, e.g.
+``robot3/rgbd:640x480:32FC1:compressedDepth``) publish, under ``<prefix>/<robot>/<camera>``, the
+layout of a ROS depth camera driver: ``color/image_raw`` (rgb8, the same scenes),
+``color/camera_info`` (K: focal length 0.9 x width, principal point near the centre),
+``depth/image_raw`` aligned to the colour image (16UC1 millimetres or 32FC1 metres; with
+``compressedDepth``, ``depth/image_raw/compressedDepth`` as compressed_depth_image_transport
+writes it: a 12-byte header and a 16-bit PNG, 32FC1 as quantised inverse depth), and
+``ground_truth_3d``: each object's centre in the colour optical frame (frame_id
+``<robot>/<camera>_color_optical_frame``) in the message type the node publishes 3D detections
+with. Each object is a flat rectangle facing the camera at a distance drawn afresh every frame
+(0.6 to 3.0 m), so that depth of another frame puts it elsewhere; the background is a plane 3.5
+to 5 m away with a band of invalid pixels (0 / NaN) along the left edge and scattered holes, as
+stereo cameras have. ``--sync-jitter-ms J`` stamps the depth image and the CameraInfo up to J ms
+off the colour image's stamp; ``--unpaired P`` leaves out the depth image or the CameraInfo of a
+fraction P of the frames, so that their other messages find no partner.
 """
 from __future__ import annotations
 
 import argparse
+import struct
 import sys
 import time
 from dataclasses import dataclass
@@ -310,6 +327,254 @@ class SyntheticCameras:
             self.sent[i] += 1
 
 
+# --------------------------------------------------------------------------------------------
+# RGB-D cameras: aligned depth, CameraInfo and the 3D ground truth
+# --------------------------------------------------------------------------------------------
+
+DEPTH_ENCODINGS = ("16UC1", "32FC1")
+DEPTH_TRANSPORTS = ("raw", "compressedDepth")
+# compressed_depth_image_transport's publisher defaults (depth_max, depth_quantization)
+COMPRESSED_DEPTH_MAX = 10.0
+COMPRESSED_DEPTH_QUANTIZATION = 100.0
+OBJECT_DEPTH_M = (0.6, 3.0)
+BACKGROUND_DEPTH_M = (3.5, 5.0)
+
+
+@dataclass(frozen=True)
+class RgbdSpec:
+    robot: str
+    camera: str
+    width: int
+    height: int
+    depth_encoding: str = "16UC1"
+    depth_transport: str = "raw"
+
+    def namespace(self, prefix: str = "") -> str:
+        return f"{prefix.rstrip('/')}/{self.robot}/{self.camera}"
+
+    def color_topic(self, prefix: str = "") -> str:
+        return f"{self.namespace(prefix)}/color/image_raw"
+
+    def info_topic(self, prefix: str = "") -> str:
+        return f"{self.namespace(prefix)}/color/camera_info"
+
+    def depth_topic(self, prefix: str = "") -> str:
+        base = f"{self.namespace(prefix)}/depth/image_raw"
+        return base + "/compressedDepth" if self.depth_transport == "compressedDepth" else base
+
+    def truth_topic(self, prefix: str = "") -> str:
+        return f"{self.namespace(prefix)}/ground_truth_3d"
+
+    @property
+    def frame_id(self) -> str:
+        return f"{self.robot}/{self.camera}_color_optical_frame"
+
+
+def parse_rgbd(text: str) -> RgbdSpec:
+    """'robot3/rgbd:640x480[:16UC1[:compressedDepth]]' -> RgbdSpec."""
+    try:
+        name, size, *rest = text.split(":")
+        robot, camera = name.split("/")
+        width, height = (int(v) for v in size.lower().split("x"))
+        encoding = rest[0] if rest else "16UC1"
+        transport = rest[1] if len(rest) > 1 else "raw"
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"RGB-D camera '{text}' is not ROBOT/CAMERA:WIDTHxHEIGHT[:DEPTH_ENCODING"
+            f"[:TRANSPORT]]") from None
+    if encoding not in DEPTH_ENCODINGS or transport not in DEPTH_TRANSPORTS or len(rest) > 2:
+        raise argparse.ArgumentTypeError(
+            f"RGB-D camera '{text}': depth encoding one of {', '.join(DEPTH_ENCODINGS)}, "
+            f"transport one of {', '.join(DEPTH_TRANSPORTS)}")
+    if width <= 0 or height <= 0:
+        raise argparse.ArgumentTypeError(f"RGB-D camera '{text}' has an empty size")
+    return RgbdSpec(robot, camera, width, height, encoding, transport)
+
+
+@dataclass(frozen=True)
+class GroundTruth3D:
+    """The objects of one RGB-D frame in the colour optical frame: centres [M, 3] and sizes
+    [M, 3] in metres, class indices [M] into :data:`CLASS_NAMES`, their boxes [M, 4] (pixels)."""
+
+    positions: np.ndarray
+    sizes: np.ndarray
+    classes: np.ndarray
+    boxes: np.ndarray
+
+
+def camera_matrix(width: int, height: int) -> np.ndarray:
+    """The synthetic cameras' K: square pixels, focal length 0.9 x width, a principal point a
+    little off the centre (so that a K ignored or misplaced shows)."""
+    f = 0.9 * width
+    return np.array([[f, 0.0, (width - 1) / 2 + 0.03 * width],
+                     [0.0, f, (height - 1) / 2 - 0.02 * height],
+                     [0.0, 0.0, 1.0]])
+
+
+class RgbdScene:
+    """Colour frames (:class:`SyntheticScene`) with their aligned depth in metres and the 3D
+    ground truth."""
+
+    def __init__(self, spec: RgbdSpec, seed: int) -> None:
+        self.spec = spec
+        self.seed = seed
+        self.colour = SyntheticScene(CameraSpec(spec.robot, spec.camera, spec.width, spec.height,
+                                                "rgb8"), seed)
+        self.k = camera_matrix(spec.width, spec.height)
+        h, w = spec.height, spec.width
+        near, far = BACKGROUND_DEPTH_M
+        self.background = np.repeat(np.linspace(far, near, h, dtype=np.float32)[:, None], w, 1)
+        self.background[:, :max(1, w // 25)] = np.nan      # the invalid band of a stereo camera
+
+    def render(self, t: float) -> tuple[np.ndarray, np.ndarray, GroundTruth3D]:
+        """(rgb8 pixels, depth in metres [H, W] float32 with NaN where invalid, ground truth)."""
+        rgb, truth = self.colour.render(t)
+        rng = np.random.default_rng([self.seed, int(round(t * 1e6))])
+        depth = self.background.copy()
+        k = self.k
+        positions, sizes = [], []
+        for (x1, y1, x2, y2) in truth.boxes.astype(np.int64):
+            z = float(rng.uniform(*OBJECT_DEPTH_M))
+            patch = z * (1.0 + rng.normal(0.0, 0.002, size=(y2 - y1, x2 - x1)))
+            holes = rng.random(patch.shape) < 0.02
+            patch[holes] = np.nan
+            depth[y1:y2, x1:x2] = patch
+            u, v = (x1 + x2 - 1) / 2.0, (y1 + y2 - 1) / 2.0   # the centre pixel of the object
+            positions.append(((u - k[0, 2]) * z / k[0, 0], (v - k[1, 2]) * z / k[1, 1], z))
+            sizes.append(((x2 - x1) * z / k[0, 0], (y2 - y1) * z / k[1, 1], 0.0))
+        depth[rng.random(depth.shape) < 0.01] = np.nan
+        return rgb, depth, GroundTruth3D(np.array(positions, np.float64).reshape(-1, 3),
+                                         np.array(sizes, np.float64).reshape(-1, 3),
+                                         truth.classes, truth.boxes)
+
+
+def depth_bytes(depth_m: np.ndarray, encoding: str) -> np.ndarray:
+    """Depth in metres (NaN: none) as a 16UC1 (millimetres, 0: none) or 32FC1 image."""
+    if encoding == "32FC1":
+        return np.ascontiguousarray(depth_m, np.float32)
+    mm = np.nan_to_num(np.rint(depth_m * 1000.0), nan=0.0)
+    return np.clip(mm, 0, 65535).astype(np.uint16)
+
+
+def compressed_depth(depth_m: np.ndarray, encoding: str) -> tuple[str, bytes]:
+    """(format, data) as compressed_depth_image_transport's publisher writes them (PNG)."""
+    import cv2
+
+    params = (0.0, 0.0)
+    if encoding == "32FC1":
+        z0, dmax = COMPRESSED_DEPTH_QUANTIZATION, COMPRESSED_DEPTH_MAX
+        a = np.float32(z0 * (z0 + 1.0))
+        b = np.float32(1.0 - a / dmax)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            keep = depth_m < dmax                          # NaN compares false: 0, as there
+            q = np.where(keep, a / depth_m.astype(np.float32) + b, 0.0)
+        image = np.trunc(np.nan_to_num(q)).clip(0, 65535).astype(np.uint16)
+        params = (float(a), float(b))
+    else:
+        image = depth_bytes(depth_m, "16UC1")
+        image[image > np.uint16(COMPRESSED_DEPTH_MAX * 1000)] = 0
+    ok, png = cv2.imencode(".png", image, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+    if not ok:
+        raise RuntimeError("cv2.imencode failed on a depth image")
+    # ConfigHeader: int32 format (0: INV_DEPTH), float32 depthParam[2], little-endian
+    header = struct.pack("<iff", 0, *params)
+    return f"{encoding}; compressedDepth png", header + png.tobytes()
+
+
+def camera_info_message(header, k: np.ndarray, width: int, height: int):
+    from sensor_msgs.msg import CameraInfo
+
+    msg = CameraInfo(header=header, width=width, height=height, distortion_model="plumb_bob")
+    msg.d = [0.0] * 5
+    msg.k = [float(v) for v in k.reshape(-1)]
+    msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
+    msg.p = [float(v) for v in np.hstack([k, np.zeros((3, 1))]).reshape(-1)]
+    return msg
+
+
+def ground_truth_3d_message(header, truth: GroundTruth3D):
+    """The 3D ground truth as the message type the node publishes 3D detections with."""
+    from ..codec.detection3d import Detection3DResult, detections3d_message
+
+    return detections3d_message(header, Detection3DResult(
+        truth.positions, truth.sizes, np.ones(len(truth.classes)), truth.classes),
+        list(CLASS_NAMES))
+
+
+class SyntheticRgbdCameras:
+    """Publishes every RGB-D camera of ``specs`` from ``node`` once per :meth:`tick`."""
+
+    def __init__(self, node, specs: list[RgbdSpec], *, prefix: str = "", jitter_ms: float = 0.0,
+                 unpaired: float = 0.0, seed: int = 100) -> None:
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+
+        from ..codec.messages import DETECTIONS3D_TYPE
+
+        self._node = node
+        self._image, self._compressed = Image, CompressedImage
+        self.specs = specs
+        self.scenes = [RgbdScene(s, seed=seed + i) for i, s in enumerate(specs)]
+        qos = qos_profile_sensor_data
+        self.colour = [node.create_publisher(Image, s.color_topic(prefix), qos) for s in specs]
+        self.info = [node.create_publisher(CameraInfo, s.info_topic(prefix), qos) for s in specs]
+        self.depth = [node.create_publisher(
+            CompressedImage if s.depth_transport == "compressedDepth" else Image,
+            s.depth_topic(prefix), qos) for s in specs]
+        self.truth = [node.create_publisher(DETECTIONS3D_TYPE, s.truth_topic(prefix), 100)
+                      for s in specs]
+        self.jitter_ns = int(jitter_ms * 1e6)
+        self.unpaired = unpaired
+        self._rng = np.random.default_rng(seed)
+        self.sent = [0] * len(specs)
+        self.left_out = [0] * len(specs)         # depth images and CameraInfos not sent
+        self._t0 = time.monotonic()
+
+    def _stamp(self, base_ns: int):
+        from builtin_interfaces.msg import Time
+
+        ns = base_ns + (int(self._rng.integers(-self.jitter_ns, self.jitter_ns + 1))
+                        if self.jitter_ns else 0)
+        return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
+
+    def tick(self) -> None:
+        from std_msgs.msg import Header
+
+        now_ns = self._node.get_clock().now().nanoseconds
+        t = time.monotonic() - self._t0
+        for i, (spec, scene) in enumerate(zip(self.specs, self.scenes)):
+            rgb, depth_m, truth = scene.render(t)
+            header = Header(frame_id=spec.frame_id)           # the capture time
+            header.stamp.sec, header.stamp.nanosec = divmod(now_ns, 1_000_000_000)
+            leave_out = None
+            if self.unpaired and self._rng.random() < self.unpaired:
+                leave_out = "depth" if self._rng.random() < 0.5 else "info"
+                self.left_out[i] += 1
+            self.truth[i].publish(ground_truth_3d_message(header, truth))
+            colour = self._image(header=header, height=spec.height, width=spec.width,
+                                 encoding="rgb8", step=spec.width * 3)
+            colour.data = uint8_array(memoryview(rgb).cast("B"))
+            self.colour[i].publish(colour)
+            if leave_out != "info":
+                self.info[i].publish(camera_info_message(
+                    Header(stamp=self._stamp(now_ns), frame_id=spec.frame_id), scene.k,
+                    spec.width, spec.height))
+            if leave_out != "depth":
+                depth_header = Header(stamp=self._stamp(now_ns), frame_id=spec.frame_id)
+                if spec.depth_transport == "compressedDepth":
+                    fmt, data = compressed_depth(depth_m, spec.depth_encoding)
+                    msg = self._compressed(header=depth_header, format=fmt)
+                    msg.data = uint8_array(data)
+                else:
+                    pixels = depth_bytes(depth_m, spec.depth_encoding)
+                    msg = self._image(header=depth_header, height=spec.height, width=spec.width,
+                                      encoding=spec.depth_encoding,
+                                      step=spec.width * pixels.itemsize)
+                    msg.data = uint8_array(memoryview(pixels).cast("B"))
+                self.depth[i].publish(msg)
+            self.sent[i] += 1
+
+
 def main(argv: list[str] | None = None) -> NoReturn:
     import rclpy
     from rclpy.node import Node
@@ -333,8 +598,17 @@ def main(argv: list[str] | None = None) -> NoReturn:
                         "until SIGINT or SIGTERM)")
     parser.add_argument("--prefix", default="", help="namespace in front of every robot")
     parser.add_argument("--quiet", action="store_true", help="print nothing")
+    parser.add_argument("--rgbd", action="append", type=parse_rgbd, default=None,
+                        help="ROBOT/CAMERA:WIDTHxHEIGHT[:16UC1|32FC1[:raw|compressedDepth]] "
+                             "(repeatable): an RGB-D camera")
+    parser.add_argument("--sync-jitter-ms", type=float, default=0.0,
+                        help="RGB-D: stamp depth and CameraInfo up to this far off the colour's")
+    parser.add_argument("--unpaired", type=float, default=0.0,
+                        help="RGB-D: the fraction of frames sent without their depth image or "
+                             "CameraInfo")
     args = parser.parse_args(strip_ros_args(argv)[1:])
-    specs = args.camera or [parse_camera(c) for c in DEFAULT_CAMERAS]
+    rgbd_specs = args.rgbd or []
+    specs = args.camera or ([] if rgbd_specs else [parse_camera(c) for c in DEFAULT_CAMERAS])
 
     stop = init_ros(argv)
     watchdog = ExitWatchdog("synthetic_cameras")
@@ -348,6 +622,13 @@ def main(argv: list[str] | None = None) -> NoReturn:
         for spec, pub, how in zip(specs, cameras.publishers, cameras.transports):
             print(f"synthetic_cameras: {pub.topic_name} {spec.width}x{spec.height} "
                   f"{spec.encoding} {how} at {args.rate:g} Hz", flush=True)
+    rgbd = SyntheticRgbdCameras(node, rgbd_specs, prefix=args.prefix,
+                                jitter_ms=args.sync_jitter_ms, unpaired=args.unpaired)
+    if not args.quiet:
+        for spec in rgbd_specs:
+            print(f"synthetic_cameras: RGB-D {spec.namespace(args.prefix)} {spec.width}x"
+                  f"{spec.height}, depth {spec.depth_encoding} {spec.depth_transport} at "
+                  f"{args.rate:g} Hz", flush=True)
     period = 1.0 / args.rate
     start = next_tick = time.monotonic()
     try:
@@ -356,6 +637,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
                 break
             watchdog.progress(STALL_S + period)
             cameras.tick()
+            rgbd.tick()
             next_tick += period
             delay = next_tick - time.monotonic()
             if delay < -period:               # fell behind by more than a frame: do not burst
@@ -365,7 +647,10 @@ def main(argv: list[str] | None = None) -> NoReturn:
     finally:
         watchdog.arm(STOP_S - 1.0)
         if not args.quiet:
-            sent = ", ".join(f"{s.robot}/{s.camera} {n}" for s, n in zip(specs, cameras.sent))
+            sent = ", ".join([f"{s.robot}/{s.camera} {n}" for s, n in zip(specs, cameras.sent)]
+                             + [f"{s.robot}/{s.camera} {n} (RGB-D, {left} without depth or "
+                                f"CameraInfo)" for s, n, left in
+                                zip(rgbd_specs, rgbd.sent, rgbd.left_out)])
             print(f"synthetic_cameras: sent {sent}", flush=True)
         node.destroy_node()
         rclpy.try_shutdown()

@@ -1,0 +1,376 @@
+"""The ``depth`` and ``compressed_depth`` input kinds: depth images -> one depth input of the
+model, in metres.
+
+What is read (REP 118, and image_transport's compressed_depth_image_transport):
+
+- ``depth``: ``sensor_msgs/Image`` with encoding ``16UC1`` (unsigned millimetres by REP 118;
+  the unit is the binding's ``depth_scale``, metres per unit, 0.001 by default) or ``32FC1``
+  (metres, as they are);
+- ``compressed_depth``: ``sensor_msgs/CompressedImage`` as compressed_depth_image_transport's
+  publisher writes it (``.../compressedDepth`` topics; ``codec.cpp`` of
+  ros-perception/image_transport_plugins): ``format`` ``"16UC1; compressedDepth png"`` or
+  ``"32FC1; compressedDepth png"`` (also ``"...; compressedDepth"``, and a bare encoding from
+  its older releases: PNG), ``data`` = a 12-byte ``ConfigHeader`` (``int32`` compression format,
+  0 = ``INV_DEPTH``; ``float32 depthParam[2]``, little-endian as the publishing machine's C
+  struct) followed by a 16-bit PNG. For 16UC1 the PNG holds the millimetres; for 32FC1 it holds
+  the quantised inverse depth ``q = A / depth + B`` (``A, B = depthParam``), so
+  ``depth = A / (q - B)`` and ``q = 0`` means no depth. The ``rvl`` compression is not read
+  (counted as malformed, with that reason). The PNG is decoded by OpenCV (``cv2.imdecode``,
+  which releases the GIL).
+
+Per frame: the depth image is resized into the model's input size (``resize``: letterbox or
+stretch, as colour images) with **nearest-neighbour** sampling (OpenCV's
+``INTER_NEAREST_EXACT``) - never bilinear - and then converted to metres: an invalid pixel
+(0, NaN, +-inf, or a negative depth) is never blended with valid ones into an invented depth.
+Nearest rather than a mask-aware average because even among valid pixels an average invents
+depths between a foreground object and the background behind it (the "flying pixels" at
+edges); nearest keeps every value one the sensor measured, and it is the cheapest. Valid depths
+are clipped into ``[depth_min_m, depth_max_m]`` (``depth_max_m`` 0: no upper limit); invalid
+pixels, and the letterbox padding, get ``depth_fill`` (0.0 by default: "no depth", which models
+tell from a real distance). The model input is floating point (FP32, FP16 or FP64), one channel:
+dims ``[1, H, W]`` (NCHW), ``[H, W, 1]`` (NHWC) or ``[H, W]``. The placement handed to decoders
+is the :class:`~triton_ros.ros.codec.preprocess.Letterbox`, as for colour images, so that an
+aligned depth image and its colour image map to the same model pixels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+try:
+    import cv2
+except ImportError:                     # pragma: no cover - a requirement; numpy path then
+    cv2 = None
+
+from ...core.errors import invalid_arg
+from ...core.model_config import TensorConfig
+from .base import MalformedInput
+from .preprocess import RESIZE_MODES, Letterbox, _size, float_input_dtype, letterbox_for
+from .serialized_image import IMAGE_TYPE, ImageReader
+from .serialized_message import SerializedReader
+
+COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
+# encoding -> little-endian pixel type; big-endian images are byte-swapped
+DEPTH_ENCODINGS: dict[str, np.dtype] = {"16UC1": np.dtype("<u2"), "32FC1": np.dtype("<f4")}
+CONFIG_HEADER_SIZE = 12                 # compressed_depth_image_transport's ConfigHeader
+INV_DEPTH = 0                           # its compressionFormat of the PNG/RVL payloads
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@dataclass(frozen=True)
+class DepthConfig:
+    """A binding's depth parameters."""
+
+    scale: float = 0.001                # metres per unit of a 16UC1 image (millimetres)
+    min_m: float = 0.0                  # valid depths are clipped into [min_m, max_m]
+    max_m: float = 0.0                  # 0: no upper limit
+    fill: float = 0.0                   # invalid pixels and the letterbox padding
+    resize: str = "letterbox"
+    layout: str = "auto"                # "auto", "NCHW", "NHWC"
+    width: int = 0
+    height: int = 0
+
+
+@dataclass(frozen=True)
+class DepthPlan:
+    """Depth input resolved against one model input."""
+
+    layout: str                         # "NCHW", "NHWC" or "HW"
+    height: int
+    width: int
+    dtype: np.dtype
+    resize: str
+    config: DepthConfig
+    interpolation: str = "nearest"      # always: see the module docstring
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return {"NCHW": (1, self.height, self.width), "NHWC": (self.height, self.width, 1),
+                "HW": (self.height, self.width)}[self.layout]
+
+    @property
+    def summary(self) -> str:
+        c = self.config
+        top = f"{c.max_m:g}" if c.max_m > 0 else "inf"
+        return (f"depth {self.layout} {self.dtype} {self.width}x{self.height}, metres clipped "
+                f"to [{c.min_m:g}, {top}], invalid -> {c.fill:g}, {self.resize} nearest")
+
+
+def plan_depth(config: DepthConfig, tensor: TensorConfig, *, model: str) -> DepthPlan:
+    """Resolve layout, size and dtype of a depth input; INVALID_ARG if they cannot fit."""
+    where = f"model '{model}' input '{tensor.name}'"
+    dims = tuple(tensor.dims)
+    layout = config.layout
+    if len(dims) == 2:
+        layout = "HW"
+    elif len(dims) != 3:
+        raise invalid_arg(f"{where} has dims {list(dims)}: a depth input needs [1, H, W], "
+                          f"[H, W, 1] or [H, W] (without the batch dimension)")
+    elif layout == "auto":
+        if tensor.format == "FORMAT_NCHW" or (dims[0] == 1 and dims[2] != 1):
+            layout = "NCHW"
+        elif tensor.format == "FORMAT_NHWC" or dims[2] == 1:
+            layout = "NHWC"
+        else:
+            raise invalid_arg(f"{where} has dims {list(dims)}: a depth input has one channel")
+    if layout == "NCHW":
+        c, h, w = dims
+    elif layout == "NHWC":
+        h, w, c = dims
+    else:
+        (h, w), c = dims, 1
+    if c not in (1, -1):
+        raise invalid_arg(f"{where} has {c} channels; a depth image gives 1")
+    h = _size(h, config.height, "height", where)
+    w = _size(w, config.width, "width", where)
+    dtype = float_input_dtype(tensor, where, "depth in metres")
+    if config.resize not in RESIZE_MODES:
+        raise invalid_arg(f"{where}: resize '{config.resize}' is not one of "
+                          f"{', '.join(RESIZE_MODES)}")
+    return DepthPlan(layout=layout, height=h, width=w, dtype=dtype, resize=config.resize,
+                     config=config)
+
+
+class DepthEncoder:
+    """Depth pixels (as they arrived: millimetres, metres or quantised inverse depth) -> the
+    model's depth input in metres, and the Letterbox (thread-safe: nothing is kept per frame)."""
+
+    def __init__(self, plan: DepthPlan, *, cache_size: int = 16) -> None:
+        self.plan = plan
+        c = plan.config
+        self._scale = np.float32(c.scale)
+        self._low = np.float32(c.min_m)
+        self._high = np.float32(c.max_m) if c.max_m > 0 else np.float32(np.inf)
+        self._fill = c.fill
+        self._geometry: dict[tuple[int, int], tuple[Letterbox, int, int]] = {}
+        self._cache_size = cache_size
+
+    def _place(self, w: int, h: int) -> tuple[Letterbox, int, int]:
+        geometry = self._geometry.get((w, h))
+        if geometry is None:
+            if len(self._geometry) >= self._cache_size:
+                self._geometry.clear()
+            geometry = self._geometry[(w, h)] = letterbox_for(w, h, self.plan)
+        return geometry
+
+    def __call__(self, pixels: np.ndarray, unit: str,
+                 inverse: tuple[float, float] | None = None) -> tuple[np.ndarray, Letterbox]:
+        """``pixels`` [H, W]: uint16 ``unit="mm"`` (times depth_scale), float32 ``"m"``, or
+        uint16 ``"inverse"`` (compressedDepth's quantised inverse depth, ``inverse=(A, B)``)."""
+        h, w = pixels.shape
+        letterbox, nw, nh = self._place(w, h)
+        small = _nearest(pixels, nw, nh) if (nw, nh) != (w, h) else pixels
+        if unit == "mm":
+            valid = small != 0
+            metres = small.astype(np.float32)
+            metres *= self._scale
+        elif unit == "inverse":
+            a, b = inverse
+            valid = small != 0
+            with np.errstate(divide="ignore", invalid="ignore"):
+                metres = np.float32(a) / (small.astype(np.float32) - np.float32(b))
+            valid &= np.isfinite(metres) & (metres > 0)
+        else:
+            metres = np.array(small, np.float32)          # a copy: the clip writes into it
+            with np.errstate(invalid="ignore"):
+                valid = np.isfinite(metres) & (metres > 0)
+        np.clip(metres, self._low, self._high, out=metres)
+        metres[~valid] = self._fill
+        plan = self.plan
+        out = np.full(plan.shape, self._fill, plan.dtype)
+        px, py = int(letterbox.pad_x), int(letterbox.pad_y)
+        region = (slice(py, py + nh), slice(px, px + nw))
+        if plan.layout == "NCHW":
+            out[0][region] = metres
+        elif plan.layout == "NHWC":
+            out[region + (0,)] = metres
+        else:
+            out[region] = metres
+        return out, letterbox
+
+
+def _nearest(pixels: np.ndarray, nw: int, nh: int) -> np.ndarray:
+    """Nearest-neighbour resize: each output pixel takes the source pixel its centre falls in."""
+    if cv2 is not None:
+        return cv2.resize(pixels, (nw, nh), interpolation=cv2.INTER_NEAREST_EXACT)
+    h, w = pixels.shape                 # pragma: no cover - without OpenCV
+    rows = np.minimum(((np.arange(nh) + 0.5) * (h / nh)).astype(np.int64), h - 1)
+    cols = np.minimum(((np.arange(nw) + 0.5) * (w / nw)).astype(np.int64), w - 1)
+    return pixels[rows[:, None], cols[None, :]]
+
+
+# --------------------------------------------------------------------------------------------
+# sensor_msgs/Image: 16UC1, 32FC1
+# --------------------------------------------------------------------------------------------
+
+def check_depth_image(encoding: str, height: int, width: int, step: int, data_len: int) -> None:
+    dtype = DEPTH_ENCODINGS.get(encoding)
+    if dtype is None:
+        raise MalformedInput(f"encoding '{encoding}' is not a depth encoding (depth inputs "
+                             f"read {', '.join(DEPTH_ENCODINGS)})")
+    if height <= 0 or width <= 0:
+        raise MalformedInput(f"empty image ({width}x{height})")
+    if step < width * dtype.itemsize:
+        raise MalformedInput(f"step {step} is smaller than width x {dtype.itemsize} bytes = "
+                             f"{width * dtype.itemsize}")
+    if data_len < step * height:
+        raise MalformedInput(f"data has {data_len} bytes, fewer than step x height = "
+                             f"{step} x {height} = {step * height}")
+
+
+def depth_pixels(data, encoding: str, height: int, width: int, step: int,
+                 is_bigendian: int) -> np.ndarray:
+    """A checked depth image's pixels as [H, W] (a view where the bytes allow)."""
+    dtype = DEPTH_ENCODINGS[encoding]
+    if is_bigendian:
+        dtype = dtype.newbyteorder(">")
+    flat = np.frombuffer(data, np.uint8, count=step * height)
+    rows = flat.reshape(height, step)[:, :width * dtype.itemsize]
+    if rows.ctypes.data % dtype.itemsize or step % dtype.itemsize:
+        rows = np.ascontiguousarray(rows)                  # unaligned: one copy
+    pixels = rows.view(dtype).reshape(height, width)
+    return pixels.astype(dtype.newbyteorder("="), copy=False) if is_bigendian else pixels
+
+
+class DepthInput:
+    """``sensor_msgs/Image`` depth (16UC1, 32FC1) in."""
+
+    name = "depth"
+    family = "depth"
+    ros_type = IMAGE_TYPE
+
+    def message_class(self) -> type:
+        from sensor_msgs.msg import Image
+        return Image
+
+    def reader(self) -> ImageReader:
+        return ImageReader()
+
+    def check(self, msg: Any) -> None:
+        check_depth_image(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
+
+    def plan(self, settings: DepthConfig, tensor, *, model: str) -> DepthPlan:
+        return plan_depth(settings, tensor, model=model)
+
+    def encoder(self, plan: DepthPlan) -> Callable[[Any], tuple[np.ndarray, Letterbox]]:
+        encode = DepthEncoder(plan)
+
+        def run(msg: Any) -> tuple[np.ndarray, Letterbox]:
+            pixels = depth_pixels(msg.data, msg.encoding, msg.height, msg.width, msg.step,
+                                  msg.is_bigendian)
+            return encode(pixels, "mm" if msg.encoding == "16UC1" else "m")
+        return run
+
+
+# --------------------------------------------------------------------------------------------
+# sensor_msgs/CompressedImage: compressedDepth
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ReceivedCompressed:
+    """The fields of a sensor_msgs/CompressedImage the node reads."""
+
+    header: Any
+    format: str
+    data: Any                           # bytes-like: a view of the serialized message
+
+
+def parse_compressed_depth_format(text: str) -> tuple[str, str]:
+    """``"16UC1; compressedDepth png"`` -> ("16UC1", "png"), as the subscriber plugin reads it;
+    MalformedInput for what it would refuse or this node does not read."""
+    encoding, sep, rest = text.partition(";")
+    encoding = encoding.strip()
+    if not sep:
+        compression = "png"             # older compressed_depth_image_transport: PNG only
+    elif "compressedDepth png" in rest:
+        compression = "png"
+    elif "compressedDepth rvl" in rest:
+        compression = "rvl"
+    elif "compressedDepth" in rest and "compressedDepth " not in rest:
+        compression = "png"
+    else:
+        raise MalformedInput(f"format '{text}' is not compressed_depth_image_transport's "
+                             f"('16UC1; compressedDepth png' or '32FC1; compressedDepth png')")
+    if encoding not in DEPTH_ENCODINGS:
+        raise MalformedInput(f"format '{text}': '{encoding}' is not a depth encoding "
+                             f"({', '.join(DEPTH_ENCODINGS)})")
+    if compression != "png":
+        raise MalformedInput(f"format '{text}': compressedDepth {compression} is not read by "
+                             f"this node (publish with the png format)")
+    return encoding, compression
+
+
+def check_compressed_depth(fmt: str, data) -> str:
+    """Check what can be checked without decoding; the encoding."""
+    encoding, _ = parse_compressed_depth_format(fmt)
+    size = len(data)
+    if size <= CONFIG_HEADER_SIZE:
+        raise MalformedInput(f"compressedDepth data has {size} bytes: no room for its "
+                             f"{CONFIG_HEADER_SIZE}-byte header and an image")
+    head = bytes(memoryview(data)[CONFIG_HEADER_SIZE:CONFIG_HEADER_SIZE + len(PNG_SIGNATURE)])
+    if head != PNG_SIGNATURE:
+        raise MalformedInput("compressedDepth data after its header is not a PNG image")
+    return encoding
+
+
+def decode_compressed_depth(fmt: str, data) -> tuple[np.ndarray, str, tuple[float, float] | None]:
+    """compressedDepth bytes -> (uint16 [H, W] pixels, unit, inverse-depth parameters); a PNG
+    that does not decode to one 16-bit channel raises MalformedInput."""
+    encoding = check_compressed_depth(fmt, data)
+    buffer = np.frombuffer(data, np.uint8)
+    header = buffer[:CONFIG_HEADER_SIZE]
+    compression = int(header[:4].view("<i4")[0])
+    params = header[4:CONFIG_HEADER_SIZE].view("<f4")
+    if compression != INV_DEPTH:
+        raise MalformedInput(f"compressedDepth header names compression format {compression}; "
+                             f"only INV_DEPTH ({INV_DEPTH}) is defined")
+    image = cv2.imdecode(buffer[CONFIG_HEADER_SIZE:], cv2.IMREAD_UNCHANGED)
+    if image is None:
+        raise MalformedInput(f"compressedDepth PNG of {buffer.size - CONFIG_HEADER_SIZE} bytes "
+                             f"does not decode (corrupt or truncated)")
+    if image.ndim != 2 or image.dtype != np.uint16:
+        raise MalformedInput(f"compressedDepth PNG holds {image.dtype} "
+                             f"{'x'.join(map(str, image.shape))}, not one 16-bit channel")
+    if encoding == "16UC1":
+        return image, "mm", None
+    a, b = float(params[0]), float(params[1])
+    if not (np.isfinite(a) and np.isfinite(b)) or a == 0.0:
+        raise MalformedInput(f"compressedDepth 32FC1 header has quantisation parameters "
+                             f"({a}, {b}): not a depth quantisation")
+    return image, "inverse", (a, b)
+
+
+class CompressedDepthInput:
+    """``sensor_msgs/CompressedImage`` in compressed_depth_image_transport's format in."""
+
+    name = "compressed_depth"
+    family = "depth"
+    ros_type = COMPRESSED_IMAGE_TYPE
+
+    def message_class(self) -> type:
+        from sensor_msgs.msg import CompressedImage
+        return CompressedImage
+
+    def reader(self) -> SerializedReader:
+        return SerializedReader(COMPRESSED_IMAGE_TYPE, lambda msg, header: ReceivedCompressed(
+            header=header, format=msg.format, data=msg.data))
+
+    def check(self, msg: Any) -> None:
+        check_compressed_depth(msg.format, msg.data)
+
+    def plan(self, settings: DepthConfig, tensor, *, model: str) -> DepthPlan:
+        return plan_depth(settings, tensor, model=model)
+
+    def encoder(self, plan: DepthPlan) -> Callable[[Any], tuple[np.ndarray, Letterbox]]:
+        encode = DepthEncoder(plan)
+
+        def run(msg: Any) -> tuple[np.ndarray, Letterbox]:
+            pixels, unit, inverse = decode_compressed_depth(msg.format, msg.data)
+            return encode(pixels, unit, inverse)
+        return run
+
+
+DEPTH = DepthInput()
+COMPRESSED_DEPTH = CompressedDepthInput()

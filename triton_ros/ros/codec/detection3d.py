@@ -1,0 +1,121 @@
+"""The ``detections3d`` output format: objects located in 3D -> ``vision_msgs/Detection3DArray``.
+
+The model has one decoded output (``detections3d_output``, ``detections3d`` by default) of rows
+``(x, y, z, size_x, size_y, size_z, score, class_id)``: the object's centre in metres in the
+frame of the binding's reference input (a camera's optical frame: x right, y down, z forward),
+its extent along those axes (0 where unknown), its score and its class index; padding rows have
+score 0. Rows scoring at or below ``score_threshold`` or with a position that is not finite are
+left out; the best ``top_k`` are kept. Each row becomes a ``Detection3D`` whose
+``bbox.center.position`` is the object's position and ``bbox.size`` its extent, with one result
+(class name, score); with vision_msgs, the result's ``pose.pose.position`` is the position too.
+The message carries the reference input's header (stamp and frame_id), so that a consumer (tf2,
+rviz) places the positions in that frame at that time. Published as
+``triton_ros_interfaces/Detections3D`` where vision_msgs is absent (:mod:`.messages`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...core.errors import invalid_arg
+from ..targets.spec import ModelSpec
+from .base import FrameOutputs
+from .messages import DETECTION3D_TYPE, DETECTION_RESULT_TYPE, DETECTIONS3D_TYPE, label_of
+
+ROW = 8                                 # x, y, z, size_x, size_y, size_z, score, class_id
+
+
+@dataclass(frozen=True)
+class Detection3DConfig:
+    """A binding's detections3d parameters."""
+
+    output: str = "detections3d"
+    score_threshold: float = 0.25
+    top_k: int = 100
+    class_names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Detection3DPlan:
+    config: Detection3DConfig
+    labels: tuple[str, ...]
+
+    @property
+    def requested(self) -> tuple[str, ...]:
+        return (self.config.output,)
+
+
+@dataclass
+class Detection3DResult:
+    """Objects of one set: positions [M, 3] and sizes [M, 3] in metres, scores [M], classes."""
+
+    positions: np.ndarray
+    sizes: np.ndarray
+    scores: np.ndarray
+    classes: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.scores.shape[0])
+
+
+def decode_detections3d(rows: np.ndarray, config: Detection3DConfig) -> Detection3DResult:
+    rows = np.asarray(rows, np.float64).reshape(-1, ROW)
+    keep = (rows[:, 6] > config.score_threshold) & np.all(np.isfinite(rows[:, :3]), axis=1)
+    rows = rows[keep]
+    rows = rows[np.argsort(-rows[:, 6], kind="stable")]
+    if config.top_k > 0:
+        rows = rows[:config.top_k]
+    return Detection3DResult(rows[:, :3], np.nan_to_num(rows[:, 3:6]), rows[:, 6],
+                             rows[:, 7].astype(np.int64))
+
+
+def detections3d_message(header, result: Detection3DResult, labels) -> Any:
+    msg = DETECTIONS3D_TYPE(header=header)
+    for i in range(len(result)):
+        det = DETECTION3D_TYPE(header=header, id=str(i))
+        x, y, z = (float(v) for v in result.positions[i])
+        det.bbox.center.position.x, det.bbox.center.position.y = x, y
+        det.bbox.center.position.z = z
+        det.bbox.center.orientation.w = 1.0
+        det.bbox.size.x, det.bbox.size.y, det.bbox.size.z = (float(v) for v in result.sizes[i])
+        hypothesis = DETECTION_RESULT_TYPE()
+        hypothesis.hypothesis.class_id = label_of(int(result.classes[i]), labels)
+        hypothesis.hypothesis.score = float(result.scores[i])
+        pose = getattr(hypothesis, "pose", None)          # vision_msgs only
+        if pose is not None:
+            pose.pose.position = det.bbox.center.position
+            pose.pose.orientation.w = 1.0
+        det.results.append(hypothesis)
+        msg.detections.append(det)
+    return msg
+
+
+class Detections3DFormat:
+    """``format: detections3d``."""
+
+    name = "detections3d"
+
+    def message_class(self) -> type:
+        return DETECTIONS3D_TYPE
+
+    def plan(self, settings: Detection3DConfig, spec: ModelSpec, input_plan: Any) -> Detection3DPlan:
+        tensor = spec.output(settings.output)
+        if tensor is None:
+            raise invalid_arg(f"model '{spec.name}' has no output '{settings.output}' (outputs: "
+                              f"{', '.join(t.name for t in spec.outputs)}); set the binding's "
+                              f"'detections3d_output'")
+        if not tensor.dims or tensor.dims[-1] not in (ROW, -1):
+            raise invalid_arg(f"model '{spec.name}' output '{tensor.name}' has dims "
+                              f"{list(tensor.dims)}; 3D detections need rows of {ROW} (x, y, z, "
+                              f"size_x, size_y, size_z, score, class_id)")
+        labels = settings.class_names or spec.labels_of(settings.output)
+        return Detection3DPlan(settings, tuple(labels))
+
+    def decode(self, plan: Detection3DPlan, frame: FrameOutputs):
+        result = decode_detections3d(frame.outputs[plan.config.output], plan.config)
+        return detections3d_message(frame.header, result, plan.labels)
+
+
+DETECTIONS3D = Detections3DFormat()
