@@ -49,7 +49,7 @@ def calibration_frames(count: int, *, seed: int = CALIBRATION_SEED, size: int = 
                        ) -> np.ndarray:
     """``count`` frames [N, 3, size, size] FP32 in [0, 1] from synthetic camera scenes (a new
     scene every 8 frames, its objects moving between frames), as the detector takes them."""
-    from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
+    from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
     spec = parse_camera(f"calibration/camera:{size}x{size}:rgb8")
     frames = []
     for i in range(count):
@@ -60,8 +60,8 @@ def calibration_frames(count: int, *, seed: int = CALIBRATION_SEED, size: int = 
 
 def evaluation_set(count: int, *, seed: int = 0, size: int = SIZE):
     """``count`` frames [N, 3, size, size] (as :func:`calibration_frames`, from other scenes)
-    and each frame's ground truth (:class:`~triton_ros.ros.synthetic_cameras.GroundTruth`)."""
-    from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
+    and each frame's ground truth (:class:`~triton_ros.ros.tools.synthetic_cameras.GroundTruth`)."""
+    from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
     spec = parse_camera(f"evaluation/camera:{size}x{size}:rgb8")
     frames, truths = [], []
     for i in range(count):
@@ -73,14 +73,14 @@ def evaluation_set(count: int, *, seed: int = 0, size: int = SIZE):
 
 def score(detections: np.ndarray, truths, *, score_threshold: float = 0.5,
           min_iou: float = 0.5):
-    """Recall, precision and mean IoU (a :class:`~triton_ros.ros.detection_metrics.Score`) of
+    """Recall, precision and mean IoU (a :class:`~triton_ros.ros.tools.detection_metrics.Score`) of
     color_detector's ``detections`` [N, 6, 6] against the frames' ground truth, decoded and
     matched as the ROS demo does (the node's decoder at the demo's score threshold 0.5, then
     greedy matching of the same class at IoU >= 0.5)."""
-    from triton_ros.ros.detection_decoder import DetectionConfig, DetectionPlan, decode_detections
-    from triton_ros.ros.detection_metrics import Score, match
-    from triton_ros.ros.preprocess import Letterbox
-    from triton_ros.ros.synthetic_cameras import CLASS_NAMES
+    from triton_ros.ros.codec.detection import DetectionConfig, DetectionPlan, decode_detections
+    from triton_ros.ros.tools.detection_metrics import Score, match
+    from triton_ros.ros.codec.preprocess import Letterbox
+    from triton_ros.ros.tools.synthetic_cameras import CLASS_NAMES
     plan = DetectionPlan(config=DetectionConfig(layout="detections",
                                                 score_threshold=score_threshold),
                          layout="detections", outputs=("detections",), labels=CLASS_NAMES,

@@ -113,7 +113,7 @@ def run_onnxruntime(path: Path, feed: dict[str, np.ndarray]) -> list[np.ndarray]
 
 
 def images(n: int, seed: int) -> np.ndarray:
-    from triton_ros.ros.synthetic_cameras import SyntheticScene, parse_camera
+    from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
     scene = SyntheticScene(parse_camera("r/c:256x256:rgb8"), seed)
     frames = [scene.render(0.1 * i)[0] for i in range(n)]
     return (np.stack(frames).transpose(0, 3, 1, 2).astype(np.float32) / 255.0)

@@ -5,7 +5,7 @@ parameters.
 tritonserver's style (``--kafka-brokers``, ``--kafka-request-topics``...), its ROS parameter
 (``kafka.brokers``, ``kafka.request_topics``...), kind, default and help. ``triton-ros-server``
 adds the flags with :func:`add_arguments` and reads them with :func:`options_from_args`; the ROS
-node can declare :data:`KAFKA_PARAMS` (the format of ``ros/frontends.ENDPOINT_PARAMS``) and turn
+node can declare :data:`KAFKA_PARAMS` (the format of ``ros/endpoint_parameters.ENDPOINT_PARAMS``) and turn
 the values into the same object with :func:`options_from_parameters`. Parse, normalize,
 validate: a bad value is INVALID_ARG naming the flag; an unknown librdkafka property given with
 ``--kafka-consumer-config``/``--kafka-producer-config`` is refused by librdkafka when the
@@ -281,7 +281,7 @@ SETTINGS: tuple[Setting, ...] = (
 
 _DEFAULTS = KafkaOptions()
 
-# ROS parameters in the format of ros/frontends.ENDPOINT_PARAMS: (name, default, kind, help).
+# ROS parameters in the format of ros/endpoint_parameters.ENDPOINT_PARAMS: (name, default, kind, help).
 KAFKA_PARAMS: tuple[tuple[str, Any, str, str], ...] = tuple(
     (s.parameter,
      list(getattr(_DEFAULTS, s.field)) if s.kind in ("str_list", "key_values")
