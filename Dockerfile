@@ -1,4 +1,4 @@
-# triton-ros-server in a container: the serving side of a fleet (README "Fleet"). No ROS inside:
+# triton-ros-server in a container: the serving side of a fleet (docs/fleet.md). No ROS inside:
 # robots run inference_node with `server_urls` pointing here.
 #
 #   docker build -t triton-ros-server:0.1.0 .

@@ -1,6 +1,6 @@
-"""The README's fleet set-up, checked where it can be here (no container engine, no cluster).
+"""The fleet set-up of docs/fleet.md, checked where it can be here (no container engine or cluster).
 
-- The robot params file of README "Fleet" uses only parameters the node declares, with values the
+- The robot params file of docs/fleet.md uses only parameters the node declares, with values the
   node accepts (the docs test cannot start it: it needs an edge server).
 - The KServe manifests parse, name each other consistently, and their arguments are accepted by
   triton-ros-server's own argument parser.
@@ -31,10 +31,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def fleet_params() -> dict:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### On each robot"):readme.index("### On the edge server")]
+    doc = (ROOT / "docs" / "fleet.md").read_text()
+    section = doc[doc.index("## On each robot"):doc.index("## What the node does")]
     block = re.search(r"^```yaml\n(.*?)^```", section, re.M | re.S)
-    assert block, "README 'On each robot' has its params file"
+    assert block, "docs/fleet.md 'On each robot' has its params file"
     return yaml.safe_load(block.group(1))["/**"]["ros__parameters"]
 
 
@@ -46,7 +46,7 @@ def flat(d: dict, prefix: str = ""):
             yield f"{prefix}{k}", v
 
 
-def test_readme_fleet_params_are_parameters_of_the_node(tmp_path, monkeypatch):
+def test_the_fleet_params_are_parameters_of_the_node(tmp_path, monkeypatch):
     from triton_ros.ros.parameters import (BINDING_PARAMS, NODE_PARAMS, binding_config,
                                            check_value)
 
@@ -62,7 +62,7 @@ def test_readme_fleet_params_are_parameters_of_the_node(tmp_path, monkeypatch):
         raw = {s.name: s.default for s in BINDING_PARAMS}
         for name, value in params[binding].items():
             assert name in specs, f"'{binding}.{name}' is not a binding parameter"
-            if name.startswith("tls_"):                 # the README's paths, made real here
+            if name.startswith("tls_"):                 # the doc's paths, made real here
                 path = tmp_path / Path(value).name
                 path.write_text("PEM")
                 value = str(path)

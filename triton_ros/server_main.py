@@ -69,8 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(repeatable; searched after the built-in backends and the "
                         "'triton_ros.backends' entry points; docs/backends.md)")
     p.add_argument("--strict-model-config", type=parse_bool, default=False, metavar="BOOL",
-                   help="require complete config.pbtxt files; false auto-completes ONNX models "
-                        "(default false)")
+                   help="require complete config.pbtxt files; false completes a missing or "
+                        "partial one from the model files (ONNX, OpenVINO, TensorRT and Python "
+                        "models; default false)")
     p.add_argument("--strict-readiness", type=parse_bool, default=True, metavar="BOOL",
                    help="server is ready only when every loaded model is ready (default true)")
     p.add_argument("--exit-on-error", type=parse_bool, default=False, metavar="BOOL",

@@ -189,7 +189,7 @@ def test_the_collector_finds_params_in_blocks_of_any_language(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 def test_the_docs_have_examples_and_every_yaml_block_is_placed():
-    assert any(s.where.startswith("README.md") for s in WHOLE), "README has a params file"
+    assert any(s.where.startswith("docs/node.md") for s in WHOLE), "docs/node.md has a params file"
     assert EXAMPLES.ros_args and EXAMPLES.launches
     assert not EXAMPLES.errors, "\n".join(EXAMPLES.errors)
 

@@ -38,9 +38,9 @@ def snippets() -> list[tuple[str, str]]:
 SNIPPETS = snippets()
 
 
-def test_the_readme_and_config_have_yaml_snippets():
+def test_the_docs_and_config_have_yaml_snippets():
     where = [w for w, _ in SNIPPETS]
-    assert any(w.startswith("README.md") for w in where)
+    assert any(w.startswith("docs/node.md") for w in where)
     assert "config/inference.yaml" in where
 
 

@@ -1,10 +1,10 @@
 """Boxes land on the objects, across processes: ``synthetic_cameras`` (its own process) publishes
 frames and their ground truth; ``inference_node`` (its own process) binds them to the bundled
-``color_detector`` with letterbox and with stretch, and to ``detector_pipeline`` exactly as the
-README shows it; the test process pairs each detections message with the ground truth of the same
-frame (stamp and frame_id) and checks every box, in the camera's own pixels, for every encoding
-and five resolutions and aspect ratios. A tritonclient request to the node's gRPC endpoint with
-one of the very frames gives the same boxes."""
+``color_detector`` with letterbox and with stretch, and to ``detector_pipeline`` exactly as
+docs/node.md shows it; the test process pairs each detections message with the ground truth of
+the same frame (stamp and frame_id) and checks every box, in the camera's own pixels, for every
+encoding and five resolutions and aspect ratios. A tritonclient request to the node's gRPC
+endpoint with one of the very frames gives the same boxes."""
 from __future__ import annotations
 
 import signal
@@ -29,7 +29,7 @@ CAMERAS = ("cam_rgb:640x480:rgb8", "cam_bgr:320x240:bgr8", "cam_rgba:848x480:rgb
 BINDINGS = {          # binding name -> (robot name of its cameras, binding parameters)
     "letterbox": ("lb", {"model": "color_detector", "score_threshold": 0.5}),
     "stretch": ("st", {"model": "color_detector", "score_threshold": 0.5, "resize": "stretch"}),
-    # As README.md's example binds it: UINT8 HWC input, decoded detections, nms false.
+    # As docs/node.md's example binds it: UINT8 HWC input, decoded detections, nms false.
     "pipeline": ("pl", {"model": "detector_pipeline", "nms": False}),
 }
 SPECS = {name: [parse_camera(f"{robot}/{c}") for c in CAMERAS]

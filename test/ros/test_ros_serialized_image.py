@@ -1,4 +1,4 @@
-"""Serialized images (``serialized_images``, ``ros/serialized_image.py``): the reader gives back
+"""Serialized images (``serialized_images``, ``ros/codec/serialized_image.py``): the reader gives back
 every field rclpy serialized, its pixels a view of the received bytes, and refuses bytes that are
 no Image; a binding reading serialized frames publishes exactly what one reading typed messages
 publishes, header kept, for a frame with objects in it, and one asked for serialized frames where

@@ -34,7 +34,8 @@ part: the instance takes the first part, the rest stay at the head of the queue,
 and the next free instance takes the next part at once. Which requests are sent and when is
 Triton's decision, unchanged; only no instance holds a whole batch while another is free, so
 requests are served in arrival order across instances (tinydet, 2 instances, concurrency 16:
-p99 80 -> 57 and 87 -> 67 ms in two runs, bench/results_parts_handed_out.md). The statistics
+p99 80 -> 57 and 87 -> 67 ms in two runs; bench/DECISIONS.md, "A batch's parts handed out to
+free instances"). The statistics
 still count the batch as one execution (:class:`SentBatch`). Only for a plain FIFO queue: no
 priority levels, no timeouts, no ordering to keep. (Should the queue be failed while parts of a
 batch wait, its requests are failed and counted, but the execution of its parts that ran is

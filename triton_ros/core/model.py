@@ -13,7 +13,7 @@ small, the thread that submits it executes it on that instance, holding the inst
 lock as the instance's own thread does for every batch. Its future is answered before ``enqueue``
 returns. For a model like Triton's ``simple`` the two thread hand-offs (to the instance thread
 and back to the frontend's event loop) cost more than the execution itself
-(bench/results_direct_execution.md).
+(bench/DECISIONS.md, "Direct execution of a short model's request").
 """
 from __future__ import annotations
 
@@ -44,8 +44,8 @@ _log = logging.getLogger("triton_ros.model")
 #: average may run a request on the thread that submits it, when an instance is idle and nothing
 #: is queued. Two thread hand-offs (to the instance thread and back to the caller's event loop)
 #: cost about this much on a 2-core machine: the first alone, a request's queue time at
-#: concurrency 1, was 62-95 us on a fast spell of the host (bench/results_direct_execution.md)
-#: and 108-171 us on a slow one (bench/results_direct_threshold.md), so such a request spends no
+#: concurrency 1, was 62-95 us on a fast spell of the host and 108-171 us on a slow one
+#: (bench/DECISIONS.md, "Direct execution's threshold"), so such a request spends no
 #: longer on the caller than it would have waited for those hand-offs. The mean is of wall times,
 #: which a slow spell stretches as much as the hand-offs: at 100 us `simple` (about 90 us there)
 #: went in and out of direct execution and queued half its requests.

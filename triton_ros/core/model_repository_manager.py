@@ -357,7 +357,7 @@ class ModelRepositoryManager:
                     # Remember what failed so that polling retries only once the files change.
                     record.path, record.signature = path, signature
                     # Triton answers INVALID_ARG for a failed load; a feature the core does not
-                    # serve stays UNSUPPORTED (the README's promise).
+                    # serve stays UNSUPPORTED (docs/model_repository.md's promise).
                     code = (StatusCode.UNSUPPORTED if exc.code is StatusCode.UNSUPPORTED
                             else StatusCode.INVALID_ARG)
                     message = exc.message

@@ -10,7 +10,7 @@ TraceSetting delegates to the core's trace manager, and a traced inference adds 
 GRPC_* timestamps to its trace (core/tracer.py). An RPC of tritonclient's protos that the
 servicer does not implement answers UNIMPLEMENTED (never the generated stub's exception).
 
-The inference RPCs are the hot path (bench/bench_request_path.py measures it):
+The inference RPCs are the hot path (``bench/server/request_path.py`` measures it):
 
 - ``ModelInfer`` and ``ModelStreamInfer`` take and give serialized bytes (no generated
   (de)serializer): ``grpc_codec`` reads the input tensors of a request larger than

@@ -3,10 +3,11 @@ the limits a server facing untrusted clients needs.
 
 aiohttp (already a dependency through ``tritonclient[http]``) parses requests with its C parser
 (llhttp), keeps connections alive, decodes chunked bodies and applies back-pressure; the
-benchmark in ``bench/http_stack.py`` chose it over uvicorn+httptools. What it does not do is
-added here, through its public ``web.Server`` protocol factory and a :class:`RequestHandler`
-subclass (aiohttp is pinned in requirements.txt because this subclass reads three of the
-handler's attributes, ``_request_count``, ``_current_request`` and ``_request_in_progress``):
+benchmark that chose it over uvicorn+httptools is in ``bench/DECISIONS.md`` ("The HTTP stack").
+What it does not do is added here, through its public ``web.Server`` protocol factory and a
+:class:`RequestHandler` subclass (aiohttp is pinned in requirements.txt because this subclass
+reads three of the handler's attributes, ``_request_count``, ``_current_request`` and
+``_request_in_progress``):
 
 - **connection limit**: at ``max_connections`` open connections, a new one evicts the
   connection that has waited longest without a request being answered: an idle keep-alive
@@ -35,12 +36,13 @@ handler's attributes, ``_request_count``, ``_current_request`` and ``_request_in
 
 The endpoint's loop is uvloop's (libuv, in requirements.txt) where it is installed: socket reads
 and writes, which dominate this loop's time on small requests, then run in C. On a quiet 2-core
-machine (``bench/http_stack.py``, ``bench/results_http_stack.md``) it raised perf_analyzer's
-``simple`` over HTTP from 0.91x to 1.08x the old hand-written server's throughput. Without uvloop (an apt-installed ROS 2 without
-``python3-uvloop``) the standard asyncio loop serves; ``TRITON_ROS_HTTP_LOOP=asyncio`` forces it.
-gRPC keeps the standard loop: grpc.aio also runs on uvloop (its endpoint tests pass there), but
-tried by hand (bench/bench_request_path.py, two rounds alternating) it was no faster: ``simple``
-1.03x at concurrency 1 and 1.04x at 64, tinydet 0.96x at 1 and at 16, within the rounds' spread.
+machine (``bench/DECISIONS.md``, "The HTTP stack") it raised perf_analyzer's ``simple`` over
+HTTP from 0.91x to 1.08x the old hand-written server's throughput. Without uvloop (an
+apt-installed ROS 2 without ``python3-uvloop``) the standard asyncio loop serves;
+``TRITON_ROS_HTTP_LOOP=asyncio`` forces it. gRPC keeps the standard loop: grpc.aio also runs on
+uvloop (its endpoint tests pass there), but tried by hand (``bench/server/request_path.py``, two
+rounds alternating) it was no faster: ``simple`` 1.03x at concurrency 1 and 1.04x at 64, tinydet
+0.96x at 1 and at 16, within the rounds' spread.
 """
 from __future__ import annotations
 

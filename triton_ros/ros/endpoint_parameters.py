@@ -42,7 +42,7 @@ ENDPOINT_PARAMS: tuple[tuple[str, Any, str, str], ...] = (
      "A gRPC connection without calls this long gets GOAWAY, seconds (0: never)."),
     ("grpc.max_connections", 0, "int",
      "Connections the gRPC endpoint holds at once, more are closed when accepted (0: a "
-     "quarter of the descriptor limit)."),
+     "quarter of the process's descriptor limit, at most 4096; --grpc-max-connections)."),
     ("grpc.use_ssl", False, "bool", "Serve gRPC over TLS (tritonserver --grpc-use-ssl)."),
     ("grpc.use_ssl_mutual", False, "bool",
      "TLS with client certificates signed by grpc.root_cert (--grpc-use-ssl-mutual)."),
@@ -66,7 +66,8 @@ ENDPOINT_PARAMS: tuple[tuple[str, Any, str, str], ...] = (
      "An idle keep-alive connection, or a stalled body, is closed after this, seconds."),
     ("http.max_connections", 0, "int",
      "Connections the HTTP endpoint holds at once; at the limit a new one closes (503) the one "
-     "waiting longest without a request in progress (0: a quarter of the descriptor limit)."),
+     "waiting longest without a request in progress (0: a quarter of the process's "
+     "descriptor limit, at most 4096; --http-max-connections)."),
     ("http.min_body_rate", _H.min_body_rate, "int",
      "After header_timeout_s a request body must have come at this many bytes a second, else "
      "408 (0: no minimum; --http-min-body-rate)."),

@@ -4,8 +4,9 @@ Two ways to run the node's callbacks, chosen by the node parameter ``executor``:
 
 - ``events`` (``auto`` where rclpy has it: ``rclpy.experimental.EventsExecutor``, ROS 2 Kilted
   and later): rclpy's events executor, driven by :meth:`NodeSpinner._spin_events`. It does not
-  rebuild a wait set in Python for every wake-up: measured with ``bench/bench_ros_node.py`` (8
-  cameras x 30 Hz, 640x480, bench/RESULTS-ros.md), the executor thread's CPU per frame halved
+  rebuild a wait set in Python for every wake-up: measured with ``bench/ros/node.py`` (8
+  cameras x 30 Hz, 640x480; bench/DECISIONS.md, "rclpy's events executor"), the executor
+  thread's CPU per frame halved
   (401 against 787 us), the node's CPU outside the model fell from 2046 to 1647 us per frame
   and the node's CPU from 0.84 to 0.72 cores, every frame still served. It runs every
   callback on its one thread, so the services that take seconds (``~/load_model``,

@@ -84,9 +84,12 @@ NODE_PARAMS: tuple[ParamSpec, ...] = (
               "With explicit control: models loaded at start ('*': every model of the "
               "repository)."),
     ParamSpec("strict_model_config", False, BOOL,
-              "Require a complete config.pbtxt; false auto-completes ONNX models."),
+              "Require a complete config.pbtxt (tritonserver --strict-model-config); false: a "
+              "missing or partial configuration is completed from the model files (ONNX, "
+              "OpenVINO, TensorRT and Python models)."),
     ParamSpec("strict_readiness", True, BOOL,
-              "Server readiness (gRPC ServerReady) requires every loaded model to be READY."),
+              "Server readiness (gRPC ServerReady, HTTP /v2/health/ready) requires every "
+              "loaded model to be READY (tritonserver --strict-readiness)."),
     ParamSpec("repository_poll_secs", 15.0, FLOAT, "Poll interval in poll mode, seconds."),
     ParamSpec("exit_timeout_secs", 30.0, FLOAT,
               "At shutdown, how long in-flight requests may take to finish, seconds."),
@@ -101,22 +104,27 @@ NODE_PARAMS: tuple[ParamSpec, ...] = (
               "period)."),
     ParamSpec("worker_threads", 4, INT,
               "Threads that decode results and publish them (and preprocess frames, with "
-              "preprocess_in_callback false)."),
+              "preprocess_in_callback false). On a 2-core host 1 cost at most a few percent "
+              "less CPU per frame than 4 (bench/DECISIONS.md, 'Worker threads and OpenCV's "
+              "pool on two cores'); more cores use them."),
     ParamSpec("executor", "auto", STR,
               "How the node's callbacks run. events: rclpy's EventsExecutor (ROS 2 Kilted and "
-              "later; less CPU per frame), with model load and unload on a hidden helper node's "
-              "thread; wait_set: rclpy's wait-set executor (every ROS 2); auto: events where "
-              "rclpy has it.", EXECUTORS),
+              "later), about half the executor's CPU per frame; ~/load_model and "
+              "~/unload_model are then served, under the same names, by a hidden helper node "
+              "(_<node>_control) on a thread of its own. wait_set: rclpy's wait-set executor "
+              "(every ROS 2, e.g. Humble), loads in their own callback group. auto: events "
+              "where rclpy has it, else wait_set.", EXECUTORS),
     ParamSpec("preprocess_in_callback", True, BOOL,
               "Preprocess each frame in the image callback, on the executor thread that just "
               "received it, while its pixels are still in the CPU's cache (less CPU per frame: "
-              "bench/RESULTS-ros.md); false: on the worker threads, which spreads "
-              "preprocessing over cores where one thread cannot keep up (many high-resolution "
-              "cameras)."),
+              "bench/DECISIONS.md, 'Preprocessing in the image callback'); false: on the "
+              "worker threads, after a hand-off, which spreads preprocessing over cores where "
+              "one thread cannot keep up (many high-resolution cameras)."),
     ParamSpec("serialized_images", True, BOOL,
-              "Subscribe to images as serialized bytes and read them with rosbags: the pixels "
-              "stay in the received buffer (no copy, no Python message per frame); false: "
-              "rclpy's typed sensor_msgs/Image messages."),
+              "Subscribe to images as serialized bytes (raw=True) and read them with rosbags' "
+              "CDR deserializer: the pixels stay in the received buffer (no copy, no Python "
+              "message per frame; less CPU to receive: bench/DECISIONS.md, 'Serialized image "
+              "subscriptions'); false: rclpy's typed sensor_msgs/Image messages."),
 )
 
 # Input kinds (codec/registry.py): what a binding's topics carry, and compressed images
@@ -183,13 +191,13 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
               "this host that accept it (127.0.0.1, localhost, ::1), else over the wire; off: "
               "always over the wire.", ("auto", "off")),
     ParamSpec("topics", [], STR_LIST,
-              "Input topics (sensor_msgs/Image or CompressedImage, see input_kind), bound at "
-              "start."),
+              "Input topics (absolute names; sensor_msgs/Image or CompressedImage, see "
+              "input_kind), bound at start; with 'inputs', source namespaces."),
     ParamSpec("topic_patterns", [], STR_LIST,
               "Glob patterns of input topics, matched against the ROS graph every "
               "discovery_period_s, so that robots may come and go: '*' and '?' stay within one "
-              "name segment, '**' spans segments, e.g. '/robot*/camera*/image_raw'. Only topics "
-              "of a type input_kind reads match."),
+              "name segment, '**' spans segments, '[abc]' is a character class, e.g. "
+              "'/robot*/camera*/image_raw'. Only topics of a type input_kind reads match."),
     ParamSpec("forget_after_s", 30.0, FLOAT,
               "A topic found by a pattern is unbound after having no publisher for this long, "
               "seconds (0: never)."),
@@ -208,27 +216,30 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
               "last name), {topic} (the input topic), {basename} (its last name), "
               "{output_name}, {binding}, {model}, {camera} (the namespace of the image topic "
               "without image_transport's transport subtopic: /robot1/front for "
-              "/robot1/front/image_raw and /robot1/front/image_raw/compressed). A relative result "
-              "is in the node's namespace."),
+              "/robot1/front/image_raw and /robot1/front/image_raw/compressed). The default maps "
+              "/robot1/camera_front/image_raw to /robot1/camera_front/detections. A relative "
+              "result is in the node's namespace."),
     ParamSpec("outputs", [], STR_LIST,
               "Format tensors: the model outputs to publish; empty: all."),
     # preprocessing
     ParamSpec("resize", "letterbox", STR,
               "letterbox: keep the aspect ratio and pad (boxes are mapped back to the source "
-              "image); stretch: resize to the input size.", RESIZE_MODES),
+              "image); stretch: resize to the input size. Done with OpenCV straight from the "
+              "message's bytes (numpy where OpenCV is missing).", RESIZE_MODES),
     ParamSpec("interpolation", "bilinear", STR, "Resize interpolation.", INTERPOLATIONS),
     ParamSpec("pad_value", 114, INT, "Letterbox padding, as a pixel value (0-255)."),
     ParamSpec("color", "rgb", STR,
               "Channel order of a 3-channel model input (images are converted from their "
-              "encoding).", COLORS),
+              "encoding; a 1-channel input gets mono).", COLORS),
     ParamSpec("layout", "auto", STR,
               "Model input layout; auto: from the input's format in config.pbtxt, else from "
               "its dims.", LAYOUTS),
     ParamSpec("width", 0, INT, "Model input width; 0: from the model's dims."),
     ParamSpec("height", 0, INT, "Model input height; 0: from the model's dims."),
     ParamSpec("scale", 0.0, FLOAT,
-              "Input value = (pixel * scale - mean) / std. 0: 1/255 for floating-point inputs, "
-              "1 for integer inputs (raw pixels)."),
+              "Input value = (pixel * scale - mean) / std, per channel, in the model input's "
+              "data type. 0: 1/255 for floating-point inputs, 1 for integer inputs (raw "
+              "pixels)."),
     ParamSpec("mean", [0.0], FLOAT_LIST, "Per-channel mean (one value: all channels)."),
     ParamSpec("std", [1.0], FLOAT_LIST, "Per-channel standard deviation (one value: all)."),
     # flow control
@@ -236,8 +247,9 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
               "Frames of one input topic in the model at once (K). Further frames wait in a "
               "one-frame slot where the latest frame wins; replaced frames count as dropped."),
     ParamSpec("max_age_ms", 500, INT,
-              "Frames older than this (header stamp to now, on the node's clock) are dropped and "
-              "counted; 0: no limit."),
+              "Frames older than this (header stamp to now, on the node's clock) are dropped, "
+              "counted and logged with their age and likely cause; 0: no limit (use 0 when the "
+              "robots' clocks are not synchronized with this host's)."),
     ParamSpec("priority", 0, INT,
               "Triton request priority of this binding's frames (0: the model's default)."),
     ParamSpec("timeout_us", 0, INT,
@@ -272,8 +284,9 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("pre_nms_top_k", 1000, INT, "Best candidates kept before NMS (0: all)."),
     ParamSpec("top_k", 100, INT, "Detections kept per image after NMS (0: all)."),
     ParamSpec("class_names", [], STR_LIST,
-              "Class names by index; empty: the output's label_filename from config.pbtxt, else "
-              "the class index."),
+              "Class names by index; empty: the output's label_filename in the model's own "
+              "config.pbtxt (an ensemble's own label file, not its steps'), else the class "
+              "index."),
     # classification
     ParamSpec("classification_output", "", STR,
               "Output holding class scores; empty: the model's first output."),

@@ -17,35 +17,37 @@ as in Triton they override the ``cuda`` accelerator's parameters), plus
 still loads there. Any other parameter is named in a warning at load (Triton is silent about
 it): a misspelt key would otherwise change nothing unseen.
 
-On the CPU an executed batch of large samples runs as several smaller runs (``max_sub_batch_size``,
-beyond Triton): ONNX Runtime's CPU kernels gain nothing from a batch of images (its convolutions
-loop over the images) while every run's activations grow with the batch. Measured on tinydet
-(``bench/results_sub_batch.md``, bare ONNX Runtime, 1 thread): a batch of 32 ran at 670 img/s and
-held 51 MB of activations; in runs of 8, 765 img/s and 14 MB; of 4, 780 img/s and 4 MB. The
-parameter sets the most rows per run (``0``: the whole batch in one run, as Triton's backend
-does); by default it is the most rows whose inputs hold at most 2^17 elements: one image of
-3x224x224 or more per run (on this CPU one image per run was as fast as runs of 4-6 or faster,
-1.01-1.08x with 1 and 2 threads, and it needs no copy into a batch buffer), 10 of 3x64x64, the
-whole batch for small samples, where batching does pay. KIND_GPU instances run the whole batch.
-A part is one or more whole requests (a request of more rows runs alone, its
-rows together as its client sent them), so a part is a batch Triton's dynamic batcher could have
-formed itself; the model's outputs are the parts' outputs concatenated. Served by the core, the
-scheduler hands such a batch out part by part to whichever instance is free
-(``dynamic_batch_scheduler``); the statistics count the batch as one execution either way.
+On the CPU an executed batch of large samples runs as several smaller runs
+(``max_sub_batch_size``, beyond Triton): ONNX Runtime's CPU kernels gain nothing from a batch of
+images (its convolutions loop over the images) while every run's activations grow with the
+batch. Measured on tinydet (bench/DECISIONS.md, "A CPU batch run in parts", bare ONNX Runtime, 1
+thread): a batch of 32 ran at 670 img/s and held 51 MB of activations; in runs of 8, 765 img/s
+and 14 MB; of 4, 780 img/s and 4 MB. The parameter sets the most rows per run (``0``: the whole
+batch in one run, as Triton's backend does); by default it is the most rows whose inputs hold at
+most 2^17 elements: one image of 3x224x224 or more per run (on this CPU one image per run was as
+fast as runs of 4-6 or faster, 1.01-1.08x with 1 and 2 threads, and it needs no copy into a
+batch buffer), 10 of 3x64x64, the whole batch for small samples, where batching does pay.
+KIND_GPU instances run the whole batch. A part is one or more whole requests (a request of more
+rows runs alone, its rows together as its client sent them), so a part is a batch Triton's
+dynamic batcher could have formed itself; the model's outputs are the parts' outputs
+concatenated. Served by the core, the scheduler hands such a batch out part by part to whichever
+instance is free (``dynamic_batch_scheduler``); the statistics count the batch as one execution
+either way.
 
 An idle intra-op thread spins at most ``INTRA_OP_SPIN_US`` (100 us) before it sleeps, unless the
 model sets ``session.intra_op.spin_duration_us`` or ``session.intra_op.allow_spinning`` itself
 (beyond Triton, whose backend keeps ONNX Runtime's default; ``allow_spinning`` "1" restores it).
-By default ONNX Runtime's idle threads spin for milliseconds: at concurrency 1 a 2-thread session
-spun through the batcher's 2 ms delay before every run (10-12 ms of CPU per tinydet request
-against 6-8 ms), and where other threads need the cores (the event loop, a load generator, other
-ROS nodes) a spinning thread holds a core the thread it waits for could use. Measured
-(``bench/results_ort_spin.md``, tinydet as 1 instance x 2 threads over gRPC, three alternating
-runs on a noisy 2-core host): CPU per request 33-49 % lower at concurrency 1 and 13-24 % at 16;
-throughput 0.99-1.18x at 16-32 requests in flight, 0.87-1.10x at 4 and 0.75-1.04x at 1 (the
-pool's thread now wakes from sleep for each run). Bare ONNX Runtime beside one busy process:
-234 against 201 runs/s back to back. ONNX Runtime reads the key from 1.26 on; older releases
-(1.23, CPython 3.10's last) ignore it and keep their own spinning. Sessions of one intra-op
+By default ONNX Runtime's idle threads spin for milliseconds: at concurrency 1 a 2-thread
+session spun through the batcher's 2 ms delay before every run (10-12 ms of CPU per tinydet
+request against 6-8 ms), and where other threads need the cores (the event loop, a load
+generator, other ROS nodes) a spinning thread holds a core the thread it waits for could use.
+Measured (bench/DECISIONS.md, "Intra-op spin bounded to 100 us", tinydet as 1 instance x 2
+threads over gRPC, three alternating runs on a noisy 2-core host): CPU per request 33-49 % lower
+at concurrency 1 and 13-24 % at 16; throughput 0.99-1.18x at 16-32 requests in flight,
+0.87-1.10x at 4 and 0.75-1.04x at 1 (the pool's thread now wakes from sleep for each run). Bare
+ONNX Runtime beside one busy process: 234 against 201 runs/s back to back. ONNX Runtime reads
+the key from 1.26 on; older releases (1.23, CPython 3.10's last) ignore it and keep their own
+spinning. Sessions of one intra-op
 thread have no pool and are unaffected.
 
 Auto-complete fills a missing or partial configuration from the model (AutoCompleteConfig):
@@ -135,7 +137,8 @@ _READ_PARAMETERS = frozenset({
     "arena_extend_strategy", "do_copy_in_default_stream", "max_sub_batch_size",
 })
 # The default bound on one CPU run's inputs when max_sub_batch_size is not set (elements, summed
-# over the inputs): one 3x224x224 image a run, 2 of 3x128x128 (bench/results_sub_batch.md).
+# over the inputs): one 3x224x224 image a run, 2 of 3x128x128 (bench/DECISIONS.md, "A CPU
+# batch run in parts").
 SUB_BATCH_ELEMENTS = 1 << 17
 
 
@@ -307,7 +310,7 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
         if pattern is None and config.max_batch_size > 0:
             # ONNX Runtime keeps one memory plan per input shape it has seen; a dynamic batcher
             # feeds up to max_batch_size shapes, and the plans held 70 MB more at peak for two
-            # tinydet instances than planning off (bench/RESULTS-request-path.md), for no
+            # tinydet instances than planning off (measured when befd38b adopted it), for no
             # measurable speed. The model's parameter still decides when it is set.
             pattern = False
         if pattern is not None:

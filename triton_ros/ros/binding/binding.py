@@ -14,7 +14,8 @@ through:
    (:class:`~triton_ros.ros.binding.source.Source`);
 2. still in the callback (node parameter ``preprocess_in_callback``, the default: the pixels
    were just copied in by this thread and are still in the CPU's cache, where a worker would
-   read them cold after a hand-off, ``bench/RESULTS-ros.md``), or on a worker thread:
+   read them cold after a hand-off: bench/DECISIONS.md, "Preprocessing in the image
+   callback"), or on a worker thread:
    encoding into the model's input (for images: preprocessing) and ``target.infer``, which only
    queues - one request per frame, so the model's dynamic batcher batches frames of every
    source (and gRPC requests) together;

@@ -17,8 +17,8 @@ run in its vectorized C++ on 8-bit pixels, written straight into a letterbox can
 NCHW input is normalized by OpenCV plane by plane into the output tensor (:class:`_CvPipeline`).
 A 640x480 rgb8 frame to a float NCHW 256x256 input costs about 0.18 ms of CPU this way, 0.23 ms
 with a padded copy and numpy's transposing normalization, 2.9 ms with the numpy gathers
-(bench/bench_preprocess.py, bench/RESULTS-ros.md); the numpy path (:class:`_Sampler`) stays for
-machines without OpenCV.
+(``bench/ros/preprocess.py``; bench/DECISIONS.md, "Preprocessing with OpenCV"); the numpy
+path (:class:`_Sampler`) stays for machines without OpenCV.
 With OpenCV, a resized 8-bit pixel is rounded to an integer before normalization (as cv_bridge
 pipelines do), so float inputs may differ from exact bilinear values by half a grey level.
 """
@@ -295,7 +295,8 @@ class _CvPipeline:
     normalized plane by plane by OpenCV (``cv2.split`` and ``cv2.addWeighted`` into each
     channel of the output tensor: ``x * gain + offset`` in one C++ pass per plane) instead of
     numpy's strided transpose-and-multiply: with the canvas, a 640x480 frame costs 1.3x less CPU
-    into 256x256 and 2x less into 640x640 (bench/results_preprocess.md). The planes are split
+    into 256x256 and 2x less into 640x640 (bench/DECISIONS.md, "Preprocessing with OpenCV").
+    The planes are split
     into buffers each thread keeps, and an RGB <-> BGR conversion there is only the order in
     which the planes are read. Other layouts and data types take one numpy pass."""
 

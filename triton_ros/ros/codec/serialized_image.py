@@ -8,8 +8,8 @@ Python objects, the pixels into a new buffer of their own. The node's bindings s
 serialized bytes, one buffer, and rosbags' CDR deserializer (a maintained library,
 https://gitlab.com/ternaris/rosbags) reads the header fields from them and returns the pixels as
 a numpy view of the same bytes: no copy, about 7 us per 640x480 frame. Receiving alone
-(``bench/bench_ros_receive.py``, a subscriber that only counts, 8 cameras x 30 Hz) costs 556
-against 686 us of CPU per frame typed (``bench/results_ros_receive.md``).
+(``bench/ros/receive.py``, a subscriber that only counts, 8 cameras x 30 Hz) costs 556 against
+686 us of CPU per frame typed (bench/DECISIONS.md, "Serialized image subscriptions").
 
 Only the header becomes an rclpy ``std_msgs/Header``: the outputs carry the input's header.
 Bytes that are not a serialized Image raise
