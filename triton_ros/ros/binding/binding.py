@@ -148,6 +148,7 @@ class Binding:
         self._plan_lock = threading.Lock()
         self.failures = FailureLog(self._log)
         self._stopped = False
+        self._skipped: set[str] = set()        # found topics of a camera read through another
         # Serialized subscriptions, read without a copy of the pixels (codec/serialized_image.py)
         # for each kind this binding may read; None: typed messages. A synchronized binding's
         # readers are its inputs' (add_sync_source).
@@ -337,20 +338,13 @@ class Binding:
                 self._follow_types(graph)
             if self._matcher is None:
                 return
-            for topic in self._matcher.select(graph.items()):
-                if topic not in self._sources:
-                    types = self._publisher_types(topic, graph) if self._fixed_kind is None else []
-                    self.add_source(topic, discovered=True,
-                                    kind=self._kind_of(topic, types or graph[topic]))
-            return
-        if self.config.synchronized:
-            self._discover_namespaces(topics_and_types)
-        elif self._matcher is None:
-            return
-        else:
-            for topic in self._matcher.select(topics_and_types):
-                if topic not in self._sources:
-                    self.add_source(topic, discovered=True)
+            selected = self._matcher.select(graph.items())
+            for topic in selected:
+                if topic in self._sources or self._read_elsewhere(topic, selected):
+                    continue
+                types = self._publisher_types(topic, graph) if self._fixed_kind is None else []
+                self.add_source(topic, discovered=True,
+                                kind=self._kind_of(topic, types or graph[topic]))
         now = time.monotonic_ns()
         forget_ns = int(self.config.forget_after_s * 1e9)
         for source in self.sources():
@@ -362,6 +356,25 @@ class Binding:
                 source.last_seen_publisher_ns = now
             elif forget_ns and now - source.last_seen_publisher_ns > forget_ns:
                 self.remove_source(source.topic)
+
+    def _read_elsewhere(self, topic: str, selected: list[str]) -> bool:
+        """Whether the camera of a found ``topic`` is read through another of its
+        image_transport topics already (a camera driver publishes ``image_raw`` and
+        ``image_raw/compressed`` alike): a pattern binds each camera once, the topic bound first,
+        or the raw one when both appear together. Logged once per topic skipped."""
+        base = base_topic(topic)
+        if base != topic:                      # a transport subtopic: its raw topic wins
+            other = base if (base in self._sources or base in selected) else None
+        else:
+            other = next((t for t in self._sources if t != topic and base_topic(t) == topic),
+                         None)
+        if other is None:
+            return False
+        if topic not in self._skipped:
+            self._skipped.add(topic)
+            self._log.info(f"binding '{self.config.name}': {topic} not bound: its camera is "
+                           f"read through {other} (one topic per camera)")
+        return True
 
     def stop(self) -> None:
         """Take no new frames; frames in the model still finish and publish."""

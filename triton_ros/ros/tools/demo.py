@@ -2,13 +2,14 @@
 
 ``python -m triton_ros.ros.tools.demo [--seconds 20] [--rate 30] [--params-file FILE]``
 
-1. starts ``inference_node`` with config/inference.yaml (every ``/robot*/camera*/image_raw`` topic
-   -> the bundled ``color_detector``, which sees what the synthetic cameras draw; every
+1. starts ``inference_node`` with config/inference.yaml (every ``/robot*/camera*/image_raw`` topic,
+   raw or image_transport's ``/compressed`` -> the bundled ``color_detector``, which sees what the synthetic cameras draw; every
    ``/robot*/rgbd*`` RGB-D camera's colour, depth and CameraInfo, matched by stamp -> the
    bundled ``rgbd_locator``, which locates the same objects in 3D), its gRPC endpoint on a free
    port;
-2. starts robot1's synthetic cameras and robot3's RGB-D cameras (one 16UC1 raw, one 32FC1
-   compressedDepth; depth and CameraInfo stamped up to 3 ms off the colour image's), then
+2. starts robot1's synthetic cameras, robot4's compressed ones (``sensor_msgs/CompressedImage``,
+   one JPEG and one PNG) and robot3's RGB-D cameras (one 16UC1 raw, one 32FC1 compressedDepth;
+   depth and CameraInfo stamped up to 3 ms off the colour image's), then
    robot2's cameras a few seconds later, as separate processes (at ``--rate`` Hz, several
    resolutions and encodings): the node finds robot2 through its topic pattern while running;
 3. sends gRPC requests to the same detector meanwhile (tritonclient), which share its batcher
@@ -29,9 +30,6 @@ Exits 0 when every camera's detections arrived with recall >= ``--min-recall`` (
 IoU >= ``--min-iou`` (0.8) against the ground truth, every RGB-D camera's objects with recall >=
 ``--min-recall`` within ``--max-position-error`` (2 %) of their distance, every gRPC answer
 found the objects of its frame, and every process exited cleanly; 1 otherwise, saying which.
-
-The compressed-image cameras (``sensor_msgs/CompressedImage``, JPEG and PNG) join the demo
-where that input kind is registered (:data:`COMPRESSED_CAMERAS`, empty until then).
 """
 from __future__ import annotations
 
@@ -62,9 +60,9 @@ ROBOT2 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot2/"))
 # RGB-D cameras (config/inference.yaml's binding rgbd: /robot*/rgbd* -> rgbd_locator)
 ROBOT3 = ("robot3/rgbd_front:640x480:16UC1:raw", "robot3/rgbd_rear:424x240:32FC1:compressedDepth")
 SYNC_JITTER_MS = 3.0
-# Cameras publishing sensor_msgs/CompressedImage: the hook for that input kind, which joins the
-# demo once it is in codec/registry.py (synthetic_cameras' compressed transport).
-COMPRESSED_CAMERAS: tuple[str, ...] = ()
+# Cameras publishing sensor_msgs/CompressedImage on .../image_raw/compressed, as image_transport
+# does (decoded by the node; batched with the raw cameras' frames in color_detector)
+ROBOT4 = ("robot4/camera_front:640x480:rgb8:jpeg", "robot4/camera_rear:424x240:mono8:png")
 NODE = "/inference_node"
 GRPC_MODEL = "color_detector"          # the model config/inference.yaml binds the cameras to
 
@@ -223,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     py = sys.executable
     print(f"triton_ros ROS demo: {args.seconds:g} s, 2 robots x 2 cameras -> inference_node "
           f"({GRPC_MODEL}) and 1 robot x 2 RGB-D cameras -> (rgbd_locator), at {args.rate:g} Hz"
-          f"{', compressed cameras ' + str(len(COMPRESSED_CAMERAS)) if COMPRESSED_CAMERAS else ''}"
+          f", 1 robot x 2 compressed cameras (JPEG, PNG) -> ({GRPC_MODEL})"
           f"; ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} (to watch: ros2 topic echo "
           f"/robot1/camera_front/detections, /robot3/rgbd_front/detections3d); logs in {logs}",
           flush=True)
@@ -233,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     cameras: list[subprocess.Popen] = []
     stop = init_ros(argv)
     node = Node("triton_ros_demo")
-    specs: list[CameraSpec] = [parse_camera(c) for c in ROBOT1 + ROBOT2]
+    specs: list[CameraSpec] = [parse_camera(c) for c in ROBOT1 + ROBOT2 + ROBOT4]
     watches = {s.topic(): CameraWatch(s.topic().rsplit("/", 1)[0] + "/detections") for s in specs}
     rgbd_specs: list[RgbdSpec] = [parse_rgbd(c) for c in ROBOT3]
     rgbd_watches = [RgbdWatch(s, args.max_position_error) for s in rgbd_specs]
@@ -277,6 +275,11 @@ def main(argv: list[str] | None = None) -> int:
                                str(args.rate), "--sync-jitter-ms", str(SYNC_JITTER_MS)]
                               + [a for c in ROBOT3 for a in ("--rgbd", c)],
                               logs / "robot3.log"))
+        print("starting robot4's compressed cameras (JPEG and PNG, on .../image_raw/compressed)",
+              flush=True)
+        cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate",
+                               str(args.rate)] + [a for c in ROBOT4 for a in ("--camera", c)],
+                              logs / "robot4.log"))
         grpc_thread = threading.Thread(target=_grpc_load, daemon=True,
                                        args=(f"127.0.0.1:{port}", grpc_stop, grpc_counts))
         grpc_thread.start()
@@ -299,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{'has' if len(short) == 1 else 'have'} {args.min_frames} frames "
                           f"scored", flush=True)
                     waiting_for = short
-            if len(cameras) == 2 and elapsed >= robot2_at:
+            if len(cameras) == 3 and elapsed >= robot2_at:
                 print("starting robot2 (the node finds it by its topic pattern)", flush=True)
                 cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_cameras",
                                        "--rate", str(args.rate)]
