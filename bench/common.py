@@ -201,3 +201,18 @@ def emit_checked(lines: list[str], failures: list[str], out: str) -> int:
                                              or ["- all passed"])
     emit("\n".join(lines) + "\n", out)
     return 1 if failures else 0
+
+
+def stop_run(node, cameras, log, probe, subscriptions) -> None:
+    """The end of a node benchmark's run: the cameras and the node stopped with SIGINT (waited
+    for), the node's log closed, the probe's subscriptions destroyed."""
+    import signal
+
+    if cameras is not None:
+        cameras.send_signal(signal.SIGINT)
+        cameras.communicate(timeout=60)
+    node.send_signal(signal.SIGINT)
+    node.wait(timeout=120)
+    log.close()
+    for sub in subscriptions:
+        probe.destroy_subscription(sub)

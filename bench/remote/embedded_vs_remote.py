@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bench.common import (LOAD_AT_START, OUT, ROOT, ServerProcess, commit, cpu_seconds, default_out,
-                          machine_lines, stamp_ns)
+from bench.common import (LOAD_AT_START, OUT, ROOT, ServerProcess, commit, cpu_seconds,
+                          default_out, machine_lines, stamp_ns, stop_run)
 
 
 @dataclass
@@ -136,14 +135,7 @@ def run_config(name: str, args, tmp: Path, probe, server) -> Result:
             time.monotonic() - t0
         s1 = fresh_status(probe.get_clock().now().nanoseconds)
     finally:
-        if cameras is not None:
-            cameras.send_signal(signal.SIGINT)
-            cameras.wait(timeout=60)
-        node.send_signal(signal.SIGINT)
-        node.wait(timeout=120)
-        log.close()
-        for sub in subs:
-            probe.destroy_subscription(sub)
+        stop_run(node, cameras, log, probe, subs)
     b0 = next(b for b in s0.bindings if b.name == "cams")
     b1 = next(b for b in s1.bindings if b.name == "cams")
     node_elapsed = (stamp_ns(s1.header.stamp) - stamp_ns(s0.header.stamp)) / 1e9

@@ -40,7 +40,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -53,7 +52,7 @@ import numpy as np
 import yaml
 
 from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, default_out, machine_lines,
-                          minor_faults, proc_status_kb, stamp_ns, thread_cpu_seconds)
+                          minor_faults, proc_status_kb, stamp_ns, stop_run, thread_cpu_seconds)
 
 
 @dataclass
@@ -273,14 +272,7 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         elapsed = time.monotonic() - t0
         s1 = fresh_status(probe.get_clock().now().nanoseconds)
     finally:
-        if cameras is not None:
-            cameras.send_signal(signal.SIGINT)
-            cameras.communicate(timeout=60)
-        node.send_signal(signal.SIGINT)
-        node.wait(timeout=120)
-        log.close()
-        for sub in subs:
-            probe.destroy_subscription(sub)
+        stop_run(node, cameras, log, probe, subs)
         probe.destroy_client(stats_client)
     # Node-side counts over the interval between two status messages (node clock).
     b0 = next(b for b in s0.bindings if b.name == "cams")

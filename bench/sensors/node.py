@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ import numpy as np
 import yaml
 
 from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, emit_checked, machine,
-                          stamp_ns, thread_cpu_seconds)
+                          stamp_ns, stop_run, thread_cpu_seconds)
 from bench.sensors.cameras import topic
 
 DROPS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable",
@@ -122,14 +121,7 @@ def run(name: str, args, tmp: Path, probe) -> Result:
         names = python_thread_names(node.pid)
         s1 = fresh_status(probe.get_clock().now().nanoseconds)
     finally:
-        if cameras is not None:
-            cameras.send_signal(signal.SIGINT)
-            cameras.communicate(timeout=60)
-        node.send_signal(signal.SIGINT)
-        node.wait(timeout=120)
-        log.close()
-        for sub in subs:
-            probe.destroy_subscription(sub)
+        stop_run(node, cameras, log, probe, subs)
     b0 = next(b for b in s0.bindings if b.name == "cams")
     b1 = next(b for b in s1.bindings if b.name == "cams")
     node_elapsed = (stamp_ns(s1.header.stamp) - stamp_ns(s0.header.stamp)) / 1e9
