@@ -298,7 +298,7 @@ def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
         # warning says the reference may be the misconfigured one
         model, logs = remote([f"grpc://{wrong.url}", f"grpc://{good.url}"])
         try:
-            wait(lambda: states(model)[f"grpc://{good.url}"] == "mismatch", 20,
+            wait_until(lambda: states(model)[f"grpc://{good.url}"] == "mismatch", 20,
                  "the right replica marked mismatch")
             assert model.config.max_batch_size == 8
             warning = [t for level, t in logs.lines if level == "warn" and "disagree" in t]
@@ -427,14 +427,15 @@ def test_a_kserve_server_without_the_model_configuration_extension(detector, exp
 
 
 def test_an_endpoint_failing_every_request_is_marked_down(detector):
-    """Errors answer fast, so a failing endpoint would win "fewest outstanding" every time.
-    Both endpoints reach one server: the failing one through a proxy that refuses ModelInfer."""
-    good = detector
-    bad = GrpcProxy(good.url, unimplemented=("ModelInfer",))
+    """Errors answer fast, so a failing endpoint would win "fewest outstanding" every time. The
+    failing endpoint is a server of its own behind a proxy that refuses ModelInfer."""
+    good, bad_backend = detector, server()
+    bad = GrpcProxy(bad_backend.url, unimplemented=("ModelInfer",))
     model, logs = remote([f"grpc://127.0.0.1:{bad.port}", f"grpc://{good.url}"],
                          shared_memory="off")
     try:
-        wait_until(lambda: set(states(model).values()) == {"up"}, 20, "both up")
+        wait_until(lambda: set(states(model).values()) == {"up"}, 20,
+                   f"both up: {model.describe_endpoints()}")
         errors = 0
         for _ in range(30):
             try:
@@ -449,3 +450,4 @@ def test_an_endpoint_failing_every_request_is_marked_down(detector):
     finally:
         model.stop()
         bad.close()
+        bad_backend.stop()

@@ -42,7 +42,9 @@ def test_the_demo_scores_every_camera_and_passes():
     assert result.returncode == 0, out
     lines = camera_lines(out)
     assert set(lines) == {"/robot1/camera_front/detections", "/robot1/camera_rear/detections",
-                          "/robot2/camera_front/detections", "/robot2/camera_rear/detections"}, out
+                          "/robot2/camera_front/detections", "/robot2/camera_rear/detections",
+                          # CompressedImage cameras (JPEG, PNG), batched with the raw ones
+                          "/robot4/camera_front/detections", "/robot4/camera_rear/detections"}, out
     for topic, line in lines.items():
         recall = float(re.search(r"recall ([\d.]+)", line).group(1))
         iou = float(re.search(r"mean IoU ([\d.]+)", line).group(1))

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from docs_snippets import collect
+from triton_ros.ros.codec.registry import base_topic
 from ros_env import ROOT, TOKEN
 from ros_probe import NodeProcess, image_message, wait_until
 
@@ -86,7 +87,11 @@ def test_the_node_starts_with_the_snippet_and_every_binding_publishes(where, tex
             patterns = settings.get("topic_patterns", [])
             topics = [topics] if isinstance(topics, str) else list(topics)
             patterns = [patterns] if isinstance(patterns, str) else list(patterns)
-            for t in topics + [instantiate(p) for p in patterns]:
+            found = [instantiate(p) for p in patterns]
+            # a pattern binds each camera once: image_transport's .../compressed of a camera
+            # whose raw topic is found too is not bound (docs/sensors.md, "One topic per camera")
+            found = [t for t in found if base_topic(t) == t or base_topic(t) not in found]
+            for t in topics + found:
                 inputs[t] = (name, settings.get("format", "detections"))
 
         publishers = {t: SyncedPublisher(probe, params[inputs[t][0]], t)

@@ -21,7 +21,7 @@ from ros_probe import ROOT
 pytestmark = pytest.mark.integration
 
 PROGRAM = textwrap.dedent("""
-    import atexit, ctypes, sys, threading, time
+    import atexit, ctypes, signal, sys, threading, time
     from triton_ros.ros.ros_process import ExitWatchdog, StopSignal, dump_stacks_on_sigusr1
 
     kind = sys.argv[1]
@@ -35,8 +35,12 @@ PROGRAM = textwrap.dedent("""
         atexit.register(time.sleep, 3600)
     if kind == "gil":
         watchdog.progress(1.5)
+        # libc's sleep, the GIL held all along; SIGINT blocked on this thread, so that it does
+        # not cut the sleep short (EINTR) but waits, as a signal does for a C call that
+        # retries on EINTR or runs without a system call
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         print("ready", flush=True)
-        ctypes.PyDLL(None).sleep(3600)        # libc's sleep, the GIL held all along
+        ctypes.PyDLL(None).sleep(3600)
     print("ready", flush=True)
     stop.wait()
     watchdog.arm(1.0 if kind == "stop" else 60.0)

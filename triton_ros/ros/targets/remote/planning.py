@@ -44,6 +44,7 @@ class Reference:
         self.config: ModelConfig | None = None
         self.version = requested_version        # the version served (from the reference)
         self.labels: dict[str, list[str]] = {}
+        self._unknown_labels: frozenset[str] = frozenset()   # outputs whose labels were not read
         self.source = ""                        # the URL of the endpoint it came from
         self.generation = 0                     # grows when the reference changes
         self._signature: tuple | None = None
@@ -110,36 +111,42 @@ class Reference:
                 labels[t.name] = [found[i] for i in range(len(found))] if \
                     set(found) == set(range(len(found))) else []
             except Exception as exc:           # labels are a nicety: class indices then
+                labels[t.name] = None          # unknown here: not compared with other replicas
                 self._log("warn", f"{self._who}: could not read the labels of output "
                           f"'{t.name}' from {ep.address.url} "
                           f"({ep.client.classify(exc, probe=True).message}); class indices are "
                           f"published unless the binding sets class_names")
-        return {k: v for k, v in labels.items() if v}
+        return {k: v for k, v in labels.items() if v is None or v}
 
     def adopt(self, ep: Endpoint, config: ModelConfig, versions: list[int],
-              labels: dict[str, list[str]]) -> None:
+              labels: dict[str, list[str] | None]) -> None:
         """Take an endpoint's configuration: as the reference (the first, or the reference's own
-        endpoint again), or checked against it (the endpoint is *mismatch* if it differs)."""
+        endpoint again), or checked against it (the endpoint is *mismatch* if it differs).
+        Labels that could not be read (None) are not compared."""
+        unknown = frozenset(k for k, v in labels.items() if v is None)
+        labels = {k: v for k, v in labels.items() if v is not None}
         sig = signature(config, labels)
         if self._signature is None or self.source == ep.address.url:
             changed = self._signature is not None and (sig != self._signature
                                                        or labels != self.labels)
             self.config, self._signature, self.labels = config, sig, labels
+            self._unknown_labels = unknown
             self.source = ep.address.url
             self.version = (self.requested_version if self.requested_version >= 0
                             else max(versions, default=1))
             if changed or self.generation == 0:
                 self.generation += 1
             return
-        if sig == self._signature:
+        diff = "; ".join(differences(self.config, self.labels, config, labels,
+                                     reference=self.source, here=ep.address.url,
+                                     unknown_labels=self._unknown_labels | unknown))
+        if not diff:
             if ep.state == MISMATCH:           # fixed on the remote: may be used again
                 self._log("info", f"{self._who}: endpoint {ep.address.url} now serves "
                           f"the same configuration as {self.source}")
                 ep.state = DOWN
             return
         ep.failures = max(ep.failures, 6)  # re-checked every PROBE_BACKOFF_MAX_S
-        diff = "; ".join(differences(self.config, self.labels, config, labels,
-                                     reference=self.source, here=ep.address.url))
         if ep.state == MISMATCH and ep.reason.endswith(f"({diff}); not used"):
             return
         ep.state = MISMATCH
@@ -202,9 +209,10 @@ def signature(config: ModelConfig, labels: dict[str, list[str]] | None = None) -
 
 def differences(config: ModelConfig, labels: dict[str, list[str]], other: ModelConfig,
                 other_labels: dict[str, list[str]], *, reference: str = "",
-                here: str = "") -> list[str]:
+                here: str = "", unknown_labels: frozenset[str] = frozenset()) -> list[str]:
     """Each field of :func:`signature` that differs between the reference's ``config`` and
-    ``labels`` and another endpoint's, as 'field: X at <reference>, Y at <here>'."""
+    ``labels`` and another endpoint's, as 'field: X at <reference>, Y at <here>'; the labels of
+    ``unknown_labels`` (not read from one of them) are not compared."""
     ref_at = f" at {reference}" if reference else " (reference)"
     here_at = f" at {here}" if here else ""
     out = []
@@ -227,7 +235,7 @@ def differences(config: ModelConfig, labels: dict[str, list[str]], other: ModelC
                 for field in fields:
                     differ(f"{kind} '{name}' {field}", _value(a[name], field),
                            _value(b[name], field))
-    for name in sorted(set(labels) | set(other_labels)):
+    for name in sorted((set(labels) | set(other_labels)) - unknown_labels):
         if labels.get(name) != other_labels.get(name):
             count = (len(labels.get(name, [])), len(other_labels.get(name, [])))
             out.append(f"labels of output '{name}': {count[0]}{ref_at}, {count[1]}{here_at}"
