@@ -286,4 +286,6 @@ def test_poll_mode_follows_the_repository(start_server, repo_copy, tmp_path):
 
     shutil.rmtree(repo / "simple")
     wait_until(lambda: not client.is_model_ready("simple"))
-    assert index(client)["simple"] == [("1", "UNAVAILABLE", "unloaded")]
+    # not ready while UNLOADING already; then the unload ends
+    wait_until(lambda: index(client)["simple"] == [("1", "UNAVAILABLE", "unloaded")],
+               what=f"simple unloaded: {index(client)['simple']}")
