@@ -120,6 +120,13 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
               "With server_urls: per-request timeout, milliseconds; an endpoint that does not "
               "answer in time is marked down (the frame is retried once on another endpoint if "
               "time is left)."),
+    ParamSpec("hedge_after_fraction", 0.25, FLOAT,
+              "With two or more server_urls: when a topic's frames in flight (max_in_flight) "
+              "have had no answer for this fraction of server_timeout_ms (a hung endpoint), a "
+              "newer frame is sent at once to another endpoint that is up and not stalled "
+              "instead of waiting or being dropped (one such hedged frame in flight per topic; "
+              "counted as hedged, hedged_published, hedged_lost in /diagnostics). 0: no "
+              "hedging; at most 1."),
     ParamSpec("tls_ca_file", "", STR,
               "With grpcs:// or https:// URLs: PEM file of the CA that signed the servers' "
               "certificates; empty: the system's CAs."),
@@ -388,7 +395,8 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
             urls=tuple(raw["server_urls"]), timeout_ms=raw["server_timeout_ms"],
             tls_ca_file=raw["tls_ca_file"], tls_cert_file=raw["tls_cert_file"],
             tls_key_file=raw["tls_key_file"], header_key=raw["server_header_key"],
-            header_value=header_value, shared_memory=raw["shared_memory"])
+            header_value=header_value, shared_memory=raw["shared_memory"],
+            hedge_after_fraction=raw["hedge_after_fraction"])
         try:
             check_remote_config(remote)
         except TritonRosError as exc:

@@ -164,7 +164,8 @@ class Binding:
                 return None
             source = Source(topic, output, max_in_flight=self.config.max_in_flight,
                             max_age_ms=self.config.max_age_ms, discovered=discovered,
-                            on_stale=self._on_stale)
+                            on_stale=self._on_stale, hedge_after_ms=self._hedge_after_ms(),
+                            can_hedge=getattr(self.target, "can_hedge", None))
             source.last_seen_publisher_ns = time.monotonic_ns()
             source.publisher = self._node.create_publisher(self._output.message_class(), output,
                                                            self._output_qos)
@@ -178,6 +179,13 @@ class Binding:
         self._log.info(f"binding '{self.config.name}': {how} {topic} -> {source.output_topic} "
                        f"(model '{self.config.model}')")
         return source
+
+    def _hedge_after_ms(self) -> float:
+        """When a source hedges (source.py): remote targets of two endpoints or more only."""
+        remote = self.config.remote
+        if remote is None or len(remote.urls) < 2:
+            return 0.0
+        return remote.hedge_after_fraction * remote.timeout_ms
 
     def remove_source(self, topic: str) -> None:
         with self._sources_lock:
@@ -392,15 +400,31 @@ class Binding:
 
     def _finish_frame(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
                       started: int, future: Future) -> None:
+        published = False
         try:
-            self._complete(source, frame, plan, placement, started, future)
+            published = self._complete(source, frame, plan, placement, started, future)
         except Exception as exc:               # a defect of ours: count, log, keep serving
             self._fail(source, "failed_internal", f"finishing a frame of {source.topic}", exc)
-        finally:                               # whatever happened, the slot goes on
+        finally:
+            if frame.hedged:
+                self._hedged(source, frame, published)                               # whatever happened, the slot goes on
             self._run(source, self._finish_source(source))
 
+    def _hedged(self, source: Source, frame: Frame, published: bool) -> None:
+        """Count a hedged frame's outcome, and say (throttled) that hedging happens."""
+        source.count("hedged_published" if published else "hedged_lost")
+        remote = self.config.remote
+        self.failures.report(
+            f"hedge:{source.topic}", "hedged",
+            f"binding '{self.config.name}': frames of {source.topic} are hedged: the frame in "
+            f"flight has waited over hedge_after_fraction {remote.hedge_after_fraction:g} of "
+            f"server_timeout_ms {remote.timeout_ms}, so newer frames go to another endpoint "
+            f"(this one {'published' if published else 'lost'}; counted as hedged, "
+            f"hedged_published, hedged_lost in /diagnostics)", level="warn", record=False)
+
     def _complete(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
-                  started: int, future: Future) -> None:
+                  started: int, future: Future) -> bool:
+        """Decode and publish a frame's result (True: published); count whatever else."""
         try:
             response = future.result()
         except BaseException as exc:           # the future's failure, whatever its type
@@ -417,7 +441,7 @@ class Binding:
                                      f"{source.topic} on model '{self.config.model}' failed "
                                      f"({error.code.name}): {error.message}")
                 source.count("failed_inference")
-            return
+            return False
         elapsed = time.monotonic_ns() - started
         source.infer_latency.add(elapsed)
         self._model_latency.add(elapsed)
@@ -426,16 +450,17 @@ class Binding:
         except Exception as exc:               # the outputs do not decode as configured
             self._fail(source, "failed_decode", f"decoding the result of a frame of "
                        f"{source.topic} ({self.config.format})", exc)
-            return
+            return False
         try:
             source.publisher.publish(msg)
         except Exception as exc:
             self._fail(source, "failed_publish", f"publishing on {source.output_topic}", exc)
-            return
+            return False
         source.count("published")
         latency = self._now_ns() - (frame.stamp_ns or frame.received_ns)
         if latency >= 0:                       # a stamp ahead of our clock has no latency to tell
             source.e2e_latency.add(latency)
+        return True
 
     def _decode(self, plan: ModelPlan, placement: Any, frame: Frame, response):
         outputs = {name: (value[0] if plan.batching else value)
