@@ -23,6 +23,7 @@ from typing import Any
 from ..core.errors import TritonRosError, invalid_arg
 from ..core.model_repository_manager import CONTROL_MODES
 from ..core.server import ServerOptions
+from ..core.tracer import TraceConfig, parse_trace_config
 from ..frontend.options import EndpointOptions
 from .codec.classification import ClassificationConfig
 from .codec.detection import BOX_FORMATS, DETECTION_LAYOUTS, DetectionConfig
@@ -77,6 +78,21 @@ NODE_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("exit_timeout_secs", 30.0, FLOAT,
               "At shutdown, how long in-flight requests may take to finish, seconds."),
     *_frontend_params(),
+    # Request tracing (core/tracer.py, docs/tracing.md): tritonserver's --trace-config settings
+    ParamSpec("trace.file", "", STR,
+              "Trace file in Triton's JSON format (tritonserver --trace-config "
+              "triton,file=...): requests of every frontend and the frames of bindings served "
+              "by the embedded core; empty: no tracing."),
+    ParamSpec("trace.level", ["OFF"], STR_LIST,
+              "Trace levels (--trace-config level=...): OFF, TIMESTAMPS, TENSORS (several add "
+              "up; OFF anywhere: off)."),
+    ParamSpec("trace.rate", 1000, INT,
+              "Trace one request (or frame) in this many (--trace-config rate=...)."),
+    ParamSpec("trace.count", -1, INT,
+              "Traces to take before tracing stops; -1: no limit (--trace-config count=...)."),
+    ParamSpec("trace.log_frequency", 0, INT,
+              "0: one trace file; N: every N traces go to <trace.file>.<index> "
+              "(--trace-config triton,log-frequency=...)."),
     ParamSpec("bindings", [], STR_LIST,
               "Names of the bindings (topics -> model input -> output topics). Each binding's "
               "settings are the parameters '<name>.*'."),
@@ -299,6 +315,17 @@ class NodeConfig:
 # Declaring and reading
 # --------------------------------------------------------------------------------------------
 
+def _trace_config(values: dict[str, Any]) -> TraceConfig:
+    """The trace.* parameters, checked as tritonserver checks its --trace-* options."""
+    try:
+        return parse_trace_config(
+            (), file=values["trace.file"], levels=values["trace.level"] or ["OFF"],
+            rate=values["trace.rate"], count=values["trace.count"],
+            log_frequency=values["trace.log_frequency"])
+    except TritonRosError as exc:
+        raise invalid_arg(f"parameter trace.*: {exc.message}") from None
+
+
 def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeConfig:
     """Declare every parameter on ``node`` and parse them; INVALID_ARG names a bad parameter."""
     values = {spec.name: _declare(node, spec.name, spec) for spec in NODE_PARAMS}
@@ -330,6 +357,7 @@ def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeCon
         strict_readiness=values["strict_readiness"],
         repository_poll_secs=_positive(values, "repository_poll_secs"),
         exit_timeout_secs=max(0.0, values["exit_timeout_secs"]),
+        trace_config=_trace_config(values),
     )
     frontends = endpoint_options(values, server.exit_timeout_secs)
     declared = {spec.name for spec in NODE_PARAMS} | {

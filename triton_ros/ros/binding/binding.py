@@ -67,6 +67,10 @@ from .topic_discovery import TopicMatcher
 # Inference errors that mean "the model is not serving now" (dropped_unavailable, a warning),
 # not "this frame failed" (failed_inference, an error).
 UNAVAILABLE_CODES = (StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND)
+# A traced frame's own activities around the core's (docs/tracing.md): received by the input
+# callback, result decoding started, message published.
+TRACE_RECEIVED, TRACE_PUBLISH_START, TRACE_PUBLISH_END = (
+    "ROS_FRAME_RECEIVED", "ROS_PUBLISH_START", "ROS_PUBLISH_END")
 
 
 def stale_cause(age_ns: int, backlog_ns: int, max_age_ms: int, waited: bool) -> tuple[str, str]:
@@ -277,7 +281,7 @@ class Binding:
                 source.count_malformed()
                 return
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
-            frame = source.offer(Frame(msg, stamp, now), now)
+            frame = source.offer(Frame(msg, stamp, now, time.monotonic_ns()), now)
             if frame is not None:
                 start, frame = frame, None     # _run / _submit own its slot from here
                 if self._inline:
@@ -401,14 +405,27 @@ class Binding:
     def _finish_frame(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
                       started: int, future: Future) -> None:
         published = False
+        trace = getattr(future, "trace", None)     # a traced frame (targets/local.py)
         try:
-            published = self._complete(source, frame, plan, placement, started, future)
+            published = self._complete(source, frame, plan, placement, started, future, trace)
         except Exception as exc:               # a defect of ours: count, log, keep serving
             self._fail(source, "failed_internal", f"finishing a frame of {source.topic}", exc)
         finally:
+            if trace is not None:
+                self._end_trace(trace, frame)
             if frame.hedged:
                 self._hedged(source, frame, published)                               # whatever happened, the slot goes on
             self._run(source, self._finish_source(source))
+
+    @staticmethod
+    def _end_trace(trace, frame: Frame) -> None:
+        """Add the frame's receipt to its request's trace and hand the trace back to the
+        core's tracer (written once complete); a trace never fails a frame."""
+        try:
+            if frame.received_mono_ns:
+                trace.capture(TRACE_RECEIVED, frame.received_mono_ns)
+        finally:
+            trace.release()
 
     def _hedged(self, source: Source, frame: Frame, published: bool) -> None:
         """Count a hedged frame's outcome, and say (throttled) that hedging happens."""
@@ -423,8 +440,9 @@ class Binding:
             f"hedged_published, hedged_lost in /diagnostics)", level="warn", record=False)
 
     def _complete(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
-                  started: int, future: Future) -> bool:
-        """Decode and publish a frame's result (True: published); count whatever else."""
+                  started: int, future: Future, trace=None) -> bool:
+        """Decode and publish a frame's result (True: published); count whatever else.
+        ``trace``: the request's trace, which gets the publication's start and end."""
         try:
             response = future.result()
         except BaseException as exc:           # the future's failure, whatever its type
@@ -445,6 +463,8 @@ class Binding:
         elapsed = time.monotonic_ns() - started
         source.infer_latency.add(elapsed)
         self._model_latency.add(elapsed)
+        if trace is not None:
+            trace.capture(TRACE_PUBLISH_START)
         try:
             msg = self._decode(plan, placement, frame, response)
         except Exception as exc:               # the outputs do not decode as configured
@@ -456,6 +476,8 @@ class Binding:
         except Exception as exc:
             self._fail(source, "failed_publish", f"publishing on {source.output_topic}", exc)
             return False
+        if trace is not None:
+            trace.capture(TRACE_PUBLISH_END)
         source.count("published")
         latency = self._now_ns() - (frame.stamp_ns or frame.received_ns)
         if latency >= 0:                       # a stamp ahead of our clock has no latency to tell

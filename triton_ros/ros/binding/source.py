@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ..monitoring.counters import SourceCounters
@@ -41,6 +41,7 @@ class Frame:
     msg: Any
     stamp_ns: int                      # header stamp; 0 when the publisher left it unset
     received_ns: int
+    received_mono_ns: int = 0          # the same on the monotonic clock (request traces)
     hedged: bool = False               # started beside a stalled frame (see the docstring)
 
 
@@ -95,7 +96,7 @@ class Source:
             elif self._hedge_now():
                 self._in_flight += 1
                 self.counters.hedged += 1
-                return Frame(frame.msg, frame.stamp_ns, frame.received_ns, hedged=True)
+                return replace(frame, hedged=True)
             else:
                 if self._pending is not None:
                     self.counters.dropped_superseded += 1
@@ -122,7 +123,7 @@ class Source:
             if frame is not None and self._in_flight > self.max_in_flight:
                 # the extra (hedged) place: the frame taking it is hedged too
                 self.counters.hedged += 1
-                frame = Frame(frame.msg, frame.stamp_ns, frame.received_ns, hedged=True)
+                frame = replace(frame, hedged=True)
             if frame is None:
                 self._in_flight -= 1
         for old in stale:
