@@ -68,9 +68,9 @@ from .topic_discovery import TopicMatcher
 # not "this frame failed" (failed_inference, an error).
 UNAVAILABLE_CODES = (StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND)
 # A traced frame's own activities around the core's (docs/tracing.md): received by the input
-# callback, result decoding started, message published.
-TRACE_RECEIVED, TRACE_PUBLISH_START, TRACE_PUBLISH_END = (
-    "ROS_FRAME_RECEIVED", "ROS_PUBLISH_START", "ROS_PUBLISH_END")
+# callback, preprocessed (submitted), result decoding started, message published.
+TRACE_RECEIVED, TRACE_PREPROCESS_END, TRACE_PUBLISH_START, TRACE_PUBLISH_END = (
+    "ROS_FRAME_RECEIVED", "ROS_PREPROCESS_END", "ROS_PUBLISH_START", "ROS_PUBLISH_END")
 
 
 def stale_cause(age_ns: int, backlog_ns: int, max_age_ms: int, waited: bool) -> tuple[str, str]:
@@ -412,18 +412,20 @@ class Binding:
             self._fail(source, "failed_internal", f"finishing a frame of {source.topic}", exc)
         finally:
             if trace is not None:
-                self._end_trace(trace, frame)
+                self._end_trace(trace, frame, started)
             if frame.hedged:
                 self._hedged(source, frame, published)                               # whatever happened, the slot goes on
             self._run(source, self._finish_source(source))
 
     @staticmethod
-    def _end_trace(trace, frame: Frame) -> None:
-        """Add the frame's receipt to its request's trace and hand the trace back to the
-        core's tracer (written once complete); a trace never fails a frame."""
+    def _end_trace(trace, frame: Frame, started: int) -> None:
+        """Add the frame's receipt and the end of its preprocessing (``started``: when it was
+        submitted) to its request's trace and hand the trace back to the core's tracer (written
+        once complete); a trace never fails a frame."""
         try:
             if frame.received_mono_ns:
                 trace.capture(TRACE_RECEIVED, frame.received_mono_ns)
+            trace.capture(TRACE_PREPROCESS_END, started)
         finally:
             trace.release()
 
