@@ -331,6 +331,9 @@ class Binding:
         except Exception as exc:
             if fn is self._run and (not args or args[0] is None):
                 return                         # nothing holds a slot
+            trace = getattr(args[-1], "trace", None) if fn is self._finish_frame else None
+            if trace is not None:              # a traced frame: its trace is written all the same
+                trace.release()
             if self._stopped:
                 source.count("dropped_unavailable")
             else:
