@@ -83,9 +83,9 @@ NODE_PARAMS: tuple[ParamSpec, ...] = (
               "Trace file in Triton's JSON format (tritonserver --trace-config "
               "triton,file=...): requests of every frontend and the frames of bindings served "
               "by the embedded core; empty: no tracing."),
-    ParamSpec("trace.level", ["OFF"], STR_LIST,
-              "Trace levels (--trace-config level=...): OFF, TIMESTAMPS, TENSORS (several add "
-              "up; OFF anywhere: off)."),
+    ParamSpec("trace.level", [], STR_LIST,
+              "Trace levels (--trace-config level=...): TIMESTAMPS, TENSORS (several add up); "
+              "[] or \"OFF\" (quoted: YAML reads a bare OFF as false): off."),
     ParamSpec("trace.rate", 1000, INT,
               "Trace one request (or frame) in this many (--trace-config rate=...)."),
     ParamSpec("trace.count", -1, INT,
