@@ -37,6 +37,7 @@ def remote_server(repo) -> ServerProcess:
 
 def test_hedging_keeps_a_camera_served_while_an_endpoint_hangs(tmp_path):
     from diagnostic_msgs.msg import DiagnosticArray
+    from triton_ros_interfaces.msg import InferenceStatus
 
     repo = make_repository(tmp_path / "models")
     a, b = remote_server(repo), remote_server(repo)
@@ -58,6 +59,7 @@ def test_hedging_keeps_a_camera_served_while_an_endpoint_hangs(tmp_path):
                             "output_topic_template": "{namespace}/plain"}}
         node = NodeProcess(params, tmp_path, name=f"hedge_node_{TOKEN}")
         diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics", qos=100)
+        status = probe.subscribe(InferenceStatus, f"/{node.name}/status")
         node.wait_ready(probe)
         base = f"{NS}/{CAMERA.robot}/{CAMERA.camera}"
         recs = {name: probe.subscribe(DETECTIONS_TYPE, f"{base}/{name}", qos=100)
@@ -107,6 +109,12 @@ def test_hedging_keeps_a_camera_served_while_an_endpoint_hangs(tmp_path):
                             for msg, _ in reversed(diagnostics.items) for st in msg.status
                             if st.name == f"/{node.name}: binding plain")
         assert plain_values["hedged"] == "0", plain_values
+        # the same counts in ~/status (triton_ros_interfaces/BindingStatus)
+        by_name = wait_until(lambda: (last := status.last()) and
+                             {b.name: b for b in last.bindings}["hedged"].hedged_published >= 10
+                             and {b.name: b for b in last.bindings}, 10, "hedged in ~/status")
+        assert by_name["hedged"].hedged >= by_name["hedged"].hedged_published
+        assert by_name["plain"].hedged == 0
         assert "are hedged" in node.log()
     finally:
         probe.close()

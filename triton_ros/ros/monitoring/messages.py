@@ -96,7 +96,8 @@ def status_message(stamp, models: list[ModelHealth], bindings: list[BindingHealt
         failed_publish=b.failed_publish, failed_internal=b.failed_internal,
         message=b.message, last_error=b.last_error, last_error_age_s=b.last_error_age_s,
         received=b.received,
-        published=b.published, latency_p50_ms=b.latency_p50_ms,
+        published=b.published, hedged=b.hedged, hedged_published=b.hedged_published,
+        hedged_lost=b.hedged_lost, latency_p50_ms=b.latency_p50_ms,
         latency_p99_ms=b.latency_p99_ms, inference_p50_ms=b.inference_p50_ms,
         inference_p99_ms=b.inference_p99_ms) for b in bindings]
     return msg
