@@ -17,9 +17,11 @@ are in flight, a new frame is not put in the slot but started at once, as one ex
 flight (``hedged``), if ``can_hedge()`` says that an endpoint holds a request unanswered for
 longer than ``hedge_after_ms`` (a hung server) while another is up and not stalled (the endpoint
 pool then sends the frame there: it prefers the one with fewer outstanding requests and skips a
-stalled one). At most one hedged frame is in flight per
-source, so at most K + 1 frames are; when it leaves, the waiting frame takes its place as
-usual, so frames keep flowing through the healthy endpoint until the hung request times out.
+stalled one). At most one hedged frame is in flight per source, so at most K + 1 frames are;
+when it leaves, the waiting frame takes its place as usual, so frames keep flowing through the
+healthy endpoint until the hung request times out. The stall is the model's (any of its
+requests), not only this source's: a source of a binding whose other source is caught may
+also run K + 1 frames meanwhile, which is bounded and harmless.
 
 This module is plain Python: the node passes stamps and times in nanoseconds.
 """
