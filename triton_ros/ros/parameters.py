@@ -23,6 +23,7 @@ from typing import Any
 from ..core.errors import TritonRosError, invalid_arg
 from ..core.model_repository_manager import CONTROL_MODES
 from ..core.server import ServerOptions
+from ..core.tracer import TraceConfig, parse_trace_config
 from ..frontend.kafka.options import KafkaOptions
 from ..frontend.options import EndpointOptions
 from .codec.camera_info import CameraInfoConfig
@@ -94,6 +95,21 @@ NODE_PARAMS: tuple[ParamSpec, ...] = (
     ParamSpec("exit_timeout_secs", 30.0, FLOAT,
               "At shutdown, how long in-flight requests may take to finish, seconds."),
     *_frontend_params(),
+    # Request tracing (core/tracer.py, docs/tracing.md): tritonserver's --trace-config settings
+    ParamSpec("trace.file", "", STR,
+              "Trace file in Triton's JSON format (tritonserver --trace-config "
+              "triton,file=...): requests of every frontend and the frames of bindings served "
+              "by the embedded core; empty: no tracing."),
+    ParamSpec("trace.level", [], STR_LIST,
+              "Trace levels (--trace-config level=...): TIMESTAMPS, TENSORS (several add up); "
+              "[] or \"OFF\" (quoted: YAML reads a bare OFF as false): off."),
+    ParamSpec("trace.rate", 1000, INT,
+              "Trace one request (or frame) in this many (--trace-config rate=...)."),
+    ParamSpec("trace.count", -1, INT,
+              "Traces to take before tracing stops; -1: no limit (--trace-config count=...)."),
+    ParamSpec("trace.log_frequency", 0, INT,
+              "0: one trace file; N: every N traces go to <trace.file>.<index> "
+              "(--trace-config triton,log-frequency=...)."),
     ParamSpec("bindings", [], STR_LIST,
               "Names of the bindings (topics -> model input -> output topics). Each binding's "
               "settings are the parameters '<name>.*'."),
@@ -169,6 +185,13 @@ BINDING_PARAMS: tuple[ParamSpec, ...] = (
               "With server_urls: per-request timeout, milliseconds; an endpoint that does not "
               "answer in time is marked down (the frame is retried once on another endpoint if "
               "time is left)."),
+    ParamSpec("hedge_after_fraction", 0.25, FLOAT,
+              "With two or more server_urls: when a topic's frames in flight (max_in_flight) "
+              "have had no answer for this fraction of server_timeout_ms (a hung endpoint), a "
+              "newer frame is sent at once to another endpoint that is up and not stalled "
+              "instead of waiting or being dropped (one such hedged frame in flight per topic; "
+              "counted as hedged, hedged_published, hedged_lost in /diagnostics). 0: no "
+              "hedging; at most 1."),
     ParamSpec("tls_ca_file", "", STR,
               "With grpcs:// or https:// URLs: PEM file of the CA that signed the servers' "
               "certificates; empty: the system's CAs."),
@@ -425,6 +448,17 @@ class NodeConfig:
 # Declaring and reading
 # --------------------------------------------------------------------------------------------
 
+def _trace_config(values: dict[str, Any]) -> TraceConfig:
+    """The trace.* parameters, checked as tritonserver checks its --trace-* options."""
+    try:
+        return parse_trace_config(
+            (), file=values["trace.file"], levels=values["trace.level"] or ["OFF"],
+            rate=values["trace.rate"], count=values["trace.count"],
+            log_frequency=values["trace.log_frequency"])
+    except TritonRosError as exc:
+        raise invalid_arg(f"parameter trace.*: {exc.message}") from None
+
+
 def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeConfig:
     """Declare every parameter on ``node`` and parse them; INVALID_ARG names a bad parameter."""
     values = {spec.name: _declare(node, spec.name, spec) for spec in NODE_PARAMS}
@@ -457,6 +491,7 @@ def declare_and_read(node, *, bundled_repository: Path | None = None) -> NodeCon
         strict_readiness=values["strict_readiness"],
         repository_poll_secs=_positive(values, "repository_poll_secs"),
         exit_timeout_secs=max(0.0, values["exit_timeout_secs"]),
+        trace_config=_trace_config(values),
     )
     kafka = kafka_options(values)
     check_kafka_use(kafka, [b.name for b in bindings if b.kafka_mirror is not None])
@@ -528,7 +563,8 @@ def binding_config(name: str, raw: dict[str, Any]) -> BindingConfig:
             urls=tuple(raw["server_urls"]), timeout_ms=raw["server_timeout_ms"],
             tls_ca_file=raw["tls_ca_file"], tls_cert_file=raw["tls_cert_file"],
             tls_key_file=raw["tls_key_file"], header_key=raw["server_header_key"],
-            header_value=header_value, shared_memory=raw["shared_memory"])
+            header_value=header_value, shared_memory=raw["shared_memory"],
+            hedge_after_fraction=raw["hedge_after_fraction"])
         try:
             check_remote_config(remote)
         except TritonRosError as exc:

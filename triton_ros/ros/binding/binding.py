@@ -79,6 +79,10 @@ from .topic_discovery import TopicMatcher
 # Inference errors that mean "the model is not serving now" (dropped_unavailable, a warning),
 # not "this frame failed" (failed_inference, an error).
 UNAVAILABLE_CODES = (StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND)
+# A traced frame's own activities around the core's (docs/tracing.md): received by the input
+# callback, preprocessed (submitted), result decoding started, message published.
+TRACE_RECEIVED, TRACE_PREPROCESS_END, TRACE_PUBLISH_START, TRACE_PUBLISH_END = (
+    "ROS_FRAME_RECEIVED", "ROS_PREPROCESS_END", "ROS_PUBLISH_START", "ROS_PUBLISH_END")
 
 
 def stale_cause(age_ns: int, backlog_ns: int, max_age_ms: int, waited: bool) -> tuple[str, str]:
@@ -290,7 +294,8 @@ class Binding:
         """A source's flow control and its output publishers (subscriptions are the caller's)."""
         source = Source(topic, output, max_in_flight=self.config.max_in_flight,
                         max_age_ms=self.config.max_age_ms, discovered=discovered,
-                        on_stale=self._on_stale)
+                        on_stale=self._on_stale, hedge_after_ms=self._hedge_after_ms(),
+                        can_hedge=getattr(self.target, "can_hedge", None))
         source.last_seen_publisher_ns = time.monotonic_ns()
         source.publisher = self._node.create_publisher(self._output.message_class(), output,
                                                        self._output_qos)
@@ -302,6 +307,13 @@ class Binding:
                                               self._output_qos)
             for name, msg_type in (extra(self.config.output_settings) if extra else ())}
         return source
+
+    def _hedge_after_ms(self) -> float:
+        """When a source hedges (source.py): remote targets of two endpoints or more only."""
+        remote = self.config.remote
+        if remote is None or len(remote.urls) < 2:
+            return 0.0
+        return remote.hedge_after_fraction * remote.timeout_ms
 
     def remove_source(self, topic: str) -> None:
         with self._sources_lock:
@@ -470,7 +482,8 @@ class Binding:
                     f"{self.config.sync.min_interval_ms:g}; sets may not be the best (lower it)")
             for entries in result.sets:
                 matched = group.matched(entries)
-                self._offer(source, Frame(matched, matched.stamp_ns, now), now,
+                self._offer(source, Frame(matched, matched.stamp_ns, now,
+                                          received_mono_ns=time.monotonic_ns()), now,
                             on_workers=group.decodes)
         except Exception as exc:               # never lose a message (or the callback) silently
             self._fail(source, "failed_internal", f"handling a message of {resolved.topic}", exc)
@@ -545,7 +558,7 @@ class Binding:
                 return
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
             # Decoding kinds (compressed images) run on the workers: spread over cores.
-            self._offer(source, Frame(msg, stamp, now, kind.name), now,
+            self._offer(source, Frame(msg, stamp, now, kind.name, time.monotonic_ns()), now,
                         on_workers=getattr(kind, "encode_on_workers", False))
         except Exception as exc:               # never lose a frame (or the callback) silently
             self._fail(source, "failed_internal", f"handling a frame of {source.topic}", exc)
@@ -613,6 +626,9 @@ class Binding:
         except Exception as exc:
             if fn is self._run and (not args or args[0] is None):
                 return                         # nothing holds a slot
+            trace = getattr(args[-1], "trace", None) if fn is self._finish_frame else None
+            if trace is not None:              # a traced frame: its trace is written all the same
+                trace.release()
             if self._stopped:
                 source.count("dropped_unavailable")
             else:
@@ -689,15 +705,48 @@ class Binding:
 
     def _finish_frame(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
                       started: int, future: Future) -> None:
+        published = False
+        trace = getattr(future, "trace", None)     # a traced frame (targets/local.py)
         try:
-            self._complete(source, frame, plan, placement, started, future)
+            published = self._complete(source, frame, plan, placement, started, future, trace)
         except Exception as exc:               # a defect of ours: count, log, keep serving
             self._fail(source, "failed_internal", f"finishing a frame of {source.topic}", exc)
-        finally:                               # whatever happened, the slot goes on
+        finally:
+            if trace is not None:
+                self._end_trace(trace, frame, started)
+            if frame.hedged:
+                self._hedged(source, frame, published)
+            # whatever happened, the slot goes on
             self._run(source, self._finish_source(source))
 
+    @staticmethod
+    def _end_trace(trace, frame: Frame, started: int) -> None:
+        """Add the frame's receipt and the end of its preprocessing (``started``: when it was
+        submitted) to its request's trace and hand the trace back to the core's tracer (written
+        once complete); a trace never fails a frame."""
+        try:
+            if frame.received_mono_ns:
+                trace.capture(TRACE_RECEIVED, frame.received_mono_ns)
+            trace.capture(TRACE_PREPROCESS_END, started)
+        finally:
+            trace.release()
+
+    def _hedged(self, source: Source, frame: Frame, published: bool) -> None:
+        """Count a hedged frame's outcome, and say (throttled) that hedging happens."""
+        source.count("hedged_published" if published else "hedged_lost")
+        remote = self.config.remote
+        self.failures.report(
+            f"hedge:{source.topic}", "hedged",
+            f"binding '{self.config.name}': frames of {source.topic} are hedged: the frame in "
+            f"flight has waited over hedge_after_fraction {remote.hedge_after_fraction:g} of "
+            f"server_timeout_ms {remote.timeout_ms}, so newer frames go to another endpoint "
+            f"(this one {'published' if published else 'lost'}; counted as hedged, "
+            f"hedged_published, hedged_lost in /diagnostics)", level="warn", record=False)
+
     def _complete(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
-                  started: int, future: Future) -> None:
+                  started: int, future: Future, trace=None) -> bool:
+        """Decode and publish a frame's result (True: published); count whatever else.
+        ``trace``: the request's trace, which gets the publication's start and end."""
         try:
             response = future.result()
         except BaseException as exc:           # the future's failure, whatever its type
@@ -714,16 +763,18 @@ class Binding:
                                      f"{source.topic} on model '{self.config.model}' failed "
                                      f"({error.code.name}): {error.message}")
                 source.count("failed_inference")
-            return
+            return False
         elapsed = time.monotonic_ns() - started
         source.infer_latency.add(elapsed)
         self._model_latency.add(elapsed)
+        if trace is not None:
+            trace.capture(TRACE_PUBLISH_START)
         try:
             msg = self._decode(plan, placement, frame, response)
         except Exception as exc:               # the outputs do not decode as configured
             self._fail(source, "failed_decode", f"decoding the result of a frame of "
                        f"{source.topic} ({self.config.format})", exc)
-            return
+            return False
         try:
             source.publisher.publish(msg)
             if source.extra_publishers:
@@ -731,13 +782,16 @@ class Binding:
                     source.extra_publishers[name].publish(extra)
         except Exception as exc:
             self._fail(source, "failed_publish", f"publishing on {source.output_topic}", exc)
-            return
+            return False
+        if trace is not None:
+            trace.capture(TRACE_PUBLISH_END)
         source.count("published")
         latency = self._now_ns() - (frame.stamp_ns or frame.received_ns)
         if latency >= 0:                       # a stamp ahead of our clock has no latency to tell
             source.e2e_latency.add(latency)
         if self._mirror is not None:
             self._mirror(source, msg, response.model_name, response.model_version)
+        return True
 
     def _decode(self, plan: ModelPlan, placement: Any, frame: Frame, response):
         outputs = {name: (value[0] if plan.batching else value)

@@ -12,13 +12,24 @@ whether it arrived fresh and aged waiting in the slot (the model is too slow) or
 the node's clock (clock skew the other way) is reported the same way with a negative age, counted
 as ``stamped_ahead`` and processed all the same.
 
+Hedging (remote targets with more than one endpoint, ``hedge_after_fraction``): when K frames
+are in flight, a new frame is not put in the slot but started at once, as one extra frame in
+flight (``hedged``), if ``can_hedge()`` says that an endpoint holds a request unanswered for
+longer than ``hedge_after_ms`` (a hung server) while another is up and not stalled (the endpoint
+pool then sends the frame there: it prefers the one with fewer outstanding requests and skips a
+stalled one). At most one hedged frame is in flight per source, so at most K + 1 frames are;
+when it leaves, the waiting frame takes its place as usual, so frames keep flowing through the
+healthy endpoint until the hung request times out. The stall is the model's (any of its
+requests), not only this source's: a source of a binding whose other source is caught may
+also run K + 1 frames meanwhile, which is bounded and harmless.
+
 This module is plain Python: the node passes stamps and times in nanoseconds.
 """
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from ..monitoring.counters import SourceCounters
@@ -33,6 +44,8 @@ class Frame:
     stamp_ns: int                      # header stamp; 0 when the publisher left it unset
     received_ns: int
     kind: str = ""                     # the input kind that reads it (codec/registry.py)
+    received_mono_ns: int = 0          # the same on the monotonic clock (request traces)
+    hedged: bool = False               # started beside a stalled frame (see the docstring)
 
 
 class Source:
@@ -40,7 +53,9 @@ class Source:
 
     def __init__(self, topic: str, output_topic: str, *, max_in_flight: int, max_age_ms: int,
                  discovered: bool,
-                 on_stale: Callable[["Source", Frame, int, bool], None] | None = None) -> None:
+                 on_stale: Callable[["Source", Frame, int, bool], None] | None = None,
+                 hedge_after_ms: float = 0.0,
+                 can_hedge: Callable[[], bool] | None = None) -> None:
         self.topic = topic
         self.output_topic = output_topic
         self.discovered = discovered           # found by a pattern (may be unbound later)
@@ -60,6 +75,8 @@ class Source:
         # (source, frame, age ns, whether it aged waiting in the slot), called outside the lock
         self._on_stale = on_stale
         self._progress_ns = 0                  # monotonic: a frame last started idle or left
+        self.hedge_after_ns = int(hedge_after_ms * 1e6)   # 0: no hedging
+        self._can_hedge = can_hedge
 
     # ---------------------------------------------------------------- flow control
     def offer(self, frame: Frame, now_ns: int) -> Frame | None:
@@ -81,6 +98,10 @@ class Source:
                     self._progress_ns = time.monotonic_ns()
                 self._in_flight += 1
                 return frame
+            elif self._hedge_now():
+                self._in_flight += 1
+                self.counters.hedged += 1
+                return replace(frame, hedged=True)
             else:
                 if self._pending is not None:
                     self.counters.dropped_superseded += 1
@@ -104,11 +125,24 @@ class Source:
                     stale.append(waiting)
                     continue
                 frame = waiting                # takes over the finished frame's place
+            if frame is not None and self._in_flight > self.max_in_flight:
+                # the extra (hedged) place: the frame taking it is hedged too
+                self.counters.hedged += 1
+                frame = replace(frame, hedged=True)
             if frame is None:
                 self._in_flight -= 1
         for old in stale:
             self._stale(old, now_ns, waited=True)
         return frame
+
+    def _hedge_now(self) -> bool:
+        """Under the lock, K frames in flight: whether a new frame starts beside them."""
+        if not self.hedge_after_ns or self._in_flight > self.max_in_flight:
+            return False                       # off, or a hedged frame is in flight already
+        try:
+            return self._can_hedge is None or bool(self._can_hedge())
+        except Exception:                      # a target that cannot say: no hedge
+            return False
 
     def _is_stale(self, frame: Frame, now_ns: int) -> bool:
         return self.max_age_ns > 0 and frame.stamp_ns > 0 and now_ns - frame.stamp_ns > self.max_age_ns

@@ -43,6 +43,12 @@ class SourceCounters:
     # Not a drop: frames stamped more than max_age_ms ahead of the node's clock (clock skew),
     # processed and published all the same.
     stamped_ahead: int = 0
+    # Not a drop either: frames sent while the source's frame in flight had waited longer than
+    # hedge_after_fraction of server_timeout_ms (remote targets: a hung endpoint), and how they
+    # ended (published, or lost: dropped or failed; the rest are still in flight).
+    hedged: int = 0
+    hedged_published: int = 0
+    hedged_lost: int = 0
     failed_plan: int = 0
     failed_preprocess: int = 0
     failed_inference: int = 0

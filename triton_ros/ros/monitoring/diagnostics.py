@@ -121,6 +121,9 @@ class BindingHealth:
     dropped_malformed: int = 0
     dropped_unavailable: int = 0
     stamped_ahead: int = 0
+    hedged: int = 0
+    hedged_published: int = 0
+    hedged_lost: int = 0
     failed: int = 0
     failed_plan: int = 0
     failed_preprocess: int = 0
@@ -290,7 +293,8 @@ class DiagnosticsReporter:
                 delta.published / period_s if period_s > 0 else 0.0, counters.dropped,
                 counters.unmatched, ", ".join(f"{name} {reason} {n}" for name, reason, n
                                               in source.unmatched_by_input)))
-        for name in ("received", "published", "failed", "stamped_ahead") + DROP_REASONS + \
+        for name in ("received", "published", "failed", "stamped_ahead", "hedged",
+                     "hedged_published", "hedged_lost") + DROP_REASONS + \
                 FAIL_REASONS + UNMATCHED_REASONS:
             setattr(health, name, getattr(totals, name))
         health.latency_p50_ms, health.latency_p99_ms = percentiles_ms(e2e)

@@ -64,16 +64,19 @@ class FailureLog:
         self.last_stale: LastError | None = None
 
     def report(self, key: str, reason: str, text: str, *, level: str = "error",
-               summary: str = "") -> bool:
+               summary: str = "", record: bool = True) -> bool:
         """Record a failure; log it unless one of the same ``key`` was logged within the period.
-        Returns whether it was logged."""
+        Returns whether it was logged. ``record`` False: a note (e.g. frames hedged), logged
+        the same way but not kept as the last error."""
         now = time.monotonic_ns()
-        record = LastError(text, reason, level, now, summary or text)
+        last = LastError(text, reason, level, now, summary or text)
         with self._lock:
-            if reason in ("dropped_stale", "stamped_ahead"):
-                self.last_stale = record       # clock trouble, kept apart from failures
+            if not record:
+                pass
+            elif reason in ("dropped_stale", "stamped_ahead"):
+                self.last_stale = last         # clock trouble, kept apart from failures
             else:
-                self.last = record
+                self.last = last
             throttle = self._throttles.get(key)
             if throttle is not None and now - throttle.logged_ns < self._every_ns:
                 throttle.suppressed += 1

@@ -107,9 +107,16 @@ class LocalModelTarget:
             requested = self._requested.get(key)
             if requested is None:
                 requested = self._requested[key] = tuple(RequestedOutput(n) for n in key)
-        return self._core.infer(InferRequest(
+        request = InferRequest(
             model_name=self.name, inputs=dict(inputs), model_version=self.version,
-            requested_outputs=requested, priority=priority, timeout_us=timeout_us))
+            requested_outputs=requested, priority=priority, timeout_us=timeout_us)
+        # Tracing (core/tracer.py): the binding adds the frame's own timestamps (received,
+        # published) to a sampled request's trace and releases it (future.trace).
+        request.caller_releases_trace = self._core.tracer.active
+        future = self._core.infer(request)
+        if request.trace is not None:
+            future.trace = request.trace
+        return future
 
     def close(self) -> None:
         """Nothing to release: the core is the node's and stops with it."""

@@ -39,6 +39,7 @@ class RemoteConfig:
     header_key: str = ""
     header_value: str = field(default="", repr=False)     # a secret: never printed
     shared_memory: str = "auto"
+    hedge_after_fraction: float = 0.25    # of timeout_ms; 0: no hedging (binding/source.py)
 
     @property
     def headers(self) -> dict[str, str] | None:
@@ -105,3 +106,6 @@ def check_remote_config(config: RemoteConfig) -> None:
         raise invalid_arg(f"shared_memory must be one of {', '.join(SHARED_MEMORY_MODES)}")
     if config.timeout_ms <= 0:
         raise invalid_arg("server_timeout_ms must be positive")
+    if not 0.0 <= config.hedge_after_fraction <= 1.0:
+        raise invalid_arg(f"hedge_after_fraction must be within [0, 1], got "
+                          f"{config.hedge_after_fraction:g} (0: no hedging)")

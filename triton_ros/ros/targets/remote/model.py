@@ -222,6 +222,12 @@ class RemoteModel:
     def endpoints(self) -> list[EndpointHealth]:
         return [ep.health() for ep in self._pool]
 
+    def can_hedge(self) -> bool:
+        """Whether a frame sent now beside one stalled longer than hedge_after_fraction of the
+        timeout would find a moving endpoint (pool.py)."""
+        after_ns = int(self.settings.hedge_after_fraction * self.settings.timeout_ms * 1e6)
+        return after_ns > 0 and self._pool.can_hedge(after_ns)
+
     def describe_endpoints(self) -> list[tuple[str, str, str]]:
         """(url, state, reason) per endpoint, without draining any figure."""
         return [(ep.address.url, ep.state, ep.reason) for ep in self._pool]

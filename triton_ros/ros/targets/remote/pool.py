@@ -83,7 +83,8 @@ class Endpoint:
 
     def oldest_age(self, now_ns: int) -> int:
         """How long the oldest outstanding request has waited (ns); 0 without one."""
-        return now_ns - min(self.started.values()) if self.started else 0
+        started = list(self.started.values())
+        return now_ns - min(started) if started else 0
 
     def backoff_s(self) -> float:
         """How long a down endpoint waits for its next probe."""
@@ -134,6 +135,24 @@ class EndpointPool:
         fewest = min(n for n, _, _ in moving)
         candidates = [i for n, i, _ in moving if n == fewest]
         return self.endpoints[candidates[next(self._turn) % len(candidates)]]
+
+    def can_hedge(self, after_ns: int) -> bool:
+        """Whether an endpoint holds a request unanswered for longer than ``after_ns`` (stalled)
+        while another is up with none that old: a frame hedged now (binding/source.py) would
+        find one that moves. Read from other threads: a race gives a stale answer, never an
+        error."""
+        now = time.monotonic_ns()
+        stalled = moving = False
+        for ep in self.endpoints:
+            try:
+                age = ep.oldest_age(now)
+            except (RuntimeError, ValueError):    # its requests changed while read
+                continue
+            if age >= after_ns:
+                stalled = True
+            elif ep.state == UP:
+                moving = True
+        return stalled and moving
 
     def unavailable_text(self, model: str) -> str:
         states = "; ".join(f"{ep.address.url} {ep.state} ({ep.reason})" for ep in self.endpoints)
