@@ -216,3 +216,30 @@ def stop_run(node, cameras, log, probe, subscriptions) -> None:
     log.close()
     for sub in subscriptions:
         probe.destroy_subscription(sub)
+
+
+def follow_status(probe, node_name: str, subscriptions: list, *, node=None, what: str = "",
+                  log_name: str = "", timeout_s: float = 60.0):
+    """Subscribe ``probe`` to ``/<node_name>/status`` (added to ``subscriptions``); returns
+    ``fresh_status(after_ns)``: the first status stamped after ``after_ns`` (node clock).
+    RuntimeError when ``node`` (its Popen) exits or no such status comes in ``timeout_s``."""
+    import time
+
+    from triton_ros_interfaces.msg import InferenceStatus
+
+    status: dict = {}
+    subscriptions.append(probe.create_subscription(
+        InferenceStatus, f"/{node_name}/status", lambda m: status.__setitem__("last", m), 10))
+    see = f"; see {log_name}" if log_name else ""
+
+    def fresh_status(after_ns: int):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            msg = status.get("last")
+            if msg is not None and stamp_ns(msg.header.stamp) > after_ns:
+                return msg
+            if node is not None and node.poll() is not None:
+                raise RuntimeError(f"{what}: the node exited{see}")
+            time.sleep(0.02)
+        raise RuntimeError(f"{what}: no ~/status from the node{see}")
+    return fresh_status

@@ -37,7 +37,7 @@ import numpy as np
 import yaml
 
 from bench.common import (LOAD_AT_START, OUT, ROOT, ServerProcess, commit, cpu_seconds,
-                          default_out, machine_lines, stamp_ns, stop_run)
+                          default_out, follow_status, machine_lines, stamp_ns, stop_run)
 
 
 @dataclass
@@ -70,7 +70,6 @@ def machine() -> str:
 
 
 def run_config(name: str, args, tmp: Path, probe, server) -> Result:
-    from triton_ros_interfaces.msg import InferenceStatus
 
     from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
@@ -103,21 +102,9 @@ def run_config(name: str, args, tmp: Path, probe, server) -> Result:
 
     subs = [probe.create_subscription(DETECTIONS_TYPE, f"/{c}/detections", on_detections, 100)
             for c in cams]
-    status: dict = {}
-    subs.append(probe.create_subscription(InferenceStatus, f"/{node_name}/status",
-                                          lambda m: status.__setitem__("last", m), 10))
+    fresh_status = follow_status(probe, node_name, subs, node=node, what=name,
+                                 log_name=log.name)
     cameras = None
-
-    def fresh_status(after_ns: int):
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            msg = status.get("last")
-            if msg is not None and stamp_ns(msg.header.stamp) > after_ns:
-                return msg
-            if node.poll() is not None:
-                raise RuntimeError(f"{name}: the node exited; see {log.name}")
-            time.sleep(0.02)
-        raise RuntimeError(f"{name}: no ~/status from the node; see {log.name}")
 
     try:
         fresh_status(0)

@@ -51,8 +51,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, default_out, machine_lines,
-                          minor_faults, proc_status_kb, stamp_ns, stop_run, thread_cpu_seconds)
+from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, default_out, follow_status,
+                          machine_lines, minor_faults, proc_status_kb, stamp_ns, stop_run,
+                          thread_cpu_seconds)
 
 
 @dataclass
@@ -182,7 +183,6 @@ def stage_cores(raw_file: Path, before: dict, after: dict,
 
 
 def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe) -> Result:
-    from triton_ros_interfaces.msg import InferenceStatus
     from triton_ros_interfaces.srv import GetModelStatistics
 
     from triton_ros.ros.codec.messages import DETECTIONS_TYPE
@@ -215,9 +215,8 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
 
     subs = [probe.create_subscription(DETECTIONS_TYPE, f"/{c}/detections", on_detections, 100)
             for c in cams]
-    status: dict = {}
-    subs.append(probe.create_subscription(InferenceStatus, f"/{node_name}/status",
-                                          lambda m: status.__setitem__("last", m), 10))
+    fresh_status = follow_status(probe, node_name, subs, node=node, what=name,
+                                 log_name=log.name, timeout_s=30)
     stats_client = probe.create_client(GetModelStatistics, f"/{node_name}/get_model_statistics")
     cameras = None
     try:
@@ -228,16 +227,6 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
             + [a for c in cams for a in ("--camera", f"{c}:{args.width}x{args.height}:rgb8")],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         time.sleep(args.warmup)
-
-        def fresh_status(after_ns: int):
-            """The first ~/status stamped after ``after_ns`` (node clock)."""
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                msg = status.get("last")
-                if msg is not None and stamp_ns(msg.header.stamp) > after_ns:
-                    return msg
-                time.sleep(0.02)
-            raise RuntimeError(f"{name}: no ~/status from the node")
 
         def model_stats():
             future = stats_client.call_async(GetModelStatistics.Request(model_name="detector"))

@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, emit_checked, machine,
-                          stamp_ns, stop_run, thread_cpu_seconds)
+from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, emit_checked, follow_status,
+                          machine, stamp_ns, stop_run, thread_cpu_seconds)
 from bench.sensors.cameras import topic
 
 DROPS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable",
@@ -60,7 +60,6 @@ class Result:
 
 
 def run(name: str, args, tmp: Path, probe) -> Result:
-    from triton_ros_interfaces.msg import InferenceStatus
 
     from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 
@@ -88,20 +87,8 @@ def run(name: str, args, tmp: Path, probe) -> Result:
 
     subs = [probe.create_subscription(DETECTIONS_TYPE, t.rsplit("/", 1)[0] + "/detections",
                                       on_detections, 100) for t in topics]
-    status: dict = {}
-    subs.append(probe.create_subscription(InferenceStatus, f"/{node_name}/status",
-                                          lambda m: status.__setitem__("last", m), 10))
-
-    def fresh_status(after_ns: int):
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            msg = status.get("last")
-            if msg is not None and stamp_ns(msg.header.stamp) > after_ns:
-                return msg
-            if node.poll() is not None:
-                raise RuntimeError(f"{name}: the node exited; see {log.name}")
-            time.sleep(0.05)
-        raise RuntimeError(f"{name}: no ~/status from the node; see {log.name}")
+    fresh_status = follow_status(probe, node_name, subs, node=node, what=name,
+                                 log_name=log.name)
 
     cameras = None
     try:
