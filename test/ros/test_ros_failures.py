@@ -148,7 +148,16 @@ def test_failing_models_are_reported_and_recover_while_other_bindings_keep_publi
         assert ERROR_TEXT in on_status.last_error and ERROR_TEXT in on_status.message
         assert on_status.last_error_age_s >= 0
 
-        # A binding whose settings do not fit its model, and outputs that do not decode.
+        # A binding whose settings do not fit its model, and outputs that do not decode (their
+        # first frames may come after err's and exc's on a loaded host).
+        def counted(name: str, reason: str) -> bool:
+            status_of = diagnostics.binding(name)
+            return status_of is not None and int(Diagnostics.values(status_of).get(reason, 0)) > 0
+        wait_until(lambda: all(counted(b, r) for b, r in (
+            ("misfit", "failed_plan"), ("undecodable", "failed_decode"),
+            ("broken", "dropped_unavailable"), ("missing", "dropped_unavailable"))),
+            what="the other failures counted on /diagnostics")
+        log = node.log()
         assert ("binding 'misfit': cannot feed model 'py_good': model 'py_good' has no input "
                 "'no_such_input' (inputs: image)") in log
         misfit = diagnostics.binding("misfit")

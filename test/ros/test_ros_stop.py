@@ -80,8 +80,12 @@ def test_sigint_stops_under_camera_load_exit_0_within_3_s(tmp_path):
 
 def test_synthetic_cameras_stop_on_sigterm():
     cameras = cameras_process(rate=30.0)
-    time.sleep(2.0)
+    # its first line comes after its signal handlers are in place (a loaded host may take more
+    # than a few seconds to import rclpy); then it publishes for a while
+    first = cameras.stdout.readline()
+    assert first.startswith("synthetic_cameras: "), first
+    time.sleep(1.0)
     rc, seconds = stop_within(cameras, signal.SIGTERM, LIMIT_S)
-    out = cameras.stdout.read()
+    out = first + cameras.stdout.read()
     assert rc == 0 and seconds < LIMIT_S, (rc, seconds, out)
     assert "synthetic_cameras: sent" in out
