@@ -22,6 +22,8 @@ from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
 pytestmark = pytest.mark.system
 
+HEDGED_MIN = 6       # frames published after the hang, at least (plain: at most 3)
+
 NS = f"/h{TOKEN}"
 CAMERA = parse_camera("robot/camera:320x240:rgb8")
 TIMEOUT_MS = 2000
@@ -90,8 +92,10 @@ def test_hedging_keeps_a_camera_served_while_an_endpoint_hangs(tmp_path):
               f"{hedged[0] if hedged else None} s after the hang), plain {len(plain)}")
         # without hedging the camera is held by the frame stuck in A: (almost) nothing
         assert len(plain) <= 3, plain
-        # with hedging: most frames, the first well before the timeout
-        assert len(hedged) >= max(10, len(plain) + 10), (hedged, plain, node.log()[-3000:])
+        # with hedging: many frames (about 30 on a quiet host, 9 on a loaded CI host), the
+        # first well before the timeout
+        assert len(hedged) >= max(HEDGED_MIN, len(plain) + HEDGED_MIN), \
+            (hedged, plain, node.log()[-3000:])
         assert hedged[0] < TIMEOUT_MS / 2000, hedged
 
         name = f"/{node.name}: binding hedged"
@@ -101,7 +105,7 @@ def test_hedging_keeps_a_camera_served_while_an_endpoint_hangs(tmp_path):
                 for st in msg.status:
                     if st.name == name:
                         values = {kv.key: kv.value for kv in st.values}
-                        return int(values["hedged_published"]) >= 10 and values
+                        return int(values["hedged_published"]) >= HEDGED_MIN and values
             return None
         values = wait_until(counted, 10, "hedged frames in /diagnostics")
         assert int(values["hedged"]) >= int(values["hedged_published"])
@@ -111,7 +115,7 @@ def test_hedging_keeps_a_camera_served_while_an_endpoint_hangs(tmp_path):
         assert plain_values["hedged"] == "0", plain_values
         # the same counts in ~/status (triton_ros_interfaces/BindingStatus)
         by_name = wait_until(lambda: (last := status.last()) and
-                             {b.name: b for b in last.bindings}["hedged"].hedged_published >= 10
+                             {b.name: b for b in last.bindings}["hedged"].hedged_published >= HEDGED_MIN
                              and {b.name: b for b in last.bindings}, 10, "hedged in ~/status")
         assert by_name["hedged"].hedged >= by_name["hedged"].hedged_published
         assert by_name["plain"].hedged == 0
