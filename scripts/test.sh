@@ -15,6 +15,7 @@
 #   ./scripts/test.sh --python 3.11 -n 0 test/test_metrics.py    no xdist workers
 #   TRITON_ROS_TEST_PYTHONS="3.12" ./scripts/test.sh   the Pythons through the environment
 #   TRITON_ROS_TEST_WORKERS=4 ./scripts/test.sh        xdist workers per suite (default 3)
+#   TRITON_ROS_TEST_RERUN_MAX=0 ./scripts/test.sh      no second run of a few failed tests (default 5)
 #   TRITON_ROS_TEST_DOMAIN_ID=40 ./scripts/test.sh     the first of the ROS domains the suites use
 #                                                      (one per worker: 40..45 here), else random
 #
@@ -38,6 +39,7 @@ if [ ${#pythons[@]} -eq 0 ]; then
   read -r -a pythons <<< "${TRITON_ROS_TEST_PYTHONS:-3.11 3.10}"
 fi
 workers="${TRITON_ROS_TEST_WORKERS:-3}"
+rerun_max="${TRITON_ROS_TEST_RERUN_MAX:-5}"
 durations="${TRITON_ROS_TEST_DURATIONS:-25}"
 
 version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
@@ -83,13 +85,36 @@ python_run() {
     echo "test.sh: ${venv#"$ROOT"/} has CPython $got, not $want (remove it to recreate it)" >&2
     echo "wrong-interpreter:$got $setup_s 0" >"$logs/$i.result"; return 1
   fi
-  local xdist=()
+  local xdist=() domain=$((base_domain + i * (workers > 0 ? workers : 1)))
   [ "$workers" -gt 0 ] && xdist=(-n "$workers" --dist loadfile)
-  TRITON_ROS_TEST_DOMAIN_ID=$((base_domain + i * (workers > 0 ? workers : 1))) \
-    "$venv/bin/python" -m pytest "${xdist[@]}" --durations="$durations" "$@"
+  # each Python its own pytest cache (the suites run side by side in one checkout)
+  local cache="$ROOT/.pytest_cache/py$want"
+  TRITON_ROS_TEST_DOMAIN_ID=$domain "$venv/bin/python" -m pytest -o cache_dir="$cache" \
+    "${xdist[@]}" --durations="$durations" "$@"
   rc=$?
   # pytest exits 5 when it collected no test: that is a failure of the suite, not a pass.
   if [ $rc -eq 5 ]; then echo "test.sh: no tests were collected" >&2; rc=1; fi
+  # A few failed tests (at most $rerun_max) are run again, alone, once: on this project's
+  # shared 2-core hosts a timing-sensitive test can miss under six suites' load. What passes
+  # alone is named in the summary as FLAKY (a defect to fix, not a pass to forget); what fails
+  # again fails the suite.
+  if [ $rc -eq 1 ] && [ "$rerun_max" -gt 0 ]; then
+    local failed
+    failed="$("$venv/bin/python" -c 'import json, sys
+try:
+    print("\n".join(sorted(json.load(open(sys.argv[1])))))
+except OSError:
+    pass' "$cache/v/cache/lastfailed")"
+    local n; n=$(printf '%s' "$failed" | grep -c . || true)
+    if [ "$n" -ge 1 ] && [ "$n" -le "$rerun_max" ]; then
+      echo "test.sh: CPython $want: $n test(s) failed; running them again, alone:" >&2
+      printf '  %s\n' $failed >&2
+      TRITON_ROS_TEST_DOMAIN_ID=$domain "$venv/bin/python" -m pytest -o cache_dir="$cache" \
+        -n 0 --last-failed --last-failed-no-failures none "$@"
+      rc=$?
+      [ $rc -eq 0 ] && printf '%s\n' $failed >"$logs/$i.flaky"
+    fi
+  fi
   suite_s=$((SECONDS - t0 - setup_s))
   echo "$rc $setup_s $suite_s" >"$logs/$i.result"
   return $rc
@@ -122,6 +147,9 @@ for i in "${!pythons[@]}"; do
   esac
   [ "$rc" = "0" ] || status=1
   summary+=("CPython ${pythons[$i]}: $what; set-up $setup_s s, suite $suite_s s, done at $(cat "$logs/$i.secs" 2>/dev/null || echo '?') s")
+  if [ -s "$logs/$i.flaky" ]; then
+    summary+=("CPython ${pythons[$i]}: FLAKY, failed in the suite and passed alone: $(tr '\n' ' ' < "$logs/$i.flaky")")
+  fi
 done
 printf 'test.sh: %s\n' "${summary[@]}" >&2
 exit $status
