@@ -34,11 +34,13 @@ def test_ros_mode_finds_the_cameras_served_from_the_nodes_own_figures(tmp_path):
     shutil.copytree(ROOT / "model_repository" / "color_detector", repo / "color_detector")
     before = digest(repo)
     out = tmp_path / "out"
+    # one 1 s window of 5-10 frames: a frame cut at an edge or lost by DDS on a loaded host is
+    # 10-20 % (79 % published was seen in CI), hence a drop fraction of 0.4 for this machinery test
     proc = subprocess.run(
         [str(Path(sys.executable).parent / "triton-ros-analyzer"), "ros", "-m", str(repo),
          "--model", "color_detector", "--rates", f"{RATE:g}", "--camera-size", "160x120",
          "--latency-budget-ms", "1000", "--max-cameras", "2", "--window-s", str(WINDOW_S),
-         "--windows", str(WINDOWS), "--max-drop-fraction", "0.2", "-e", str(out)],
+         "--windows", str(WINDOWS), "--max-drop-fraction", "0.4", "-e", str(out)],
         capture_output=True, text=True, timeout=240)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
