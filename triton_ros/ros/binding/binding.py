@@ -351,8 +351,9 @@ class Binding:
             if self._matcher is None:
                 return
             selected = self._matcher.select(graph.items())
+            found = set(selected)
             for topic in selected:
-                if topic in self._sources or self._read_elsewhere(topic, selected):
+                if topic in self._sources or self._read_elsewhere(topic, found):
                     continue
                 types = self._publisher_types(topic, graph) if self._fixed_kind is None else []
                 self.add_source(topic, discovered=True,
@@ -369,14 +370,14 @@ class Binding:
             elif forget_ns and now - source.last_seen_publisher_ns > forget_ns:
                 self.remove_source(source.topic)
 
-    def _read_elsewhere(self, topic: str, selected: list[str]) -> bool:
+    def _read_elsewhere(self, topic: str, found: set[str]) -> bool:
         """Whether the camera of a found ``topic`` is read through another of its
         image_transport topics already (a camera driver publishes ``image_raw`` and
         ``image_raw/compressed`` alike): a pattern binds each camera once, the topic bound first,
         or the raw one when both appear together. Logged once per topic skipped."""
         base = base_topic(topic)
         if base != topic:                      # a transport subtopic: its raw topic wins
-            other = base if (base in self._sources or base in selected) else None
+            other = base if (base in self._sources or base in found) else None
         else:
             other = next((t for t in self._sources if t != topic and base_topic(t) == topic),
                          None)
@@ -457,18 +458,12 @@ class Binding:
                     msg = reader(msg)
                 resolved.kind.check(msg)
             except MalformedInput as exc:
-                header = getattr(msg, "header", None)
-                which = "" if header is None else f" (frame_id '{header.frame_id}')"
                 hint = ""
                 if getattr(msg, "encoding", "") in ("16UC1", "32FC1") and \
                         resolved.kind.name == "image":
                     hint = (f" (a depth image: set {self.config.name}.input_kinds."
                             f"{resolved.name}: depth)")
-                self.failures.report(
-                    f"malformed:{resolved.topic}", "dropped_malformed",
-                    f"binding '{self.config.name}': malformed {resolved.kind.name} on "
-                    f"{resolved.topic}{which}: {exc}{hint}; dropped (counted as "
-                    f"dropped_malformed in /diagnostics)", level="warn")
+                self._malformed(resolved.topic, resolved.kind.name, msg, exc, hint)
                 source.count_malformed()
                 return
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
@@ -545,7 +540,6 @@ class Binding:
                   reader: Callable[[Any], Any] | None) -> None:
         if self._stopped:
             return
-        frame = None
         try:
             now = self._now_ns()
             try:
@@ -553,7 +547,7 @@ class Binding:
                     msg = reader(msg)
                 kind.check(msg)
             except MalformedInput as exc:
-                self._malformed(source, kind.name, msg, exc)
+                self._malformed(source.topic, kind.name, msg, exc)
                 source.count_malformed()
                 return
             stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
@@ -579,14 +573,15 @@ class Binding:
             self._fail(source, "failed_internal", f"starting a frame of {source.topic}", exc)
             self._submit(self._run, source, self._finish_source(source))
 
-    def _malformed(self, source: Source, kind: str, msg: Any, exc: Exception) -> None:
-        """Log a malformed frame (throttled); the caller counts it."""
+    def _malformed(self, topic: str, kind: str, msg: Any, exc: Exception,
+                   hint: str = "") -> None:
+        """Log a malformed message of ``topic`` (throttled per topic); the caller counts it."""
         header = getattr(msg, "header", None)     # None: the bytes did not deserialize
         which = "" if header is None else f" (frame_id '{header.frame_id}')"
         self.failures.report(
-            f"malformed:{source.topic}", "dropped_malformed",
-            f"binding '{self.config.name}': malformed {kind} on {source.topic}{which}: "
-            f"{exc}; dropped (counted as dropped_malformed in /diagnostics)", level="warn")
+            f"malformed:{topic}", "dropped_malformed",
+            f"binding '{self.config.name}': malformed {kind} on {topic}{which}: "
+            f"{exc}{hint}; dropped (counted as dropped_malformed in /diagnostics)", level="warn")
 
     def _on_stale(self, source: Source, frame: Frame, age_ns: int, waited: bool) -> None:
         clock = self._clock_name()
@@ -687,7 +682,7 @@ class Binding:
         try:
             inputs, placement, placements = plan.encode_request(frame.msg)
         except MalformedInput as exc:          # found decoding (a corrupt JPEG): the sender's
-            self._malformed(source, frame.kind or "input", frame.msg, exc)
+            self._malformed(source.topic, frame.kind or "input", frame.msg, exc)
             source.count("dropped_malformed")
             return self._finish_source(source)
         except Exception as exc:               # a frame's fault: count it, keep serving
