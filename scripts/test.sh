@@ -89,6 +89,7 @@ python_run() {
   [ "$workers" -gt 0 ] && xdist=(-n "$workers" --dist loadfile)
   # each Python its own pytest cache (the suites run side by side in one checkout)
   local cache="$ROOT/.pytest_cache/py$want"
+  rm -f "$cache/v/cache/lastfailed"       # what fails in this run only (pytest keeps older ones)
   TRITON_ROS_TEST_DOMAIN_ID=$domain "$venv/bin/python" -m pytest -o cache_dir="$cache" \
     "${xdist[@]}" --durations="$durations" "$@"
   rc=$?
@@ -108,11 +109,11 @@ except OSError:
     local n; n=$(printf '%s' "$failed" | grep -c . || true)
     if [ "$n" -ge 1 ] && [ "$n" -le "$rerun_max" ]; then
       echo "test.sh: CPython $want: $n test(s) failed; running them again, alone:" >&2
-      printf '  %s\n' $failed >&2
+      printf '%s\n' "$failed" | sed 's/^/  /' >&2
       TRITON_ROS_TEST_DOMAIN_ID=$domain "$venv/bin/python" -m pytest -o cache_dir="$cache" \
         -n 0 --last-failed --last-failed-no-failures none "$@"
       rc=$?
-      [ $rc -eq 0 ] && printf '%s\n' $failed >"$logs/$i.flaky"
+      [ $rc -eq 0 ] && printf '%s\n' "$failed" >"$logs/$i.flaky"
     fi
   fi
   suite_s=$((SECONDS - t0 - setup_s))
@@ -148,7 +149,7 @@ for i in "${!pythons[@]}"; do
   [ "$rc" = "0" ] || status=1
   summary+=("CPython ${pythons[$i]}: $what; set-up $setup_s s, suite $suite_s s, done at $(cat "$logs/$i.secs" 2>/dev/null || echo '?') s")
   if [ -s "$logs/$i.flaky" ]; then
-    summary+=("CPython ${pythons[$i]}: FLAKY, failed in the suite and passed alone: $(tr '\n' ' ' < "$logs/$i.flaky")")
+    summary+=("CPython ${pythons[$i]}: FLAKY, failed in the suite and passed alone: $(awk 'NR > 1 { printf "; " } { printf "%s", $0 }' "$logs/$i.flaky")")
   fi
 done
 printf 'test.sh: %s\n' "${summary[@]}" >&2
