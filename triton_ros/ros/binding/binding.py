@@ -707,12 +707,14 @@ class Binding:
         except Exception as exc:               # a defect of ours: count, log, keep serving
             self._fail(source, "failed_internal", f"finishing a frame of {source.topic}", exc)
         finally:
-            if trace is not None:
-                self._end_trace(trace, frame, started)
-            if frame.hedged:
-                self._hedged(source, frame, published)
-            # whatever happened, the slot goes on
-            self._run(source, self._finish_source(source))
+            try:
+                if trace is not None:
+                    self._end_trace(trace, frame, started)
+                if frame.hedged:
+                    self._hedged(source, frame, published)
+            finally:
+                # whatever happened, the slot goes on (a failure above: _job_done reports it)
+                self._run(source, self._finish_source(source))
 
     @staticmethod
     def _end_trace(trace, frame: Frame, started: int) -> None:
