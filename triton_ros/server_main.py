@@ -4,19 +4,21 @@ Prometheus metrics, like tritonserver.
 Flags keep tritonserver's names for what exists here (``--model-repository``,
 ``--model-control-mode``, ``--load-model``, ``--repository-poll-secs``, ``--strict-model-config``,
 ``--exit-on-error``, ``--grpc-address``, ``--grpc-port``, ``--http-address``, ``--http-port``,
-``--metrics-address``, ``--metrics-port``, ``--cache-config``, ``--allow-client-shm``,
+``--metrics-address``, ``--metrics-port``, ``--cache-config``,
 ``--log-verbose``, ``--trace-config``, ``--backend-directory``, ``--http-max-input-size``,
 ``--grpc-use-ssl``, ``--grpc-restricted-protocol``,
-``--http-restricted-api``, ``--grpc-keepalive-*``...); the endpoints' limits and TLS are in
-``frontend/options.py`` and the endpoints start through ``frontend/endpoints.py``, as in the
-ROS node. At start it prints the table of models and their states, then "Started
-GRPCInferenceService at ...", "Started HTTPService at ..." and "Started Metrics Service at ...",
-as tritonserver does. SIGINT or SIGTERM stops accepting requests, lets in-flight ones finish,
-unloads the models and exits 0.
+``--http-restricted-api``, ``--grpc-keepalive-*``...); the endpoints' flags come from their
+settings (``frontend/options.py``), which the ROS node declares as parameters, and the
+endpoints start through ``frontend/endpoints.py``, as in the node. At start it prints the table of
+models and their states, then "Started GRPCInferenceService at ...", "Started HTTPService at ..."
+and "Started Metrics Service at ...", as tritonserver does. SIGINT or SIGTERM stops accepting
+requests, lets in-flight ones finish, unloads the models and exits 0.
 
-One deliberate difference: ``--exit-on-error`` defaults to false, so that a model that fails to
+Two deliberate differences: ``--exit-on-error`` defaults to false, so that a model that fails to
 load is listed with its reason while every other model keeps serving (a robot should not lose
-all perception for one bad model). Pass ``--exit-on-error=true`` for tritonserver's behaviour.
+all perception for one bad model); pass ``--exit-on-error=true`` for tritonserver's behaviour.
+And ``--allow-client-shm`` is this server's own flag (tritonserver has none and always lets
+clients register system shared memory), off by default (docs/shared_memory.md says why).
 """
 from __future__ import annotations
 
@@ -36,17 +38,9 @@ from .core.server import InferenceServer, ServerOptions
 from .core.tracer import parse_trace_config
 from .frontend.options import add_arguments as add_endpoint_arguments
 from .frontend.options import options_from_args
+from .settings import parse_bool
 
 _log = logging.getLogger("triton_ros")
-
-
-def parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "1", "yes", "on"):
-        return True
-    if lowered in ("false", "0", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got '{text}'")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,29 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "default is true)")
     p.add_argument("--exit-timeout-secs", type=float, default=30.0,
                    help="how long shutdown waits for in-flight requests (default 30)")
-    p.add_argument("--allow-grpc", type=parse_bool, default=True, metavar="BOOL")
-    p.add_argument("--grpc-address", default="127.0.0.1",
-                   help="address the gRPC endpoint binds (default 127.0.0.1)")
-    p.add_argument("--grpc-port", type=int, default=8001, help="gRPC port (default 8001)")
-    p.add_argument("--allow-http", type=parse_bool, default=True, metavar="BOOL",
-                   help="serve the KServe v2 HTTP/REST endpoint (default true)")
-    p.add_argument("--http-address", default="127.0.0.1",
-                   help="address the HTTP endpoint binds (default 127.0.0.1)")
-    p.add_argument("--http-port", type=int, default=8000, help="HTTP port (default 8000)")
-    p.add_argument("--allow-metrics", type=parse_bool, default=True, metavar="BOOL",
-                   help="serve Prometheus metrics at /metrics (default true)")
-    p.add_argument("--allow-gpu-metrics", type=parse_bool, default=True, metavar="BOOL",
-                   help="include GPU metrics (NVML) when a GPU exists (default true)")
-    p.add_argument("--allow-cpu-metrics", type=parse_bool, default=True, metavar="BOOL",
-                   help="include CPU utilization and memory metrics (default true)")
-    p.add_argument("--metrics-address", default=None,
-                   help="address the metrics endpoint binds (default: --http-address)")
-    p.add_argument("--metrics-port", type=int, default=8002, help="metrics port (default 8002)")
-    p.add_argument("--metrics-interval-ms", type=float, default=2000.0, metavar="MS",
-                   help="how often CPU/GPU/cache gauges are sampled (default 2000)")
     p.add_argument("--allow-client-shm", type=parse_bool, default=False, metavar="BOOL",
                    help="let clients register system shared memory regions and use them for "
-                        "inputs and outputs (default false, as in tritonserver)")
+                        "inputs and outputs (default false; tritonserver has no such flag "
+                        "and always allows it: docs/shared_memory.md)")
     p.add_argument("--cache-config", action="append", default=[], metavar="CACHE,KEY=VALUE",
                    help="response cache, e.g. --cache-config local,size=1048576 (repeatable)")
     p.add_argument("--response-cache-byte-size", type=int, default=None, metavar="BYTES",
@@ -113,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-warning", type=parse_bool, default=True, metavar="BOOL")
     p.add_argument("--log-error", type=parse_bool, default=True, metavar="BOOL")
     p.add_argument("--log-format", choices=("default", "ISO8601"), default="default")
-    add_endpoint_arguments(p, parse_bool)
+    add_endpoint_arguments(p)
     add_trace_arguments(p)
     return p
 

@@ -15,8 +15,9 @@ the built-in ones (:data:`BACKENDS`), then the ``triton_ros.backends`` entry-poi
 installed Python packages (the entry point's name is the backend's, its value ``module:Class``
 of a :class:`BackendModel` subclass), then each backend directory (``--backend-directory``, as
 tritonserver's): ``<directory>/<name>/backend.py`` defining ``BACKEND_MODEL``, the class. A
-backend is imported only when a model names it, so that a machine without TensorRT, CUDA, torch
-or OpenVINO never imports them. The contract a plugin implements is docs/backends.md.
+backend is imported only when a model names it, so that a machine without TensorRT, CUDA, torch,
+OpenVINO, TensorFlow, LiteRT or the forest libraries never imports them. The contract a plugin
+implements is docs/backends.md.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ from .datatypes import from_numpy_dtype
 from .errors import (TritonRosError, as_triton_error, internal, invalid_arg, unavailable,
                      unsupported)
 from .infer_request import InferRequest, InferResponse, model_facing_inputs
-from .model_config import DEFAULT_MAX_BATCH_SIZE, WILDCARD_DIM, ModelConfig, version_dirs
+from .model_config import (DEFAULT_MAX_BATCH_SIZE, WILDCARD_DIM, ModelConfig, TensorConfig,
+                           version_dirs)
 
 _log = logging.getLogger("triton_ros.backends")
 
@@ -50,6 +52,10 @@ BACKENDS: dict[str, str] = {
     "python": "triton_ros.core.backends.python_backend:PythonModel",
     "pytorch": "triton_ros.core.backends.pytorch_backend:PyTorchModel",
     "openvino": "triton_ros.core.backends.openvino_backend:OpenVINOModel",
+    "tensorflow": "triton_ros.core.backends.tensorflow_backend:TensorFlowModel",
+    "armnn_tflite": "triton_ros.core.backends.tflite_backend:TFLiteModel",
+    "tflite": "triton_ros.core.backends.tflite_backend:TFLiteModel",
+    "fil": "triton_ros.core.backends.fil_backend:FilModel",
 }
 #: The entry-point group in which installed packages name their backends.
 ENTRY_POINT_GROUP = "triton_ros.backends"
@@ -186,7 +192,8 @@ registry = BackendRegistry()
 
 
 def backend_class(name: str) -> type["BackendModel"]:
-    """The :class:`BackendModel` subclass serving backend ``name`` (see :class:`BackendRegistry`)."""
+    """The :class:`BackendModel` subclass serving backend ``name`` (see
+    :class:`BackendRegistry`)."""
     return registry.find(name)
 
 
@@ -293,14 +300,54 @@ def autofill_tensors(proto, field, tensors) -> None:
                 io.reshape.SetInParent()
 
 
+def check_tensor(config: ModelConfig, tensor: TensorConfig, info: tuple[str, list[int]],
+                 what: str, batching: bool) -> None:
+    """A model tensor's (protocol data type, dims with the batch dimension) against its
+    configuration; INVALID_ARG saying what differs (the ONNX Runtime backend's messages)."""
+    dtype, model_dims = info
+    if dtype != tensor.datatype:
+        raise invalid_arg(f"unable to load model '{config.name}', unexpected datatype "
+                          f"TYPE_{dtype if dtype != 'BYTES' else 'STRING'} for {what} "
+                          f"'{tensor.name}', expecting TYPE_"
+                          f"{tensor.datatype if tensor.datatype != 'BYTES' else 'STRING'}")
+    expected = list(tensor.reshape if tensor.reshape is not None else tensor.dims)
+    if batching:
+        if not model_dims or model_dims[0] != WILDCARD_DIM:
+            raise invalid_arg(f"unable to load model '{config.name}', model {what} "
+                              f"'{tensor.name}' has shape {model_dims}: the first dimension must "
+                              f"be dynamic to support batching (max_batch_size "
+                              f"{config.max_batch_size})")
+        model_dims = model_dims[1:]
+    if len(model_dims) != len(expected) or any(
+            m != WILDCARD_DIM and e != WILDCARD_DIM and m != e for m, e in zip(model_dims, expected)):
+        # Scalars/empty reshape: the model may legitimately see [] where the config says [1].
+        if not (expected == [] and model_dims == []):
+            raise invalid_arg(f"unable to load model '{config.name}', model {what} "
+                              f"'{tensor.name}' dims {model_dims} don't match configuration dims "
+                              f"{expected}")
+
+
 # answer_early(pairs of (request, response), compute_input_ns, compute_infer_ns, compute_output_ns):
 # the requests of one finished part of a batch, answered at once by the model.
 AnswerEarly = Callable[[list[tuple[InferRequest, InferResponse]], int, int, int], None]
 
 
+class _Streamed:
+    """See :data:`STREAMED`."""
+
+    def __repr__(self) -> str:
+        return "STREAMED"
+
+
+#: The response an instance gives for a request of a decoupled model: its responses go (or
+#: went) through the request's ``response_factory`` (Triton's response factory), in order, the
+#: last one final. An error in its place fails the request, unless its final response was sent.
+STREAMED = _Streamed()
+
+
 @dataclass
 class ExecuteResult:
-    """One response or error per request, and how long each phase took."""
+    """One response or error per request (or :data:`STREAMED`), and how long each phase took."""
 
     responses: list[InferResponse | TritonRosError]
     compute_input_ns: int = 0

@@ -33,10 +33,8 @@ calls :meth:`DynamicBatchScheduler.set_part_rows`), a batch step 4 sends is hand
 part: the instance takes the first part, the rest stay at the head of the queue, already sent,
 and the next free instance takes the next part at once. Which requests are sent and when is
 Triton's decision, unchanged; only no instance holds a whole batch while another is free, so
-requests are served in arrival order across instances (tinydet, 2 instances, concurrency 16:
-p99 80 -> 57 and 87 -> 67 ms in two runs; bench/DECISIONS.md, "A batch's parts handed out to
-free instances"). The statistics
-still count the batch as one execution (:class:`SentBatch`). Only for a plain FIFO queue: no
+requests are served in arrival order across instances. The statistics still count the batch as
+one execution (:class:`SentBatch`). Only for a plain FIFO queue: no
 priority levels, no timeouts, no ordering to keep. (Should the queue be failed while parts of a
 batch wait, its requests are failed and counted, but the execution of its parts that ran is
 not.)
@@ -74,8 +72,7 @@ STOPPING_MESSAGE = ("Server is stopping, scheduler for model has stopped accepti
 
 #: The longest an instance thread sleeps in one wait; it then looks at the queue again. A
 #: configured delay may be far longer (up to about 292 years: model_config.MAX_MICROSECONDS),
-#: and a timed wait past ``threading.TIMEOUT_MAX`` (about 292 years on Linux) raises
-#: OverflowError: that killed every instance thread of a model with a larger delay (issue 34).
+#: while a timed wait past ``threading.TIMEOUT_MAX`` raises OverflowError.
 MAX_WAIT_S = 3600.0
 
 _PR_SET_TIMERSLACK = 29                # linux/prctl.h
@@ -187,8 +184,10 @@ class DynamicBatchScheduler:
         self._sent: SentBatch | None = None       # the batch _released belongs to
 
     # ---------------------------------------------------------------- producer side
-    def enqueue(self, request: InferRequest) -> None:
-        """Queue a normalized request; raise UNAVAILABLE when stopping or the queue is full."""
+    def enqueue(self, request: InferRequest, *, keep_queue_start: bool = False) -> None:
+        """Queue a normalized request; raise UNAVAILABLE when stopping or the queue is full.
+        ``keep_queue_start``: the request's queue time began earlier (the sequence batcher's
+        enqueue), as Triton keeps a queue start already captured."""
         with self._cv:
             if self._stopping:
                 raise self._stop_error or StoppingError(STOPPING_MESSAGE)
@@ -206,7 +205,8 @@ class DynamicBatchScheduler:
             if policy.allow_timeout_override and 0 < request.timeout_us < timeout_us:
                 timeout_us = request.timeout_us
             now = time.monotonic_ns()
-            request.queue_start_ns = now
+            if not keep_queue_start:
+                request.queue_start_ns = now
             deadline = now + timeout_us * 1000 if timeout_us else 0
             queue.main.append(_Entry(request, now, deadline))
             self._size += 1
@@ -251,10 +251,12 @@ class DynamicBatchScheduler:
         return priority
 
     # ---------------------------------------------------------------- consumer side
-    def next_batch(self) -> tuple[int, list[InferRequest], SentBatch | None] | None:
+    def next_batch(self, instance: int = 0
+                   ) -> tuple[int, list[InferRequest], SentBatch | None] | None:
         """Block until a batch should execute; return (sequence, requests, the sent batch they
         are a part of or None when they are the whole of it), or None once stopped and empty.
-        Called by each model instance's thread when it is free."""
+        Called by each model instance's thread when it is free (any instance takes any
+        batch: ``instance`` is not read)."""
         while True:
             rejected: list[_Entry] = []
             batch: list[InferRequest] | None = None
@@ -310,6 +312,13 @@ class DynamicBatchScheduler:
         batches may have been the one a queued request woke)."""
         with self._cv:
             self._cv.notify()
+
+    def set_instances(self, count: int) -> None:
+        """The instances that take batches (any of them takes any batch: nothing to set)."""
+
+    def instance_failed(self, instance: int, error: TritonRosError) -> None:
+        """An instance takes no more batches: the others serve the queue."""
+        self.wake()
 
     def stop(self, *, drain: bool, error: TritonRosError | None = None) -> None:
         """Refuse new requests; keep serving queued ones (drain) or fail them with ``error``

@@ -13,6 +13,9 @@ prefixed with ``in ensemble '<name>', `` as in Triton; steps still running are l
 and ignored. Statistics are recorded for the ensemble as Triton does: success/fail and request
 time per ensemble request, queue time until the first step starts, compute times summed over
 the steps, one "execution" per request. Each composing model records its own as usual.
+Every step gets the ensemble request's sequence (correlation ID, START, END), so a stateful
+composing model keeps its sequences; a decoupled composing model is refused at load
+(UNSUPPORTED).
 
 At load, :func:`validate_ensemble` checks the steps against the composing models' configurations
 (ValidateEnsembleConfig); the graph on its own is checked with the configuration
@@ -31,7 +34,8 @@ from typing import Callable
 import numpy as np
 
 from .datatypes import protocol_to_config
-from .errors import TritonRosError, as_triton_error, internal, invalid_arg, unavailable
+from .errors import (TritonRosError, as_triton_error, internal, invalid_arg, unavailable,
+                     unsupported)
 from .infer_request import InferRequest, InferResponse, RequestedOutput
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig, TensorConfig
@@ -187,7 +191,10 @@ class _EnsembleContext:
             model_version=step.model_version, id=request.id,
             requested_outputs=tuple(RequestedOutput(name) for name, _ in step.outputs),
             priority=request.priority, timeout_us=request.timeout_us,
-            parameters=dict(request.parameters))
+            parameters=dict(request.parameters),
+            # A stateful step sees the ensemble request's sequence, as in Triton.
+            sequence_id=request.sequence_id, sequence_start=request.sequence_start,
+            sequence_end=request.sequence_end)
         if request.trace is not None:       # a step of a traced request: a child trace
             sub.trace = request.trace.spawn_child()
         future = self.model.manager.infer(sub)
@@ -322,6 +329,10 @@ def validate_ensemble(config: ModelConfig, composing: Callable[[_Step], ModelCon
     for step in steps:
         step_config = composing(step)
         model = step.model_name
+        if step_config.decoupled:
+            raise unsupported(f"ensemble {name}: step model {model} uses the decoupled "
+                              f"transaction policy, which triton_ros does not run inside an "
+                              f"ensemble")
         if 0 < step_config.max_batch_size < config.max_batch_size:
             raise invalid_arg(f"ensemble {name} allows maximum batch size {config.max_batch_size}, "
                               f"but it contains model {model} which only allows maximum batch "

@@ -49,9 +49,17 @@ class TritonRosError(Exception):
 class UnknownModelError(TritonRosError):
     """A request named a model, or a version, that the server does not serve now.
 
-    The code is Triton's for the case (an unknown name, no ready version, an unknown version);
-    the type lets callers (the ROS bindings) tell "the model is not there" from other failures
-    without reading the message."""
+    The code is tritonserver's for the case: NOT_FOUND for a name it does not know (an empty one
+    too: :func:`unknown_model`), for a model with no ready version and for an unknown version;
+    UNAVAILABLE for a known version that is not ready. Every frontend answers with that code
+    (gRPC NOT_FOUND, HTTP 404, Kafka's ``triton-status``); the type lets callers (the ROS
+    bindings) tell "the model is not there" from other failures without reading the message."""
+
+
+def unknown_model(name: str) -> UnknownModelError:
+    """tritonserver's answer for a model name it does not serve: NOT_FOUND."""
+    return UnknownModelError(StatusCode.NOT_FOUND,
+                             f"Request for unknown model: '{name}' is not found")
 
 
 class StoppingError(TritonRosError):
@@ -69,6 +77,12 @@ class QueueFullError(TritonRosError):
 
     def __init__(self, message: str) -> None:
         super().__init__(StatusCode.UNAVAILABLE, message)
+
+
+class EnqueueRefused(TritonRosError):
+    """A scheduler refused the request as it was enqueued, where tritonserver's scheduler
+    refuses it (its Enqueue returns the error: a sequence request without a correlation ID, or
+    of no known sequence without START): not counted in the model's statistics, as there."""
 
 
 def invalid_arg(message: str) -> TritonRosError:

@@ -1,18 +1,31 @@
 """Inference requests and responses of the core (Triton's infer_request / infer_response).
 
 A request holds numpy arrays by input name (BYTES as object arrays of ``bytes``), what the client
-asked for (requested outputs, priority, timeout) and the bookkeeping the scheduler adds. Its
-``future`` resolves to an :class:`InferResponse` or fails with a :class:`TritonRosError`.
+asked for (requested outputs, priority, timeout, the sequence it belongs to) and the bookkeeping
+the scheduler adds. Its ``future`` resolves to an :class:`InferResponse` or fails with a
+:class:`TritonRosError`.
+
+Responses as they come (Triton's response callback): a caller that sets ``response_sink`` gets
+every response of the request through it, ``sink(response, final)``, in order, on the thread
+that produces it, before the future resolves. A decoupled model
+(``model_transaction_policy { decoupled: true }``) may send any number of responses, an error
+response (a :class:`TritonRosError`) or the final flag alone (``None``); its request needs a sink
+(UNSUPPORTED otherwise) and its future then resolves to ``None`` after the final one. Any other
+model sends exactly one response, final. A request refused before it reached a model (a bad
+input, an unknown sequence, a full queue) never reaches the sink: its future fails.
+Cancellation (``cancel()``): a request whose client went away is marked; a backend that can
+stop early (a Python model's ``request.is_cancelled()``) is told.
 :func:`normalize_request` checks a request against a model's configuration with Triton's rules
 and messages, and computes its batch size and the shape key that decides which requests may
 share a batch.
 """
 from __future__ import annotations
 
+import logging
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 import numpy as np
 
@@ -22,6 +35,8 @@ from .model_config import WILDCARD_DIM, ModelConfig
 
 if TYPE_CHECKING:
     from .shared_memory_manager import SharedMemoryBlock
+
+_log = logging.getLogger("triton_ros.request")
 
 
 class RequestTrace(Protocol):
@@ -51,6 +66,11 @@ class InferResponse:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
+#: sink(response, final): an InferResponse, an error response (TritonRosError) or None (the final
+#: flag alone), and whether it is the request's last.
+ResponseSink = Callable[[Any, bool], None]
+
+
 @dataclass(eq=False)
 class InferRequest:
     model_name: str
@@ -61,6 +81,13 @@ class InferRequest:
     priority: int = 0                  # 0: the model's default level
     timeout_us: int = 0                # 0: the queue policy's default
     parameters: dict[str, Any] = field(default_factory=dict)
+    # Triton's sequence extension: the correlation ID (a uint64 or a string; 0 or "": none)
+    # and the START and END flags. Only a model with sequence_batching reads them.
+    sequence_id: int | str = 0
+    sequence_start: bool = False
+    sequence_end: bool = False
+    # Every response as it comes: sink(response, final) (see the module docstring).
+    response_sink: ResponseSink | None = field(default=None, repr=False)
 
     # Set by the core ------------------------------------------------------------------------
     future: Future = field(default_factory=Future, repr=False)
@@ -86,12 +113,84 @@ class InferRequest:
     # the core has answered and the caller has released it.
     trace: RequestTrace | None = field(default=None, repr=False)
     caller_releases_trace: bool = False
+    # Accepted by a model's scheduler (set at enqueue): a failure after this is the model's
+    # answer to the request; before it, the request was refused (Triton's enqueue errors).
+    issued: bool = False
+    cancelled: bool = False            # cancel(): the client went away
+    # Set by the sequence batcher: the slot the request's sequence holds, the sequence's
+    # implicit state (captured from the response), outputs the backend must produce beyond the
+    # requested ones (the state outputs), and whether this is a not-ready filler of a slot.
+    sequence_slot: Any = field(default=None, repr=False)
+    sequence_states: Any = field(default=None, repr=False)
+    extra_outputs: tuple[str, ...] = ()
+    null_request: bool = False
+    # Set by a decoupled model before execution: how its backend sends each response
+    # (Triton's response factory): response_factory(response, final).
+    response_factory: ResponseSink | None = field(default=None, repr=False)
+    _final_sent: bool = field(default=False, repr=False)
+    _on_cancel: list = field(default_factory=list, repr=False)
+
+    @property
+    def in_sequence(self) -> bool:
+        """Whether the request names a sequence (a non-zero or non-empty correlation ID)."""
+        return self.sequence_id != 0 and self.sequence_id != ""
 
     def set_response(self, response: InferResponse) -> None:
+        """The request's one (final) response: through the sink, then the future."""
         if not self.future.done():
+            if self.response_sink is not None and not self._final_sent:
+                self._final_sent = True
+                try:
+                    self.response_sink(response, True)
+                except Exception as exc:    # the caller's fault: its future still resolves
+                    _log.error("request '%s': its response sink failed: %s: %s", self.id,
+                               type(exc).__name__, exc)
+                self.response_sink = None   # no cycle through the caller's closure
             if self.trace is not None:
                 self.trace.end_request(self, response, time.monotonic_ns())
             self.future.set_result(response)
+
+    def stream_response(self, response: "InferResponse | TritonRosError | None",
+                        final: bool) -> None:
+        """One response of a decoupled model, in order; after the final one the future resolves
+        (to the last response, or None when the final flag came alone). Later calls are
+        ignored."""
+        if self._final_sent or self.future.done():
+            return
+        if final:
+            self._final_sent = True
+        if self.response_sink is not None:
+            self.response_sink(response, final)
+        if final:
+            # Done with the caller's and the backend's closures (they may hold this request).
+            self.response_sink = self.response_factory = None
+            if self.trace is not None:
+                self.trace.end_request(self, response if isinstance(response, InferResponse)
+                                       else None, time.monotonic_ns())
+            self.future.set_result(response if isinstance(response, InferResponse) else None)
+
+    @property
+    def final_sent(self) -> bool:
+        return self._final_sent
+
+    def cancel(self) -> None:
+        """Mark the request cancelled (its client went away) and tell whoever asked
+        (:meth:`on_cancel`); idempotent."""
+        if self.cancelled:
+            return
+        self.cancelled = True
+        for fn in list(self._on_cancel):
+            try:
+                fn()
+            except Exception:       # a backend's hook must not fail the canceller
+                pass
+
+    def on_cancel(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` when the request is cancelled (at once if it already is)."""
+        if self.cancelled:
+            fn()
+        else:
+            self._on_cancel.append(fn)
 
     def set_error(self, error: TritonRosError) -> None:
         if not self.future.done():
@@ -105,9 +204,16 @@ class InferRequest:
                 if o.shared_memory is not None}
 
     def output_names(self, config: ModelConfig) -> list[str]:
+        """The outputs the backend must produce: the requested ones (every output when none
+        is named) and the scheduler's extra ones (implicit state)."""
         if self.requested_outputs is None:
-            return [o.name for o in config.outputs]
-        return [o.name for o in self.requested_outputs]
+            names = [o.name for o in config.outputs]
+        else:
+            names = [o.name for o in self.requested_outputs]
+        for name in self.extra_outputs:
+            if name not in names:
+                names.append(name)
+        return names
 
 
 def _dims_str(dims) -> str:

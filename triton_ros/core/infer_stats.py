@@ -90,10 +90,12 @@ class ModelStats:
             self._fail_reasons[reason] = self._fail_reasons.get(reason, 0) + 1
 
     def record_execution(self, *, batch_size: int, compute_input_ns: int, compute_infer_ns: int,
-                         compute_output_ns: int) -> None:
+                         compute_output_ns: int, inference_count: int | None = None) -> None:
+        """One execution of a batch of ``batch_size`` rows, ``inference_count`` of them
+        inferences (all by default; the sequence batcher's not-ready rows are not)."""
         with self._lock:
             self._execution_count += 1
-            self._inference_count += batch_size
+            self._inference_count += batch_size if inference_count is None else inference_count
             stat = self._batch.get(batch_size)
             if stat is None:
                 stat = self._batch[batch_size] = BatchStat(batch_size)

@@ -2,39 +2,26 @@
 
 A server answers requests on many threads (gRPC, HTTP, model instances, ROS callbacks), and glibc
 gives each thread that allocates concurrently an arena of its own, up to 8 per core; every arena
-keeps the multi-megabyte request tensors and batches it has freed for reuse. Measured with
-tinydet at concurrency 32 (bench/DECISIONS.md, "glibc arenas"), the default let the server's
-peak RSS reach about 330 MB; two arenas held it near 250 MB for no measurable loss of throughput.
-:func:`limit_malloc_arenas` sets that limit through ``mallopt`` (what the ``MALLOC_ARENA_MAX``
-environment variable does at start-up), unless the environment already chose a value. On other C
-libraries it does nothing.
+keeps the request tensors and batches it has freed for reuse. :func:`limit_malloc_arenas` bounds
+the arenas through ``mallopt`` (what the ``MALLOC_ARENA_MAX`` environment variable does at
+start-up), unless the environment already chose a value: fewer arenas hold less freed memory at
+no cost in speed. On other C libraries it does nothing.
 
 A node that receives camera frames has the opposite problem: every frame is a new buffer of about
 a megabyte (rclpy's take, the message's array, the tensor), which glibc serves by mapping fresh
-pages once a freed one has been trimmed off the top of its heap or returned with ``munmap``. Each
-new page costs a fault: measured with bench/ros/receive.py (8 cameras x 30 Hz, 640x480, a
-callback that does nothing), most runs took 644 minor faults and about 1.8 ms of CPU per frame,
-and the runs that happened not to fault about 0.46 ms. :func:`keep_freed_buffers` makes the
-allocator keep them: buffers below 32 MiB come from the heap (``M_MMAP_THRESHOLD``, which also
-stops glibc moving that threshold by itself) and up to 64 MiB of free memory stays at the top of
-each heap (``M_TRIM_THRESHOLD``), so a frame reuses the pages of the one before. The price is
-that memory, bounded by those settings per arena (the node's peak RSS grew by 8-11 MB:
-bench/DECISIONS.md, "Freed frame buffers kept by glibc in the node"). For small requests
-(tinydet's, 2-10 page faults each) keeping buffers changed neither the server's throughput nor
-its peak RSS (bench/DECISIONS.md, "Freed buffers kept in the server").
+pages, each costing a fault, once a freed one has been trimmed off the top of its heap or
+returned with ``munmap``. :func:`keep_freed_buffers` makes the allocator keep them: buffers below
+32 MiB come from the heap (``M_MMAP_THRESHOLD``, which also stops glibc moving that threshold by
+itself) and up to 64 MiB of free memory stays at the top of each heap (``M_TRIM_THRESHOLD``), so
+a frame reuses the pages of the one before, for a bounded amount of memory per arena.
 
-The server has a third case, large requests (tens of MB: images, point clouds, batches). Measured
-with bench/server/memory_after_load.py (30 MB requests over HTTP, then gRPC), glibc's defaults
-let the server's RSS go from 110 to 310-380 MB and stay there: freed buffers stay in the heaps,
-up to twice the largest buffer freed at the top of each heap, and ``malloc_trim`` cannot return
-the top of the heaps of arenas other than the main one. ``triton-ros-server`` therefore uses one
-arena (:func:`limit_malloc_arenas` ``(1)``: bench/DECISIONS.md, "Other memory knobs", no loss of
-throughput, and a lower peak) and keeps freed buffers for reuse while requests come
-(:func:`keep_freed_buffers` with :data:`SERVER_KEEP_AT_TOP`: with 64 MiB, each 30 MB gRPC request
-faulted 26000 fresh pages, with 256 MiB about 200), and :class:`IdleTrim` (started by the core)
-hands what the heap holds free back to the system once requests have stopped for
-:data:`IDLE_TRIM_S` seconds: 4 s after the load the RSS was back at 138 MB, of which about 30 MB
-is ONNX Runtime's own arena holding the identity model's largest tensor (bench/server/README.md).
+For large requests (tens of MB: images, point clouds, batches) glibc's defaults keep freed
+buffers in the heaps, up to twice the largest freed at the top of each, and ``malloc_trim``
+cannot return the top of the heaps of arenas other than the main one. ``triton-ros-server``
+therefore uses one arena (:func:`limit_malloc_arenas` ``(1)``), keeps freed buffers for reuse
+while requests come (:func:`keep_freed_buffers` with :data:`SERVER_KEEP_AT_TOP`), and hands what
+the heap holds free back to the system once requests have stopped for :data:`IDLE_TRIM_S`
+seconds (:class:`IdleTrim`, started by the core).
 """
 from __future__ import annotations
 

@@ -48,7 +48,9 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "nv_inference_queue_duration_us": (COUNTER, "Cumulative inference queuing duration in microseconds (includes cached requests)"),
     "nv_inference_compute_input_duration_us": (COUNTER, "Cumulative compute input duration in microseconds (does not include cached requests)"),
     "nv_inference_compute_infer_duration_us": (COUNTER, "Cumulative compute inference duration in microseconds (does not include cached requests)"),
-    "nv_inference_compute_output_duration_us": (COUNTER, "Cumulative inference compute output duration in microseconds (does not include cached requests)"),
+    "nv_inference_compute_output_duration_us": (
+        COUNTER, "Cumulative inference compute output duration in microseconds (does not include "
+                 "cached requests)"),
     "nv_inference_pending_request_count": (GAUGE, "Instantaneous number of pending requests awaiting execution per-model."),
     "nv_model_load_duration_secs": (GAUGE, "Model load time in seconds"),
     "nv_cache_num_hits_per_model": (COUNTER, "Number of cache hits per model"),
@@ -57,7 +59,11 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "nv_cache_miss_duration_per_model": (COUNTER, "Total cache miss (insert+lookup) duration per model, in microseconds"),
     "nv_cache_util": (GAUGE, "Cache utilization [0.0 - 1.0]"),
     # Not Triton's: the transports' counts (core/infer_stats.EndpointStats).
-    "triton_ros_connections_closed": (COUNTER, "Connections an endpoint closed or lost before it answered a request, by reason: aborted (the client closed it within a request), evicted (closed at the connection limit to admit a new one), refused (over the connection limit), timeout (a request head or body too slow), malformed"),
+    "triton_ros_connections_closed": (
+        COUNTER, "Connections an endpoint closed or lost before it answered a request, by reason: "
+                 "aborted (the client closed it within a request), evicted (closed at the "
+                 "connection limit to admit a new one), refused (over the connection limit), "
+                 "timeout (a request head or body too slow), malformed"),
     "nv_cache_num_entries": (GAUGE, "Number of responses stored in response cache"),
     "nv_cache_num_hits": (GAUGE, "Number of cache hits in response cache"),
     "nv_cache_num_misses": (GAUGE, "Number of cache misses in response cache"),

@@ -12,12 +12,12 @@ are short (ONNX Runtime on the CPU, a mean under :data:`DIRECT_EXECUTION_NS`) an
 small, the thread that submits it executes it on that instance, holding the instance's execution
 lock as the instance's own thread does for every batch. Its future is answered before ``enqueue``
 returns. For a model like Triton's ``simple`` the two thread hand-offs (to the instance thread
-and back to the frontend's event loop) cost more than the execution itself
-(bench/DECISIONS.md, "Direct execution of a short model's request").
+and back to the frontend's event loop) cost more than the execution itself.
 """
 from __future__ import annotations
 
 import abc
+import functools
 import logging
 import threading
 import time
@@ -26,29 +26,26 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
-                            ExecuteResult, backend_class)
+from .backend_model import (STREAMED, BackendModel, BackendModelInstance,
+                            BatchedTensorInstance, ExecuteResult, backend_class)
 from .cache_manager import LocalCache, request_cache_key
 from .dynamic_batch_scheduler import DynamicBatchScheduler, SentBatch, tighten_timer_slack
-from .errors import (StoppingError, TritonRosError, as_triton_error, internal,
-                     invalid_arg, unavailable)
+from .errors import (EnqueueRefused, StoppingError, TritonRosError, as_triton_error, internal,
+                     invalid_arg, unavailable, unsupported)
 from .infer_request import InferRequest, InferResponse, normalize_request
 from .infer_stats import ModelStats
 from .model_config import ModelConfig, check_label_filename
 from .model_warmup import run_warmup
+from .sequence_batch_scheduler import SequenceBatchScheduler
 
 _log = logging.getLogger("triton_ros.model")
 
 
 #: Direct execution (Model._execute_directly): a model whose executions take less than this on
 #: average may run a request on the thread that submits it, when an instance is idle and nothing
-#: is queued. Two thread hand-offs (to the instance thread and back to the caller's event loop)
-#: cost about this much on a 2-core machine: the first alone, a request's queue time at
-#: concurrency 1, was 62-95 us on a fast spell of the host and 108-171 us on a slow one
-#: (bench/DECISIONS.md, "Direct execution's threshold"), so such a request spends no
-#: longer on the caller than it would have waited for those hand-offs. The mean is of wall times,
-#: which a slow spell stretches as much as the hand-offs: at 100 us `simple` (about 90 us there)
-#: went in and out of direct execution and queued half its requests.
+#: is queued: such a request spends no longer on the caller than the two thread hand-offs it saves
+#: (to the instance thread and back to the caller's event loop) would have cost. The mean is of
+#: wall times, which a slow spell of the host stretches as much as the hand-offs.
 DIRECT_EXECUTION_NS = 250_000
 #: ... and only a request of at most this many input bytes (its execution is then about as
 #: short as the mean says).
@@ -166,6 +163,11 @@ class ModelBase(abc.ABC):
         """Validate and queue a request; its future answers it. Raises on a bad request."""
         if self.stopping:
             raise ModelStopping(self.name, self.version)
+        if self.config.decoupled and request.response_sink is None:
+            # tritonserver's non-streaming endpoints refuse a decoupled model the same way.
+            raise unsupported(f"model '{self.name}' uses the decoupled transaction policy: "
+                              f"its responses need a caller that takes them as they come (a "
+                              f"gRPC stream, HTTP generate_stream, decoupled BLS)")
         try:
             normalize_request(self.config, request)
         except TritonRosError:
@@ -175,14 +177,17 @@ class ModelBase(abc.ABC):
             return
         with self._in_flight_lock:
             self._in_flight += 1
+        request.issued = True
         try:
             self._schedule(request)
-        except TritonRosError:
+        except TritonRosError as exc:
+            request.issued = False
             self._done()
             if self.stopping:
                 # Unload began after the check above: let the caller look for a successor.
                 raise ModelStopping(self.name, self.version) from None
-            self.record_rejection(request, reason="REJECTED")
+            if not isinstance(exc, EnqueueRefused):
+                self.record_rejection(request, reason="REJECTED")
             raise
 
     @property
@@ -246,7 +251,14 @@ class Model(ModelBase):
         super().__init__(config, version=version, model_path=model_path,
                          response_cache=response_cache)
         self.server = server
-        self.scheduler = DynamicBatchScheduler(config, on_reject=self._reject)
+        # The sequence batcher for stateful models (sequence_batching), else the dynamic
+        # batcher (which also serves a model without batching: one request at a time).
+        self.scheduler: DynamicBatchScheduler | SequenceBatchScheduler
+        if config.sequence_batching is not None:
+            self.scheduler = SequenceBatchScheduler(config, model_path=model_path,
+                                                    on_reject=self._reject)
+        else:
+            self.scheduler = DynamicBatchScheduler(config, on_reject=self._reject)
         self.backend: BackendModel | None = None
         self.instances: list[BackendModelInstance] = []
         self._threads: list[threading.Thread] = []
@@ -256,6 +268,7 @@ class Model(ModelBase):
         # Held while an instance executes: by its own thread, or by a caller executing directly.
         self._exec_locks: dict[BackendModelInstance, threading.Lock] = {}
         self._direct: list[tuple[BackendModelInstance, threading.Lock]] = []
+        self._decoupled_lock = threading.Lock()     # a decoupled request's final, once
         # Mean wall time of recent executions (ns): below direct_execution_ns, requests may
         # execute directly.
         self.direct_execution_ns = DIRECT_EXECUTION_NS
@@ -291,13 +304,14 @@ class Model(ModelBase):
                         if instance.may_run_on_caller and self.scheduler.allows_direct:
                             self._direct.append((instance, self._exec_locks[instance]))
                         thread = threading.Thread(
-                            target=self._serve, args=(instance,), daemon=True,
+                            target=self._serve, args=(instance, len(self._threads)), daemon=True,
                             name=f"{self.name}:{self.version}:{instance.name}")
                         self._threads.append(thread)
             if self.config.warmup:
                 run_warmup(self.config, version=self.version, model_path=self.model_path,
                            instances=self.instances)
             self._hand_out_parts()
+            self.scheduler.set_instances(len(self._threads))
         except BaseException:
             self._close_backend()
             raise
@@ -417,7 +431,7 @@ class Model(ModelBase):
         request.set_error(error)
 
     # ---------------------------------------------------------------- instance threads
-    def _serve(self, instance: BackendModelInstance) -> None:
+    def _serve(self, instance: BackendModelInstance, index: int) -> None:
         """The instance's thread: take a batch whenever free, execute it, answer it.
 
         It holds no request while it waits for the next batch: a request's tensors and its
@@ -431,7 +445,7 @@ class Model(ModelBase):
             tighten_timer_slack()              # this thread sleeps out the batcher's delays
             lock = self._exec_locks[instance]
             while instance.failure is None:
-                item = self.scheduler.next_batch()
+                item = self.scheduler.next_batch(index)
                 if item is None:
                     return
                 seq, batch, sent = item
@@ -448,7 +462,7 @@ class Model(ModelBase):
             if batch:
                 self._fail_unanswered(batch, internal(
                     f"model '{self.name}' instance {instance.name} {instance.failure}"))
-        self._instance_failed(instance)
+        self._instance_failed(instance, index)
 
     def _run_locked(self, instance: BackendModelInstance, lock: threading.Lock, seq: int,
                     batch: list[InferRequest], sent: SentBatch | None = None) -> None:
@@ -472,10 +486,17 @@ class Model(ModelBase):
     def _fail_unanswered(self, batch: list[InferRequest], error: TritonRosError) -> None:
         # Counted like every other failure, so statistics and metrics still add up.
         for request in batch:
-            if not request.future.done():
+            if request.null_request:
+                continue
+            if self.config.decoupled:
+                if not request.final_sent and not request.future.done():
+                    self.stats.record_failure(
+                        request_ns=time.monotonic_ns() - request.arrival_ns, reason="OTHER")
+                    self._decoupled_response(request, error, True)
+            elif not request.future.done():
                 self._reject(request, error, reason="OTHER")
 
-    def _instance_failed(self, instance: BackendModelInstance) -> None:
+    def _instance_failed(self, instance: BackendModelInstance, index: int) -> None:
         """An instance that can no longer execute stops taking batches; the others carry on.
         Without any instance left the version cannot serve: fail what waits, report it."""
         _log.error("model '%s' version %d: instance %s stopped: %s", self.name, self.version,
@@ -486,7 +507,9 @@ class Model(ModelBase):
         if self._unloading:
             return
         if not last:
-            self.scheduler.wake()   # the others serve what this one was woken for
+            # The others serve what this one was woken for (its sequences, if any, fail).
+            self.scheduler.instance_failed(index, unavailable(
+                f"model '{self.name}' instance {instance.name} stopped: {instance.failure}"))
             return
         reason = (f"every instance of model '{self.name}' version {self.version} failed; last: "
                   f"{instance.failure}")
@@ -502,6 +525,11 @@ class Model(ModelBase):
         start = time.monotonic_ns()
         for request in batch:
             request.compute_start_ns = start
+        if self.config.decoupled:
+            for request in batch:
+                if not request.null_request:
+                    request.response_factory = functools.partial(self._decoupled_response,
+                                                                 request)
         try:
             result = instance.execute(batch)
         except Exception as exc:
@@ -517,13 +545,18 @@ class Model(ModelBase):
             responses = [error] * len(batch)
 
         finished: list[tuple[InferRequest, InferResponse | TritonRosError]] = []
-        ok_rows = 0
+        ok_rows = null_rows = 0
         for request, response in zip(batch, responses):
+            if request.null_request:            # a not-ready slot: in the batch, answered to
+                null_rows += request.batch_size     # no one (sequence batcher)
+                continue
             if request.answered_early:          # answered with its part (_answer_early)
                 ok_rows += request.batch_size
                 continue
             request.compute_end_ns = end
-            if isinstance(response, InferResponse):
+            if response is STREAMED:
+                ok_rows += request.batch_size
+            elif isinstance(response, InferResponse):
                 try:
                     response = self._finish_response(request, response)
                     ok_rows += request.batch_size
@@ -531,13 +564,31 @@ class Model(ModelBase):
                     response = exc
             finished.append((request, response))
         self._record_execution(sent, batch, ok_rows, result.compute_input_ns,
-                               result.compute_infer_ns, result.compute_output_ns)
+                               result.compute_infer_ns, result.compute_output_ns, null_rows)
 
         def deliver() -> None:
             for request, response in finished:
-                if isinstance(response, InferResponse):
+                if response is STREAMED:
+                    # Counted as Triton's Python backend counts a decoupled request: when its
+                    # execution ends; its responses go, or went, through the factory.
+                    self._record_success(request, result.compute_input_ns,
+                                         result.compute_infer_ns, result.compute_output_ns)
+                elif isinstance(response, InferResponse):
+                    if self.config.decoupled:   # a backend that answers in one response
+                        self._record_success(request, result.compute_input_ns,
+                                             result.compute_infer_ns, result.compute_output_ns)
+                        self._decoupled_response(request, response, True)
+                        continue
                     self._answer(request, response, result.compute_input_ns,
                                  result.compute_infer_ns, result.compute_output_ns)
+                elif self.config.decoupled and request.final_sent:
+                    # Failed after it had finished: it succeeded as far as its client knows.
+                    self._record_success(request, result.compute_input_ns,
+                                         result.compute_infer_ns, result.compute_output_ns)
+                elif self.config.decoupled:
+                    self.stats.record_failure(request_ns=time.monotonic_ns() - request.arrival_ns,
+                                              reason="BACKEND")
+                    self._decoupled_response(request, response, True)
                 else:
                     request.compute_input_ns = result.compute_input_ns
                     request.compute_infer_ns = result.compute_infer_ns
@@ -550,15 +601,54 @@ class Model(ModelBase):
         return deliver
 
     def _record_execution(self, sent: SentBatch | None, batch: list[InferRequest], ok_rows: int,
-                          input_ns: int, infer_ns: int, output_ns: int) -> None:
+                          input_ns: int, infer_ns: int, output_ns: int,
+                          null_rows: int = 0) -> None:
         """Count an execution of ``ok_rows`` answered rows: ``batch``'s own, or, for a part of
-        a ``sent`` batch, the whole batch's once its last part has run."""
+        a ``sent`` batch, the whole batch's once its last part has run. ``null_rows`` (the
+        sequence batcher's not-ready slots) count in the executed batch's size, not as
+        inferences, as in Triton."""
         totals: tuple[int, int, int, int] | None = (ok_rows, input_ns, infer_ns, output_ns)
         if sent is not None:
             totals = sent.part_done(sum(r.batch_size for r in batch), *totals)
         if totals is not None and totals[0]:
-            self.stats.record_execution(batch_size=totals[0], compute_input_ns=totals[1],
-                                        compute_infer_ns=totals[2], compute_output_ns=totals[3])
+            self.stats.record_execution(batch_size=totals[0] + null_rows,
+                                        compute_input_ns=totals[1], compute_infer_ns=totals[2],
+                                        compute_output_ns=totals[3], inference_count=totals[0])
+
+    def _record_success(self, request: InferRequest, input_ns: int, infer_ns: int,
+                        output_ns: int) -> None:
+        request.compute_input_ns = input_ns
+        request.compute_infer_ns = infer_ns
+        request.compute_output_ns = output_ns
+        self.stats.record_success(
+            request_ns=time.monotonic_ns() - request.arrival_ns,
+            queue_ns=request.compute_start_ns - request.queue_start_ns,
+            compute_input_ns=input_ns, compute_infer_ns=infer_ns, compute_output_ns=output_ns)
+
+    def _decoupled_response(self, request: InferRequest,
+                            response: InferResponse | TritonRosError | None,
+                            final: bool) -> None:
+        """A response of a decoupled model's request (its response factory; any thread, in
+        the order the backend sends them): finished as every response is, then handed to the
+        request's sink. After the final one the request is done; later ones are dropped."""
+        if isinstance(response, InferResponse):
+            try:
+                response = self._finish_response(request, response)
+            except TritonRosError as exc:
+                response = exc
+        with self._decoupled_lock:
+            if request.final_sent or request.future.done():
+                return
+            try:
+                request.stream_response(response, final)
+            except Exception as exc:        # a sink's fault: the request still ends
+                _log.error("model '%s': delivering a response of request '%s' failed: %s",
+                           self.name, request.id, as_triton_error(exc))
+                if final and not request.future.done():
+                    request.response_sink = request.response_factory = None
+                    request.future.set_result(None)
+            if final:
+                self._done()
 
     def _answer(self, request: InferRequest, response: InferResponse, input_ns: int,
                 infer_ns: int, output_ns: int) -> None:
@@ -584,6 +674,8 @@ class Model(ModelBase):
         logged and failed by :meth:`_run_locked`."""
         end = time.monotonic_ns()
         for request, response in pairs:
+            if request.null_request:
+                continue
             try:
                 response = self._finish_response(request, response)
             except Exception:
@@ -596,6 +688,8 @@ class Model(ModelBase):
         response.model_name = self.name
         response.model_version = self.version
         response.id = request.id
+        if request.sequence_states is not None:     # implicit state: kept for the next request
+            request.sequence_states.capture(request, response)
         if request.requested_outputs is not None:
             # Replaced only once every one is classified: a response that fails here is left
             # as it was, so finishing it again (_answer_early leaves it to the batch) sees the

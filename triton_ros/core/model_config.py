@@ -61,6 +61,10 @@ PYTORCH_AOTI_FILENAME = "model.pt2"
 TENSORFLOW_BACKEND = "tensorflow"
 TENSORFLOW_PLATFORMS = {"tensorflow_savedmodel": "model.savedmodel",
                         "tensorflow_graphdef": "model.graphdef"}
+# LiteRT / TensorFlow Lite: the name of Triton's community backend, and a plain alias
+TFLITE_BACKENDS = ("armnn_tflite", "tflite")
+TFLITE_FILENAME = "model.tflite"
+FIL_BACKEND = "fil"
 ENSEMBLE_PLATFORM = "ensemble"
 
 _PLATFORM_OF_BACKEND = {
@@ -119,6 +123,72 @@ class DynamicBatchingConfig:
 
     def policy_for(self, level: int) -> QueuePolicy:
         return self.priority_queue_policy.get(level, self.default_queue_policy)
+
+
+#: Triton's control kinds (``ModelSequenceBatching.Control.Kind``) by their config names.
+CONTROL_START = "CONTROL_SEQUENCE_START"
+CONTROL_READY = "CONTROL_SEQUENCE_READY"
+CONTROL_END = "CONTROL_SEQUENCE_END"
+CONTROL_CORRID = "CONTROL_SEQUENCE_CORRID"
+#: The data types a CORRID control may have (ValidateModelConfig).
+CORRID_DATATYPES = ("UINT64", "INT64", "UINT32", "INT32", "BYTES")
+#: max_sequence_idle_microseconds when the configuration gives none (SEQUENCE_IDLE_DEFAULT).
+SEQUENCE_IDLE_DEFAULT_US = 1_000_000
+INITIAL_STATE_FOLDER = "initial_state"   # data_file is relative to <model>/initial_state
+
+
+@dataclass(frozen=True)
+class SequenceControl:
+    """One ``control_input``'s control: the input tensor the sequence batcher fills for ``kind``
+    (START, END and READY with their false/true values; CORRID with its data type)."""
+
+    kind: str
+    tensor: str
+    datatype: str                      # protocol name: "INT32", "FP32", "BOOL", "UINT64", ...
+    false_value: float | int | bool = 0
+    true_value: float | int | bool = 1
+
+
+@dataclass(frozen=True)
+class SequenceInitialState:
+    """``state.initial_state``: zeros, or the row-major contents of
+    ``<model>/initial_state/<data_file>``."""
+
+    name: str
+    dims: tuple[int, ...]
+    zero_data: bool
+    data_file: str = ""
+
+
+@dataclass(frozen=True)
+class SequenceStateConfig:
+    """One ``sequence_batching.state`` (implicit state): the server passes the sequence's state
+    as input ``input_name`` and keeps output ``output_name`` for its next request."""
+
+    input_name: str
+    output_name: str
+    datatype: str                      # protocol name
+    dims: tuple[int, ...]              # without the batch dimension
+    initial_state: SequenceInitialState | None = None
+
+
+@dataclass(frozen=True)
+class SequenceBatchingConfig:
+    """``sequence_batching``: the strategy (``direct`` unless ``oldest`` is given) and its
+    settings, the control inputs and the implicit states."""
+
+    strategy: str                      # "direct" or "oldest"
+    max_sequence_idle_us: int = SEQUENCE_IDLE_DEFAULT_US
+    controls: tuple[SequenceControl, ...] = ()
+    states: tuple[SequenceStateConfig, ...] = ()
+    max_queue_delay_us: int = 0        # direct or oldest
+    minimum_slot_utilization: float = 0.0          # direct
+    max_candidate_sequences: int = 0               # oldest; 0: max(1, max_batch_size)
+    preferred_batch_sizes: tuple[int, ...] = ()    # oldest
+    preserve_ordering: bool = False                # oldest
+
+    def control(self, kind: str) -> SequenceControl | None:
+        return next((c for c in self.controls if c.kind == kind), None)
 
 
 @dataclass(frozen=True)
@@ -215,6 +285,8 @@ class ModelConfig:
     proto: mc.ModelConfig = field(compare=False, repr=False)
     warnings: tuple[str, ...] = field(default=(), compare=False)
     warmup: tuple[WarmupSample, ...] = ()
+    sequence_batching: SequenceBatchingConfig | None = None
+    decoupled: bool = False            # model_transaction_policy.decoupled
 
     @property
     def is_ensemble(self) -> bool:
@@ -237,12 +309,28 @@ class ModelConfig:
         return _first_by_name(self.outputs)
 
     @cached_property
+    def sequence_inputs(self) -> tuple[str, ...]:
+        """The model inputs the sequence batcher fills beyond the configured ones: its control
+        tensors and implicit state inputs (a backend's check of the model's input count counts
+        them, as Triton's backends do)."""
+        sb = self.sequence_batching
+        if sb is None:
+            return ()
+        return tuple(c.tensor for c in sb.controls) + tuple(s.input_name for s in sb.states)
+
+    @cached_property
     def required_inputs(self) -> tuple[str, ...]:
         """The names of the inputs that are not ``optional``, in configuration order."""
         return tuple(t.name for t in self.inputs if not t.optional)
 
     def to_json(self) -> str:
         return model_config_to_json(self.proto)
+
+
+def expected_inputs(config: ModelConfig) -> int:
+    """How many inputs the model file must have: the configured ones and those the sequence
+    batcher fills (control tensors, implicit state)."""
+    return len(config.inputs) + len(config.sequence_inputs)
 
 
 def _first_by_name(tensors: Iterable[TensorConfig]) -> dict[str, TensorConfig]:
@@ -364,6 +452,16 @@ def auto_complete_backend_fields(proto: mc.ModelConfig, model_name: str, model_p
 
     guessing = not proto.platform and not proto.default_model_filename and bool(versions)
     # Triton's order: TensorFlow, TensorRT, ONNX Runtime, OpenVINO, PyTorch, Python.
+    if not proto.platform and proto.backend in ("", TENSORFLOW_BACKEND):
+        # TensorFlow needs its platform: from the file name, else from what the folder holds
+        by_file = {f: p for p, f in TENSORFLOW_PLATFORMS.items()}
+        if proto.default_model_filename in by_file:
+            proto.platform = by_file[proto.default_model_filename]
+        elif not proto.default_model_filename and version_path is not None:
+            if "model.savedmodel" in contents and (version_path / "model.savedmodel").is_dir():
+                proto.platform = "tensorflow_savedmodel"
+            if is_file("model.graphdef"):
+                proto.platform = "tensorflow_graphdef"
     if proto.platform in TENSORFLOW_PLATFORMS:
         proto.backend = proto.backend or TENSORFLOW_BACKEND
         proto.default_model_filename = (proto.default_model_filename
@@ -390,6 +488,9 @@ def auto_complete_backend_fields(proto: mc.ModelConfig, model_name: str, model_p
         elif proto.default_model_filename == PYTHON_FILENAME \
                 or (guessing and PYTHON_FILENAME in contents):
             proto.backend = PYTHON_BACKEND
+        elif proto.default_model_filename == TFLITE_FILENAME \
+                or (guessing and is_file(TFLITE_FILENAME)):
+            proto.backend = "tflite"            # beyond Triton, whose core guesses no TFLite
     if proto.backend in _PLATFORM_OF_BACKEND and not proto.platform:
         proto.platform = _PLATFORM_OF_BACKEND[proto.backend]
     if proto.backend == PYTORCH_BACKEND and not proto.platform:
@@ -400,6 +501,8 @@ def auto_complete_backend_fields(proto: mc.ModelConfig, model_name: str, model_p
             TENSORRT_BACKEND: TENSORRT_FILENAME,
             PYTHON_BACKEND: PYTHON_FILENAME,
             OPENVINO_BACKEND: OPENVINO_FILENAME,
+            TFLITE_BACKENDS[0]: TFLITE_FILENAME,
+            TFLITE_BACKENDS[1]: TFLITE_FILENAME,
             PYTORCH_BACKEND: (PYTORCH_AOTI_FILENAME if proto.platform == PYTORCH_AOTI_PLATFORM
                               else PYTORCH_FILENAME),
         }.get(proto.backend, "")
@@ -421,6 +524,13 @@ def normalize(proto: mc.ModelConfig, *, auto_gpu: bool = True) -> None:
     if proto.HasField("dynamic_batching"):
         if not proto.dynamic_batching.preferred_batch_size and proto.max_batch_size > 0:
             proto.dynamic_batching.preferred_batch_size.append(proto.max_batch_size)
+    if proto.HasField("sequence_batching"):
+        sb = proto.sequence_batching
+        if sb.max_sequence_idle_microseconds == 0:
+            sb.max_sequence_idle_microseconds = SEQUENCE_IDLE_DEFAULT_US
+        if sb.HasField("oldest") and not sb.oldest.preferred_batch_size \
+                and proto.max_batch_size > 0:
+            sb.oldest.preferred_batch_size.append(proto.max_batch_size)
     if proto.HasField("ensemble_scheduling") or proto.platform == ENSEMBLE_PLATFORM:
         return
 
@@ -579,13 +689,12 @@ def validate(proto: mc.ModelConfig) -> list[str]:
                             f"each request executes alone")
 
     if proto.HasField("sequence_batching"):
-        raise unsupported(f"model '{name}': sequence_batching is not supported by triton_ros yet "
-                          f"(stateful models would be served incorrectly)")
+        _validate_sequence_batching(proto, warnings)
     if proto.batch_input or proto.batch_output:
         raise unsupported(f"model '{name}': batch_input/batch_output are not supported by triton_ros")
-    if proto.model_transaction_policy.decoupled:
-        raise unsupported(f"model '{name}': decoupled transaction policy is not supported by "
-                          f"triton_ros")
+    if proto.model_transaction_policy.decoupled and proto.response_cache.enable:
+        raise invalid_arg(f"Response Cache does not currently support model {name} with "
+                          f"'decoupled' transaction policy. Please disable the response cache.")
 
     if is_ensemble:
         if not proto.HasField("ensemble_scheduling") or not proto.ensemble_scheduling.step:
@@ -624,6 +733,205 @@ def validate(proto: mc.ModelConfig) -> list[str]:
         _validate_warmup(proto)
     _collect_ignored_fields(proto, warnings)
     return warnings
+
+
+_BOOLEAN_KINDS = (CONTROL_START, CONTROL_END, CONTROL_READY)
+
+
+def _kind(kind: int) -> str:
+    return mc.ModelSequenceBatching.Control.Kind.Name(kind)
+
+
+def _sequence_controls(proto: mc.ModelConfig) -> tuple[SequenceControl, ...]:
+    """The control inputs with Triton's checks (GetBooleanSequenceControlProperties and
+    GetTypedSequenceControlProperties): named, one tensor per control, each kind at most once,
+    START/END/READY with exactly one false/true pair of two values, CORRID with a data type
+    Triton allows and no false/true values."""
+    name = proto.name
+    seen_tensors: set[str] = set()
+    by_kind: dict[str, SequenceControl] = {}
+    for control_input in proto.sequence_batching.control_input:
+        tensor = control_input.name
+        if not tensor:
+            raise invalid_arg(f"sequence batching control tensor must have a name for {name}")
+        if tensor in seen_tensors:
+            raise invalid_arg(f"sequence batching control tensor '{tensor}' is specified for "
+                              f"multiple control kinds for {name}")
+        seen_tensors.add(tensor)
+        for c in control_input.control:
+            kind = _kind(c.kind)
+            if kind in by_kind:
+                raise invalid_arg(f"sequence batching specifies multiple {kind} tensors for "
+                                  f"{name}")
+            pairs = [(field_name, list(values)) for field_name, values in (
+                ("int32_false_true", c.int32_false_true), ("fp32_false_true", c.fp32_false_true),
+                ("bool_false_true", c.bool_false_true)) if values]
+            if kind == CONTROL_CORRID:
+                if pairs:
+                    raise invalid_arg(f"sequence batching must not specify either "
+                                      f"'int32_false_true', 'fp32_false_true' or "
+                                      f"'bool_false_true' for {kind} for {name}")
+                datatype = config_to_protocol(mc.DataType.Name(c.data_type)) \
+                    if c.data_type != mc.TYPE_INVALID else ""
+                if datatype not in CORRID_DATATYPES:
+                    raise invalid_arg(f"unexpected data type for control {kind} for {name}. "
+                                      f"Allowed data types are TYPE_UINT64, TYPE_INT64, "
+                                      f"TYPE_UINT32, TYPE_INT32 and TYPE_STRING")
+                by_kind[kind] = SequenceControl(kind, tensor, datatype)
+                continue
+            if not pairs:
+                raise invalid_arg(f"sequence batching must specify either 'int32_false_true', "
+                                  f"'fp32_false_true' or 'bool_false_true' for {kind} for {name}")
+            if len(pairs) > 1:
+                raise invalid_arg(f"sequence batching specifies more than one from "
+                                  f"'int32_false_true', 'fp32_false_true' and 'bool_false_true' "
+                                  f"for {kind} for {name}")
+            field_name, values = pairs[0]
+            if len(values) != 2:
+                raise invalid_arg(f"sequence batching control '{field_name}' must have exactly 2 "
+                                  f"entries for {kind} for {name}")
+            datatype = {"int32_false_true": "INT32", "fp32_false_true": "FP32",
+                        "bool_false_true": "BOOL"}[field_name]
+            by_kind[kind] = SequenceControl(kind, tensor, datatype, values[0], values[1])
+    order = (CONTROL_START, CONTROL_END, CONTROL_READY, CONTROL_CORRID)
+    return tuple(by_kind[k] for k in order if k in by_kind)
+
+
+def _validate_sequence_batching(proto: mc.ModelConfig, warnings: list[str]) -> None:
+    """``sequence_batching`` (ValidateModelConfig and the sequence batcher's own checks at load:
+    GenerateInitialStateData); fields triton_ros does not serve are refused (UNSUPPORTED) or,
+    where they only tune memory, named in a warning."""
+    name = proto.name
+    sb = proto.sequence_batching
+    if proto.response_cache.enable:
+        raise invalid_arg(f"Response Cache does not currently support model {name} with "
+                          f"sequence batching scheduler. Please disable the response cache.")
+    if sb.iterative_sequence:
+        raise unsupported(f"model '{name}': sequence_batching.iterative_sequence is not "
+                          f"supported by triton_ros (requests are never rescheduled)")
+    _sequence_controls(proto)
+    _check_microseconds(name, "sequence_batching.max_sequence_idle_microseconds",
+                        sb.max_sequence_idle_microseconds)
+    if sb.HasField("oldest"):
+        _check_microseconds(name, "sequence_batching.oldest.max_queue_delay_microseconds",
+                            sb.oldest.max_queue_delay_microseconds)
+        for size in sb.oldest.preferred_batch_size:
+            if size <= 0:
+                raise invalid_arg(f"sequence batching preferred batch size must be positive for "
+                                  f"{name}")
+            if size > proto.max_batch_size:
+                raise invalid_arg(f"sequence batching preferred batch size must be <= max batch "
+                                  f"size for {name}")
+    if sb.HasField("direct"):
+        _check_microseconds(name, "sequence_batching.direct.max_queue_delay_microseconds",
+                            sb.direct.max_queue_delay_microseconds)
+        utilization = sb.direct.minimum_slot_utilization
+        if not 0.0 <= utilization <= 1.0:
+            raise invalid_arg(f"sequence batching minimum slot utilization must be in range "
+                              f"(0.0, 1.0] for {name}")
+    inputs, outputs = set(), set()
+    for state in sb.state:
+        where = f"model '{name}': sequence_batching state"
+        if not state.input_name or not state.output_name:
+            raise invalid_arg(f"{where} must specify 'input_name' and 'output_name'")
+        if state.input_name in inputs:
+            raise invalid_arg(f"State input name '{state.input_name}' specified more than once.")
+        if state.output_name in outputs:
+            raise invalid_arg(f"State output name '{state.output_name}' specified more than "
+                              f"once.")
+        inputs.add(state.input_name)
+        outputs.add(state.output_name)
+        if state.data_type == mc.TYPE_INVALID:
+            raise invalid_arg(f"{where} '{state.input_name}' must specify 'data_type'")
+        if not state.dims:
+            raise invalid_arg(f"{where} '{state.input_name}' must specify 'dims'")
+        for dim in state.dims:
+            if dim < 1 and dim != WILDCARD_DIM:
+                raise invalid_arg(f"{where} '{state.input_name}': dimension must be integer >= "
+                                  f"1, or -1 to indicate a variable-size dimension, got "
+                                  f"{list(state.dims)}")
+        try:
+            config_to_protocol(mc.DataType.Name(state.data_type))
+        except TritonRosError:
+            raise invalid_arg(f"{where} '{state.input_name}' has invalid data_type "
+                              f"{state.data_type}") from None
+        if state.use_same_buffer_for_input_output or state.use_growable_memory:
+            warnings.append(f"{where} '{state.input_name}': use_same_buffer_for_input_output and "
+                            f"use_growable_memory are ignored (they only place the state's "
+                            f"GPU buffers)")
+        _validate_initial_state(state)
+
+
+def _validate_initial_state(state) -> None:
+    """GenerateInitialStateData's checks, with its messages (the data file's size is checked
+    when the model loads, as there)."""
+    source = state.input_name
+    if len(state.initial_state) > 1:
+        raise invalid_arg(f"initial_state field for state input '{source}' must contain exactly "
+                          f"one or zero element. Found '{len(state.initial_state)}' elements.")
+    if not state.initial_state:
+        return
+    initial = state.initial_state[0]
+    if initial.data_type != state.data_type:
+        raise invalid_arg(f"The data type used for 'initial_state' field of state '{source}' "
+                          f"does not match the state data type.")
+    if not initial.name:
+        raise invalid_arg(f"Field 'name' must be set when using initial_state for state input "
+                          f"'{source}'.")
+    if len(initial.dims) != len(state.dims):
+        raise invalid_arg(f"Number of dimensions in 'initial_state' doesn't match the size of "
+                          f"'state' dimensions for state input '{source}'. "
+                          f"{len(initial.dims)} != {len(state.dims)}")
+    for got, want in zip(initial.dims, state.dims):
+        if got == WILDCARD_DIM:
+            raise invalid_arg(f"'initial_state' field for state input name '{source}' contains "
+                              f"variable dimensions.")
+        if got < 1:
+            raise invalid_arg(f"'initial_state' dims for state input name '{source}' must be "
+                              f"integers >= 1, got {list(initial.dims)}")
+        if want != WILDCARD_DIM and got != want:
+            raise invalid_arg(f"'initial_state' dim for input name '{source}' doesn't match "
+                              f"'state' dim description. {got} != {want}")
+    which = initial.WhichOneof("state_data")
+    if which is None:
+        raise invalid_arg(f"initial_state setting expects state'{source}' to have state_data set")
+    if which == "data_file":
+        rel = initial.data_file
+        if not rel or os.path.isabs(rel) or ".." in Path(rel).parts or "\x00" in rel:
+            raise invalid_arg(f"initial_state of state input '{source}': data_file '{rel}' must "
+                              f"be a file name inside the model's '{INITIAL_STATE_FOLDER}' "
+                              f"directory")
+
+
+def _sequence_batching(proto: mc.ModelConfig) -> SequenceBatchingConfig | None:
+    if not proto.HasField("sequence_batching"):
+        return None
+    sb = proto.sequence_batching
+    states = []
+    for state in sb.state:
+        initial = None
+        if state.initial_state:
+            i = state.initial_state[0]
+            initial = SequenceInitialState(name=i.name, dims=tuple(int(d) for d in i.dims),
+                                           zero_data=i.WhichOneof("state_data") == "zero_data",
+                                           data_file=i.data_file)
+        states.append(SequenceStateConfig(
+            input_name=state.input_name, output_name=state.output_name,
+            datatype=config_to_protocol(mc.DataType.Name(state.data_type)),
+            dims=tuple(int(d) for d in state.dims), initial_state=initial))
+    oldest = sb.HasField("oldest")
+    return SequenceBatchingConfig(
+        strategy="oldest" if oldest else "direct",
+        max_sequence_idle_us=int(sb.max_sequence_idle_microseconds),
+        controls=_sequence_controls(proto),
+        states=tuple(states),
+        max_queue_delay_us=int(sb.oldest.max_queue_delay_microseconds if oldest
+                               else sb.direct.max_queue_delay_microseconds),
+        minimum_slot_utilization=0.0 if oldest else float(sb.direct.minimum_slot_utilization),
+        max_candidate_sequences=int(sb.oldest.max_candidate_sequences) if oldest else 0,
+        preferred_batch_sizes=tuple(sorted(set(int(s) for s in sb.oldest.preferred_batch_size)))
+        if oldest else (),
+        preserve_ordering=bool(sb.oldest.preserve_ordering) if oldest else False)
 
 
 def _check_microseconds(model: str, field_name: str, value: int) -> None:
@@ -905,6 +1213,8 @@ def to_typed(proto: mc.ModelConfig, warnings: Iterable[str] = ()) -> ModelConfig
         proto=proto,
         warnings=tuple(warnings),
         warmup=warmup,
+        sequence_batching=_sequence_batching(proto),
+        decoupled=bool(proto.model_transaction_policy.decoupled),
     )
 
 

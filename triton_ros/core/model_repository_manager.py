@@ -31,7 +31,7 @@ from concurrent.futures import Future
 from .backend_model import backend_auto_complete, backend_can_use_gpu
 from .cache_manager import LocalCache
 from .errors import (StatusCode, TritonRosError, UnknownModelError, as_triton_error, invalid_arg,
-                     unavailable)
+                     unavailable, unknown_model)
 from .infer_request import InferRequest
 from .model import Model, ModelBase, ModelStopping
 from .model_config import ModelConfig, load_model_config, parse_config_json, version_dirs
@@ -177,8 +177,7 @@ class ModelRepositoryManager:
         """The version that serves a request (-1: the highest READY version)."""
         record = self._records.get(name)
         if record is None or (not record.states and not record.versions):
-            raise UnknownModelError(StatusCode.INVALID_ARG,
-                                    f"Request for unknown model: '{name}' is not found")
+            raise unknown_model(name)
         if version == -1:
             for v in sorted(record.versions, reverse=True):
                 if record.states.get(v, ("", ""))[0] == READY:

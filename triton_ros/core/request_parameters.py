@@ -5,12 +5,13 @@ One set of rules for every frontend (gRPC ``ModelInferRequest.parameters``, HTTP
 way it came, as in tritonserver's ``SetInferenceRequestMetadata``:
 
 - ``priority``: a non-negative integer; ``timeout``: a non-negative integer (microseconds);
-- ``sequence_id`` (integer or string), ``sequence_start``, ``sequence_end`` (booleans): checked,
-  then ignored. tritonserver ignores them on models without ``sequence_batching``, and a model
-  with ``sequence_batching`` never loads in triton_ros (UNSUPPORTED), so every model they can
-  reach is one that ignores them;
+- ``sequence_id`` (an unsigned 64-bit integer or a string; a negative int64 is taken as the
+  uint64 it encodes, as tritonserver casts gRPC's int64_param), ``sequence_start``,
+  ``sequence_end`` (booleans): Triton's sequence extension, read by the sequence batcher of a
+  model with ``sequence_batching`` and ignored by every other model, as tritonserver does;
 - keys starting with ``triton_`` are reserved, except ``triton_enable_empty_final_response``
-  (a boolean; it only matters to decoupled models, which do not load here, so it is ignored);
+  (a boolean: on a gRPC stream, whether a decoupled model's final flag sent without a response
+  still gets an empty response; read by the stream, not passed to the model);
 - every other parameter must be a boolean, an integer, a float or a string, and is passed to
   the model (Python models read them; the response cache key covers them).
 
@@ -36,6 +37,10 @@ class RequestParameters:
     priority: int = 0
     timeout_us: int = 0
     user: dict[str, Any] = field(default_factory=dict)   # passed to the model
+    sequence_id: int | str = 0         # 0 or "": not part of a sequence
+    sequence_start: bool = False
+    sequence_end: bool = False
+    enable_empty_final_response: bool = False
 
 
 def _is_int(value: Any) -> bool:
@@ -59,19 +64,18 @@ def split_request_parameters(params: Mapping[str, Any]) -> RequestParameters:
                                   "int64_param.")
             out.timeout_us = value
         elif key == "sequence_id":
-            if not (_is_int(value) or isinstance(value, str)):
-                raise invalid_arg("invalid value type for 'sequence_id' parameter, expected "
-                                  "int64_param or string_param.")
+            out.sequence_id = sequence_id(value)
         elif key in ("sequence_start", "sequence_end"):
             if not isinstance(value, bool):
                 raise invalid_arg(f"invalid value type for '{key}' parameter, expected "
                                   f"bool_param.")
+            setattr(out, key, value)
         elif key == "triton_enable_empty_final_response":
-            # Sent by perf_analyzer and streaming clients; meaningful for decoupled models only,
-            # which triton_ros does not serve (refused at load): typed, then ignored.
+            # Sent by perf_analyzer and streaming clients; read by the gRPC stream.
             if not isinstance(value, bool):
                 raise invalid_arg("invalid value type for 'triton_enable_empty_final_response' "
                                   "parameter, expected bool_param.")
+            out.enable_empty_final_response = value
         elif key.startswith("triton_"):
             raise invalid_arg("parameter keys starting with 'triton_' are reserved for Triton "
                               "usage and should not be specified.")
@@ -82,6 +86,17 @@ def split_request_parameters(params: Mapping[str, Any]) -> RequestParameters:
             raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', "
                               f"'bool', 'double' or 'string'.")
     return out
+
+
+def sequence_id(value: Any) -> int | str:
+    """A ``sequence_id`` parameter as the core keeps it: a uint64 or a string. A negative value
+    is the uint64 whose two's complement it is (tritonserver casts gRPC's int64_param)."""
+    if isinstance(value, str):
+        return value
+    if not _is_int(value) or not -_MAX_INT64 - 1 <= value <= _MAX_UINT64:
+        raise invalid_arg("invalid value type for 'sequence_id' parameter, expected "
+                          "int64_param or string_param.")
+    return value & _MAX_UINT64
 
 
 def classification_count(value: Any, output_name: str) -> int:

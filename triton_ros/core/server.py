@@ -35,6 +35,7 @@ _log = logging.getLogger("triton_ros.server")
 
 EXTENSIONS = (
     "classification",
+    "sequence",
     "model_repository",
     "model_repository(unload_dependents)",
     "schedule_policy",
@@ -61,7 +62,7 @@ class ServerOptions:
     exit_timeout_secs: float = 30.0
     server_id: str = "triton"
     cache_config: CacheConfig | None = None      # --cache-config local,size=N
-    allow_client_shm: bool = False               # --allow-client-shm (Triton's default: off)
+    allow_client_shm: bool = False               # --allow-client-shm (ours; tritonserver: on)
     log_info: bool = True                        # --log-info
     log_warning: bool = True                     # --log-warning
     log_error: bool = True                       # --log-error
@@ -184,16 +185,20 @@ class InferenceServer:
                              inputs=tensors(config.inputs), outputs=tensors(config.outputs))
 
     def model_statistics(self, name: str = "", version: int = -1) -> list[StatsSnapshot]:
-        """Statistics of one model (a version or every ready one), or of every ready model."""
+        """Statistics of one model (a version or every ready one), or of every ready model. A
+        model or version that is not ready is INVALID_ARG with Triton's messages (its
+        statistics API answers so, where the other model APIs answer NOT_FOUND)."""
         if not name:
             if version != -1:
                 raise invalid_arg("model version must not be given without a model name")
             return [m.stats.snapshot() for m in self.repository.ready_models()]
-        if version != -1:
-            return [self.get_model(name, version).stats.snapshot()]
         models = [m for m in self.repository.ready_models() if m.name == name]
         if not models:
-            self.get_model(name, -1)  # raises the right "unknown model" error
+            raise invalid_arg(f"requested model '{name}' is not available")
+        if version != -1:
+            models = [m for m in models if m.version == version]
+            if not models:
+                raise invalid_arg(f"requested model version is not available for model '{name}'")
         return [m.stats.snapshot() for m in models]
 
     def repository_index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:

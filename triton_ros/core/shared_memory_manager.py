@@ -6,8 +6,9 @@ name the region, an offset in it and a byte size instead of carrying tensor data
 from it and outputs written into it. This module holds the one registry of regions that the gRPC
 and HTTP endpoints share, with Triton's rules and messages:
 
-- register: a duplicate name is ALREADY_EXISTS; a key that cannot be opened is INTERNAL; a block
-  that does not fit the object, or keys with a reserved prefix, are INVALID_ARG.
+- register: a duplicate name is ALREADY_EXISTS; a key that cannot be opened, or a block that does
+  not fit the object (an empty one too), is INTERNAL; keys with a reserved prefix are
+  INVALID_ARG.
 - status of an unknown name is NOT_FOUND; unregistering an unknown name succeeds (nothing to do).
 - a request's (region, offset, byte size) is checked as Triton's ``GetMemoryInfo`` does: an
   unknown region is NOT_FOUND, an offset or size past the region's end INVALID_ARG.
@@ -26,10 +27,11 @@ twice as fast for large tensors.
 
 Deviations from Triton: an offset need not be page-aligned (the mapping starts at the page that
 holds it; Triton's ``mmap`` refuses such offsets); CUDA shared memory is not supported: CUDA
-status lists no regions, unregister has nothing to do, and register is UNSUPPORTED.
-
-Like Triton (``--allow-client-shm``), clients may register and unregister regions only when the
-server allows it; status always answers. This module imports no transport.
+status lists no regions, unregister has nothing to do, and register is INVALID_ARG (what
+tritonserver answers without a GPU). Clients may register system regions only when the server
+allows it (``allow_client_shm``, off by default: tritonserver has no such switch and always
+allows it; docs/shared_memory.md says why); status and unregister always answer. This module
+imports no transport.
 """
 from __future__ import annotations
 
@@ -50,6 +52,7 @@ from .strict_parse import require_size
 _log = logging.getLogger("triton_ros.shared_memory")
 
 SHM_DIR = "/dev/shm"
+UINT64_MAX = 2**64 - 1             # the protocols' type of offsets and sizes
 CLIENT_SHM_DISABLED = ("Client shared memory is disabled. Start the server with "
                        "'--allow-client-shm=true' to enable.")
 # Prefixes of shared memory objects the server creates for itself (Triton's Python backend, and
@@ -94,9 +97,8 @@ class _Region:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise internal(f"Invalid shared memory region: '{key}'")
-            if offset + byte_size > info.st_size:
-                raise invalid_arg(f"failed to register shared memory region '{name}': "
-                                  f"invalid args")
+            if byte_size == 0 or offset + byte_size > info.st_size:   # tritonserver's INTERNAL
+                raise internal(f"Invalid shared memory region: '{key}'")
             # mmap offsets must be page-aligned: map from the page that holds `offset`.
             self._start = offset % mmap.ALLOCATIONGRANULARITY
             try:
@@ -104,8 +106,8 @@ class _Region:
                                       mmap.PROT_READ | mmap.PROT_WRITE,
                                       offset=offset - self._start)
             except (OSError, ValueError) as exc:
-                raise invalid_arg(f"failed to register shared memory region '{name}': unable "
-                                  f"to map it: {exc}") from None
+                raise internal(f"failed to register shared memory region '{name}': unable "
+                               f"to map it: {exc}") from None
         finally:
             os.close(fd)   # the mapping keeps its own descriptor
 
@@ -242,11 +244,10 @@ class SharedMemoryManager:
                               "region")
         if not isinstance(name, str) or not isinstance(key, str):
             raise invalid_arg("shared memory region name and key must be strings")
-        offset = require_size(offset, "offset")
-        byte_size = require_size(byte_size, "byte_size")
-        if byte_size == 0:
-            raise invalid_arg(f"failed to register shared memory region '{name}': byte_size "
-                              f"must be greater than 0")
+        # Any uint64 (the protocols' type): a block that the object cannot hold, an empty one
+        # among them, is refused once the object is opened (_Region), as tritonserver does.
+        offset = require_size(offset, "offset", maximum=UINT64_MAX)
+        byte_size = require_size(byte_size, "byte_size", maximum=UINT64_MAX)
         with self._lock:
             if name in self._regions:
                 raise TritonRosError(StatusCode.ALREADY_EXISTS,
@@ -266,8 +267,8 @@ class SharedMemoryManager:
         return [region.status()]
 
     def unregister_system(self, name: str = "") -> None:
-        """Unregister one region, or every region for an empty name; unknown names are fine."""
-        self._require_allowed()
+        """Unregister one region, or every region for an empty name; unknown names are fine
+        (also when clients may not register: there is nothing to unregister)."""
         with self._lock:
             names = [name] if name else list(self._regions)
             for n in names:
@@ -282,9 +283,10 @@ class SharedMemoryManager:
 
     # ---------------------------------------------------------------- CUDA shared memory
     def register_cuda(self, name: str, *, device_id: int, byte_size: int) -> None:
-        self._require_allowed()
-        raise unsupported(f"failed to register CUDA shared memory region '{name}': CUDA shared "
-                          f"memory is not supported by triton_ros; use system shared memory")
+        """Always INVALID_ARG, whether or not clients may register system regions: no handle
+        can be opened without CUDA, which is what tritonserver answers without a GPU."""
+        raise invalid_arg(f"failed to register CUDA shared memory region '{name}': invalid "
+                          f"args (no CUDA device: triton_ros serves system shared memory only)")
 
     def cuda_status(self, name: str = "") -> list[CudaRegionStatus]:
         """No CUDA region can exist: an empty list, or NOT_FOUND (Triton's messages)."""
@@ -299,7 +301,6 @@ class SharedMemoryManager:
 
     def unregister_cuda(self, name: str = "") -> None:
         """Nothing to unregister: no CUDA region can exist (clients call this to start clean)."""
-        self._require_allowed()
 
     # ---------------------------------------------------------------- use by requests
     def block(self, name: str, offset: int, byte_size: int) -> SharedMemoryBlock:

@@ -1,11 +1,11 @@
 """Strict parsing of sizes and counts that arrive as text (headers, flags, shared memory, ROS).
 
-Python's ``int()`` accepts far more than a size: ``"0_2"``, ``" 2 "``, ``"+2"``, ``"２"`` (full-width
-digits) and, with a base, ``"0x2"``. Triton parses these with ``std::stoull``-like code on decimal
-ASCII digits only. Every place that turns client text into a size or a count (the HTTP
+Python's ``int()`` accepts far more than a size: ``"0_2"``, ``" 2 "``, ``"+2"``, ``"２"``
+(full-width digits) and, with a base, ``"0x2"``. Triton parses these with ``std::stoull``-like code
+on decimal ASCII digits only. Every place that turns client text into a size or a count (the HTTP
 ``Content-Length`` / ``Inference-Header-Content-Length`` headers, chunk sizes, ``--cache-config
-size=``, shared memory offsets and byte sizes) goes through :func:`parse_size` so that there is
-one rule, and a refused value is an INVALID_ARG error naming what it was.
+size=``, shared memory offsets and byte sizes) goes through :func:`parse_size` so that there is one
+rule, and a refused value is an INVALID_ARG error naming what it was.
 
 Written by hand because it is five lines: no library offers "decimal ASCII digits, bounded".
 """
@@ -45,8 +45,9 @@ def parse_size(text: str | bytes, what: str, *, maximum: int = MAX_SIZE) -> int:
 
 
 def parse_model_version(text: str) -> int:
-    """A model version as the protocols give it: '' or '-1' -> -1 (the latest ready version), '3' -> 3;
-    anything else (signs, spaces, ``0x``, ``1e3``) is INVALID_ARG with Triton's message."""
+    """A model version as the protocols give it: '' or '-1' -> -1 (the latest ready version),
+    '3' -> 3; anything else (signs, spaces, ``0x``, ``1e3``) is INVALID_ARG with Triton's
+    message."""
     if text in ("", "-1"):
         return -1
     try:

@@ -20,14 +20,11 @@ it): a misspelt key would otherwise change nothing unseen.
 On the CPU an executed batch of large samples runs as several smaller runs
 (``max_sub_batch_size``, beyond Triton): ONNX Runtime's CPU kernels gain nothing from a batch of
 images (its convolutions loop over the images) while every run's activations grow with the
-batch. Measured on tinydet (bench/DECISIONS.md, "A CPU batch run in parts", bare ONNX Runtime, 1
-thread): a batch of 32 ran at 670 img/s and held 51 MB of activations; in runs of 8, 765 img/s
-and 14 MB; of 4, 780 img/s and 4 MB. The parameter sets the most rows per run (``0``: the whole
-batch in one run, as Triton's backend does); by default it is the most rows whose inputs hold at
-most 2^17 elements: one image of 3x224x224 or more per run (on this CPU one image per run was as
-fast as runs of 4-6 or faster, 1.01-1.08x with 1 and 2 threads, and it needs no copy into a
-batch buffer), 10 of 3x64x64, the whole batch for small samples, where batching does pay.
-KIND_GPU instances run the whole batch. A part is one or more whole requests (a request of more
+batch. The parameter sets the most rows per run (``0``: the whole batch in one run, as Triton's
+backend does); by default it is the most rows whose inputs hold at most 2^17 elements
+(:data:`SUB_BATCH_ELEMENTS`): one image of 3x224x224 or more per run (no copy into a batch
+buffer), 10 of 3x64x64, the whole batch for small samples, where batching does pay. KIND_GPU
+instances run the whole batch. A part is one or more whole requests (a request of more
 rows runs alone, its rows together as its client sent them), so a part is a batch Triton's
 dynamic batcher could have formed itself; the model's outputs are the parts' outputs
 concatenated. Served by the core, the scheduler hands such a batch out part by part to whichever
@@ -37,18 +34,11 @@ either way.
 An idle intra-op thread spins at most ``INTRA_OP_SPIN_US`` (100 us) before it sleeps, unless the
 model sets ``session.intra_op.spin_duration_us`` or ``session.intra_op.allow_spinning`` itself
 (beyond Triton, whose backend keeps ONNX Runtime's default; ``allow_spinning`` "1" restores it).
-By default ONNX Runtime's idle threads spin for milliseconds: at concurrency 1 a 2-thread
-session spun through the batcher's 2 ms delay before every run (10-12 ms of CPU per tinydet
-request against 6-8 ms), and where other threads need the cores (the event loop, a load
-generator, other ROS nodes) a spinning thread holds a core the thread it waits for could use.
-Measured (bench/DECISIONS.md, "Intra-op spin bounded to 100 us", tinydet as 1 instance x 2
-threads over gRPC, three alternating runs on a noisy 2-core host): CPU per request 33-49 % lower
-at concurrency 1 and 13-24 % at 16; throughput 0.99-1.18x at 16-32 requests in flight,
-0.87-1.10x at 4 and 0.75-1.04x at 1 (the pool's thread now wakes from sleep for each run). Bare
-ONNX Runtime beside one busy process: 234 against 201 runs/s back to back. ONNX Runtime reads
-the key from 1.26 on; older releases (1.23, CPython 3.10's last) ignore it and keep their own
-spinning. Sessions of one intra-op
-thread have no pool and are unaffected.
+ONNX Runtime's idle threads otherwise spin for milliseconds, through the batcher's delay before
+every run, holding a core that the thread they wait for (the event loop, a load generator, other
+ROS nodes) could use. ONNX Runtime reads the key from 1.26 on; older releases (1.23, CPython
+3.10's last) ignore it and keep their own spinning. Sessions of one intra-op thread have no pool
+and are unaffected.
 
 Auto-complete fills a missing or partial configuration from the model (AutoCompleteConfig):
 inputs, outputs and max_batch_size (the default 4 when every tensor's first dimension is
@@ -66,12 +56,11 @@ import numpy as np
 
 from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
                              auto_complete_source, autofill_batching, autofill_tensors,
-                             warn_unread_parameters)
-from ..errors import TritonRosError, internal, invalid_arg, unavailable
+                             check_tensor, warn_unread_parameters)
+from ..errors import internal, invalid_arg, unavailable
 from .backend_parameters import parameter_bool, parameter_int
 from ..strict_parse import parse_size
-from ..model_config import (ONNXRUNTIME_FILENAME, WILDCARD_DIM,
-                            ModelConfig, TensorConfig)
+from ..model_config import ONNXRUNTIME_FILENAME, WILDCARD_DIM, ModelConfig, expected_inputs
 
 _log = logging.getLogger("triton_ros.onnxruntime")
 
@@ -137,8 +126,7 @@ _READ_PARAMETERS = frozenset({
     "arena_extend_strategy", "do_copy_in_default_stream", "max_sub_batch_size",
 })
 # The default bound on one CPU run's inputs when max_sub_batch_size is not set (elements, summed
-# over the inputs): one 3x224x224 image a run, 2 of 3x128x128 (bench/DECISIONS.md, "A CPU
-# batch run in parts").
+# over the inputs): one 3x224x224 image a run, 2 of 3x128x128.
 SUB_BATCH_ELEMENTS = 1 << 17
 
 
@@ -378,16 +366,17 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
         inputs, outputs = _io_infos(self.session)
         batching = config.max_batch_size > 0
         required = [n for n in inputs]
-        if len(config.inputs) != len(required) and not any(t.optional for t in config.inputs):
+        expected = expected_inputs(config)
+        if expected != len(required) and not any(t.optional for t in config.inputs):
             raise invalid_arg(f"unable to load model '{config.name}', configuration expects "
-                              f"{len(config.inputs)} inputs, model provides {len(required)}")
+                              f"{expected} inputs, model provides {len(required)}")
         for tensors, infos, what in ((config.inputs, inputs, "input"), (config.outputs, outputs, "output")):
             for tensor in tensors:
                 info = infos.get(tensor.name)
                 if info is None:
                     raise invalid_arg(f"unexpected inference {what} '{tensor.name}', allowed "
                                       f"{what}s are: {', '.join(infos)}")
-                _check_tensor(config, tensor, info, what, batching)
+                check_tensor(config, tensor, info, what, batching)
 
     def run(self, inputs: Mapping[str, np.ndarray], output_names: list[str]) -> Mapping[str, np.ndarray]:
         feed = {}
@@ -416,31 +405,6 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
 
     def close(self) -> None:
         self.session = None
-
-
-def _check_tensor(config: ModelConfig, tensor: TensorConfig, info: tuple[str, list[int]],
-                  what: str, batching: bool) -> None:
-    dtype, model_dims = info
-    if dtype != tensor.datatype:
-        raise invalid_arg(f"unable to load model '{config.name}', unexpected datatype "
-                          f"TYPE_{dtype if dtype != 'BYTES' else 'STRING'} for {what} "
-                          f"'{tensor.name}', expecting TYPE_"
-                          f"{tensor.datatype if tensor.datatype != 'BYTES' else 'STRING'}")
-    expected = list(tensor.reshape if tensor.reshape is not None else tensor.dims)
-    if batching:
-        if not model_dims or model_dims[0] != WILDCARD_DIM:
-            raise invalid_arg(f"unable to load model '{config.name}', model {what} "
-                              f"'{tensor.name}' has shape {model_dims}: the first dimension must "
-                              f"be dynamic to support batching (max_batch_size "
-                              f"{config.max_batch_size})")
-        model_dims = model_dims[1:]
-    if len(model_dims) != len(expected) or any(
-            m != WILDCARD_DIM and e != WILDCARD_DIM and m != e for m, e in zip(model_dims, expected)):
-        # Scalars/empty reshape: the model may legitimately see [] where the config says [1].
-        if not (expected == [] and model_dims == []):
-            raise invalid_arg(f"unable to load model '{config.name}', model {what} "
-                              f"'{tensor.name}' dims {model_dims} don't match configuration dims "
-                              f"{expected}")
 
 
 def _trt_options(config: ModelConfig, params: Mapping[str, str], device_id: int) -> dict[str, str]:

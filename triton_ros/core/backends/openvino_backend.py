@@ -49,7 +49,8 @@ from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorIn
                              warn_unread_parameters)
 from ..errors import internal, invalid_arg, unavailable
 from .backend_parameters import framework_message
-from ..model_config import OPENVINO_FILENAME, WILDCARD_DIM, ModelConfig, TensorConfig
+from ..model_config import (OPENVINO_FILENAME, WILDCARD_DIM, ModelConfig, TensorConfig,
+                            expected_inputs)
 
 _log = logging.getLogger("triton_ros.openvino")
 
@@ -195,9 +196,9 @@ class OpenVINOModel(BackendModel):
                                   f"'{extension}' failed: {framework_message(exc)}") from None
         self._check_device()
         if "INFERENCE_PRECISION_HINT" not in self.properties and self.device == "CPU":
-            # OpenVINO's CPU plugin computes in bf16 by default on CPUs with AVX512-BF16 or AMX
-            # (0.02-0.16 off ONNX Runtime's boxes on the bundled detector, bench/backends):
-            # here FP32 models compute in FP32 unless HINT_BF16 asks for bf16.
+            # OpenVINO's CPU plugin computes in bf16 by default on CPUs with AVX512-BF16 or AMX,
+            # which moves boxes visibly: here FP32 models compute in FP32 unless HINT_BF16 asks
+            # for bf16.
             self.properties["INFERENCE_PRECISION_HINT"] = "f32"
         model = _read(ov, self.core, self.model_file, config.name)
         # a fixed batch the requests must fill (SKIP_OV_DYNAMIC_BATCHSIZE), else None
@@ -236,9 +237,10 @@ class OpenVINOModel(BackendModel):
         dynamic (or, with SKIP_OV_DYNAMIC_BATCHSIZE, a max_batch_size) batch dimension."""
         config = self.config
         batching = config.max_batch_size > 0
-        if len(model.inputs) != len(config.inputs):
+        if len(model.inputs) != expected_inputs(config):
             raise invalid_arg(f"unable to load model '{config.name}', configuration expects "
-                              f"{len(config.inputs)} inputs, model provides {len(model.inputs)}")
+                              f"{expected_inputs(config)} inputs, model provides "
+                              f"{len(model.inputs)}")
         new_shapes = {}
         for tensor in config.inputs:
             port = self._find(model.inputs, tensor, "input")

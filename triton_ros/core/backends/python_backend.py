@@ -20,8 +20,17 @@ take the server down.
   taking batches, and once no instance is left the model version is reported UNAVAILABLE.
 - ``auto_complete_config`` runs in a short-lived stub at load unless ``--strict-model-config``.
 - ``finalize()`` runs at unload; then the process is reaped and its shared memory removed.
-- Models may call back into the server: ``InferenceRequest.exec()`` / ``async_exec()`` (BLS) and
+- Models may call back into the server: ``InferenceRequest.exec()`` / ``async_exec()`` (BLS;
+  with ``decoupled=True``, the responses stream back as they come) and
   ``pb_utils.load_model`` / ``unload_model`` / ``is_model_ready``.
+- A decoupled model (``model_transaction_policy { decoupled: true }``) sends its responses at
+  any time through each request's sender: a reader thread takes them from the stub and hands
+  them, in order, to the request's response factory (the execution itself only says whether
+  ``execute`` raised). A request cancelled by its client is told to the stub
+  (``is_cancelled()``). A stub that dies or is restarted ends every request still open with an
+  error, so no client waits for a final flag that will never come.
+- The sequence batcher's requests carry their correlation ID and START/END flags to the model
+  (``correlation_id()``, ``flags()``).
 
 Model parameters read here: ``execute_timeout_seconds`` (60), ``initialize_timeout_seconds``
 (300; also bounds ``auto_complete_config``), ``finalize_timeout_seconds`` (30).
@@ -29,9 +38,12 @@ Model parameters read here: ``execute_timeout_seconds`` (60), ``initialize_timeo
 from __future__ import annotations
 
 import base64
+import functools
+import itertools
 import json
 import logging
 import os
+import queue
 import select
 import signal
 import socket
@@ -47,8 +59,9 @@ from google.protobuf import json_format
 
 import triton_ros
 
-from ..backend_model import BackendModel, BackendModelInstance, ExecuteResult
-from ..errors import StatusCode, TritonRosError, internal, invalid_arg, unavailable, unsupported
+from ..backend_model import STREAMED, BackendModel, BackendModelInstance, ExecuteResult
+from ..errors import (StatusCode, TritonRosError, as_triton_error, internal, invalid_arg,
+                      unavailable, unsupported)
 from ..infer_request import InferRequest, InferResponse, RequestedOutput, model_facing_inputs
 from ..model_config import PYTHON_FILENAME, ModelConfig, model_config_to_json, version_dirs
 from .python_stub import ipc
@@ -106,12 +119,21 @@ def _stub_environment() -> dict[str, str]:
 
 
 class StubProcess:
-    """One running stub: its process, its end of the channel, and the calls it makes back."""
+    """One running stub: its process, its end of the channel, and the calls it makes back.
 
-    def __init__(self, *, tag: str, server: Any = None, model_name: str = "") -> None:
+    With ``on_response`` (decoupled models) a reader thread takes every frame as it comes:
+    ``response`` frames go to ``on_response``, the stub's calls are served, and replies to this
+    side's commands wait in a queue for :meth:`wait_reply`. Without it, the thread that sends a
+    command reads the channel itself until its reply (no thread hop per execution)."""
+
+    def __init__(self, *, tag: str, server: Any = None, model_name: str = "",
+                 on_response=None) -> None:
         self.tag = tag
         self.server = server
         self.model_name = model_name
+        self._on_response = on_response
+        self._replies: queue.Queue | None = None
+        self._bls_requests: dict[Any, InferRequest] = {}     # decoupled BLS calls, by id
         # One name space per process and side, so that names never collide; sweep() takes both.
         self.prefix = ipc.new_prefix(tag)
         self.own_prefix = self.prefix + "p"
@@ -129,6 +151,9 @@ class StubProcess:
         finally:
             child_sock.close()
         self.sock = parent_sock
+        if on_response is not None:
+            self._replies = queue.Queue()
+            threading.Thread(target=self._read, daemon=True, name=f"{tag}-reader").start()
 
     # ---------------------------------------------------------------- channel
     def alive(self) -> bool:
@@ -146,7 +171,42 @@ class StubProcess:
         self.send(message)
         return self.wait_reply(f"{message['cmd']}_response", timeout)
 
+    def _read(self) -> None:
+        """The reader thread (decoupled models): every frame, as it comes."""
+        while True:
+            try:
+                message = ipc.recv_frame(self.sock, None)
+            except (ipc.ChannelClosed, OSError, ValueError):
+                break
+            try:
+                if not self._dispatch(message):
+                    self._replies.put(message)
+            except Exception as exc:     # a fault of ours: logged, the channel keeps going
+                _log.error("model '%s' (%s): handling a frame from the stub failed: %s",
+                           self.model_name, self.tag, as_triton_error(exc))
+        self._replies.put(None)
+
+    def _dispatch(self, message: dict) -> bool:
+        """Serve a frame the stub sent on its own; False for a reply to our command."""
+        cmd = message.get("cmd")
+        if cmd == "response" and self._on_response is not None:
+            self._on_response(message)
+        elif cmd == "bls":
+            self._start_bls(message)
+        elif cmd == "bls_cancel":
+            request = self._bls_requests.get(message.get("id"))
+            if request is not None:
+                request.cancel()
+        elif cmd == "control":
+            threading.Thread(target=self._control, args=(message,), daemon=True,
+                             name=f"{self.tag}-control").start()
+        else:
+            return False
+        return True
+
     def wait_reply(self, expected: str, timeout: float | None) -> dict:
+        if self._replies is not None:
+            return self._wait_queued(expected, timeout)
         deadline = None if not timeout else time.monotonic() + timeout
         while True:
             wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
@@ -164,16 +224,29 @@ class StubProcess:
                 raise StubDied() from None
             except ipc.ChannelTimeout:
                 raise StubTimeout() from None
-            cmd = message.get("cmd")
-            if cmd == expected:
+            if message.get("cmd") == expected:
                 return message
-            if cmd == "bls":
-                self._start_bls(message)
-            elif cmd == "control":
-                threading.Thread(target=self._control, args=(message,), daemon=True,
-                                 name=f"{self.tag}-control").start()
-            else:
+            if not self._dispatch(message):
                 raise StubDied()  # a peer that breaks the protocol is as good as dead
+
+    def _wait_queued(self, expected: str, timeout: float | None) -> dict:
+        deadline = None if not timeout else time.monotonic() + timeout
+        while True:
+            wait = 1.0 if deadline is None else min(1.0, deadline - time.monotonic())
+            if wait <= 0:
+                raise StubTimeout()
+            try:
+                message = self._replies.get(timeout=wait)
+            except queue.Empty:
+                if not self.alive():
+                    raise StubDied() from None
+                continue
+            if message is None:
+                self._replies.put(None)   # the channel is closed for every later wait too
+                raise StubDied()
+            if message.get("cmd") == expected:
+                return message
+            raise StubDied()  # a peer that breaks the protocol is as good as dead
 
     def command(self, message: dict, *, timeout: float | None, what: str,
                 code: StatusCode = StatusCode.INTERNAL) -> dict:
@@ -233,25 +306,75 @@ class StubProcess:
 
     def _start_bls(self, message: dict) -> None:
         call_id = message.get("id")
+        stream = bool(message.get("decoupled"))
         try:
             if self.server is None:
                 raise unsupported("BLS requests need a running server")
             (inputs,) = ipc.unpack_tensors(message.get("segment"), [message.get("inputs", [])])
             names = message.get("requested_outputs") or []
+            flags = int(message.get("flags", 0) or 0)
+            correlation_id = message.get("correlation_id", 0)
             request = InferRequest(
                 model_name=str(message.get("model_name", "")), inputs=inputs,
                 model_version=int(message.get("model_version", -1)),
                 id=str(message.get("request_id", "")),
                 requested_outputs=tuple(RequestedOutput(str(n)) for n in names) or None,
                 timeout_us=int(message.get("timeout", 0)),
-                parameters=json.loads(message.get("parameters") or "{}"))
+                parameters=json.loads(message.get("parameters") or "{}"),
+                sequence_id=correlation_id if isinstance(correlation_id, (int, str)) else 0,
+                sequence_start=bool(flags & 1), sequence_end=bool(flags & 2))
+            if not stream:
+                target = self.server.get_model(request.model_name, request.model_version)
+                if target.config.decoupled:
+                    raise internal(f"Model {request.model_name} - Error when running "
+                                   f"inference: Model {request.model_name} is using the "
+                                   f"decoupled. The "
+                                   f"current BLS request call doesn't support models using the "
+                                   f"decoupled transaction policy. Please use 'decoupled=True' "
+                                   f"argument to the 'exec' or 'async_exec' calls for decoupled "
+                                   f"models.'")
+            else:
+                request.response_sink = lambda response, final: self._stream_bls(
+                    call_id, response, final)
+                self._bls_requests[call_id] = request
             future = self.server.infer(request)
         except Exception as exc:
             error = exc if isinstance(exc, TritonRosError) else invalid_arg(f"bad BLS request: {exc}")
-            self._reply({"cmd": "bls_response", "id": call_id,
+            self._reply({"cmd": "bls_response", "id": call_id, "stream": stream, "final": True,
                          "error": {"code": error.code.name, "message": error.message}})
+            self._bls_requests.pop(call_id, None)
             return
-        future.add_done_callback(lambda f: self._finish_bls(call_id, f))
+        if stream:
+            future.add_done_callback(lambda f: self._end_bls_stream(call_id, f))
+        else:
+            future.add_done_callback(lambda f: self._finish_bls(call_id, f))
+
+    def _stream_bls(self, call_id, response, final: bool) -> None:
+        """One response of a decoupled BLS call, to the stub's iterator."""
+        reply = {"cmd": "bls_response", "id": call_id, "stream": True, "final": final}
+        if isinstance(response, TritonRosError):
+            reply["error"] = {"code": response.code.name, "message": response.message}
+        elif response is not None:
+            try:
+                segment, (descs,) = ipc.pack_tensors(self.own_prefix,
+                                                     [list(response.outputs.items())])
+            except Exception as exc:
+                reply["error"] = {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"}
+            else:
+                reply.update(segment=segment, outputs=descs,
+                             parameters=json.dumps(response.parameters, default=str))
+        if final:
+            self._bls_requests.pop(call_id, None)
+        self._reply(reply)
+
+    def _end_bls_stream(self, call_id, future: Future) -> None:
+        """A decoupled BLS call refused before it reached its model: its one, final, error."""
+        self._bls_requests.pop(call_id, None)
+        exc = future.exception()
+        if exc is not None:
+            error = as_triton_error(exc)
+            self._reply({"cmd": "bls_response", "id": call_id, "stream": True, "final": True,
+                         "error": {"code": error.code.name, "message": error.message}})
 
     def _finish_bls(self, call_id, future: Future) -> None:
         try:
@@ -363,13 +486,19 @@ class PythonInstance(BackendModelInstance):
         super().__init__(model, name=name, kind=kind, device_id=device_id)
         self.model: PythonModel = model
         self.stub: StubProcess | None = None
+        self._decoupled = model.config.decoupled
+        # Requests of a decoupled model whose final response has not come yet, by token.
+        self._open: dict[int, InferRequest] = {}
+        self._open_lock = threading.Lock()
+        self._tokens = itertools.count(1)
         self._start()
 
     # ---------------------------------------------------------------- lifecycle
     def _start(self) -> None:
         """Start a stub and initialize the model in it; raise with the reason on failure."""
         model, config = self.model, self.model.config
-        stub = StubProcess(tag=self.name, server=model.server, model_name=config.name)
+        stub = StubProcess(tag=self.name, server=model.server, model_name=config.name,
+                           on_response=self._on_response if self._decoupled else None)
         args = {
             "model_config": model_config_to_json(config.proto),
             "model_instance_kind": _KIND_NAMES.get(self.kind, self.kind),
@@ -380,7 +509,8 @@ class PythonInstance(BackendModelInstance):
             "model_name": config.name,
         }
         reply = stub.command({"cmd": "initialize", "model_file": str(model.model_file),
-                              "version": str(model.version), "args": args},
+                              "version": str(model.version), "args": args,
+                              "decoupled": self._decoupled},
                              timeout=model.initialize_timeout,
                              what=f"initialize() of Python model '{config.name}' instance "
                                   f"{self.name} (initialize_timeout_seconds "
@@ -396,6 +526,7 @@ class PythonInstance(BackendModelInstance):
         if self.stub is not None:
             self.stub.kill()
             self.stub = None
+        self._end_open(f"Stub process '{self.name}' is not healthy: {why}")
         _log.warning("model '%s' instance %s: %s; restarting the stub", self.model.config.name,
                      self.name, why)
         try:
@@ -407,6 +538,59 @@ class PythonInstance(BackendModelInstance):
         if self.stub is not None:
             self.stub.shutdown(self.model.finalize_timeout)
             self.stub = None
+        self._end_open(f"model '{self.model.config.name}' instance {self.name} was unloaded "
+                       f"before the request's final response")
+
+    # ---------------------------------------------------------------- decoupled responses
+    def _on_response(self, message: dict) -> None:
+        """A ``response`` frame (the reader thread): to its request's response factory."""
+        token = message.get("token")
+        final = bool(message.get("final"))
+        with self._open_lock:
+            request = self._open.pop(token, None) if final else self._open.get(token)
+        if request is None:             # ended already (a failed execute, a restart)
+            ipc.unlink(message.get("segment"))
+            return
+        error = message.get("error")
+        response: InferResponse | TritonRosError | None = None
+        if error:
+            code = StatusCode.__members__.get(error.get("code"), StatusCode.INTERNAL)
+            response = TritonRosError(code, str(error.get("message")))
+        elif message.get("has_response"):
+            try:
+                (outputs,) = ipc.unpack_tensors(message.get("segment"),
+                                                [message.get("outputs", [])])
+                parameters = json.loads(message.get("parameters") or "{}")
+                response = InferResponse(self.model.config.name, self.model.version, request.id,
+                                         self._reshaped(outputs), parameters)
+            except (KeyError, TypeError, ValueError, OSError, TritonRosError) as exc:
+                ipc.unlink(message.get("segment"))
+                response = internal(f"malformed response from the stub: {exc}")
+        request.response_factory(response, final)
+
+    def _forget(self, specs: list[dict]) -> None:
+        if self._decoupled:
+            with self._open_lock:
+                for spec in specs:
+                    self._open.pop(spec["token"], None)
+
+    def _cancel(self, stub: StubProcess, token: int) -> None:
+        """A request's client went away: tell the stub (its ``is_cancelled()``), while the
+        request is open."""
+        with self._open_lock:
+            if token not in self._open:
+                return
+        try:
+            stub.send({"cmd": "cancel", "token": token})
+        except StubDied:
+            pass
+
+    def _end_open(self, message: str) -> None:
+        """Every decoupled request still open ends with ``message`` (its stub is gone)."""
+        with self._open_lock:
+            requests, self._open = list(self._open.values()), {}
+        for request in requests:
+            request.response_factory(internal(message), True)
 
     # ---------------------------------------------------------------- execution
     def execute(self, requests: list[InferRequest]) -> ExecuteResult:
@@ -428,9 +612,18 @@ class PythonInstance(BackendModelInstance):
             groups = []
             for request in requests:
                 groups.append(list(model_facing_inputs(config, request).items()))
+                token = next(self._tokens)
                 specs.append({"id": request.id, "timeout": request.timeout_us,
                               "parameters": json.dumps(request.parameters, default=str),
-                              "requested_outputs": request.output_names(config)})
+                              "requested_outputs": request.output_names(config),
+                              "token": token, "correlation_id": request.sequence_id,
+                              "flags": int(request.sequence_start) | (int(request.sequence_end)
+                                                                      << 1),
+                              "cancelled": request.cancelled})
+                if self._decoupled and not request.null_request:
+                    with self._open_lock:
+                        self._open[token] = request
+                    request.on_cancel(functools.partial(self._cancel, stub, token))
             segment, descs = ipc.pack_tensors(stub.own_prefix, groups)
             for spec, desc in zip(specs, descs):
                 spec["inputs"] = desc
@@ -444,19 +637,25 @@ class PythonInstance(BackendModelInstance):
                                "requests": specs}, timeout=self.model.execute_timeout)
         except StubDied:
             why = f"the stub process {_exit_description(stub.reap(5.0))} while executing"
+            self._forget(specs)         # this batch fails below; earlier open requests end here
             self._restart(why)
             return self._batch_error(requests, f"Stub process '{self.name}' is not healthy: {why}",
                                      t0, t1)
         except StubTimeout:
             why = (f"execute() did not return within {self.model.execute_timeout:g} s "
                    f"(execute_timeout_seconds); the stub process was killed")
+            self._forget(specs)
             self._restart(why)
             return self._batch_error(requests, why, t0, t1)
         finally:
             ipc.unlink(segment)
         t2 = time.monotonic_ns()
-        if not reply.get("ok"):
+        if not reply.get("ok"):         # a failed execute: the model sends no more responses
+            self._forget(specs)
             return self._batch_error(requests, str(reply.get("error")), t0, t1)
+        if self._decoupled:
+            return ExecuteResult([STREAMED] * len(requests), t1 - t0, t2 - t1,
+                                 time.monotonic_ns() - t2)
 
         try:
             answers = reply["responses"]
@@ -495,6 +694,9 @@ class PythonInstance(BackendModelInstance):
 
     def _batch_error(self, requests: list[InferRequest], message: str, t0: int,
                      t1: int) -> ExecuteResult:
-        error = internal(f"Failed to process the request(s) for model instance '{self.name}', "
+        # Triton's Python backend names the instance so; for a decoupled model, its stub does
+        # (without "instance").
+        what = "model" if self._decoupled else "model instance"
+        error = internal(f"Failed to process the request(s) for {what} '{self.name}', "
                          f"message: {message}")
         return ExecuteResult([error] * len(requests), t1 - t0, time.monotonic_ns() - t1)

@@ -67,7 +67,8 @@ import numpy as np
 from ..backend_model import BackendModel, BackendModelInstance, BatchedTensorInstance, \
     warn_unread_parameters
 from ..errors import internal, invalid_arg, unavailable, unsupported
-from ..model_config import PYTORCH_AOTI_PLATFORM, PYTORCH_FILENAME, ModelConfig
+from ..model_config import (PYTORCH_AOTI_PLATFORM, PYTORCH_FILENAME, ModelConfig,
+                            expected_inputs)
 from .backend_parameters import framework_message, parameter_bool, parameter_int
 
 _log = logging.getLogger("triton_ros.pytorch")
@@ -361,9 +362,9 @@ class PyTorchInstance(BatchedTensorInstance):
                     raise internal(f"An input of type '{argument.type}' was detected in the "
                                    f"model. Only a single input of type Dict(str, Tensor) or "
                                    f"input(s) of type Tensor are supported.")
-            if len(arguments) != len(config.inputs):
+            if len(arguments) != expected_inputs(config):
                 raise invalid_arg(f"unable to load model '{config.name}', configuration expects "
-                                  f"{len(config.inputs)} inputs, model provides "
+                                  f"{expected_inputs(config)} inputs, model provides "
                                   f"{len(arguments)}")
             positions, convention = input_positions(config, [a.name for a in arguments])
             _check_positions(config, positions, len(arguments), "input")

@@ -184,7 +184,8 @@ def auto_complete_from_engine(proto, desc: EngineDescription) -> list[str]:
         proto.max_batch_size = min(limit, DEFAULT_MAX_BATCH_SIZE) if limit > 1 else 1
         warnings.append(f"autofilled max_batch_size to {proto.max_batch_size} for model "
                         f"'{proto.name}' from the engine's optimization profiles")
-        if proto.max_batch_size > 1 and not proto.HasField("dynamic_batching"):
+        if proto.max_batch_size > 1 and not proto.HasField("dynamic_batching") \
+                and not proto.HasField("sequence_batching"):
             proto.dynamic_batching.SetInParent()
     batching = proto.max_batch_size > 0
 
@@ -286,10 +287,10 @@ _ALLOCATION_STRATEGY = "execution_context_allocation_strategy"
 
 
 def check_parameters(config: ModelConfig) -> None:
-    """The model parameters Triton's tensorrt_backend reads: ``execution_context_allocation_strategy``
-    ``STATIC`` (its default, how contexts are created here) or ``ON_PROFILE_CHANGE`` (not done
-    here: warned, contexts stay static); any other value is refused, any other key is named in a
-    warning (Triton ignores it silently)."""
+    """The model parameters Triton's tensorrt_backend reads:
+    ``execution_context_allocation_strategy`` ``STATIC`` (its default, how contexts are created
+    here) or ``ON_PROFILE_CHANGE`` (not done here: warned, contexts stay static); any other value
+    is refused, any other key is named in a warning (Triton ignores it silently)."""
     strategy = config.parameters.get(_ALLOCATION_STRATEGY)
     if strategy is not None:
         strategy = strategy.strip()

@@ -2,9 +2,12 @@
 
 Started by the server as ``python -m triton_ros.core.backends.python_stub --fd N --prefix P``
 with one end of a socket pair. A reader thread takes every frame from the server: answers to
-this process's own BLS and model-control calls resolve their futures, commands go to the main
-thread, which runs the model: ``auto_complete`` (call ``TritonPythonModel.auto_complete_config``),
-``initialize``, ``execute`` and ``finalize``. Each command gets exactly one reply.
+this process's own BLS and model-control calls resolve their futures (a decoupled BLS call's
+responses go to its iterator's queue), ``cancel`` marks a request cancelled, and commands go to
+the main thread, which runs the model: ``auto_complete`` (call
+``TritonPythonModel.auto_complete_config``), ``initialize``, ``execute`` and ``finalize``. Each
+command gets exactly one reply. A decoupled model's responses are ``response`` frames, sent by
+whichever thread calls its sender, at any time; the ``execute`` reply carries none.
 
 The model is imported as Triton's stub imports it: the version directory and the model directory
 are appended to ``sys.path`` and the module is ``<version>.<file name>``; only ``lib/`` (with
@@ -29,6 +32,7 @@ import socket
 import sys
 import threading
 import traceback
+import weakref
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -65,6 +69,11 @@ class StubRuntime:
         self._next_id = 0
         self._parent = os.getppid()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.model_name = ""
+        self.decoupled = False
+        self._cancelled: set[int] = set()
+        self._open: set[int] = set()         # decoupled requests without their final flag yet
+        self._streams: dict[int, queue.Queue] = {}
         threading.Thread(target=self._read, name="stub-reader", daemon=True).start()
 
     # ---------------------------------------------------------------- channel
@@ -78,7 +87,19 @@ class StubRuntime:
                 message = ipc.recv_frame(self.sock, deadline=None)
             except ipc.ChannelClosed:
                 break
-            if message.get("cmd") in ("bls_response", "control_response"):
+            cmd = message.get("cmd")
+            if cmd == "cancel":
+                self._cancelled.add(int(message.get("token", 0)))
+            elif cmd == "bls_response" and message.get("stream"):
+                call_id = int(message.get("id", -1))
+                with self._pending_lock:
+                    stream = (self._streams.pop(call_id, None) if message.get("final")
+                              else self._streams.get(call_id))
+                if stream is not None:
+                    stream.put(message)
+                else:
+                    ipc.unlink(message.get("segment"))
+            elif cmd in ("bls_response", "control_response"):
                 with self._pending_lock:
                     future = self._pending.pop(int(message.get("id", -1)), None)
                 if future is not None:
@@ -109,15 +130,8 @@ class StubRuntime:
         pb = self.pb
         segment = None
         try:
-            segment, (descs,) = ipc.pack_tensors(
-                self.prefix, [[(t.name(), t.as_numpy()) for t in request.inputs()]])
-            reply = self._call({
-                "cmd": "bls", "model_name": request.model_name(),
-                "model_version": request.model_version(), "request_id": request.request_id(),
-                "requested_outputs": request.requested_output_names(),
-                "timeout": request.timeout(), "parameters": request.parameters(),
-                "segment": segment, "inputs": descs,
-            })
+            message, segment = self._bls_message(request, False)
+            reply = self._call(message)
         except pb.TritonModelException:
             ipc.unlink(segment)
             raise
@@ -125,14 +139,104 @@ class StubRuntime:
             ipc.unlink(segment)
             return pb.InferenceResponse(error=pb.TritonError(
                 f"failed to send the BLS request: {exc}", pb.TritonError.INTERNAL))
+        return self._response_of(reply)
+
+    def _bls_message(self, request, decoupled: bool) -> tuple[dict, str | None]:
+        segment, (descs,) = ipc.pack_tensors(
+            self.prefix, [[(t.name(), t.as_numpy()) for t in request.inputs()]])
+        return {
+            "cmd": "bls", "model_name": request.model_name(),
+            "model_version": request.model_version(), "request_id": request.request_id(),
+            "requested_outputs": request.requested_output_names(),
+            "timeout": request.timeout(), "parameters": request.parameters(),
+            "correlation_id": request.correlation_id(), "flags": request.flags(),
+            "decoupled": decoupled, "segment": segment, "inputs": descs,
+        }, segment
+
+    def _response_of(self, reply: dict):
+        """A BLS answer frame as a pb_utils.InferenceResponse (an error response, or the
+        outputs; none when the final flag came alone)."""
+        pb = self.pb
         if reply.get("error"):
             error = reply["error"]
+            ipc.unlink(reply.get("segment"))
             return pb.InferenceResponse(error=pb.TritonError(
-                error["message"], pb.TritonError.__dict__.get(error["code"], pb.TritonError.INTERNAL)))
+                error["message"], pb.TritonError.__dict__.get(error["code"],
+                                                              pb.TritonError.INTERNAL)))
         (arrays,) = ipc.unpack_tensors(reply.get("segment"), [reply.get("outputs", [])])
         tensors = [pb.Tensor(name, array) for name, array in arrays.items()]
         return pb.InferenceResponse(output_tensors=tensors,
                                     parameters=reply.get("parameters") or None)
+
+    def bls_stream(self, request):
+        """A decoupled BLS request (``exec(decoupled=True)``): an iterator of its responses."""
+        pb = self.pb
+        stream: queue.Queue = queue.Queue()
+        segment = None
+        with self._pending_lock:
+            self._next_id += 1
+            call_id = self._next_id
+            self._streams[call_id] = stream
+        try:
+            message, segment = self._bls_message(request, True)
+            message["id"] = call_id
+            self.send(message)
+        except Exception as exc:
+            ipc.unlink(segment)
+            with self._pending_lock:
+                self._streams.pop(call_id, None)
+            stream.put({"cmd": "bls_response", "final": True, "error": {
+                "code": "INTERNAL", "message": f"failed to send the BLS request: {exc}"}})
+
+        def pull():
+            reply = stream.get()
+            return self._response_of(reply), bool(reply.get("final"))
+
+        def cancel():
+            try:
+                self.send({"cmd": "bls_cancel", "id": call_id})
+            except ipc.ChannelClosed:
+                pass
+
+        return pb.ResponseIterator(pull, cancel)
+
+    # ---------------------------------------------------------------- decoupled responses
+    def send_response(self, token: int, response, final: bool, requested) -> None:
+        """One response of a decoupled model's request (its sender's ``send``)."""
+        pb = self.pb
+        message = {"cmd": "response", "token": token, "final": final}
+        segment = None
+        if response is not None:
+            if response.has_error():
+                error = response.error()
+                message["error"] = {"code": error.code().name, "message": error.message()}
+            else:
+                outputs = [(t.name(), t.as_numpy()) for t in response.output_tensors()
+                           if requested is None or t.name() in requested]
+                segment, (descs,) = ipc.pack_tensors(self.prefix, [outputs])
+                message.update(segment=segment, outputs=descs,
+                               parameters=response.parameters(), has_response=True)
+        if final:
+            self._open.discard(token)
+        try:
+            self.send(message)
+        except ipc.ChannelClosed as exc:
+            ipc.unlink(segment)
+            raise pb.TritonModelException(f"the server is gone: {exc}") from None
+
+    def abandoned(self, token: int) -> None:
+        """A decoupled request's sender was released without the final flag: end the request
+        with an error rather than leave its client waiting."""
+        try:
+            self.send({"cmd": "response", "token": token, "final": True, "error": {
+                "code": "INTERNAL",
+                "message": f"Python model '{self.model_name}' released the request without "
+                           f"sending a response with TRITONSERVER_RESPONSE_COMPLETE_FINAL"}})
+        except Exception:
+            pass
+
+    def is_cancelled(self, token: int) -> bool:
+        return token in self._cancelled
 
     def control(self, action: str, **kwargs):
         reply = self._call({"cmd": "control", "action": action, **kwargs})
@@ -141,13 +245,16 @@ class StubRuntime:
         return reply.get("result")
 
     # ---------------------------------------------------------------- model
-    def run_coroutine(self, coroutine):
-        """Run a model's ``async def`` on one long-lived loop (BLS ``async_exec`` needs one)."""
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
             threading.Thread(target=self._loop.run_forever, name="stub-asyncio",
                              daemon=True).start()
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        return self._loop
+
+    def run_coroutine(self, coroutine):
+        """Run a model's ``async def`` on one long-lived loop (BLS ``async_exec`` needs one)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._event_loop()).result()
 
     def import_model(self, model_file: str, version: str):
         path = Path(model_file)
@@ -188,6 +295,8 @@ class StubRuntime:
             return {"config": config.as_dict()}
         if cmd == "initialize":
             self.instance_name = message["args"].get("model_instance_name", "python")
+            self.model_name = message["args"].get("model_name", "")
+            self.decoupled = bool(message.get("decoupled"))
             cls = self.import_model(message["model_file"], message["version"])
             self.model = cls()
             if hasattr(self.model, "initialize"):
@@ -205,17 +314,32 @@ class StubRuntime:
                                     [r["inputs"] for r in message["requests"]])
         requests = []
         for spec, arrays in zip(message["requests"], groups):
-            requests.append(pb.InferenceRequest(
-                request_id=spec.get("id", ""), correlation_id=0,
+            request = pb.InferenceRequest(
+                request_id=spec.get("id", ""), correlation_id=spec.get("correlation_id", 0),
                 inputs=[pb.Tensor(name, array) for name, array in arrays.items()],
                 requested_output_names=spec["requested_outputs"],
                 model_name=message.get("model_name", ""), model_version=-1,
-                flags=0, timeout=int(spec.get("timeout", 0)), parameters=spec.get("parameters")))
+                flags=int(spec.get("flags", 0)), timeout=int(spec.get("timeout", 0)),
+                parameters=spec.get("parameters"))
+            request._token = token = int(spec.get("token", 0))
+            if spec.get("cancelled"):
+                self._cancelled.add(token)
+            if self.decoupled:
+                request._decoupled = True
+                self._open.add(token)
+                weakref.finalize(request.get_response_sender(), self._released, token)
+            requests.append(request)
         if not hasattr(self.model, "execute"):
             raise pb.TritonModelException("Python model does not implement `execute` method.")
-        returned = self.model.execute(requests)
-        if inspect.iscoroutine(returned):
-            returned = self.run_coroutine(returned)
+        if self.decoupled:
+            return self.execute_decoupled(requests)
+        try:
+            returned = self.model.execute(requests)
+            if inspect.iscoroutine(returned):
+                returned = self.run_coroutine(returned)
+        finally:
+            for request in requests:
+                self._cancelled.discard(request._token)
         responses = self._collect(requests, returned)
 
         outputs, errors, parameters = [], [], []
@@ -239,6 +363,59 @@ class StubRuntime:
         return {"segment": segment, "responses": [
             {"outputs": d, "error": e, "parameters": p}
             for d, e, p in zip(descs, errors, parameters)]}
+
+    def execute_decoupled(self, requests: list) -> dict:
+        """A decoupled model's execute: it must return None (an ``async def`` runs on in the
+        background, as in Triton); its responses leave through the senders. If it fails, every
+        sender still open is closed and the server ends those requests with the error."""
+        pb = self.pb
+        try:
+            returned = self.model.execute(requests)
+            if inspect.iscoroutine(returned):
+                future = asyncio.run_coroutine_threadsafe(returned, self._event_loop())
+                senders = [r.get_response_sender() for r in requests]
+                future.add_done_callback(lambda f: self._background_done(f, senders))
+            elif returned is not None:
+                raise pb.TritonModelException(
+                    f"Python model '{self.model_name}' is using the decoupled mode and the "
+                    f"execute function must return None.")
+        except BaseException:
+            for request in requests:
+                request.get_response_sender().close()
+            raise
+        return {"responses": []}
+
+    def _background_done(self, future, senders) -> None:
+        """An ``async def execute`` of a decoupled model ended: if it raised, each request it
+        left open ends with the error (logged once, as Triton logs it)."""
+        exc = future.exception()
+        if exc is None:
+            return
+        text = describe_exception(exc)
+        self.pb.Logger.log_error(f"Failed to process the request(s) for model "
+                                 f"'{self.model_name}', message: {text}")
+        for sender in senders:
+            if not sender.is_closed():
+                sender.close()
+                self.send_error_final(sender._token, text)
+
+    def send_error_final(self, token: int, text: str) -> None:
+        try:
+            self.send({"cmd": "response", "token": token, "final": True,
+                       "error": {"code": "INTERNAL", "message": text}})
+        except Exception:
+            pass
+
+    def _released(self, token: int) -> None:
+        """weakref.finalize of a decoupled request's sender: one released before its final
+        flag ends its request with an error rather than leave the client waiting."""
+        self._cancelled.discard(token)
+        if token in self._open:
+            self._open.discard(token)
+            self.abandoned(token)
+
+    def close_sender(self, token: int) -> None:
+        self._open.discard(token)
 
     def _collect(self, requests: list, returned) -> list:
         """One InferenceResponse (or a message) per request, with Triton's checks."""

@@ -11,9 +11,17 @@ helpers of ``triton_python_backend_utils.py`` and the classes its C++ stub binds
 ``is_model_ready`` and the ``TRITONSERVER_*`` flags, with Triton's signatures and behaviour, so
 that existing models run unchanged.
 
+Decoupled models (``model_transaction_policy { decoupled: true }``): a request's
+``get_response_sender()`` sends any number of responses, from any thread, before or after
+``execute`` returns, the last with ``TRITONSERVER_RESPONSE_COMPLETE_FINAL``; ``execute`` returns
+None. ``is_cancelled()`` tells a request whose client went away. BLS on a decoupled model:
+``exec(decoupled=True)`` / ``async_exec(decoupled=True)`` give an iterator of its responses as they
+come (the last is empty when the final flag came alone), with ``cancel()``.
+
 Differences, all reported clearly when used: tensors live in CPU memory (``is_cpu()`` is always
-true; a GPU DLPack capsule is refused), decoupled ``exec`` is UNSUPPORTED, metrics are kept in
-the stub and not exported, request cancellation is never signalled.
+true; a GPU DLPack capsule is refused), metrics are kept in the stub and not exported. A
+decoupled request whose sender is garbage-collected before it sent the final flag ends with an
+error response (tritonserver leaves its client waiting).
 """
 from __future__ import annotations
 
@@ -260,32 +268,62 @@ class InferenceResponse:
 
 
 class InferenceResponseSender:
-    """Sends the one response of a request of a non-decoupled model (Triton 24.06+)."""
+    """Sends a request's responses: for a decoupled model any number, each as it is sent, the
+    last with the final flag; for another model (Triton 24.06+) its one response, collected
+    when ``execute`` returns."""
 
-    def __init__(self) -> None:
+    def __init__(self, token: int = 0, decoupled: bool = False, requested=None) -> None:
+        self._token = token
+        self._decoupled = decoupled
+        self._requested = None if requested is None else set(requested)
         self._response: InferenceResponse | None = None
-        self._sent = False
+        self._sent = 0
         self._closed = False
+        self._lock = threading.Lock()
 
     def send(self, response: InferenceResponse | None = None, flags: int = 0) -> None:
-        if self._closed:
-            raise TritonModelException("Unable to send response. Response sender has been closed.")
-        if response is not None:
-            if not isinstance(response, InferenceResponse):
-                raise TypeError("send() expects a pb_utils.InferenceResponse")
-            if self._sent:
-                raise TritonModelException("Non-decoupled model cannot send more than one "
-                                           "response.")
-            self._response = response
-            self._sent = True
-        if flags & TRITONSERVER_RESPONSE_COMPLETE_FINAL:
-            if not self._sent:
-                raise TritonModelException("Non-decoupled model cannot send complete final "
-                                           "before sending a response.")
+        if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):
+            raise TritonModelException("Unable to send response. Unsupported flag provided.")
+        if flags == 0 and response is None:
+            raise TritonModelException("Inference Response object must be provided when the "
+                                       "response flags is set to zero.")
+        if response is not None and not isinstance(response, InferenceResponse):
+            raise TypeError("send() expects a pb_utils.InferenceResponse")
+        final = flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL
+        with self._lock:
+            if not self._decoupled:
+                if response is not None and self._sent:
+                    raise TritonModelException("Unable to send response. Non-decoupled model "
+                                               "cannot send more than one response.")
+                if response is None and final and not self._sent:
+                    raise TritonModelException("Unable to send response. Non-decoupled model "
+                                               "cannot send complete final before sending a "
+                                               "response.")
+            if self._closed:
+                raise TritonModelException("Unable to send response. Response sender has been "
+                                           "closed.")
+            if final:
+                self._closed = True
+            self._sent += 1
+            if not self._decoupled:
+                if response is not None:
+                    self._response = response
+                return
+            # Sent under the lock: a request's responses leave in the order they were sent.
+            _runtime.send_response(self._token, response, final, self._requested)
+
+    def close(self) -> None:
+        """No more responses (the backend closed the request: its execute failed)."""
+        with self._lock:
             self._closed = True
+        if self._decoupled and _runtime is not None:
+            _runtime.close_sender(self._token)
+
+    def is_closed(self) -> bool:
+        return self._closed
 
     def is_cancelled(self) -> bool:
-        return False
+        return _runtime is not None and _runtime.is_cancelled(self._token)
 
 
 class InferenceTrace:
@@ -309,7 +347,11 @@ TRITONSERVER_MEMORY_CPU = MemoryType.TRITONSERVER_MEMORY_CPU
 
 
 class InferenceRequest:
-    """A request given to ``execute``, or built by a model for BLS and run with ``exec()``."""
+    """A request given to ``execute``, or built by a model for BLS and run with ``exec()``.
+    Requests given to ``execute`` carry the token by which the server knows them."""
+
+    _token = 0
+    _decoupled = False
 
     def __init__(self, request_id: str = "", correlation_id=0, inputs=None,
                  requested_output_names=None, model_name: str = "", model_version: int = -1,
@@ -375,33 +417,60 @@ class InferenceRequest:
 
     def get_response_sender(self) -> InferenceResponseSender:
         if self._sender is None:
-            self._sender = InferenceResponseSender()
+            self._sender = InferenceResponseSender(self._token, self._decoupled,
+                                                   self._requested)
         return self._sender
 
     def is_cancelled(self) -> bool:
-        return False
+        """Whether the request's client went away (the model may stop early)."""
+        return _runtime is not None and _runtime.is_cancelled(self._token)
 
     def set_release_flags(self, flags: int) -> None:
         if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise TritonModelException("request rescheduling is only for sequence batching, "
+            raise TritonModelException("request rescheduling is only for iterative sequences, "
                                        "which triton_ros does not support")
         self._release_flags = int(flags)
 
-    def exec(self, decoupled: bool = False) -> InferenceResponse:
-        """Run this request on another model of the server (BLS) and wait for its response.
-        Failures come back as a response with an error, as in Triton."""
-        if decoupled:
-            return InferenceResponse(error=TritonError(
-                "decoupled BLS requests are not supported by triton_ros", TritonError.UNSUPPORTED))
+    def exec(self, decoupled: bool = False):
+        """Run this request on another model of the server (BLS) and wait for its response;
+        with ``decoupled``, an iterator of the responses as they come. Failures come back as
+        a response with an error, as in Triton."""
         if _runtime is None:
             raise TritonModelException("InferenceRequest.exec() is only available inside a model "
                                        "served by the Python backend")
+        if decoupled:
+            return _runtime.bls_stream(self)
         return _runtime.bls(self)
 
     def async_exec(self, decoupled: bool = False):
         """An awaitable of :meth:`exec` (BLS requests run concurrently)."""
         loop = asyncio.get_running_loop()
         return loop.run_in_executor(None, self.exec, decoupled)
+
+
+class ResponseIterator:
+    """The responses of a decoupled BLS request, as they come; the last one may be empty (the
+    final flag came without a response). ``cancel()`` asks the model to stop."""
+
+    def __init__(self, pull, cancel) -> None:
+        self._pull = pull
+        self._cancel = cancel
+        self._done = False
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> InferenceResponse:
+        if self._done:
+            raise StopIteration
+        response, final = self._pull()
+        if final:
+            self._done = True
+        return response
+
+    def cancel(self) -> None:
+        if not self._done:
+            self._cancel()
 
 
 # --------------------------------------------------------------------------------------------
