@@ -64,20 +64,19 @@ class EndpointStartError(Exception):
 
 def _create(kind: str, core: InferenceServer, options: EndpointOptions) -> Endpoint:
     if kind == "grpc":
-        from .grpc_server import GrpcServer
+        from .grpc.grpc_server import GrpcServer
         cfg = options.grpc
-        return GrpcServer(core, address=cfg.address, port=cfg.port, options=options.grpc_options)
+        return GrpcServer(core, address=cfg.address, port=cfg.port, options=cfg)
     if kind == "http":
-        from .http_server import HttpServer
+        from .http.http_server import HttpServer
         cfg = options.http
-        return HttpServer(core, address=cfg.address, port=cfg.port, options=options.http_options)
+        return HttpServer(core, address=cfg.address, port=cfg.port, options=cfg)
     if kind == "kafka":
         from .kafka.kafka_server import KafkaServer
         return KafkaServer(core, options.kafka)
     from .metrics_server import MetricsServer
     cfg = options.metrics
-    return MetricsServer(core, address=cfg.address, port=cfg.port,
-                         options=options.metrics_options)
+    return MetricsServer(core, address=cfg.address, port=cfg.port, options=cfg)
 
 
 class Endpoints:

@@ -1,12 +1,12 @@
 """Triton's metrics endpoint: ``GET /metrics`` on its own port (default 127.0.0.1:8002).
 
 The exposition is written by ``prometheus_client`` from a custom collector,
-:class:`TritonCollector`, that turns each scrape's :class:`~triton_ros.core.metric_family.Family` list
-(derived from the same statistics snapshots that answer ModelStatistics) into
+:class:`TritonCollector`, that turns each scrape's :class:`~triton_ros.core.metric_family.Family`
+list (derived from the same statistics snapshots that answer ModelStatistics) into
 ``prometheus_client`` metric families with Triton's names, types and labels. It is served by the
-same aiohttp transport as the HTTP/REST endpoint (``http_transport``: connection limit, header
-and idle timeouts, no thread per connection); a scrape is rendered on a worker thread, so a slow
-scrape never blocks other connections.
+same aiohttp transport as the HTTP/REST endpoint (``http_transport``: connection limit, header and
+idle timeouts, no thread per connection); a scrape is rendered on a worker thread, so a slow scrape
+never blocks other connections.
 
 One adaptation: Triton (prometheus-cpp) names counters without the ``_total`` suffix, as in
 ``nv_inference_request_success``; ``prometheus_client``'s Prometheus text writer appends
@@ -25,7 +25,7 @@ from prometheus_client.metrics_core import Metric
 
 from ..core.metrics import Metrics
 from ..core.server import InferenceServer
-from .http_transport import AiohttpEndpoint
+from .http.http_transport import AiohttpEndpoint
 from .options import MetricsOptions
 
 _log = logging.getLogger("triton_ros.metrics")

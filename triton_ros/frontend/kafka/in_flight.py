@@ -6,7 +6,8 @@ instances, and finish in any order); their replies are produced in the order the
 consumed, so replies to one key keep the order of the requests (a key maps to one partition, a
 reply keyed alike to one reply partition). A record moves through:
 
-1. fetched: :meth:`PartitionInFlight.add` (the consumer thread);
+1. fetched and read: :meth:`PartitionInFlight.add` (the consumer thread), with the record as
+   ``messages.read_record`` read it: plain data, never the client's message;
 2. its reply (or error, or dead letter) ready: :meth:`ready`, from whichever thread finished it;
    records ready at the head of the line are handed to ``produce`` at once, in offset order,
    under the partition's lock;
@@ -33,7 +34,7 @@ class Entry:
 
     def __init__(self, offset: int, message: Any = None) -> None:
         self.offset = offset
-        self.message = message           # the consumed record (kept for retries, dead letters)
+        self.message = message           # the record as read (kept for retries, dead letters)
         self.records: Sequence[Record] | None = None
         self.pending = 0
         self.done = False

@@ -4,8 +4,8 @@ reply topic. The transport only converts and delegates: a record is read by ``me
 HTTP codec's KServe v2 JSON and binary tensors), queued with ``InferenceServer.infer`` and its
 response written back by the same codec.
 
-Client library: confluent-kafka (librdkafka), chosen by measurement against aiokafka
-(bench/kafka/README.md). Threads: one consumer thread (fetch, decode, submit, flow control,
+Client library: confluent-kafka (librdkafka), faster than aiokafka for this frontend's pattern.
+Threads: one consumer thread (fetch, decode, submit, flow control,
 offsets, rebalances), one producer thread (delivery reports), the core's own threads (the
 responses, encoded where they complete; large ones on a small encoder pool).
 
@@ -25,9 +25,12 @@ Semantics (docs/kafka.md):
   ``QueueFullError``) is sent again after a backoff, or as soon as another one completes,
   keeping its slot meanwhile: a partition feeding a full model fills its bound and pauses
   instead of failing requests. librdkafka's own prefetch queue is bounded too (16 MiB);
-- a record that cannot be read goes to the dead-letter topic with the reason in its headers,
-  an error reply goes to its reply topic when that is known, and the partition moves on; the
-  log gets one line (throttled), never a traceback;
+- answer or dead letter, always: a record is read in one guarded step (``messages.read_record``)
+  before it joins its partition's in-flight line, and from there every path ends in a reply, an
+  error reply or a dead letter, whatever the record holds. A record that cannot be read goes to
+  the dead-letter topic with the reason in its headers, an error reply goes to its reply topic
+  when that is known, and the partition moves on; the log gets one line (throttled), never a
+  traceback;
 - a broker lost is logged (throttled) and counted; librdkafka reconnects and retries, replies
   wait in its queue until delivered; nothing stops the server.
 """
@@ -42,11 +45,11 @@ from typing import Any
 
 from ...core.errors import QueueFullError, TritonRosError, as_triton_error, invalid_arg
 from ...core.server import InferenceServer
-from .. import http_codec
+from ..http import http_codec
 from . import messages
 from .in_flight import Entry, PartitionInFlight
 from .kafka_metrics import KafkaMetrics
-from .messages import Record
+from .messages import Incoming, Record
 from .options import KafkaOptions
 
 _log = logging.getLogger("triton_ros.kafka")
@@ -98,7 +101,7 @@ class _Work:
     """What the server keeps of one record while it is in flight."""
 
     __slots__ = ("tracker", "topic", "partition", "routing", "model", "version", "attempts",
-                 "retry_at")
+                 "retry_at", "dead_letter")
 
     def __init__(self, tracker: PartitionInFlight) -> None:
         self.tracker = tracker
@@ -109,6 +112,16 @@ class _Work:
         self.version = -1
         self.attempts = 0
         self.retry_at = 0.0
+        self.dead_letter: tuple[str, TritonRosError] | None = None    # its reason and error
+
+
+class _DeadLetter(Exception):
+    """A record that goes to the dead-letter topic, and why."""
+
+    def __init__(self, reason: str, error: TritonRosError) -> None:
+        super().__init__(error.message)
+        self.reason = reason
+        self.error = error
 
 
 class KafkaServer:
@@ -290,10 +303,15 @@ class KafkaServer:
     def _receive(self, message) -> None:
         error = message.error()
         if error is not None:
+            from confluent_kafka import KafkaError
             name = error.name() if hasattr(error, "name") else str(error)
             if name != "_PARTITION_EOF":
                 self.metrics.count("nv_kafka_client_errors", name)
-                self._log.warning(f"consume:{name}", "Kafka consumer: %s", error.str())
+                hint = ""
+                if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    hint = (f" (consumed once it exists: the topics are looked up every "
+                            f"{self.options.metadata_refresh_interval_ms} ms)")
+                self._log.warning(f"consume:{name}", "Kafka consumer: %s%s", error.str(), hint)
             return
         key = (message.topic(), message.partition())
         tracker = self._partitions.get(key)
@@ -309,7 +327,8 @@ class KafkaServer:
             self._rewind(key, offset)
             return
         self.metrics.received(key[0])
-        entry = tracker.add(message.offset(), message)
+        record = messages.read_record(message, key[0], key[1], offset)     # never raises
+        entry = tracker.add(offset, record)
         entry.data = _Work(tracker)
         with self._count_lock:
             self._in_flight += 1
@@ -329,32 +348,56 @@ class KafkaServer:
         self._rewound[key] = offset
 
     def _submit(self, entry: Entry) -> None:
-        """Read the record and queue its request in the core; never raises."""
+        """Queue the record's request in the core, or send the record to the dead-letter topic;
+        never raises: every path ends in the entry's answer or dead letter, once."""
         work: _Work = entry.data
-        message = entry.message
-        value, headers = message.value(), message.headers()
         try:
-            work.routing = messages.read_routing(headers, message.key(), self.options.reply_topic)
-        except TritonRosError as exc:
-            return self._dead_letter(entry, messages.MALFORMED, exc)
-        if value is not None and len(value) > self.options.max_message_size:
-            return self._dead_letter(entry, messages.TOO_LARGE, invalid_arg(
-                f"message of {len(value)} bytes exceeds --kafka-max-message-size "
-                f"({self.options.max_message_size})"))
+            request, plan = self._request(entry)
+        except _DeadLetter as dead:
+            self._dead_letter(entry, dead.reason, dead.error)
+            return
+        except Exception as exc:             # a fault of reading this record: its problem only
+            self._dead_letter(entry, messages.MALFORMED, messages.unreadable(exc))
+            return
         try:
-            request, plan = messages.decode_request(value, headers)
+            work.attempts += 1
+            future = self._core.infer(request)
+        except Exception as exc:             # the core's contract is to fail the future instead
+            self._answer(entry, self._error(work, as_triton_error(exc)))
+            return
+        future.add_done_callback(lambda f: self._on_response(entry, plan, f))
+
+    def _request(self, entry: Entry) -> tuple[Any, http_codec.OutputPlan]:
+        """The record's request and output plan; _DeadLetter when it cannot be served."""
+        work: _Work = entry.data
+        record: Incoming = entry.message
+        if record.problem is not None:
+            if record.headers is not None:   # readable: its error reply can still go out
+                try:
+                    work.routing = messages.read_routing(record.headers, record.key,
+                                                         self.options.reply_topic)
+                except TritonRosError:
+                    pass
+            raise _DeadLetter(messages.MALFORMED, record.problem)
+        try:
+            work.routing = messages.read_routing(record.headers, record.key,
+                                                 self.options.reply_topic)
         except TritonRosError as exc:
-            return self._dead_letter(entry, messages.MALFORMED, exc)
-        except Exception as exc:             # a decoder fault: the record's problem only
-            return self._dead_letter(entry, messages.MALFORMED, as_triton_error(exc))
+            raise _DeadLetter(messages.MALFORMED, exc) from None
+        if record.size > self.options.max_message_size:
+            raise _DeadLetter(messages.TOO_LARGE, invalid_arg(
+                f"message of {record.size} bytes (key, value and headers) exceeds "
+                f"--kafka-max-message-size ({self.options.max_message_size})"))
+        try:
+            request, plan = messages.decode_request(record.value, record.headers)
+        except TritonRosError as exc:
+            raise _DeadLetter(messages.MALFORMED, exc) from None
         work.model, work.version = request.model_name, request.model_version
         if not work.routing.reply_topic:
-            return self._dead_letter(entry, messages.NO_REPLY_TOPIC, invalid_arg(
+            raise _DeadLetter(messages.NO_REPLY_TOPIC, invalid_arg(
                 "no reply topic: set the 'reply-topic' header or the server's "
                 "--kafka-reply-topic"))
-        work.attempts += 1
-        future = self._core.infer(request)
-        future.add_done_callback(lambda f: self._on_response(entry, plan, f))
+        return request, plan
 
     # ---------------------------------------------------------------- responses (any thread)
     def _on_response(self, entry: Entry, plan: http_codec.OutputPlan, future: Future) -> None:
@@ -402,19 +445,23 @@ class KafkaServer:
     def _dead_letter(self, entry: Entry, reason: str, error: TritonRosError) -> None:
         """Send the record to the dead-letter topic, and an error reply where one can go."""
         work: _Work = entry.data
-        message = entry.message
+        record: Incoming = entry.message
         self.metrics.failed(work.topic, reason)
         self._log.warning(f"dead-letter:{work.topic}:{reason}",
                           "Kafka record %s[%d]@%d sent to the dead-letter topic (%s): %s",
-                          work.topic, work.partition, message.offset(), reason, error.message)
-        records = [messages.dead_letter(self.options.dead_letter_topic_for(work.topic),
-                                        message.value(), message.key(), message.headers(),
-                                        reason, error, work.topic, work.partition,
-                                        message.offset())]
+                          work.topic, work.partition, record.offset, reason, error.message)
+        records = [self._dead_letter_record(entry, reason, error)]
         if work.routing is not None and work.routing.reply_topic:
             records.append(messages.error_reply(work.routing, error, work.model, work.version,
                                                 self._server_id))
         entry.data.tracker.ready(entry, records)
+
+    def _dead_letter_record(self, entry: Entry, reason: str, error: TritonRosError, *,
+                            bare: bool = False) -> Record:
+        work: _Work = entry.data
+        work.dead_letter = (reason, error)
+        return messages.dead_letter(self.options.dead_letter_topic_for(work.topic),
+                                    entry.message, reason, error, bare=bare)
 
     # ---------------------------------------------------------------- producing
     def _produce(self, entry: Entry, record: Record) -> None:
@@ -439,6 +486,9 @@ class KafkaServer:
             except KafkaException as exc:    # e.g. larger than message.max.bytes
                 error = str(exc.args[0] if exc.args else exc)
                 break
+            except Exception as exc:         # e.g. a header the client cannot write
+                error = f"{type(exc).__name__}: {exc}"
+                break
         self._undeliverable(entry, record, kind, error)
 
     def _delivered(self, entry: Entry, record: Record, kind: str, err) -> None:
@@ -450,18 +500,22 @@ class KafkaServer:
 
     def _undeliverable(self, entry: Entry, record: Record, kind: str, error: str) -> None:
         """A record the broker refused for good (librdkafka retries the others until they are
-        delivered): a reply goes to the dead-letter topic instead; a dead letter is given up."""
+        delivered): a reply goes to the dead-letter topic instead, a dead letter that carried
+        the request's value and headers goes again without them; a bare one is given up."""
         work: _Work = entry.data
         self.metrics.failed(work.topic, messages.UNDELIVERABLE)
         self._log.warning(f"undeliverable:{record.topic}", "Kafka %s to topic %s not delivered: "
                           "%s", kind.replace("_", " "), record.topic, error)
         if kind != "dead_letter":
-            message = entry.message
-            self._produce(entry, messages.dead_letter(
-                self.options.dead_letter_topic_for(work.topic), message.value(), message.key(),
-                message.headers(), messages.UNDELIVERABLE,
-                invalid_arg(f"the {kind} to '{record.topic}' was not delivered: {error}"),
-                work.topic, work.partition, message.offset()))
+            self._produce(entry, self._dead_letter_record(
+                entry, messages.UNDELIVERABLE,
+                invalid_arg(f"the {kind} to '{record.topic}' was not delivered: {error}")))
+            return
+        if not record.bare and work.dead_letter is not None:
+            reason, cause = work.dead_letter
+            self._produce(entry, self._dead_letter_record(entry, reason, TritonRosError(
+                cause.code, f"{cause.message} (the dead letter with the record's value and "
+                            f"headers was not delivered: {error})"), bare=True))
             return
         self._finished_record(entry)
 

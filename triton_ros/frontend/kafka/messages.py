@@ -24,19 +24,29 @@ A record that cannot be read goes to the dead-letter topic unchanged (key, value
 (``triton-source-topic``, ``-partition``, ``-offset``); when its reply topic is known, an error
 reply is sent as well, so a waiting client learns at once.
 
-Header names are matched without regard to case; values are UTF-8.
+Header names are matched without regard to case. A header the server reads (the model, the
+reply topic, the JSON's length) must be UTF-8 text, not null, and given once (or repeated with
+one value); the others, correlation ids included, may hold any bytes or null. A record has at
+most :data:`MAX_HEADERS` headers of :data:`MAX_HEADER_BYTES` in all.
+
+Reading: :func:`read_record` is the one step that reads a consumed record (confluent-kafka's
+``Message``): its key, value and headers become plain data (:class:`Incoming`), and whatever
+cannot be read becomes the record's ``problem`` (INVALID_ARG) instead of an exception, so the
+record still goes to the dead-letter topic. Nothing after it touches the client's message.
 """
 from __future__ import annotations
 
+import gc
+import operator
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
 from ...core.errors import TritonRosError, invalid_arg
 from ...core.infer_request import InferRequest, InferResponse
-from .. import http_codec
+from ..http import http_codec
 
-Headers = list[tuple[str, bytes]]
+Headers = list[tuple[str, "bytes | None"]]       # a header's value may be null
 
 CORRELATION_ID = "correlation-id"
 CORRELATION_HEADERS = (CORRELATION_ID, "correlation_id", "kafka_correlationid")
@@ -62,6 +72,11 @@ TOO_LARGE = "too_large"
 NO_REPLY_TOPIC = "no_reply_topic"
 UNDELIVERABLE = "undeliverable"
 
+# The most headers, and bytes of header names and values, that a request record may have (as
+# HTTP servers bound a request's header fields): beyond them it goes to the dead-letter topic.
+MAX_HEADERS = 100
+MAX_HEADER_BYTES = 64 * 1024
+
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 _DIGITS = re.compile(r"[0-9]{1,18}")
 
@@ -71,10 +86,11 @@ class Record:
     """A record to produce."""
 
     topic: str
-    value: bytes
+    value: bytes | None
     key: bytes | None
     headers: Headers
     kind: str = "reply"          # reply, error or dead_letter
+    bare: bool = False           # a dead letter without the record's value and headers
 
 
 @dataclass(frozen=True)
@@ -87,13 +103,121 @@ class Routing:
     key: bytes | None
 
 
+@dataclass(frozen=True)
+class Incoming:
+    """A consumed record as :func:`read_record` read it. ``headers`` is None when they could not
+    be read; ``size`` counts key, value and headers; ``problem``: why the record cannot be
+    served (it goes to the dead-letter topic), None when it could be read."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers | None
+    size: int
+    problem: TritonRosError | None = None
+
+
+def read_record(message, topic: str, partition: int, offset: int) -> Incoming:
+    """The record of a consumed ``message``, read in one step that never raises: what cannot be
+    read (a header name that is not UTF-8, too many or too large headers, any exception of the
+    client library) is the record's ``problem``."""
+    key = value = headers = None
+    header_bytes = 0
+    problem = None
+    try:
+        key = _optional_bytes(message.key(), "key")
+        value = _optional_bytes(message.value(), "value")
+        headers = _read_headers(message)
+        header_bytes = sum(len(name.encode()) + len(v or b"") for name, v in headers)
+        if len(headers) > MAX_HEADERS:
+            problem = invalid_arg(f"the record has {len(headers)} headers, more than the "
+                                  f"{MAX_HEADERS} a request may have")
+        elif header_bytes > MAX_HEADER_BYTES:
+            problem = invalid_arg(f"the record's headers are {header_bytes} bytes, more than the "
+                                  f"{MAX_HEADER_BYTES} a request may have")
+    except Exception as exc:             # whatever else the record makes the client library do
+        problem = unreadable(exc)
+    size = len(key or b"") + len(value or b"") + header_bytes
+    return Incoming(topic, partition, offset, key, value, headers, size, problem)
+
+
+def unreadable(exc: BaseException) -> TritonRosError:
+    """Why a record cannot be read: the error itself if typed, else INVALID_ARG naming it."""
+    if isinstance(exc, TritonRosError):
+        return exc
+    return invalid_arg(f"the record cannot be read: {type(exc).__name__}: {exc}")
+
+
+def _optional_bytes(data, what: str) -> bytes | None:
+    if data is not None and type(data) is not bytes:
+        raise invalid_arg(f"the record's {what} cannot be read (a {type(data).__name__})")
+    return data
+
+
+def _read_headers(message) -> Headers:
+    """A message's headers as (name, value) pairs, checked before anything touches them.
+
+    confluent-kafka's ``Message.headers()`` builds each pair's name with a strict UTF-8 decode;
+    for a name that is not UTF-8 it leaves the pair's name slot empty (NULL) and returns the
+    list with the decode error still set. Called from Python bytecode, that error surfaces as a
+    SystemError there, or (once the interpreter has specialised the call site) in whichever
+    call comes next, and reading the empty slot crashes the interpreter. So the call is made
+    through ``operator.methodcaller``, whose C call path always raises a pending error at once,
+    and ``gc.get_referents`` (which lists a tuple's filled slots without reading empty ones)
+    checks every pair before it is read."""
+    try:
+        raw = _HEADERS(message)
+        filled = None if raw is None else len(gc.get_referents(raw))
+    except SystemError as exc:         # chained: one per name that is not UTF-8
+        cause: BaseException | None = exc
+        for _ in range(MAX_HEADERS):
+            if cause is None or isinstance(cause, UnicodeDecodeError):
+                break
+            cause = cause.__context__ or cause.__cause__
+        if isinstance(cause, UnicodeDecodeError):
+            raise _name_not_utf8() from None
+        raise
+    if raw is None:
+        return []
+    if type(raw) is not list or filled != len(raw):
+        raise invalid_arg("the record's headers cannot be read")
+    headers: Headers = []
+    for pair in raw:
+        if type(pair) is not tuple or len(pair) != 2 or len(gc.get_referents(pair)) != 2:
+            raise _name_not_utf8()
+        name, value = pair
+        if type(name) is not str or (value is not None and type(value) is not bytes):
+            raise invalid_arg("the record's headers cannot be read")
+        headers.append((name, value))
+    return headers
+
+
+_HEADERS = operator.methodcaller("headers")
+
+
+def _name_not_utf8() -> TritonRosError:
+    return invalid_arg("a header name is not UTF-8 (Kafka header names are strings): the "
+                       "record's headers cannot be read, its dead letter carries its key and "
+                       "value only")
+
+
 def _header(headers: Sequence[tuple[str, bytes | None]] | None, names: tuple[str, ...]
             ) -> tuple[str, bytes] | None:
-    """The first header whose lower-cased name is in ``names``."""
-    for name, value in headers or ():
-        if name.lower() in names:
-            return name, value if value is not None else b""
-    return None
+    """The header whose lower-cased name is in ``names`` (None: none); INVALID_ARG when it is
+    null, or given more than once with different values."""
+    found = [(name, value) for name, value in headers or () if name.lower() in names]
+    if not found:
+        return None
+    for name, value in found:
+        if value is None:
+            raise invalid_arg(f"the '{name}' header is null")
+    name, value = found[0]
+    if any(other != value for _, other in found[1:]):
+        raise invalid_arg(f"the '{name}' header is given {len(found)} times with different "
+                          f"values")
+    return name, value
 
 
 def _text(value: bytes, what: str) -> str:
@@ -107,8 +231,10 @@ def read_routing(headers: Sequence[tuple[str, bytes | None]] | None, key: bytes 
                  default_reply_topic: str) -> Routing:
     """The reply topic and correlation of a request record; INVALID_ARG for an unreadable
     reply-topic header."""
-    correlation = [(n, v if v is not None else b"") for n, v in headers or ()
-                   if n.lower() in CORRELATION_HEADERS]
+    correlation: Headers = []          # the first of each name, as received (null too)
+    for n, v in headers or ():
+        if n.lower() in CORRELATION_HEADERS and all(n != c for c, _ in correlation):
+            correlation.append((n, v))
     if correlation and correlation[0][0] != CORRELATION_ID:
         correlation.append((CORRELATION_ID, correlation[0][1]))   # also under our own name
     reply = _header(headers, REPLY_TOPIC_HEADERS)
@@ -213,17 +339,16 @@ def error_reply(routing: Routing, error: TritonRosError, model_name: str = "",
                   "error")
 
 
-def dead_letter(topic: str, value: bytes | None, key: bytes | None,
-                headers: Sequence[tuple[str, bytes | None]] | None, reason: str,
-                error: TritonRosError, source_topic: str, partition: int,
-                offset: int) -> Record:
-    """The record, unchanged, with why it was not served and where it came from."""
-    out: Headers = [(n, v if v is not None else b"") for n, v in headers or ()]
+def dead_letter(topic: str, record: Incoming, reason: str, error: TritonRosError, *,
+                bare: bool = False) -> Record:
+    """The record, unchanged (key, value, the headers that could be read), with why it was not
+    served and where it came from; ``bare``: its key only (the full one was refused)."""
+    out: Headers = [] if bare else list(record.headers or ())
     out += [(DLQ_REASON, reason.encode()), (DLQ_CODE, error.code.name.encode()),
             (DLQ_MESSAGE, error.message.encode("utf-8", errors="replace")),
-            (DLQ_TOPIC, source_topic.encode()), (DLQ_PARTITION, str(partition).encode()),
-            (DLQ_OFFSET, str(offset).encode())]
-    return Record(topic, value or b"", key, out, "dead_letter")
+            (DLQ_TOPIC, record.topic.encode()), (DLQ_PARTITION, str(record.partition).encode()),
+            (DLQ_OFFSET, str(record.offset).encode())]
+    return Record(topic, None if bare else record.value, record.key, out, "dead_letter", bare)
 
 
 def header_dict(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, str]:

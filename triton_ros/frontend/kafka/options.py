@@ -1,15 +1,14 @@
 """Typed settings of the Kafka frontend, declared once for the server's flags and the ROS node's
 parameters.
 
-:data:`SETTINGS` lists each setting once: its field of :class:`KafkaOptions`, its flag in
-tritonserver's style (``--kafka-brokers``, ``--kafka-request-topics``...), its ROS parameter
-(``kafka.brokers``, ``kafka.request_topics``...), kind, default and help. ``triton-ros-server``
-adds the flags with :func:`add_arguments` and reads them with :func:`options_from_args`; the ROS
-node declares :data:`KAFKA_PARAMS` (the format of ``ros/endpoint_parameters.ENDPOINT_PARAMS``) and
-turns the values into the same object with :func:`options_from_parameters`. Parse, normalize,
-validate: a bad value is INVALID_ARG naming the flag (the parameter, for the node's values); an
-unknown librdkafka property given with ``--kafka-consumer-config``/``--kafka-producer-config`` is
-refused by librdkafka when the frontend starts.
+Each field of :class:`KafkaOptions` is a setting (``triton_ros/settings.py``): its flag in
+tritonserver's style (``--kafka-brokers``, ``--kafka-request-topics``...) and its ROS parameter
+(``kafka.brokers``, ``kafka.request_topics``...) come from it. ``triton-ros-server`` adds the
+flags with :func:`add_arguments` and reads them with :func:`options_from_args`; the ROS node
+declares the same settings and reads them with :func:`options_from_parameters`. Parse,
+normalize, validate: a bad value is INVALID_ARG naming the flag (the parameter, for the node's
+values); an unknown librdkafka property given with ``--kafka-consumer-config`` or
+``--kafka-producer-config`` is refused by librdkafka when the frontend starts.
 
 The frontend is off unless brokers are given (``--kafka-brokers``). Security follows librdkafka's
 names: ``--kafka-security-protocol`` PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL, TLS files
@@ -22,15 +21,18 @@ from __future__ import annotations
 import argparse
 import os
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
-from ...core.errors import TritonRosError, invalid_arg
+from ...core.errors import invalid_arg
+from ...settings import (STR, Namer, add_flags, build, check_settings, flag_namer, flag_values,
+                         parameter_namer, setting, settings_of, under)
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 OFFSET_RESETS = ("earliest", "latest")
 PASSWORD_ENV = "TRITON_ROS_KAFKA_SASL_PASSWORD"
+FLAG_PREFIX, PARAMETER_PREFIX = "--kafka-", "kafka."
 MIB = 1 << 20
 # A Kafka topic name: at most 249 characters of [a-zA-Z0-9._-] (Kafka's Topic.validate).
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -38,102 +40,122 @@ _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 @dataclass(frozen=True)
 class KafkaOptions:
-    """Everything the Kafka frontend needs; ``enable`` when brokers are given."""
+    """Everything the Kafka frontend needs; ``enable`` when brokers are given. Each field is a
+    setting: flag ``--kafka-<name>``, ROS parameter ``kafka.<name>``."""
 
-    brokers: str = ""
-    request_topics: tuple[str, ...] = ()
-    request_topic_pattern: str = ""
-    reply_topic: str = ""
-    dead_letter_topic: str = "{topic}.dlq"
-    group_id: str = "triton"
-    client_id: str = "triton-ros"
-    auto_offset_reset: str = "earliest"
-    security_protocol: str = "PLAINTEXT"
-    ssl_ca_location: str = ""
-    ssl_certificate_location: str = ""
-    ssl_key_location: str = ""
-    ssl_key_password: str = field(default="", repr=False)
-    ssl_endpoint_identification: bool = True
-    sasl_mechanism: str = ""
-    sasl_username: str = ""
-    sasl_password: str = field(default="", repr=False)
-    max_inflight_per_partition: int = 16
-    max_inflight: int = 256
-    max_message_size: int = 64 * MIB
-    session_timeout_ms: int = 10_000
-    fetch_wait_max_ms: int = 20
-    linger_ms: int = 1
-    consumer_config: tuple[tuple[str, str], ...] = ()
-    producer_config: tuple[tuple[str, str], ...] = ()
+    brokers: str = setting("", "Kafka bootstrap servers, host:port[,host:port...]; empty: Kafka "
+                               "is off (default).")
+    request_topics: tuple[str, ...] = setting(
+        [], "Topics to consume inference requests from (comma-separated or repeated).",
+        metavar="TOPIC")
+    request_topic_pattern: str = setting(
+        "", "A regular expression: consume every topic whose name matches, also topics "
+            "created later.")
+    reply_topic: str = setting(
+        "", "Topic for replies to requests without a reply-topic header (default: none, such "
+            "requests go to the dead-letter topic).")
+    dead_letter_topic: str = setting(
+        "{topic}.dlq", "Topic for messages that cannot be read; {topic} is the request's topic "
+                       "(default {topic}.dlq).")
+    group_id: str = setting("triton", "Consumer group: servers with the same group share the "
+                                      "request topics' partitions (default triton).")
+    client_id: str = setting("triton-ros", "Kafka client id (default triton-ros).")
+    auto_offset_reset: str = setting(
+        "earliest", "Where a new group starts: earliest (default: no request lost) or latest.",
+        choices=OFFSET_RESETS)
+    security_protocol: str = setting(
+        "PLAINTEXT", "PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL.",
+        choices=SECURITY_PROTOCOLS)
+    ssl_ca_location: str = setting("", "PEM file of the CA certificates that sign the brokers'.")
+    ssl_certificate_location: str = setting("", "PEM client certificate (mutual TLS).")
+    ssl_key_location: str = setting("", "PEM client key (mutual TLS).")
+    ssl_key_password: str = setting("", "Password of the client key.", secret=True)
+    ssl_endpoint_identification: bool = setting(
+        True, "Check the broker's certificate names its host (default true).")
+    sasl_mechanism: str = setting("", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.")
+    sasl_username: str = setting("", "SASL user name.")
+    sasl_password: str = setting("", f"SASL password (default ${PASSWORD_ENV}).", secret=True)
+    max_inflight_per_partition: int = setting(
+        16, "Requests of one partition in the server at once; more pause that partition's "
+            "fetching (default 16).", low=1)
+    max_inflight: int = setting(256, "Requests from Kafka in the server at once; more pause "
+                                     "every partition (default 256).", low=1)
+    max_message_size: int = setting(
+        64 * MIB, "Largest request and reply message, bytes; a larger request goes to the "
+                  "dead-letter topic (default 64 MiB).",
+        low=1, high=1_000_000_000)          # librdkafka's message.max.bytes limit
+    session_timeout_ms: int = setting(
+        10_000, "Consumer group session timeout: a server silent this long loses its "
+                "partitions to the others (default 10000).", low=1)
+    fetch_wait_max_ms: int = setting(
+        20, "Longest a broker may hold a fetch that finds no data (default 20; Kafka answers as "
+            "soon as data arrives, brokers that do not answer at this period).", low=0)
+    metadata_refresh_interval_ms: int = setting(
+        2000, "How often the request topics are looked up, ms: a topic created later (named, "
+              "or matching the pattern) is consumed this soon, plus a rebalance (default 2000; "
+              "librdkafka's own is 300000).", low=1, high=3_600_000)   # librdkafka's range
+    linger_ms: int = setting(1, "How long replies may wait to be sent in a batch (default 1).",
+                             low=0)
+    consumer_config: tuple[tuple[str, str], ...] = setting(
+        [], "Further librdkafka consumer property, KEY=VALUE (repeatable).")
+    producer_config: tuple[tuple[str, str], ...] = setting(
+        [], "Further librdkafka producer property, KEY=VALUE (repeatable).")
 
     @property
     def enable(self) -> bool:
         return bool(self.brokers)
 
-    def validate(self, *, require_topics: bool = True) -> "KafkaOptions":
-        """Check every setting; INVALID_ARG names the flag. ``require_topics`` false: brokers
-        without request topics are a connection only (the ROS node's result mirror uses one)."""
+    def validate(self, name: Namer | None = None, *,
+                 require_topics: bool = True) -> "KafkaOptions":
+        """Check every setting; INVALID_ARG names it through ``name`` (the flags by default).
+        ``require_topics`` false: brokers without request topics are a connection only (the
+        ROS node's result mirrors use one)."""
+        name = name or flag_namer(KafkaOptions, FLAG_PREFIX)
+        check_settings(self, name)
         if not self.enable:
             if self.request_topics or self.request_topic_pattern:
-                raise invalid_arg("--kafka-request-topics/--kafka-request-topic-pattern need "
-                                  "--kafka-brokers")
+                raise invalid_arg(f"{name('request_topics')}/{name('request_topic_pattern')} "
+                                  f"need {name('brokers')}")
             return self
         if require_topics and not self.request_topics and not self.request_topic_pattern:
-            raise invalid_arg("--kafka-brokers needs --kafka-request-topics or "
-                              "--kafka-request-topic-pattern")
+            raise invalid_arg(f"{name('brokers')} needs {name('request_topics')} or "
+                              f"{name('request_topic_pattern')}")
         for topic in self.request_topics:
-            check_topic(topic, "--kafka-request-topics")
+            check_topic(topic, name("request_topics"))
         if self.request_topic_pattern:
             try:
                 re.compile(self.request_topic_pattern)
             except re.error as exc:
-                raise invalid_arg(f"--kafka-request-topic-pattern is not a regular expression: "
-                                  f"{exc}") from None
+                raise invalid_arg(f"{name('request_topic_pattern')} is not a regular "
+                                  f"expression: {exc}") from None
         if self.reply_topic:
-            check_topic(self.reply_topic, "--kafka-reply-topic")
-        check_topic(self.dead_letter_topic.replace("{topic}", "t"), "--kafka-dead-letter-topic")
+            check_topic(self.reply_topic, name("reply_topic"))
+        check_topic(self.dead_letter_topic.replace("{topic}", "t"), name("dead_letter_topic"))
         if not self.group_id:
-            raise invalid_arg("--kafka-group-id must not be empty")
-        for value, choices, flag in (
-                (self.security_protocol, SECURITY_PROTOCOLS, "--kafka-security-protocol"),
-                (self.auto_offset_reset, OFFSET_RESETS, "--kafka-auto-offset-reset")):
-            if value not in choices:
-                raise invalid_arg(f"{flag} must be one of {', '.join(choices)}, got '{value}'")
+            raise invalid_arg(f"{name('group_id')} must not be empty")
         if self.security_protocol.startswith("SASL"):
             if self.sasl_mechanism not in SASL_MECHANISMS:
-                raise invalid_arg(f"--kafka-security-protocol {self.security_protocol} needs "
-                                  f"--kafka-sasl-mechanism ({', '.join(SASL_MECHANISMS)})")
+                raise invalid_arg(f"{name('security_protocol')} {self.security_protocol} needs "
+                                  f"{name('sasl_mechanism')} ({', '.join(SASL_MECHANISMS)})")
             if not self.sasl_username or not self.sasl_password:
-                raise invalid_arg(f"--kafka-sasl-mechanism {self.sasl_mechanism} needs "
-                                  f"--kafka-sasl-username and a password (--kafka-sasl-password "
-                                  f"or ${PASSWORD_ENV})")
+                raise invalid_arg(f"{name('sasl_mechanism')} {self.sasl_mechanism} needs "
+                                  f"{name('sasl_username')} and a password "
+                                  f"({name('sasl_password')} or ${PASSWORD_ENV})")
         elif self.sasl_mechanism:
-            raise invalid_arg("--kafka-sasl-mechanism needs --kafka-security-protocol "
-                              "SASL_PLAINTEXT or SASL_SSL")
-        if not self.security_protocol.endswith("SSL") and (
-                self.ssl_ca_location or self.ssl_certificate_location or self.ssl_key_location):
-            raise invalid_arg("--kafka-ssl-* files need --kafka-security-protocol SSL or "
-                              "SASL_SSL")
-        for path, flag in ((self.ssl_ca_location, "--kafka-ssl-ca-location"),
-                           (self.ssl_certificate_location, "--kafka-ssl-certificate-location"),
-                           (self.ssl_key_location, "--kafka-ssl-key-location")):
+            raise invalid_arg(f"{name('sasl_mechanism')} needs {name('security_protocol')} "
+                              f"SASL_PLAINTEXT or SASL_SSL")
+        ssl_files = ("ssl_ca_location", "ssl_certificate_location", "ssl_key_location")
+        if not self.security_protocol.endswith("SSL") and any(
+                getattr(self, f) for f in ssl_files):
+            raise invalid_arg(f"the SSL files ({', '.join(name(f) for f in ssl_files)}) need "
+                              f"{name('security_protocol')} SSL or SASL_SSL")
+        for f in ssl_files:
+            path = getattr(self, f)
             if path and not os.path.isfile(path):
-                raise invalid_arg(f"{flag}: no file '{path}'")
+                raise invalid_arg(f"{name(f)}: no file '{path}'")
         if bool(self.ssl_certificate_location) != bool(self.ssl_key_location):
-            raise invalid_arg("--kafka-ssl-certificate-location and --kafka-ssl-key-location go "
-                              "together")
-        for value, flag in ((self.max_inflight_per_partition, "--kafka-max-inflight-per-partition"),
-                            (self.max_inflight, "--kafka-max-inflight"),
-                            (self.max_message_size, "--kafka-max-message-size"),
-                            (self.session_timeout_ms, "--kafka-session-timeout-ms")):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise invalid_arg(f"{flag} must be a positive integer, got {value!r}")
-        for value, flag in ((self.fetch_wait_max_ms, "--kafka-fetch-wait-max-ms"),
-                            (self.linger_ms, "--kafka-linger-ms")):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise invalid_arg(f"{flag} must be a non-negative integer, got {value!r}")
-        if self.max_message_size > 1_000_000_000:      # librdkafka's message.max.bytes limit
-            raise invalid_arg("--kafka-max-message-size must be at most 1000000000 bytes")
+            raise invalid_arg(f"{name('ssl_certificate_location')} and "
+                              f"{name('ssl_key_location')} go together")
         return self
 
     # ---------------------------------------------------------------- librdkafka settings
@@ -158,7 +180,9 @@ class KafkaOptions:
     def consumer_settings(self) -> dict[str, Any]:
         """At-least-once: offsets are stored by the frontend once a message's reply is
         acknowledged (``enable.auto.offset.store`` false) and committed from there every
-        second and when partitions are revoked; the local prefetch queue is bounded."""
+        second and when partitions are revoked; the local prefetch queue is bounded. Topics
+        are looked up every ``metadata_refresh_interval_ms``, so that a request topic created
+        later (named, or matching the pattern) is consumed within seconds."""
         config = self.common_config()
         config.update({
             "group.id": self.group_id,
@@ -169,6 +193,7 @@ class KafkaOptions:
             "session.timeout.ms": self.session_timeout_ms,
             "heartbeat.interval.ms": max(100, min(3000, self.session_timeout_ms // 3)),
             "fetch.wait.max.ms": self.fetch_wait_max_ms,
+            "topic.metadata.refresh.interval.ms": self.metadata_refresh_interval_ms,
             "fetch.message.max.bytes": min(self.max_message_size, 16 * MIB),
             "queued.max.messages.kbytes": 16 * 1024,
             "queued.min.messages": 1000,
@@ -214,151 +239,40 @@ def check_topic(topic: str, flag: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# Every setting once: field, flag, ROS parameter, kind, help
+# From flags and from ROS parameters
 # ------------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Setting:
-    field: str
-    kind: str              # str, int, bool, str_list, key_values (as ros/parameters.py kinds)
-    help: str
-    choices: tuple[str, ...] = ()
-
-    @property
-    def flag(self) -> str:
-        return "--kafka-" + self.field.replace("_", "-")
-
-    @property
-    def parameter(self) -> str:
-        return "kafka." + self.field
-
-
-SETTINGS: tuple[Setting, ...] = (
-    Setting("brokers", "str", "Kafka bootstrap servers, host:port[,host:port...]; empty: "
-                              "Kafka is off (default)"),
-    Setting("request_topics", "str_list", "topics to consume inference requests from "
-                                          "(comma-separated or repeated)"),
-    Setting("request_topic_pattern", "str", "a regular expression: consume every topic whose "
-                                            "name matches, also topics created later"),
-    Setting("reply_topic", "str", "topic for replies to requests without a reply-topic header "
-                                  "(default: none, such requests go to the dead-letter topic)"),
-    Setting("dead_letter_topic", "str", "topic for messages that cannot be read; {topic} is the "
-                                        "request's topic (default {topic}.dlq)"),
-    Setting("group_id", "str", "consumer group: servers with the same group share the request "
-                               "topics' partitions (default triton)"),
-    Setting("client_id", "str", "Kafka client id (default triton-ros)"),
-    Setting("auto_offset_reset", "str", "where a new group starts: earliest (default: no "
-                                        "request lost) or latest", OFFSET_RESETS),
-    Setting("security_protocol", "str", "PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL",
-            SECURITY_PROTOCOLS),
-    Setting("ssl_ca_location", "str", "PEM file of the CA certificates that sign the brokers'"),
-    Setting("ssl_certificate_location", "str", "PEM client certificate (mutual TLS)"),
-    Setting("ssl_key_location", "str", "PEM client key (mutual TLS)"),
-    Setting("ssl_key_password", "str", "password of the client key"),
-    Setting("ssl_endpoint_identification", "bool", "check the broker's certificate names its "
-                                                   "host (default true)"),
-    Setting("sasl_mechanism", "str", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", SASL_MECHANISMS),
-    Setting("sasl_username", "str", "SASL user name"),
-    Setting("sasl_password", "str", f"SASL password (default ${PASSWORD_ENV})"),
-    Setting("max_inflight_per_partition", "int", "requests of one partition in the server at "
-                                                 "once; more pause that partition's fetching "
-                                                 "(default 16)"),
-    Setting("max_inflight", "int", "requests from Kafka in the server at once; more pause every "
-                                   "partition (default 256)"),
-    Setting("max_message_size", "int", "largest request and reply message, bytes; a larger "
-                                       "request goes to the dead-letter topic (default 64 MiB)"),
-    Setting("session_timeout_ms", "int", "consumer group session timeout: a server silent this "
-                                         "long loses its partitions to the others "
-                                         "(default 10000)"),
-    Setting("fetch_wait_max_ms", "int", "longest a broker may hold a fetch that finds no data "
-                                        "(default 20; Kafka answers as soon as data arrives, "
-                                        "brokers that do not answer at this period)"),
-    Setting("linger_ms", "int", "how long replies may wait to be sent in a batch (default 1)"),
-    Setting("consumer_config", "key_values", "further librdkafka consumer property, KEY=VALUE "
-                                             "(repeatable)"),
-    Setting("producer_config", "key_values", "further librdkafka producer property, KEY=VALUE "
-                                             "(repeatable)"),
-)
-
-_DEFAULTS = KafkaOptions()
-
-# ROS parameters in the format of ros/endpoint_parameters.ENDPOINT_PARAMS: (name, default, kind,
-# help).
-KAFKA_PARAMS: tuple[tuple[str, Any, str, str], ...] = tuple(
-    (s.parameter,
-     list(getattr(_DEFAULTS, s.field)) if s.kind in ("str_list", "key_values")
-     else getattr(_DEFAULTS, s.field),
-     "str_list" if s.kind == "key_values" else s.kind, s.help[0].upper() + s.help[1:] + ".")
-    for s in SETTINGS)
-
-
-def add_arguments(p: argparse.ArgumentParser, parse_bool) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``--kafka-*`` flags of ``triton-ros-server``."""
-    group = p.add_argument_group("Kafka frontend (off unless --kafka-brokers is given)")
-    for s in SETTINGS:
-        default = getattr(_DEFAULTS, s.field)
-        if s.kind in ("str_list", "key_values"):
-            group.add_argument(s.flag, action="append", default=[],
-                               metavar="KEY=VALUE" if s.kind == "key_values" else "TOPIC",
-                               help=s.help)
-        elif s.kind == "bool":
-            group.add_argument(s.flag, type=parse_bool, default=default, metavar="BOOL",
-                               help=s.help)
-        elif s.kind == "int":
-            group.add_argument(s.flag, type=int, default=default, help=s.help)
-        else:
-            group.add_argument(s.flag, default=default, help=s.help,
-                               **({"choices": s.choices} if s.choices else {}))
+    add_flags(parser.add_argument_group("Kafka frontend (off unless --kafka-brokers is given)"),
+              KafkaOptions, FLAG_PREFIX)
 
 
 def options_from_args(args: argparse.Namespace) -> KafkaOptions:
-    """KafkaOptions from parsed flags; INVALID_ARG for inconsistent ones."""
-    return options_from_values({s.field: getattr(args, "kafka_" + s.field) for s in SETTINGS})
+    """KafkaOptions from parsed flags; INVALID_ARG names the flag."""
+    return options_from_values(flag_values(args, KafkaOptions, FLAG_PREFIX),
+                               flag_namer(KafkaOptions, FLAG_PREFIX))
 
 
 def options_from_parameters(values: Mapping[str, Any], *,
                             require_topics: bool = True) -> KafkaOptions:
-    """KafkaOptions from the ROS node's ``kafka.*`` parameter values (by parameter name);
-    INVALID_ARG names the parameters (``kafka.brokers``), not the flags."""
-    try:
-        return options_from_values({s.field: values.get(s.parameter) for s in SETTINGS},
-                                   require_topics=require_topics)
-    except TritonRosError as exc:
-        raise invalid_arg(parameter_names(exc.message)) from None
+    """KafkaOptions from the ROS node's ``kafka.*`` parameter values (by full name);
+    INVALID_ARG names the parameter."""
+    return options_from_values(under(values, PARAMETER_PREFIX),
+                               parameter_namer(KafkaOptions, PARAMETER_PREFIX),
+                               require_topics=require_topics)
 
 
-def parameter_names(text: str) -> str:
-    """``text`` with each ``--kafka-*`` flag written as its ROS parameter (``kafka.*``)."""
-    for s in sorted(SETTINGS, key=lambda s: -len(s.flag)):      # longest first: no prefix
-        text = text.replace(s.flag, s.parameter)
-    return text.replace("--kafka-ssl-*", "kafka.ssl_*")
-
-
-def options_from_values(values: Mapping[str, Any], *,
+def options_from_values(values: Mapping[str, Any], name: Namer, *,
                         require_topics: bool = True) -> KafkaOptions:
-    """Normalize raw values by field (None: the default) and validate."""
-    kwargs: dict[str, Any] = {}
-    for s in SETTINGS:
-        value = values.get(s.field)
-        if value is None:
-            continue
-        if s.kind == "str_list":
-            value = tuple(t.strip() for item in value for t in str(item).split(",") if t.strip())
-        elif s.kind == "key_values":
-            value = tuple(_key_value(str(item), s.flag) for item in value)
-        elif s.kind == "str":
-            value = str(value).strip()
-        kwargs[s.field] = value
-    if not kwargs.get("sasl_password"):
-        kwargs["sasl_password"] = os.environ.get(PASSWORD_ENV, "")
-    return KafkaOptions(**kwargs).validate(require_topics=require_topics)
-
-
-def _key_value(text: str, flag: str) -> tuple[str, str]:
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise invalid_arg(f"{flag} expects KEY=VALUE (a librdkafka property), got '{text}'")
-    return key.strip(), value.strip()
-
-
-assert {f.name for f in fields(KafkaOptions)} == {s.field for s in SETTINGS}
+    """Parse (by parameter name, relative), normalize (topic lists split at commas, strings
+    stripped, the SASL password from the environment when not given), validate."""
+    options = build(KafkaOptions, values, name)
+    strings = {s.field: getattr(options, s.field).strip()
+               for s in settings_of(KafkaOptions) if s.kind == STR}
+    topics = tuple(t.strip() for item in options.request_topics for t in item.split(",")
+                   if t.strip())
+    options = replace(options, request_topics=topics, **strings)
+    if not options.sasl_password:
+        options = replace(options, sasl_password=os.environ.get(PASSWORD_ENV, ""))
+    return options.validate(name, require_topics=require_topics)

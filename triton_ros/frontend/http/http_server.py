@@ -10,15 +10,22 @@ Routes, methods, status codes and JSON error bodies (``{"error": "..."}``) are T
 | ``.../ready`` | GET: 200, or 400 "Model version not ready" |
 | ``.../config``, ``.../stats``, ``/v2/models/stats`` | GET: configuration, statistics |
 | ``.../infer`` | POST: inference (JSON tensors and the binary tensor extension) |
+| ``.../generate[_stream]`` | POST: Triton's generate extension (JSON, or Server-Sent Events) |
 | ``/v2/repository/index`` | POST (``{"ready": bool}``) |
 | ``/v2/repository/models/{m}/load`` | POST (``config``, ``file:<path>`` parameters) |
 | ``/v2/repository/models/{m}/unload`` | POST (``unload_dependents``) |
 | ``/v2/systemsharedmemory[/region/{r}]/status`` | GET: registered regions |
 | ``/v2/systemsharedmemory/region/{r}/register`` | POST (``key``, ``offset``, ``byte_size``) |
 | ``/v2/systemsharedmemory[/region/{r}]/unregister`` | POST: one region, or all |
-| ``/v2/cudasharedmemory/...`` | the same routes: no CUDA region exists; register is 501 |
+| ``/v2/cudasharedmemory/...`` | the same routes: no CUDA region exists; register is 400 |
 | ``/v2/logging`` | GET: log settings; POST: change them (Triton's dynamic logging) |
 | ``/v2[/models/{m}]/trace/setting`` | GET: trace settings; POST: change them (trace extension) |
+
+``infer`` refuses a decoupled model (501, as tritonserver); ``generate`` takes exactly one
+response of any model and ``generate_stream`` every response of a decoupled one, each as an SSE
+``data:`` event as it comes (an error after the first is an ``{"error": ...}`` event; one
+before any response is a JSON error with its status). A client that closes a stream cancels its
+request.
 
 Core errors map as in Triton: INVALID_ARG (and UNKNOWN, ALREADY_EXISTS, CANCELLED) -> 400,
 NOT_FOUND -> 404, UNAVAILABLE -> 503, UNSUPPORTED -> 501, INTERNAL -> 500; a wrong method is
@@ -48,11 +55,12 @@ from urllib.parse import unquote
 
 from aiohttp import web
 
-from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unsupported
-from ..core.server import InferenceServer
+from ...core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unsupported
+from ...core.server import InferenceServer
 from . import http_codec as codec
 from .http_transport import AiohttpEndpoint, TransportError, client_gone, read_body
-from .options import HttpOptions, Restrictions
+from .options import HttpOptions
+from ..limits import Restrictions
 
 _log = logging.getLogger("triton_ros.http")
 
@@ -71,7 +79,9 @@ JSON = "application/json"
 OFF_LOOP_BYTES = 1 << 16             # bodies larger than this are handled off the event loop
 _DIGITS = re.compile(r"[0-9]+")
 
-_MODEL_RE = re.compile(r"/v2/models/([^/]+)(?:/versions/([0-9]+))?(?:/(infer|ready|config|stats))?")
+_MODEL_RE = re.compile(r"/v2/models/([^/]+)(?:/versions/([0-9]+))?"
+                       r"(?:/(infer|generate|generate_stream|ready|config|stats))?")
+SSE = "text/event-stream; charset=utf-8"
 _REPOSITORY_RE = re.compile(r"/v2/repository(?:/([^/]+))?/(index|models/([^/]+)/(load|unload))")
 _HEALTH_RE = re.compile(r"/v2(?:/health/(live|ready))?")
 _MODEL_TRACE_RE = re.compile(r"/v2/models/([^/]+)/trace/setting")
@@ -107,9 +117,11 @@ class Request:
 
 class Response:
     """``trace``: the inference's trace, which the endpoint completes once the response is
-    written (HTTP_SEND_START / _END) and releases."""
+    written (HTTP_SEND_START / _END) and releases. ``stream``: an async iterator of chunks
+    written as they come (generate_stream), with ``on_close`` called if the client goes away
+    first."""
 
-    __slots__ = ("status", "chunks", "headers", "trace")
+    __slots__ = ("status", "chunks", "headers", "trace", "stream", "on_close")
 
     def __init__(self, status: int, chunks: list[bytes | memoryview] | bytes = b"",
                  content_type: str | None = JSON, headers: dict[str, str] | None = None) -> None:
@@ -117,6 +129,8 @@ class Response:
         self.chunks = [chunks] if isinstance(chunks, (bytes, memoryview)) else chunks
         self.headers = dict(headers or {})
         self.trace = None
+        self.stream = None
+        self.on_close = None
         if content_type and (self.chunks and any(len(c) for c in self.chunks)):
             self.headers.setdefault("Content-Type", content_type)
 
@@ -169,7 +183,12 @@ class HttpService:
             version = int(match.group(2)) if match.group(2) else -1
             kind = match.group(3) or ""
             if kind == "infer":
+                if self._decoupled(name, version):
+                    raise unsupported("HTTP end point doesn't support models with decoupled "
+                                      "transaction policy")
                 return await self._infer(request, name, version)
+            if kind in ("generate", "generate_stream"):
+                return await self._generate(request, name, version, kind == "generate_stream")
             if kind == "ready":
                 if not self._core.model_ready(name, version):
                     return error_response(400, "Model version not ready")
@@ -225,7 +244,8 @@ class HttpService:
             (shm.unregister_cuda if cuda else shm.unregister_system)(region)
             return Response(200)
         if cuda:
-            shm.register_cuda(region, device_id=0, byte_size=0)
+            _, device_id, byte_size = codec.decode_cuda_shm_register_request(request.body)
+            shm.register_cuda(region, device_id=device_id, byte_size=byte_size)
         else:
             shm.register_system(region, *codec.decode_shm_register_request(request.body))
         return Response(200)
@@ -280,6 +300,82 @@ class HttpService:
                 chunks = [_compress(encoding, data)]
             headers["Content-Encoding"] = encoding
         return Response(200, chunks, content_type=content_type, headers=headers)
+
+    def _decoupled(self, name: str, version: int) -> bool:
+        """Whether the model is decoupled; False when it is not served (the inference then
+        reports that)."""
+        try:
+            return self._core.get_model(name, version).config.decoupled
+        except TritonRosError:
+            return False
+
+    async def _generate(self, request: Request, name: str, version: int,
+                        streaming: bool) -> Response:
+        """Triton's generate extension: the request's responses as they come (a sink), one
+        JSON object (generate) or SSE events (generate_stream)."""
+        metadata = self._core.model_metadata(name, version)
+        inputs = {t.name: (t.datatype, tuple(t.shape)) for t in metadata.inputs}
+        body = _decompress(request.headers.get("content-encoding", ""), request.body,
+                           self._max_request_size)
+        infer_request = codec.decode_generate_request(name, version, body, inputs,
+                                                      self._max_input_size)
+        loop = asyncio.get_running_loop()
+        items: asyncio.Queue = asyncio.Queue()
+
+        def deliver(item) -> None:
+            try:
+                loop.call_soon_threadsafe(items.put_nowait, item)
+            except RuntimeError:        # the loop is closed: the server stopped, no one waits
+                pass
+
+        def sink(response, final: bool) -> None:
+            deliver((response, final))
+
+        def refused(future) -> None:
+            if future.exception() is not None:
+                deliver((future.exception(), True))
+
+        infer_request.response_sink = sink
+        self._core.infer(infer_request).add_done_callback(refused)
+        if not streaming:
+            responses = []
+            try:
+                while True:
+                    response, final = await items.get()
+                    if response is not None:
+                        responses.append(response)
+                    if final:
+                        break
+            except asyncio.CancelledError:
+                infer_request.cancel()
+                raise
+            errors = [r for r in responses if isinstance(r, TritonRosError)]
+            if errors:
+                raise errors[0]
+            if len(responses) != 1:     # tritonserver answers this 200, with the error
+                return Response(200, codec.error_body(
+                    "generate expects model to produce exactly 1 response, use generate stream "
+                    "for model that generates various number of responses"))
+            return Response(200, codec.encode_generate_response(responses[0]))
+        first, final = await items.get()
+        if isinstance(first, TritonRosError) and not infer_request.issued:
+            raise first                 # refused before inference: a JSON error, its status
+
+        async def events():
+            response, last = first, final
+            while True:
+                if isinstance(response, TritonRosError):
+                    yield b"data: " + codec.error_body(response.message) + b"\n\n"
+                elif response is not None:
+                    yield b"data: " + codec.encode_generate_response(response) + b"\n\n"
+                if last:
+                    return
+                response, last = await items.get()
+
+        answer = Response(200, b"", content_type=None, headers={"Content-Type": SSE})
+        answer.stream = events()
+        answer.on_close = infer_request.cancel
+        return answer
 
     def _submit(self, request: Request, name: str, version: int):
         """Decompress and decode the body, then queue the request in the core."""
@@ -370,7 +466,8 @@ _EXACT = {
     "/v2/logging": Route("logging", ("GET", "POST"), "logging", None),
     "/v2/trace/setting": Route("trace", ("GET", "POST"), "trace", None),
 }
-_MODEL_KINDS = {"infer": ("inference", _POST), "ready": ("health", _GET),
+_MODEL_KINDS = {"infer": ("inference", _POST), "generate": ("inference", _POST),
+                "generate_stream": ("inference", _POST), "ready": ("health", _GET),
                 "config": ("model-config", _GET), "stats": ("statistics", _GET),
                 "": ("metadata", _GET)}
 
@@ -452,6 +549,8 @@ class HttpServer(AiohttpEndpoint):
         response = await self._service.handle(Request(
             method, path, request.headers, body, route,
             (received, time.monotonic_ns()) if received else None))
+        if response.stream is not None:
+            return await _write_stream(request, response)
         if response.trace is not None:
             return await self._send_traced(request, response)
         if len(response.chunks) > 1 and sum(len(c) for c in response.chunks) > OFF_LOOP_BYTES:
@@ -471,6 +570,27 @@ class HttpServer(AiohttpEndpoint):
             return written
         finally:
             trace.release()
+
+
+async def _write_stream(request: web.BaseRequest, response: Response) -> web.StreamResponse:
+    """Write a streamed response's chunks as they come (chunked); a client that goes away
+    meanwhile is counted and its request cancelled (``on_close``)."""
+    stream = web.StreamResponse(status=response.status, headers=response.headers)
+    stream.enable_chunked_encoding()
+    finished = False
+    try:
+        await stream.prepare(request)
+        async for chunk in response.stream:
+            await stream.write(chunk)
+        await stream.write_eof()
+        finished = True
+    except ConnectionError:
+        client_gone(request)
+    finally:
+        if not finished and response.on_close is not None:
+            response.on_close()
+        await response.stream.aclose()
+    return stream
 
 
 async def _write(request: web.BaseRequest, response: Response) -> web.StreamResponse:

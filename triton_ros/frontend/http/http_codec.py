@@ -24,15 +24,15 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..core.datatypes import (PROTOCOL_DATATYPES, check_input_shape, from_numpy_dtype,
+from ...core.datatypes import (PROTOCOL_DATATYPES, check_input_shape, from_numpy_dtype,
                               tensor_from_bytes, tensor_to_bytes, to_numpy_dtype)
-from ..core.errors import invalid_arg
-from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
-from ..core.infer_stats import Duration, StatsSnapshot
-from ..core.request_parameters import classification_count, split_request_parameters
-from ..core.model_repository_manager import RepositoryEntry
-from ..core.server import ModelMetadata, ServerMetadata
-from ..core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
+from ...core.errors import TritonRosError, invalid_arg
+from ...core.infer_request import InferRequest, InferResponse, RequestedOutput
+from ...core.infer_stats import Duration, StatsSnapshot
+from ...core.request_parameters import classification_count, split_request_parameters
+from ...core.model_repository_manager import RepositoryEntry
+from ...core.server import ModelMetadata, ServerMetadata
+from ...core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
                                           SharedMemoryBlock, SharedMemoryManager,
                                           SystemRegionStatus, shared_memory_params, write_outputs)
 
@@ -132,6 +132,10 @@ def decode_infer_header(model_name: str, version: int, header: dict, binary: mem
     params = dict(params)
     if "binary_data_output" in params:
         plan.default_binary = _bool(params.pop("binary_data_output"), "binary_data_output")
+    sequence_id = params.get("sequence_id")
+    if isinstance(sequence_id, int) and not isinstance(sequence_id, bool) and sequence_id < 0:
+        # JSON carries the uint64 itself: a negative number is no correlation ID (tritonserver).
+        raise invalid_arg("Unable to parse 'sequence_id'")
     typed = split_request_parameters(params)
     priority, timeout, parameters = typed.priority, typed.timeout_us, typed.user
 
@@ -182,7 +186,9 @@ def decode_infer_header(model_name: str, version: int, header: dict, binary: mem
 
     request = InferRequest(model_name=model_name, inputs=inputs, model_version=version,
                            id=request_id, requested_outputs=requested, priority=priority,
-                           timeout_us=timeout, parameters=parameters)
+                           timeout_us=timeout, parameters=parameters,
+                           sequence_id=typed.sequence_id, sequence_start=typed.sequence_start,
+                           sequence_end=typed.sequence_end)
     return request, plan
 
 
@@ -317,6 +323,105 @@ def _exact_integers(name: str, datatype: str, dtype: np.dtype, count: int,
         raise invalid_arg(f"Unable to parse 'data': a value of input '{name}' does not fit "
                           f"{datatype}")
     return np.array(list(flat), dtype=dtype)
+
+
+# ------------------------------------------------------------------------------------------
+# Generate extension (/generate, /generate_stream)
+# ------------------------------------------------------------------------------------------
+
+def decode_generate_request(model_name: str, version: int, body: bytes,
+                            inputs: Mapping[str, tuple[str, tuple[int, ...]]],
+                            max_input_size: int) -> InferRequest:
+    """A generate request (Triton's generate extension): a JSON object whose keys are the
+    model's inputs (a value or a flat list, shaped by the model's metadata shape: fixed
+    dimensions first, the innermost variable one takes the rest, the others 1) or request
+    parameters (string, number or boolean); ``parameters`` holds more of either; ``id`` is the
+    request's id (and a parameter, as in tritonserver). ``inputs`` maps each input name to its
+    data type and metadata shape (batch dimension included)."""
+    request = parse_json_object(body, "generate")
+    request_id = request.get("id", "")
+    if not isinstance(request_id, str):
+        raise invalid_arg("Unable to parse 'id'")
+    tensors: dict[str, np.ndarray] = {}
+    parameters: dict[str, Any] = {}
+    consumed = [0]
+
+    def convert(source: dict) -> None:
+        for key, value in source.items():
+            if key == "parameters" and source is request:
+                if "parameters" in inputs:
+                    raise invalid_arg("Keyword 'parameters' for nested schema also given as "
+                                      "input tensor name")
+                if not isinstance(value, dict):
+                    raise invalid_arg("Expected JSON object for keyword: 'parameters'")
+                try:
+                    convert(value)
+                except TritonRosError as exc:
+                    raise invalid_arg(f"Converting keyword: 'parameters': {exc.message}") from None
+            elif key in inputs:
+                if key in tensors:
+                    raise invalid_arg(f"input '{key}' already exists in request")
+                tensors[key] = _generate_tensor(model_name, key, value, *inputs[key], consumed,
+                                                max_input_size)
+            elif isinstance(value, (str, bool, int, float)) and not (
+                    isinstance(value, int) and not isinstance(value, bool)
+                    and not -2 ** 63 <= value < 2 ** 63):
+                parameters[key] = value
+            else:
+                raise invalid_arg(f"parameter '{key}' has invalid type. It should be either "
+                                  f"'int', 'bool', or 'string'.")
+
+    convert(request)
+    return InferRequest(model_name=model_name, inputs=tensors, model_version=version,
+                        id=request_id, parameters=parameters)
+
+
+def _generate_tensor(model: str, name: str, value: Any, datatype: str, shape: tuple[int, ...],
+                     consumed: list[int], max_input_size: int) -> np.ndarray:
+    values = value if isinstance(value, list) else [value]
+    count = len(values)
+    if datatype == "BYTES":
+        size = sum(len(v.encode("utf-8")) + 4 if isinstance(v, str) else 0 for v in values)
+    else:
+        size = count * to_numpy_dtype(datatype).itemsize
+    if consumed[0] + size > max_input_size:
+        raise invalid_arg(f"request size of {consumed[0]} bytes with input '{name}' of size "
+                          f"{size} bytes exceeds the maximum allowed input size of "
+                          f"{max_input_size}. Use --http-max-input-size to increase the limit.")
+    consumed[0] += size
+    dims = list(shape)
+    remaining = count
+    for i in range(len(dims) - 1, -1, -1):          # fixed dimensions first, innermost first
+        if dims[i] != -1:
+            if dims[i] <= 0 or remaining % dims[i]:
+                raise invalid_arg(f"The schema can not convert input '{name}' to tensor with "
+                                  f"proper shape")
+            remaining //= dims[i]
+    for i in range(len(dims) - 1, -1, -1):          # the innermost variable one takes the rest
+        if dims[i] == -1:
+            dims[i], remaining = remaining, 1
+    if remaining != 1:
+        raise invalid_arg(f"The schema can not convert input '{name}' to tensor with proper "
+                          f"shape")
+    return _decode_json_data(model, name, datatype, to_numpy_dtype(datatype), tuple(dims),
+                             count, values)
+
+
+def encode_generate_response(response: InferResponse) -> bytes:
+    """A generate response object: id (if any), model_name, model_version, the response's
+    parameters, and each output by name (one element as a value, more as a flat list); keys in
+    name order, as tritonserver writes them."""
+    body: dict[str, Any] = {}
+    if response.id:
+        body["id"] = response.id
+    body["model_name"] = response.model_name
+    body["model_version"] = str(response.model_version)
+    for key, value in response.parameters.items():
+        body[key] = value if isinstance(value, (bool, int, float, str)) else str(value)
+    for name, array in response.outputs.items():
+        data = _json_data(name, from_numpy_dtype(array.dtype), array)
+        body[name] = data[0] if len(data) == 1 else data
+    return dumps(dict(sorted(body.items())))
 
 
 # ------------------------------------------------------------------------------------------
@@ -510,3 +615,27 @@ def decode_shm_register_request(body: bytes) -> tuple[str, int, int]:
     if "byte_size" not in request:
         raise invalid_arg("Shared memory register request has no 'byte_size' field")
     return key, offset, _uint(request["byte_size"], "byte_size")
+
+
+CUDA_IPC_HANDLE_BYTES = 64          # sizeof(cudaIpcMemHandle_t)
+
+
+def decode_cuda_shm_register_request(body: bytes) -> tuple[bytes, int, int]:
+    """The ``raw_handle`` (``{"b64": ...}``: a cudaIpcMemHandle_t), ``device_id`` and
+    ``byte_size`` of a CUDA shared memory register request, checked as tritonserver does."""
+    request = parse_json_object(body, "register")
+    handle = request.get("raw_handle")
+    if not isinstance(handle, dict) or "b64" not in handle:
+        raise invalid_arg("Shared memory register request has no 'raw_handle' field with "
+                          "'b64'")
+    try:
+        raw = base64.b64decode(_str(handle["b64"], "b64"), validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != CUDA_IPC_HANDLE_BYTES:
+        raise invalid_arg("'raw_handle' must be a valid base64 encoded cudaIpcMemHandle_t")
+    device_id = request.get("device_id", 0)
+    if isinstance(device_id, bool) or not isinstance(device_id, int):
+        raise invalid_arg(f"Unable to parse 'device_id': expected an integer, got "
+                          f"{json.dumps(device_id)}")
+    return raw, device_id, _uint(request.get("byte_size", 0), "byte_size")

@@ -5,12 +5,13 @@ The servicer only converts (``grpc_codec``) and delegates to the shared
 (INVALID_ARG -> INVALID_ARGUMENT, UNSUPPORTED -> UNIMPLEMENTED, ...). It runs on ``grpc.aio`` in
 a thread of its own, so the same process can also spin a ROS node. Requests from many clients
 reach the same model batchers as every other frontend. The shared memory RPCs delegate to the
-core's region registry (system shared memory; CUDA shared memory is refused as UNIMPLEMENTED).
+core's region registry (system shared memory; a CUDA region is refused as INVALID_ARGUMENT, as
+tritonserver without a GPU does).
 TraceSetting delegates to the core's trace manager, and a traced inference adds Triton's
 GRPC_* timestamps to its trace (core/tracer.py). An RPC of tritonclient's protos that the
 servicer does not implement answers UNIMPLEMENTED (never the generated stub's exception).
 
-The inference RPCs are the hot path (``bench/server/request_path.py`` measures it):
+The inference RPCs are the hot path:
 
 - ``ModelInfer`` and ``ModelStreamInfer`` take and give serialized bytes (no generated
   (de)serializer): ``grpc_codec`` reads the input tensors of a request larger than
@@ -22,9 +23,13 @@ The inference RPCs are the hot path (``bench/server/request_path.py`` measures i
   pool, so the event loop keeps answering other clients (ServerLive among them) meanwhile.
 - Completions come back from the model's instance threads through :class:`LoopHandoff`: one
   event-loop wake-up for all the responses of a batch instead of one per response.
-- A stream has at most ``STREAM_BACKLOG`` requests whose responses are not yet sent: past that it
-  stops reading, so a client that does not read its responses holds back only itself (HTTP/2
-  flow control) and the server's memory stays bounded.
+- A stream has at most ``STREAM_BACKLOG`` requests whose final response is not yet sent: past
+  that it stops reading, so a client that does not read its responses holds back only itself
+  (HTTP/2 flow control) and the server's memory stays bounded.
+
+``ModelStreamInfer`` serves decoupled models (docs/stateful.md): each request's responses come
+through its response sink as the model sends them, with Triton's ``triton_final_response``;
+``ModelInfer`` refuses such a model as tritonserver does.
 
 When the endpoint stops, every open stream stops reading at once, sends the responses of the
 requests it already took, and ends with UNAVAILABLE ("Server is stopping"), so that requests the
@@ -47,11 +52,13 @@ from google.protobuf.message import DecodeError
 from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 
-from ..core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg
-from ..core.server import InferenceServer
+from ...core.errors import StatusCode, TritonRosError, as_triton_error, invalid_arg, unsupported
+from ...core.infer_request import InferRequest
+from ...core.server import InferenceServer
 from . import grpc_codec as codec
-from .event_loop_server import EventLoopServer
-from .options import GRPC_RESTRICTED_PREFIX, GrpcOptions, Restrictions
+from ..event_loop_server import EventLoopServer
+from .options import GrpcOptions
+from ..limits import GRPC_RESTRICTED_PREFIX, Restrictions
 
 _log = logging.getLogger("triton_ros.grpc")
 
@@ -172,6 +179,9 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             # answers UNIMPLEMENTED, cleanly (the generated stub raises: a traceback per call).
             if getattr(type(self), name, None) is getattr(base, name, None):
                 handlers[name] = _unimplemented(name, handler)
+        for name, handler in handlers.items():
+            if not handler.request_streaming and not handler.response_streaming:
+                handlers[name] = _parsed(handler)
         handlers["ModelInfer"] = grpc.unary_unary_rpc_method_handler(self.ModelInfer)
         handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.ModelStreamInfer)
         server.add_generic_rpc_handlers(
@@ -194,27 +204,37 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             self._handoff = LoopHandoff(asyncio.get_running_loop())
         return self._handoff
 
-    async def _decode(self, data: bytes):
-        """Serialized ModelInferRequest -> (message, core request). The model is looked up first
-        (an unknown one costs no decoding); slow decodes run on the decoder threads."""
+    async def _decode(self, data: bytes, *, streaming: bool = False):
+        """Serialized ModelInferRequest -> (message, core request, whether its model is
+        decoupled). The model is looked up first (an unknown one, or a decoupled one outside a
+        stream, costs no decoding); slow decodes run on the decoder threads."""
         if len(data) > OFF_LOOP_BYTES:
             return await asyncio.get_running_loop().run_in_executor(
-                self._decoder_pool(), self._decode_now, data, None)
+                self._decoder_pool(), self._decode_now, data, None, streaming)
         msg, raws = self._parse(data)
-        self._core.get_model(msg.model_name, codec.parse_version(msg.model_version))
+        decoupled = self._decoupled(msg, streaming)
         if codec.large_payload(msg, raws):
             return await asyncio.get_running_loop().run_in_executor(
-                self._decoder_pool(), self._decode_now, data, (msg, raws))
-        return msg, codec.decode_infer_request(msg, self._core.shared_memory, raws)
+                self._decoder_pool(), self._decode_now, data, (msg, raws), streaming)
+        return msg, codec.decode_infer_request(msg, self._core.shared_memory, raws), decoupled
 
-    def _decode_now(self, data: bytes, parsed):
+    def _decode_now(self, data: bytes, parsed, streaming: bool):
         """:meth:`_decode` on the calling thread, from ``data`` or its ``(msg, raws)``."""
         if parsed is None:
             parsed = self._parse(data)
-            self._core.get_model(parsed[0].model_name,
-                                 codec.parse_version(parsed[0].model_version))
         msg, raws = parsed
-        return msg, codec.decode_infer_request(msg, self._core.shared_memory, raws)
+        decoupled = self._decoupled(msg, streaming)
+        return msg, codec.decode_infer_request(msg, self._core.shared_memory, raws), decoupled
+
+    def _decoupled(self, msg, streaming: bool) -> bool:
+        """Whether the request's model is decoupled; outside a stream such a model is refused
+        as tritonserver refuses it (UNSUPPORTED)."""
+        decoupled = self._core.get_model(msg.model_name,
+                                         codec.parse_version(msg.model_version)).config.decoupled
+        if decoupled and not streaming:
+            raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction "
+                              "policy")
+        return decoupled
 
     @staticmethod
     def _parse(data: bytes):
@@ -347,7 +367,7 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     async def ModelInfer(self, request: bytes, context) -> bytes:
         received = time.monotonic_ns() if self._core.tracer.active else 0
         try:
-            _, infer_request = await self._decode(request)
+            _, infer_request, _ = await self._decode(request)
             infer_request.caller_releases_trace = True
             future = self._core.infer(infer_request)
             trace = infer_request.trace
@@ -377,45 +397,65 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             await context.abort(grpc.StatusCode.INTERNAL, as_triton_error(exc).message)
 
     async def ModelStreamInfer(self, request_iterator, context):
-        """Bidirectional stream: responses go back as each request completes, in any order;
-        at most STREAM_BACKLOG requests wait for their response to be sent."""
-        out: asyncio.Queue = asyncio.Queue()
+        """Bidirectional stream (see :class:`_StreamCall`): every response carries
+        ``triton_final_response``; a non-decoupled request's one response leaves in the order
+        the requests came, as tritonserver sends them, and a decoupled request's responses as
+        they come. At most STREAM_BACKLOG requests wait for their final response to be sent.
+        A stream that ends before its requests did (the client went away) cancels them."""
+        out: asyncio.Queue = asyncio.Queue()       # (bytes, the call it ends or None) or DONE
         room = asyncio.Semaphore(STREAM_BACKLOG)
         handoff = self._loop_handoff()
+        order: collections.deque = collections.deque()   # non-decoupled calls, in arrival order
+        live: set = set()                          # calls whose final is not sent yet
+        state = {"reading": True, "cut": False}
         done = object()
-        state = {"in_flight": 0, "reading": True, "cut": False}
 
-        traces: collections.deque = collections.deque()   # of the items in `out`, in order
-
-        def finish_one(item: bytes, trace=None) -> None:
-            out.put_nowait(item)
-            traces.append(trace)
-            state["in_flight"] -= 1
-            if not state["reading"] and state["in_flight"] == 0:
+        def finish(call: _StreamCall) -> None:
+            """The call's last item is written (or it had none): it leaves the backlog, and lets
+            go of its request (whose future's callback holds the call: no cycle)."""
+            live.discard(call)
+            call.request = None
+            room.release()
+            if call.trace is not None:
+                call.trace.release()
+            if not state["reading"] and not live:
                 out.put_nowait(done)
 
-        def error_item(msg, message: str) -> bytes:
-            return pb.ModelStreamInferResponse(
-                error_message=message,
-                infer_response=pb.ModelInferResponse(
-                    id=msg.id if msg else "", model_name=msg.model_name if msg else "",
-                    model_version=msg.model_version if msg else "")).SerializeToString()
-
-        def reply(msg, serialize: Callable[[], bytes], trace) -> None:
-            try:
-                item = codec.serialize_stream_response(serialize())
-            except Exception as exc:  # the model's error, or writing an output
-                item = error_item(msg, as_triton_error(exc).message)
-            finish_one(item, trace)
-
-        def on_done(item) -> None:
-            (msg, shm, trace), future = item
-            if future.exception() is None and codec.large_response(future.result()):
-                serialized = asyncio.get_running_loop().run_in_executor(
-                    self._decoder_pool(), codec.serialize_infer_response, future.result(), shm)
-                serialized.add_done_callback(lambda f: reply(msg, f.result, trace))
+        def emit(call: _StreamCall, item: bytes | None, final: bool) -> None:
+            if call.decoupled:
+                if item is not None:
+                    out.put_nowait((item, call if final else None))
+                elif final:
+                    finish(call)
                 return
-            reply(msg, lambda: codec.serialize_infer_response(future.result(), shm), trace)
+            call.item = item
+            while order and order[0].item is not None:
+                head = order.popleft()
+                out.put_nowait((head.item, head))
+
+        def respond(item) -> None:
+            call, response, final = item
+            if response is None:            # a decoupled model's final flag, alone
+                emit(call, call.empty_final() if final and call.empty_final_wanted else None,
+                     final)
+            elif isinstance(response, TritonRosError):
+                emit(call, call.model_error(response.message, final), final)
+            elif not call.decoupled and codec.large_response(response):
+                serialized = asyncio.get_running_loop().run_in_executor(
+                    self._decoder_pool(), codec.serialize_infer_response, response, call.shm,
+                    final)
+                serialized.add_done_callback(lambda f: emit(call, _serialized(call, f), final))
+            else:
+                emit(call, _serialized(call, lambda: codec.serialize_infer_response(
+                    response, call.shm, final)), final)
+
+        def refused(item) -> None:
+            call, future = item
+            error = as_triton_error(future.exception())
+            if call.request is not None and call.request.issued:
+                emit(call, call.model_error(error.message, True), True)
+            else:
+                emit(call, call.issue_error(error.message), True)
 
         async def reader() -> None:
             try:
@@ -427,34 +467,44 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                         room.release()
                         break
                     received = time.monotonic_ns() if self._core.tracer.active else 0
-                    state["in_flight"] += 1
                     try:
-                        msg, infer_request = await self._decode(data)
-                    except TritonRosError as exc:
-                        finish_one(error_item(_header_of(data), exc.message))
+                        msg, infer_request, decoupled = await self._decode(data, streaming=True)
+                    except (TritonRosError, _Malformed, asyncio.CancelledError) as exc:
+                        header = _header_of(data) if not isinstance(exc, _Malformed) else None
+                        call = _StreamCall(header, None, False)
+                        live.add(call)
+                        order.append(call)
+                        emit(call, call.issue_error(
+                            STREAM_STOPPING_MESSAGE if isinstance(exc, asyncio.CancelledError)
+                            else exc.message if isinstance(exc, TritonRosError)
+                            else f"Exception deserializing request: {exc}"), True)
+                        if isinstance(exc, asyncio.CancelledError):
+                            raise                # taken, not queued: answered all the same
                         continue
-                    except _Malformed as exc:
-                        finish_one(error_item(None, f"Exception deserializing request: {exc}"))
-                        continue
-                    except asyncio.CancelledError:   # taken, not queued: answer it all the same
-                        finish_one(error_item(_header_of(data), STREAM_STOPPING_MESSAGE))
-                        raise
+                    call = _StreamCall(msg, infer_request, decoupled)
+                    live.add(call)
+                    if not decoupled:
+                        order.append(call)
                     infer_request.caller_releases_trace = True
+                    infer_request.response_sink = (
+                        lambda response, final, call=call:
+                        handoff.post(respond, (call, response, final)))
                     future = self._core.infer(infer_request)
-                    trace = infer_request.trace
+                    call.trace = trace = infer_request.trace
                     if trace is not None:
                         received = received or time.monotonic_ns()
                         trace.capture("GRPC_WAITREAD_START", received)
                         trace.capture("GRPC_WAITREAD_END", received)
-                    key = (msg, infer_request.shared_memory_outputs(), trace)
-                    future.add_done_callback(lambda f, key=key: handoff.post(on_done, (key, f)))
+                    future.add_done_callback(
+                        lambda f, call=call: f.exception() is not None
+                        and handoff.post(refused, (call, f)))
             except asyncio.CancelledError:
                 if not self._stopping:
                     raise
                 state["cut"] = True    # stop_streams: read no more, answer what was taken
             finally:
                 state["reading"] = False
-                if state["in_flight"] == 0:
+                if not live:
                     out.put_nowait(done)
 
         task = asyncio.ensure_future(reader())
@@ -463,26 +513,70 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             task.cancel()
         try:
             while True:
-                item = await out.get()
-                if item is done:
+                entry = await out.get()
+                if entry is done:
                     break
-                trace = traces.popleft()
+                item, ends = entry
+                trace = ends.trace if ends is not None else None
                 if trace is not None:
                     trace.capture("GRPC_SEND_START")
                 yield item
                 if trace is not None:
                     trace.capture("GRPC_SEND_END")
-                    trace.release()
-                room.release()
+                if ends is not None:
+                    finish(ends)
             await task             # a reader's own failure ends the stream with its error
             if state["cut"]:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, STREAM_STOPPING_MESSAGE)
         finally:
             self._readers.discard(task)
             task.cancel()
-            for trace in traces:        # responses never sent (the stream ended first)
-                if trace is not None:
-                    trace.release()
+            for call in list(live):     # the stream ended first: nobody reads their responses
+                if call.request is not None:
+                    call.request.cancel()
+                if call.trace is not None:
+                    call.trace.release()
+                    call.trace = None
+
+
+class _StreamCall:
+    """One request of a ModelStreamInfer stream: what its responses need (its message's id,
+    model and version, its outputs in shared memory, whether its model is decoupled and the
+    client wants an empty final response) and, for a non-decoupled one, its one response
+    once ready (sent in request order)."""
+
+    __slots__ = ("msg", "request", "decoupled", "shm", "trace", "item", "empty_final_wanted")
+
+    def __init__(self, msg, request: InferRequest | None, decoupled: bool) -> None:
+        self.msg = msg
+        self.request = request
+        self.decoupled = decoupled
+        self.shm = request.shared_memory_outputs() if request is not None else None
+        self.trace = None
+        self.item: bytes | None = None
+        param = msg.parameters.get("triton_enable_empty_final_response") if msg else None
+        self.empty_final_wanted = bool(param is not None and param.bool_param)
+
+    def issue_error(self, message: str) -> bytes:
+        return codec.stream_error(message, self.msg.id if self.msg else "")
+
+    def model_error(self, message: str, final: bool) -> bytes:
+        msg = self.msg
+        return codec.stream_error(message, msg.id, msg.model_name, msg.model_version, final)
+
+    def empty_final(self) -> bytes:
+        msg = self.msg
+        return codec.empty_final_response(msg.id, msg.model_name, msg.model_version)
+
+
+def _serialized(call: _StreamCall, serialize) -> bytes:
+    """A response serialized (``serialize()``, or a done future of it), or the error item
+    of writing it (an output into shared memory, say)."""
+    try:
+        return codec.serialize_stream_response(serialize() if callable(serialize)
+                                               else serialize.result())
+    except Exception as exc:
+        return call.model_error(as_triton_error(exc).message, True)
 
 
 class RestrictionInterceptor(grpc.aio.ServerInterceptor):
@@ -573,6 +667,29 @@ def _unimplemented(name: str, generated: grpc.RpcMethodHandler) -> grpc.RpcMetho
                 response_serializer=generated.response_serializer)
 
 
+_UNPARSABLE = object()      # what _parsed's deserializer gives for bytes that do not parse
+
+
+def _parsed(generated: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """``generated`` (unary) with a request that does not parse answered INTERNAL "Unable to
+    parse request", as tritonserver does (grpc.aio logs a traceback and answers UNKNOWN)."""
+    deserialize, behavior = generated.request_deserializer, generated.unary_unary
+
+    def parse(data: bytes):
+        try:
+            return deserialize(data)
+        except DecodeError:
+            return _UNPARSABLE
+
+    async def call(request, context):
+        if request is _UNPARSABLE:
+            await context.abort(grpc.StatusCode.INTERNAL, "Unable to parse request")
+        return await behavior(request, context)
+
+    return grpc.unary_unary_rpc_method_handler(
+        call, request_deserializer=parse, response_serializer=generated.response_serializer)
+
+
 class _Malformed(Exception):
     """The bytes of an inference request are not a ModelInferRequest."""
 
@@ -587,7 +704,7 @@ def _header_of(data: bytes):
 
 class GrpcServer(EventLoopServer):
     """Runs the gRPC endpoint on its own event loop thread; start() returns once it listens.
-    ``options`` (:class:`~triton_ros.frontend.options.GrpcOptions`) sets message sizes,
+    ``options`` (:class:`~triton_ros.frontend.grpc.options.GrpcOptions`) sets message sizes,
     keepalive, connection timeouts, TLS and restricted protocols."""
 
     service_name = "GRPCInferenceService"

@@ -26,16 +26,16 @@ from typing import Mapping
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
-from ..core.datatypes import (PROTOCOL_DATATYPES, check_input_shape, from_numpy_dtype,
+from ...core.datatypes import (PROTOCOL_DATATYPES, check_input_shape, from_numpy_dtype,
                               tensor_from_bytes, tensor_to_bytes, to_numpy_dtype)
-from ..core.errors import invalid_arg
-from ..core.infer_request import InferRequest, InferResponse, RequestedOutput
-from ..core.infer_stats import Duration, StatsSnapshot
-from ..core.strict_parse import parse_model_version
-from ..core.request_parameters import classification_count, split_request_parameters
-from ..core.model_repository_manager import RepositoryEntry
-from ..core.server import ModelMetadata, ServerMetadata
-from ..core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
+from ...core.errors import invalid_arg
+from ...core.infer_request import InferRequest, InferResponse, RequestedOutput
+from ...core.infer_stats import Duration, StatsSnapshot
+from ...core.strict_parse import parse_model_version
+from ...core.request_parameters import classification_count, split_request_parameters
+from ...core.model_repository_manager import RepositoryEntry
+from ...core.server import ModelMetadata, ServerMetadata
+from ...core.shared_memory_manager import (NO_REGIONS, SHM_PARAMETERS, CudaRegionStatus,
                                           SharedMemoryBlock, SharedMemoryManager,
                                           SystemRegionStatus, shared_memory_params, write_outputs)
 
@@ -216,7 +216,9 @@ def decode_infer_request(msg: pb.ModelInferRequest,
     return InferRequest(model_name=model, inputs=inputs,
                         model_version=parse_version(msg.model_version), id=msg.id,
                         requested_outputs=requested, priority=params.priority,
-                        timeout_us=params.timeout_us, parameters=params.user)
+                        timeout_us=params.timeout_us, parameters=params.user,
+                        sequence_id=params.sequence_id, sequence_start=params.sequence_start,
+                        sequence_end=params.sequence_end)
 
 
 def _shared_memory_params(tensor) -> tuple[str, int, int] | None:
@@ -289,10 +291,11 @@ def encode_infer_response(resp: InferResponse,
 
 
 def serialize_infer_response(resp: InferResponse,
-                             shared_memory: Mapping[str, SharedMemoryBlock] | None = None) -> bytes:
+                             shared_memory: Mapping[str, SharedMemoryBlock] | None = None,
+                             final: bool | None = None) -> bytes:
     """The serialized ModelInferResponse: protobuf for everything but the tensors, each tensor
     appended as a raw_output_contents field straight from its array (one copy, into the
-    reply)."""
+    reply). ``final`` (on a stream) adds Triton's ``triton_final_response`` parameter."""
     if shared_memory:
         write_outputs(resp.outputs, shared_memory)
     msg = pb.ModelInferResponse(model_name=resp.model_name, model_version=str(resp.model_version),
@@ -304,8 +307,36 @@ def serialize_infer_response(resp: InferResponse,
         parts += (_RAW_OUTPUT_TAG, _encode_varint(len(data)), data)
     for key, value in resp.parameters.items():
         _set_param(msg.parameters[key], value)
+    if final is not None:
+        msg.parameters[FINAL_RESPONSE].bool_param = final
     parts[0] = msg.SerializeToString()
     return b"".join(parts)
+
+
+#: The parameter of every response on a stream saying whether it is its request's last.
+FINAL_RESPONSE = "triton_final_response"
+
+
+def stream_error(message: str, request_id: str, model_name: str = "", model_version: str = "",
+                 final: bool | None = None) -> bytes:
+    """A ModelStreamInferResponse carrying an error: a request refused before it reached its
+    model names only its id (Triton's issue errors); one its model failed also names the
+    model (as the request did) and carries ``triton_final_response``."""
+    response = pb.ModelInferResponse(id=request_id, model_name=model_name,
+                                     model_version=model_version)
+    if final is not None:
+        response.parameters[FINAL_RESPONSE].bool_param = final
+    return pb.ModelStreamInferResponse(error_message=message,
+                                       infer_response=response).SerializeToString()
+
+
+def empty_final_response(request_id: str, model_name: str, model_version: str) -> bytes:
+    """The empty final response of a decoupled request whose final flag came without a
+    response, for a client that asked for it (``triton_enable_empty_final_response``)."""
+    response = pb.ModelInferResponse(id=request_id, model_name=model_name,
+                                     model_version=model_version)
+    response.parameters[FINAL_RESPONSE].bool_param = True
+    return pb.ModelStreamInferResponse(infer_response=response).SerializeToString()
 
 
 def serialize_stream_response(infer_response: bytes) -> bytes:

@@ -2,9 +2,8 @@
 the limits a server facing untrusted clients needs.
 
 aiohttp (already a dependency through ``tritonclient[http]``) parses requests with its C parser
-(llhttp), keeps connections alive, decodes chunked bodies and applies back-pressure; the
-benchmark that chose it over uvicorn+httptools is in ``bench/DECISIONS.md`` ("The HTTP stack").
-What it does not do is added here, through its public ``web.Server`` protocol factory and a
+(llhttp), keeps connections alive, decodes chunked bodies and applies back-pressure. What it
+does not do is added here, through its public ``web.Server`` protocol factory and a
 :class:`RequestHandler` subclass (aiohttp is pinned in requirements.txt because this subclass
 reads three of the handler's attributes, ``_request_count``, ``_current_request`` and
 ``_request_in_progress``):
@@ -14,9 +13,7 @@ reads three of the handler's attributes, ``_request_count``, ``_current_request`
   connection first, else one still sending its request head or body; the evicted one is
   answered ``503 Service Unavailable`` and closed. Only when every connection has a request in
   progress (being computed or answered) is the new one refused with ``503``. Idle, half-sent
-  or trickled connections can therefore never lock new clients out: with 30 connections
-  trickling a body one byte every 2 s at a limit of 30, a new client was served in
-  milliseconds (it got 503 for as long as they trickled before); docs/server.md;
+  or trickled connections can therefore never lock new clients out (docs/server.md);
 - **header timeout**: a request head must arrive within ``header_timeout_s`` of the
   connection opening, or of its first byte after the previous response; else ``408`` and close
   (slow or half-sent headers do not hold a connection forever);
@@ -35,14 +32,10 @@ reads three of the handler's attributes, ``_request_count``, ``_current_request`
   without reading its body (405, 404, 403...) closes the connection instead of draining it.
 
 The endpoint's loop is uvloop's (libuv, in requirements.txt) where it is installed: socket reads
-and writes, which dominate this loop's time on small requests, then run in C. On a quiet 2-core
-machine (``bench/DECISIONS.md``, "The HTTP stack") it raised perf_analyzer's ``simple`` over
-HTTP from 0.91x to 1.08x the old hand-written server's throughput. Without uvloop (an
+and writes, which dominate this loop's time on small requests, then run in C. Without uvloop (an
 apt-installed ROS 2 without ``python3-uvloop``) the standard asyncio loop serves;
-``TRITON_ROS_HTTP_LOOP=asyncio`` forces it. gRPC keeps the standard loop: grpc.aio also runs on
-uvloop (its endpoint tests pass there), but tried by hand (``bench/server/request_path.py``, two
-rounds alternating) it was no faster: ``simple`` 1.03x at concurrency 1 and 1.04x at 64, tinydet
-0.96x at 1 and at 16, within the rounds' spread.
+``TRITON_ROS_HTTP_LOOP=asyncio`` forces it. gRPC keeps the standard loop: uvloop makes grpc.aio
+no faster.
 """
 from __future__ import annotations
 
@@ -57,8 +50,8 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_protocol import RequestHandler
 
-from ..core.infer_stats import EndpointStats
-from .event_loop_server import EventLoopServer
+from ...core.infer_stats import EndpointStats
+from ..event_loop_server import EventLoopServer
 from .options import HttpOptions
 
 _log = logging.getLogger("triton_ros.http")
