@@ -4,17 +4,14 @@ Two ways to run the node's callbacks, chosen by the node parameter ``executor``:
 
 - ``events`` (``auto`` where rclpy has it: ``rclpy.experimental.EventsExecutor``, ROS 2 Kilted
   and later): rclpy's events executor, driven by :meth:`NodeSpinner._spin_events`. It does not
-  rebuild a wait set in Python for every wake-up: measured with ``bench/ros/node.py`` (8
-  cameras x 30 Hz, 640x480; bench/DECISIONS.md, "rclpy's events executor"), the executor
-  thread's CPU per frame halved
-  (401 against 787 us), the node's CPU outside the model fell from 2046 to 1647 us per frame
-  and the node's CPU from 0.84 to 0.72 cores, every frame still served. It runs every
-  callback on its one thread, so the services that take seconds (``~/load_model``,
+  rebuild a wait set in Python for every wake-up, which costs about half of the executor's CPU
+  per frame. It runs every callback on its one thread, so the services that take seconds
+  (``~/load_model``,
   ``~/unload_model``) live on a hidden helper node (``_<node>_control``, same namespace, the
   same service names as before: ``/<namespace>/<node>/load_model``) that a
   :class:`NodeExecutor` spins on a thread of its own: a load never stalls the cameras. The
-  events executor is driven with ``spin_once`` in a loop: its ``spin()`` ran no timer and kept a
-  core busy in our trials (rclpy of Kilted's wheels).
+  events executor is driven with ``spin_once`` in a loop: its ``spin()`` (rclpy of Kilted's
+  wheels) runs no timer and keeps a core busy.
 - ``wait_set`` (``auto`` where rclpy has no events executor, e.g. Humble): :class:`NodeExecutor`,
   below.
 

@@ -12,8 +12,8 @@ models and batchers:
   (:mod:`.targets`): the embedded core's model, or one on remote endpoints, as
   :func:`model_target_for` picks;
 - the KServe v2 gRPC, HTTP and metrics endpoints, and the Kafka frontend when ``kafka.*``
-  parameters name brokers and request topics (``triton_ros.frontend``, their parameters in
-  :mod:`.endpoint_parameters` and :mod:`.kafka_parameters`);
+  parameters name brokers and request topics (``triton_ros.frontend``, whose options declare
+  their parameters);
 - services ~/load_model, ~/unload_model, ~/list_models, ~/get_model_statistics
   (:mod:`.model_services`), with /diagnostics and ~/status (:mod:`.monitoring`, and the remote
   endpoints' own statuses).
@@ -255,11 +255,8 @@ class InferenceNode(Node):
         self.frontends.stop()
         self.workers.shutdown(wait=True)
         for binding in self.bindings:
-            close = getattr(binding.target, "close", None)
-            if close is None:
-                continue
             try:
-                close()
+                binding.target.close()
             except Exception as exc:           # shutting down: report, carry on
                 self.get_logger().error(f"binding '{binding.config.name}': closing its model "
                                         f"target failed: {type(exc).__name__}: {exc}")

@@ -22,13 +22,9 @@ reports the node as failed. :class:`ExitWatchdog` bounds it by construction:
 - a second SIGINT or SIGTERM during a stop ends it at once, the same way; SIGUSR1 writes every
   thread's stack at any time, without stopping anything.
 
-What held the node's exit (issue 34, item 10): at its ``stopped`` line only the main thread was
-left, in the interpreter's finalization (``Py_FinalizeEx``: tearing modules down, passes of the
-cyclic garbage collector over a process that imported rclpy, ONNX Runtime, gRPC and OpenCV,
-destructors of native libraries joining their threads). That costs about 0.3 s of CPU (0.27-0.32
-s, from the exit status's rusage against the process's own at the end of main), which a host at
-load 11-20 on 2 cores stretched to 1-4 s. Ended with ``os._exit`` the same phase took 0.14-0.5 s
-there (``bench/ros/stops.py``).
+Once the node has stopped, the process ends with ``os._exit``: the interpreter's finalization
+(tearing modules down, the cyclic collector over rclpy, ONNX Runtime, gRPC and OpenCV, native
+destructors joining their threads) would only add seconds on a loaded host.
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from ...core.errors import invalid_arg
-from ..codec.base import InputKind, InputPlan, OutputFormat, OutputPlan
+from ..codec.base import InputKind, InputPlan, MalformedInput, OutputFormat, OutputPlan
 from ..parameters import BindingConfig
 from ..targets.spec import ModelSpec
 
@@ -57,7 +57,11 @@ class ModelPlan:
             return {self.input_name: tensor[None] if batched else tensor}, placement, {}
         tensors, placements = {}, {}
         for name, _, encode, leading_one in self.feeds:
-            tensor, placements[name] = encode(msg[name])
+            try:
+                tensor, placements[name] = encode(msg[name])
+            except MalformedInput as exc:      # the binding names the input's own topic
+                exc.input_name = name
+                raise
             tensors[name] = tensor[None] if self.batching or leading_one else tensor
         return tensors, placements[self.input_name], placements
 
@@ -90,11 +94,12 @@ def build_plan(config: BindingConfig, spec: ModelSpec, input_kind: InputKind,
     leading_one = spec.max_batch_size == 0 and len(tensor.dims) == 4 and tensor.dims[0] in (1, -1)
     if leading_one:
         tensor = replace(tensor, dims=tuple(tensor.dims[1:]))
-    input_plan = input_kind.plan(config.input_settings, tensor, model=spec.name)
+    input_plan = input_kind.plan(config.settings_for(input_kind), tensor, model=spec.name)
     return ModelPlan(spec=spec, input_name=tensor.name, batching=spec.max_batch_size > 0,
                      leading_one=leading_one, input=input_plan,
                      encode=input_kind.encoder(input_plan),
-                     output=output_format.plan(config.output_settings, spec, input_plan))
+                     output=output_format.plan(config.settings_for(output_format), spec,
+                                               input_plan))
 
 
 def build_sync_plan(config: BindingConfig, spec: ModelSpec, kinds: Sequence[tuple[str, InputKind]],
@@ -117,24 +122,22 @@ def build_sync_plan(config: BindingConfig, spec: ModelSpec, kinds: Sequence[tupl
     for late in (False, True):                                 # CameraInfo after the images
         for tensor in order:
             kind = fed[tensor.name]
-            if bool(getattr(kind, "after_images", False)) != late:
+            if kind.after_images != late:
                 continue
             leading_one = (spec.max_batch_size == 0 and len(tensor.dims) == 4
                            and tensor.dims[0] in (1, -1))
             if leading_one:
                 tensor = replace(tensor, dims=tuple(tensor.dims[1:]))
-            settings = config.settings_for(kind)
-            if late and hasattr(settings, "image"):
-                settings = replace(settings, image=geometry)
-            input_plan = kind.plan(settings, tensor, model=spec.name)
-            if geometry is None and all(hasattr(input_plan, a) for a in ("width", "height",
-                                                                          "resize")):
-                geometry = input_plan
+            input_plan = kind.plan(config.settings_for(kind), tensor, model=spec.name,
+                                   image=geometry if late else None)
+            if geometry is None:
+                geometry = input_plan.geometry
             planned[tensor.name] = (input_plan, kind.encoder(input_plan), leading_one)
     reference = config.input or order[0].name
     feeds = tuple((t.name, *planned[t.name]) for t in order)
     input_plan, encode, leading_one = planned[reference]
     return ModelPlan(spec=spec, input_name=reference, batching=spec.max_batch_size > 0,
                      leading_one=leading_one, input=input_plan, encode=encode,
-                     output=output_format.plan(config.output_settings, spec, input_plan),
+                     output=output_format.plan(config.settings_for(output_format), spec,
+                                               input_plan),
                      feeds=feeds)

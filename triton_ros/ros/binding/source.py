@@ -6,11 +6,12 @@ is dropped as *superseded*. A frame older than ``max_age_ms`` (its header stamp 
 node's clock) is dropped as *stale* when it arrives and again when it leaves the slot. Every
 received frame ends up counted exactly once: published, dropped (stale, superseded, malformed,
 model unavailable) or failed (by stage,
-:data:`~triton_ros.ros.monitoring.counters.FAIL_REASONS`), or is still in flight or waiting. Each stale drop is reported to ``on_stale`` with the frame's age and
-whether it arrived fresh and aged waiting in the slot (the model is too slow) or arrived stale
-(clocks), so that the binding can explain it; a frame stamped more than ``max_age_ms`` ahead of
-the node's clock (clock skew the other way) is reported the same way with a negative age, counted
-as ``stamped_ahead`` and processed all the same.
+:data:`~triton_ros.ros.monitoring.counters.FAIL_REASONS`), or is still in flight or waiting. Each
+stale drop is reported to ``on_stale`` with the frame's age and whether it arrived fresh and aged
+waiting in the slot (the model is too slow) or arrived stale (clocks), so that the binding can
+explain it; a frame stamped more than ``max_age_ms`` ahead of the node's clock (clock skew the other
+way) is reported the same way with a negative age, counted as ``stamped_ahead`` and processed all
+the same.
 
 Hedging (remote targets with more than one endpoint, ``hedge_after_fraction``): when K frames
 are in flight, a new frame is not put in the slot but started at once, as one extra frame in
@@ -32,18 +33,21 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from ..codec.base import InputKind
 from ..monitoring.counters import SourceCounters
 from ..monitoring.latency import LatencyWindow
+from .sync_inputs import SyncGroup
 
 
 @dataclass(frozen=True)
 class Frame:
     """A received image, when it was received (node clock, ns), and its input kind."""
 
-    msg: Any
+    msg: Any                           # the message, or a synchronized source's MatchedSet
     stamp_ns: int                      # header stamp; 0 when the publisher left it unset
     received_ns: int
-    kind: str = ""                     # the input kind that reads it (codec/registry.py)
+    # The input kind that reads it (codec/registry.py); a matched set's: its kinds by input
+    kind: str | tuple[tuple[str, str], ...] = ""
     received_mono_ns: int = 0          # the same on the monotonic clock (request traces)
     hedged: bool = False               # started beside a stalled frame (see the docstring)
 
@@ -61,10 +65,12 @@ class Source:
         self.discovered = discovered           # found by a pattern (may be unbound later)
         self.max_in_flight = max_in_flight
         self.max_age_ns = max_age_ms * 1_000_000
-        self.subscription = None
-        self.publisher = None
+        self.subscription: Any = None          # the binding's subscription to the topic
+        self.publisher: Any = None             # its output topic's
         self.extra_publishers: dict[str, Any] = {}   # an output format's further topics
-        self.kind = None                       # the input kind it is subscribed with
+        self.kind: InputKind | None = None     # the input kind it is subscribed with
+        # A synchronized source (a namespace): its inputs' subscriptions and synchronizer
+        self.sync: SyncGroup | None = None
         self.last_seen_publisher_ns = 0       # for forgetting sources that went away
         self.counters = SourceCounters()
         self.e2e_latency = LatencyWindow()     # stamp -> publication

@@ -17,6 +17,15 @@ A :class:`SyncGroup` holds one namespace's subscriptions and its synchronizer
 found no set, by reason, and turns each matched set into a :class:`MatchedSet`: one message per
 model input, which the binding hands to its flow control as one frame, so that the set is one
 request in the model's dynamic batcher, batched with the sets (and frames) of other robots.
+
+Before that, :meth:`SyncGroup.check_set` makes sure the set describes one image, as
+depth_image_proc does for its colour, depth and CameraInfo: in a set with a depth or CameraInfo
+input, every image, depth image and CameraInfo must have the same width and height (a depth
+image of another size is not aligned to the colour image: RealSense's ``depth/image_rect_raw``
+beside ``color/image_raw`` instead of ``aligned_depth_to_color``; no scaling is attempted, since
+the same aspect ratio does not make two cameras' pixels correspond). The input whose size
+differs from the others' is named, and the set is malformed. A depth image or CameraInfo whose
+``frame_id`` differs from the (first) image's is only warned about, as depth_image_proc does.
 """
 from __future__ import annotations
 
@@ -25,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..codec.base import InputKind
-from ..codec.registry import input_kind_for_topic
+from ..codec.registry import family_of, input_kind_for_topic
 from ..parameters import BindingConfig
 from .synchronizer import UNMATCHED_REASONS, ApproximateTimeSync, Entry, SyncResult
 
@@ -93,6 +102,14 @@ class MatchedSet(dict):
         return next(iter(self.values())).header
 
 
+@dataclass(frozen=True)
+class SetProblem:
+    """What is wrong with one input of a matched set."""
+
+    index: int                          # the input, in the group's order
+    text: str
+
+
 class SyncGroup:
     """One bound namespace of a synchronized binding: its inputs, their synchronizer and
     counts."""
@@ -105,12 +122,13 @@ class SyncGroup:
         self.subscriptions: list[Any] = []
         self.kinds = tuple((i.name, i.kind.name) for i in self.inputs)
         # A set with an input that decodes (a compressed image) is encoded on the workers
-        self.decodes = any(getattr(i.kind, "encode_on_workers", False) for i in self.inputs)
+        self.decodes = any(i.kind.encode_on_workers for i in self.inputs)
         sync = config.sync
         self.synchronizer = ApproximateTimeSync(
             len(self.inputs), queue_size=sync.queue_size,
             max_interval_ns=int(round(sync.slop_ms * 1e6)),
-            min_interval_ns=int(round(sync.min_interval_ms * 1e6)))
+            min_interval_ns=int(round(sync.min_interval_ms * 1e6)),
+            max_jump_ns=int(round(sync.max_jump_ms * 1e6)))
         self._lock = threading.Lock()
         self.received = {i.name: 0 for i in self.inputs}
         self.unmatched = {(i.name, r): 0 for i in self.inputs for r in UNMATCHED_REASONS}
@@ -121,16 +139,69 @@ class SyncGroup:
     def describe(self) -> str:
         return ", ".join(f"{i.name}: {i.topic} [{i.kind.name}]" for i in self.inputs)
 
-    def add(self, index: int, stamp_ns: int, msg: Any) -> SyncResult:
-        """A checked message of input ``index``: the sets it completed and what got dropped."""
+    def add(self, index: int, stamp_ns: int, msg: Any,
+            received_ns: int | None = None) -> SyncResult:
+        """A checked message of input ``index`` (received at ``received_ns``, node clock): the
+        sets it completed and what got dropped (a bad stamp is the caller's to count)."""
         with self._lock:
             self.received[self.inputs[index].name] += 1
-        result = self.synchronizer.add(index, stamp_ns, msg)
+        result = self.synchronizer.add(index, stamp_ns, msg, received_ns)
         if result.dropped:
             with self._lock:
                 for dropped in result.dropped:
-                    self.unmatched[(self.inputs[dropped.index].name, dropped.reason)] += 1
+                    key = (self.inputs[dropped.index].name, dropped.reason)
+                    if key in self.unmatched:
+                        self.unmatched[key] += 1
         return result
+
+    def check_set(self, entries: Sequence[Entry]) -> tuple[list[SetProblem], list[SetProblem]]:
+        """(size problems: the set is malformed, frame_id mismatches: warnings) of a matched
+        set (see the module docstring)."""
+        families = [family_of(i.kind) for i in self.inputs]
+        if not any(f in ("depth", "camera_info") for f in families):
+            return [], []
+        sizes: list[tuple[int, int] | None] = []
+        for resolved, family, entry in zip(self.inputs, families, entries):
+            msg = entry.item
+            if family == "camera_info":
+                sizes.append((int(msg.width), int(msg.height)))
+            elif family in ("image", "depth"):
+                sizes.append(resolved.kind.decoded_size(msg))
+            else:
+                sizes.append(None)
+        # The size most inputs have (ties: the first image input's) is the image's.
+        ranked = sorted((j for j, size in enumerate(sizes) if size is not None),
+                        key=lambda j: (-sizes.count(sizes[j]), families[j] != "image", j))
+        image = sizes[ranked[0]]
+        problems = []
+        for index, size in enumerate(sizes):
+            if size is not None and size != image:
+                others = ", ".join(self.inputs[j].name for j, other in enumerate(sizes)
+                                   if other == image)
+                what = "a CameraInfo of" if families[index] == "camera_info" else "an image of"
+                problems.append(SetProblem(index, (
+                    f"{what} {size[0]}x{size[1]} where {others} "
+                    f"{'is' if ',' not in others else 'are'} "
+                    f"{image[0]}x{image[1]}: it does not "
+                    f"describe the same image (a depth image must be aligned to the colour "
+                    "image, e.g. aligned_depth_to_color rather than "
+                    "depth/image_rect_raw, and "
+                    f"a CameraInfo must be the image's own); the set is dropped")))
+        reference = next((j for j, f in enumerate(families) if f == "image"), None)
+        if reference is None:
+            reference = next(j for j, f in enumerate(families) if f == "depth") \
+                if "depth" in families else 0
+        frame = entries[reference].item.header.frame_id
+        mismatches = [SetProblem(j, (
+            f"frame_id '{entries[j].item.header.frame_id}' differs from "
+            f"{self.inputs[reference].name}'s '{frame}' (on "
+            f"{self.inputs[reference].topic}): "
+            f"a depth image and CameraInfo describe the image they are aligned to; results "
+            f"carry the header of the binding's reference input"))
+            for j, f in enumerate(families)
+            if j != reference and f in ("depth", "camera_info")
+            and entries[j].item.header.frame_id != frame]
+        return problems, mismatches
 
     def matched(self, entries: Sequence[Entry]) -> MatchedSet:
         return MatchedSet({i.name: e.item for i, e in zip(self.inputs, entries)}, self.kinds,

@@ -38,6 +38,31 @@ message that another input already had paired (every later message of that input
 still). The outcome is the policy's; the reason is more precise and the message holds no
 place in the queue.
 
+And one guard against a bad stamp (``max_jump_ns``, the binding's ``sync_max_stamp_jump_ms``),
+because one message stamped in the future would otherwise hold up every set until the clock
+reaches it (its input's queue is ordered by stamp, and what was paired only moves forward).
+Each input's *offset* (stamp minus the node's receipt time, ``received_ns``) of its last
+accepted message is kept, so that stamps are compared without trusting the publishers' clocks
+to agree with the node's:
+
+- a message whose offset is more than ``max_jump_ns`` above its own input's and every other
+  input's (it is stamped that far ahead of them, after the time between their arrivals), or
+  that far below all of them (stamped in the past, or that long late), is dropped at once as
+  ``bad_stamp``: it never enters the policy. Unless the previous message of its input was
+  dropped so and it agrees with that one: two in a row are the input's new timeline (a
+  publisher's clock was stepped, a bag started over), which costs one message per input;
+- a message stamped more than ``max_jump_ns`` *before* a message of its own input that is
+  waiting or was paired means its input's stamps jumped back (the earlier ones were bad, or the
+  timeline changed): every waiting message stamped that far ahead of it, of any input, is
+  dropped as ``bad_stamp``, what was paired that far ahead is forgotten, and the message enters
+  as usual.
+
+So the namespace is matched again from its first good set on: within one slop window of the
+good messages, where message_filters' policy (which has no such guard) waits until
+``queue_size`` later messages push the bad one out, and this port's ``too_old`` check alone
+would wait until the clock reached it. ``bad_stamp`` is not one of :data:`UNMATCHED_REASONS`:
+the caller counts it as a malformed message.
+
 Every message ends exactly once: in a published set, or dropped with one of
 :data:`UNMATCHED_REASONS`, or still waiting. Plain Python, thread-safe (one lock); times are
 integers in nanoseconds.
@@ -56,6 +81,7 @@ UNMATCHED_REASONS = (
                         # partners went to a closer match)
     "queue_overflow",   # its input's queue was full (sync_queue_size), or its partner's was
 )
+BAD_STAMP = "bad_stamp"  # stamped far ahead of (or behind) its namespace (module docstring)
 
 
 @dataclass(frozen=True)
@@ -68,11 +94,13 @@ class Entry:
 
 @dataclass(frozen=True)
 class Dropped:
-    """A message that will never be in a set, and why (one of :data:`UNMATCHED_REASONS`)."""
+    """A message that will never be in a set, and why (one of :data:`UNMATCHED_REASONS`, or
+    :data:`BAD_STAMP` with the ``detail``)."""
 
     index: int
     entry: Entry
     reason: str
+    detail: str = ""
 
 
 @dataclass
@@ -92,7 +120,8 @@ class ApproximateTimeSync:
     docstring)."""
 
     def __init__(self, inputs: int, *, queue_size: int, max_interval_ns: int | None = None,
-                 min_interval_ns: int | Sequence[int] = 0, age_penalty: float = 0.1) -> None:
+                 min_interval_ns: int | Sequence[int] = 0, age_penalty: float = 0.1,
+                 max_jump_ns: int = 0) -> None:
         if inputs < 1:
             raise ValueError("a synchronizer needs at least one input")
         if queue_size < 1:
@@ -108,6 +137,9 @@ class ApproximateTimeSync:
             raise ValueError("min_interval_ns: one non-negative bound per input")
         self.bounds = bounds
         self.age_penalty = age_penalty
+        self.max_jump_ns = max(0, int(max_jump_ns))      # 0: no bad-stamp guard
+        self._offsets: list[int | None] = [None] * inputs   # stamp - receipt, last accepted
+        self._refused: list[int | None] = [None] * inputs   # ... of the last one dropped
         self._lock = threading.Lock()
         self._deques: list[deque[Entry]] = [deque() for _ in range(inputs)]
         self._past: list[list[Entry]] = [[] for _ in range(inputs)]
@@ -123,11 +155,23 @@ class ApproximateTimeSync:
         self._result = SyncResult()
 
     # ---------------------------------------------------------------- public
-    def add(self, index: int, stamp_ns: int, item: Any) -> SyncResult:
-        """A message of input ``index`` arrived: what got published or dropped because of it."""
+    def add(self, index: int, stamp_ns: int, item: Any,
+            received_ns: int | None = None) -> SyncResult:
+        """A message of input ``index`` arrived (at ``received_ns`` on the node's clock, for the
+        bad-stamp guard): what got published or dropped because of it."""
         entry = Entry(int(stamp_ns), item)
         with self._lock:
             self._result = result = SyncResult()
+            if self.max_jump_ns:
+                if received_ns is not None:
+                    off = self._off(index, entry.stamp_ns - int(received_ns))
+                    if off is not None:
+                        result.dropped.append(Dropped(
+                            index, entry, BAD_STAMP,
+                            f"stamped {off} after the time between their arrivals (over "
+                            f"sync_max_stamp_jump_ms {self.max_jump_ns / 1e6:g})"))
+                        return result
+                self._jumped_back(index, entry.stamp_ns)
             if self._too_old(index, entry.stamp_ns):
                 result.dropped.append(Dropped(index, entry, "too_old"))
                 return result
@@ -155,6 +199,60 @@ class ApproximateTimeSync:
             return out
 
     # ---------------------------------------------------------------- the addition
+    def _off(self, index: int, offset: int) -> str | None:
+        """How a message of input ``index`` with ``offset`` is off (see the module docstring),
+        or None: it is accepted, and its offset kept."""
+        own = self._offsets[index]
+        others = [o for j, o in enumerate(self._offsets) if j != index and o is not None]
+        ahead = ([offset - max(others)] if others else []) + \
+            ([offset - own] if own is not None else [])
+        behind = ([min(others) - offset] if others else []) + \
+            ([own - offset] if own is not None else [])
+        what = ("its input's last message" if not others else "the namespace's other inputs"
+                if own is None else "its input's last message and the namespace's other inputs")
+        jump = self.max_jump_ns
+        refused = self._refused[index]
+        if (ahead and min(ahead) > jump) or (behind and min(behind) > jump):
+            if refused is None or abs(offset - refused) > jump:
+                self._refused[index] = offset
+                if min(ahead) > jump:
+                    return f"{min(ahead) / 1e9:.3f} s ahead of {what}"
+                return (f"{min(behind) / 1e9:.3f} s behind {what} (a stamp in the past, or a "
+                        f"message that late)")
+        self._offsets[index] = offset
+        self._refused[index] = None
+        return None
+
+    def _jumped_back(self, index: int, stamp: int) -> None:
+        """If input ``index``'s stamps jumped back by more than max_jump_ns, drop every waiting
+        message stamped that far ahead of ``stamp`` as bad and forget pairings that far ahead."""
+        limit = stamp + self.max_jump_ns
+        own = [e.stamp_ns for e in self._past[index]] + [e.stamp_ns for e in self._deques[index]]
+        last = self._last_paired[index]
+        if max(own + ([last] if last is not None else []), default=stamp) <= limit:
+            return
+        self._non_empty = 0                    # the candidate search starts over
+        self._recover_all()
+        self._candidate = None
+        self._pivot = None
+        for i, q in enumerate(self._deques):
+            keep = deque()
+            for e in q:
+                if e.stamp_ns > limit:
+                    self._drop(i, e, BAD_STAMP,
+                               f"stamped {(e.stamp_ns - stamp) / 1e9:.3f} s ahead of a later "
+                               f"message of {'its own' if i == index else 'another'} input "
+                               f"(stamps jumped back over sync_max_stamp_jump_ms "
+                               f"{self.max_jump_ns / 1e6:g})")
+                else:
+                    keep.append(e)
+            self._deques[i] = keep
+        self._last_paired = [None if t is not None and t > limit else t
+                             for t in self._last_paired]
+        self._non_empty = sum(1 for q in self._deques if q)
+        if self._non_empty == self.n:
+            self._process()
+
     def _too_old(self, index: int, stamp: int) -> bool:
         q, past = self._deques[index], self._past[index]
         newest_own = q[-1].stamp_ns if q else past[-1].stamp_ns if past else None
@@ -202,8 +300,8 @@ class ApproximateTimeSync:
             if q[-1].stamp_ns >= previous:     # out of order cannot happen: _too_old
                 self._result.bound_violated.append(i)
 
-    def _drop(self, i: int, entry: Entry, reason: str) -> None:
-        self._result.dropped.append(Dropped(i, entry, reason))
+    def _drop(self, i: int, entry: Entry, reason: str, detail: str = "") -> None:
+        self._result.dropped.append(Dropped(i, entry, reason, detail))
 
     def _delete_front(self, i: int, reason: str) -> None:
         q = self._deques[i]

@@ -13,8 +13,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ...core.errors import invalid_arg
+from ...settings import setting, shared
 from ..targets.spec import ModelSpec
-from .base import FrameOutputs, InputPlan
+from .base import FrameOutputs, InputPlan, OutputFormat
 from .messages import CLASSIFICATION_TYPE, HYPOTHESIS_TYPE, label_of
 
 
@@ -28,10 +29,13 @@ class ClassificationResult:
 
 @dataclass(frozen=True)
 class ClassificationConfig:
-    output: str = ""                   # "": the model's only (or first) output
-    class_count: int = 5
-    softmax: bool = False
-    class_names: tuple[str, ...] = ()
+    """The classification format's settings; ``class_names`` is the binding's."""
+
+    output: str = setting("", "Output holding class scores; empty: the model's first output.",
+                          name="classification_output")
+    class_count: int = setting(5, "Classes published per image, best first (0: all).", low=0)
+    softmax: bool = setting(False, "Apply a softmax to the scores (the model gives logits).")
+    class_names: tuple[str, ...] = shared(())
 
 
 @dataclass(frozen=True)
@@ -75,10 +79,11 @@ def classification_message(header, result: ClassificationResult, labels: Sequenc
     return msg
 
 
-class ClassificationFormat:
+class ClassificationFormat(OutputFormat):
     """``format: classification``."""
 
     name = "classification"
+    settings = ClassificationConfig
 
     def message_class(self) -> type:
         return CLASSIFICATION_TYPE

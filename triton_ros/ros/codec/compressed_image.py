@@ -16,10 +16,9 @@ JPEG nor PNG) is unsupported: :class:`~triton_ros.ros.codec.preprocess.Malformed
 as ``dropped_malformed`` like a corrupt or truncated image.
 
 **Decoding.** JPEG with simplejpeg (libjpeg-turbo's TurboJPEG API, https://gitlab.com/jfolz/
-simplejpeg): it decoded 1.2x faster than OpenCV's ``cv2.imdecode`` and PyTurboJPEG on this
-project's hosts, runs without the GIL (header and pixels), takes the message's bytes without a
-copy, and reports truncated or corrupt data as an error where ``cv2.imdecode`` returns a
-grey-filled image (``bench/DECISIONS.md``, "JPEG decoder"). It decodes straight into the
+simplejpeg): faster than OpenCV's ``cv2.imdecode``, it runs without the GIL (header and pixels),
+takes the message's bytes without a copy, and reports truncated or corrupt data as an error where
+``cv2.imdecode`` returns a grey-filled image. It decodes straight into the
 channel order the model wants (``RGB``, ``BGR`` or ``GRAY``: no conversion pass afterwards).
 PNG with OpenCV's ``cv2.imdecode`` (which releases the GIL too); where simplejpeg is not
 installed, JPEG takes that path as well (full size, with a warning once). Both run in the
@@ -49,15 +48,16 @@ try:
 except ImportError:                     # pragma: no cover - a requirement
     cv2 = None
 
+from ...settings import setting
 from ..targets.spec import TensorSpec
+from .base import ImageGeometry, InputKind
+from .headers import JPEG_MAGIC, HeaderError, encoded_size, pixel_limit_text
+from .headers import PNG_SIGNATURE as PNG_MAGIC
 from .preprocess import (InputPlan, Letterbox, MalformedImage, PreprocessConfig, Preprocessor,
                          plan_input)
 from .serialized_image import COMPRESSED_IMAGE_TYPE, CompressedImageReader
 
-JPEG_MAGIC = b"\xff\xd8\xff"
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REDUCTIONS = (8, 4, 2)                  # libjpeg's fast scaled decodings, largest first
-MAX_PIXELS = 1 << 26                    # 64 Mpixel: a header claiming more is refused unread
 # image_transport's source encodings whose pixels a JPEG or PNG of 8 or 16 bits holds
 _COLOR = ("rgb8", "bgr8", "rgba8", "bgra8", "rgb16", "bgr16", "rgba16", "bgra16")
 _MONO = ("mono8", "mono16", "8UC1")
@@ -107,6 +107,17 @@ def reduction(width: int, height: int, model_width: int, model_height: int) -> i
 
 
 @dataclass(frozen=True)
+class CompressedConfig(PreprocessConfig):
+    """A compressed input's settings: the preprocessing of the decoded image, and whether JPEGs
+    may be decoded at a reduced size."""
+
+    reduced_decoding: bool = setting(
+        True, "Compressed inputs: decode a JPEG at 1/2, 1/4 or 1/8 of its size when that is "
+              "still at least the model's input size (libjpeg's scaled decoding; boxes and "
+              "masks stay in the source's full pixels).")
+
+
+@dataclass(frozen=True)
 class CompressedPlan(InputPlan):
     """The compressed kind's plan: the preprocessing of the decoded image (an
     :class:`~triton_ros.ros.codec.preprocess.InputPlan`, as the output formats read it), and
@@ -120,11 +131,12 @@ class CompressedPlan(InputPlan):
                 + (" (reduced-size JPEG decoding)" if self.reduced_decoding else ""))
 
 
-class CompressedImageInput:
+class CompressedImageInput(InputKind):
     """``sensor_msgs/CompressedImage`` in."""
 
     name = "compressed"
     ros_type = COMPRESSED_IMAGE_TYPE
+    settings = CompressedConfig
     # Decoding costs milliseconds: on the workers, whatever preprocess_in_callback says.
     encode_on_workers = True
 
@@ -159,8 +171,14 @@ class CompressedImageInput:
             raise MalformedImage(f"data is neither JPEG nor PNG (starts with {head.hex()}; "
                                  f"format '{msg.format}')")
 
-    def plan(self, settings: PreprocessConfig, tensor: TensorSpec, *,
-             model: str) -> CompressedPlan:
+    def decoded_size(self, msg: Any) -> tuple[int, int]:
+        try:
+            return encoded_size(msg.data)
+        except HeaderError as exc:
+            raise MalformedImage(f"{exc} (format '{msg.format}')") from None
+
+    def plan(self, settings: CompressedConfig, tensor: TensorSpec, *, model: str,
+             image: ImageGeometry | None = None) -> CompressedPlan:
         plan = plan_input(settings, tensor, model=model)
         return CompressedPlan(**{f.name: getattr(plan, f.name) for f in fields(plan)},
                               reduced_decoding=settings.reduced_decoding)
@@ -259,9 +277,9 @@ class Decoder:
 
 
 def _check_size(width: int, height: int) -> None:
-    if width * height > MAX_PIXELS:
-        raise MalformedImage(f"the header claims {width}x{height} pixels, more than "
-                             f"{MAX_PIXELS >> 20} Mpixel; not decoded")
+    refused = pixel_limit_text(width, height)    # checked before too (codec/base.check_input)
+    if refused is not None:
+        raise MalformedImage(refused)
 
 
 _WARNED = threading.Event()

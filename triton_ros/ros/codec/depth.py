@@ -1,31 +1,23 @@
-"""The ``depth`` and ``compressed_depth`` input kinds: depth images -> one depth input of the
-model, in metres.
+"""The ``depth`` input kind: depth images -> one depth input of the model, in metres; and what
+every depth kind shares (:class:`DepthKind`: its settings, plan and encoder; the
+``compressed_depth`` kind is :mod:`.compressed_depth`).
 
-What is read (REP 118, and image_transport's compressed_depth_image_transport):
-
-- ``depth``: ``sensor_msgs/Image`` with encoding ``16UC1`` (unsigned millimetres by REP 118;
-  the unit is the binding's ``depth_scale``, metres per unit, 0.001 by default) or ``32FC1``
-  (metres, as they are);
-- ``compressed_depth``: ``sensor_msgs/CompressedImage`` as compressed_depth_image_transport's
-  publisher writes it (``.../compressedDepth`` topics; ``codec.cpp`` of
-  ros-perception/image_transport_plugins): ``format`` ``"16UC1; compressedDepth png"`` or
-  ``"32FC1; compressedDepth png"`` (also ``"...; compressedDepth"``, and a bare encoding from
-  its older releases: PNG), ``data`` = a 12-byte ``ConfigHeader`` (``int32`` compression format,
-  0 = ``INV_DEPTH``; ``float32 depthParam[2]``, little-endian as the publishing machine's C
-  struct) followed by a 16-bit PNG. For 16UC1 the PNG holds the millimetres; for 32FC1 it holds
-  the quantised inverse depth ``q = A / depth + B`` (``A, B = depthParam``), so
-  ``depth = A / (q - B)`` and ``q = 0`` means no depth. The ``rvl`` compression is not read
-  (counted as malformed, with that reason). The PNG is decoded by OpenCV (``cv2.imdecode``,
-  which releases the GIL).
+What is read (REP 118): ``sensor_msgs/Image`` with encoding ``16UC1`` (unsigned millimetres by
+REP 118; the unit is the binding's ``depth_scale``, metres per unit, 0.001 by default) or
+``32FC1`` (metres, as they are).
 
 Per frame: the depth image is resized into the model's input size (``resize``: letterbox or
 stretch, as colour images) with **nearest-neighbour** sampling (OpenCV's
 ``INTER_NEAREST_EXACT``) - never bilinear - and then converted to metres: an invalid pixel
-(0, NaN, +-inf, or a negative depth) is never blended with valid ones into an invented depth.
+is never blended with valid ones into an invented depth. Invalid are 0 (REP 118's "no
+depth" of 16UC1, and compressedDepth's), NaN (no measurement), +inf (REP 117: nothing within
+the sensor's range), -inf (REP 117: too close to measure), a negative depth, and a depth
+outside ``[depth_min_m, depth_max_m]`` (``depth_max_m`` 0: no upper limit): the limits mark
+depths the model must not trust as invalid, never clip them to the limit, which would invent a
+surface there.
 Nearest rather than a mask-aware average because even among valid pixels an average invents
 depths between a foreground object and the background behind it (the "flying pixels" at
-edges); nearest keeps every value one the sensor measured, and it is the cheapest. Valid depths
-are clipped into ``[depth_min_m, depth_max_m]`` (``depth_max_m`` 0: no upper limit); invalid
+edges); nearest keeps every value one the sensor measured, and it is the cheapest. Invalid
 pixels, and the letterbox padding, get ``depth_fill`` (0.0 by default: "no depth", which models
 tell from a real distance). The model input is floating point (FP32, FP16 or FP64), one channel:
 dims ``[1, H, W]`` (NCHW), ``[H, W, 1]`` (NHWC) or ``[H, W]``. The placement handed to decoders
@@ -35,7 +27,7 @@ aligned depth image and its colour image map to the same model pixels.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -46,31 +38,44 @@ except ImportError:                     # pragma: no cover - a requirement; nump
 
 from ...core.errors import invalid_arg
 from ...core.model_config import TensorConfig
-from .base import MalformedInput
+from ...settings import Namer, setting, shared
+from .base import ImageGeometry, InputKind, MalformedInput
 from .preprocess import RESIZE_MODES, Letterbox, _size, float_input_dtype, letterbox_for
 from .serialized_image import IMAGE_TYPE, ImageReader
-from .serialized_message import SerializedReader
 
-COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
 # encoding -> little-endian pixel type; big-endian images are byte-swapped
 DEPTH_ENCODINGS: dict[str, np.dtype] = {"16UC1": np.dtype("<u2"), "32FC1": np.dtype("<f4")}
-CONFIG_HEADER_SIZE = 12                 # compressed_depth_image_transport's ConfigHeader
-INV_DEPTH = 0                           # its compressionFormat of the PNG/RVL payloads
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @dataclass(frozen=True)
 class DepthConfig:
-    """A binding's depth parameters."""
+    """A depth input's settings (parameters ``depth_*``), with the image inputs' geometry
+    settings (``resize``, ``layout``, ``width``, ``height``: declared by the preprocessing)."""
 
-    scale: float = 0.001                # metres per unit of a 16UC1 image (millimetres)
-    min_m: float = 0.0                  # valid depths are clipped into [min_m, max_m]
-    max_m: float = 0.0                  # 0: no upper limit
-    fill: float = 0.0                   # invalid pixels and the letterbox padding
-    resize: str = "letterbox"
-    layout: str = "auto"                # "auto", "NCHW", "NHWC"
-    width: int = 0
-    height: int = 0
+    scale: float = setting(
+        0.001, "Depth inputs: metres per unit of a 16UC1 image (0.001: millimetres, REP 118); "
+               "32FC1 images are metres.", name="depth_scale", low=0, above=True)
+    min_m: float = setting(
+        0.0, "Depth inputs: depths below this are invalid (get depth_fill; never clipped), "
+             "metres.", name="depth_min_m", low=0)
+    max_m: float = setting(
+        0.0, "Depth inputs: depths above this are invalid (get depth_fill; never clipped), "
+             "metres; 0: no upper limit.", name="depth_max_m", low=0)
+    fill: float = setting(
+        0.0, "Depth inputs: the value of invalid pixels (0, NaN, +inf, -inf, negative, or "
+             "outside [depth_min_m, depth_max_m]) and of the letterbox padding, metres.",
+        name="depth_fill")
+    resize: str = shared("letterbox")
+    layout: str = shared("auto")                # "auto", "NCHW", "NHWC"
+    width: int = shared(0)
+    height: int = shared(0)
+
+    def validate(self, name: Namer) -> "DepthConfig":
+        if self.max_m and self.max_m <= self.min_m:
+            raise invalid_arg(f"{name('min_m')} and {name('max_m')} must make a range (0 <= "
+                              f"min < max; max 0: no upper limit), got [{self.min_m}, "
+                              f"{self.max_m}]")
+        return self
 
 
 @dataclass(frozen=True)
@@ -91,11 +96,15 @@ class DepthPlan:
                 "HW": (self.height, self.width)}[self.layout]
 
     @property
+    def geometry(self) -> DepthPlan:
+        return self
+
+    @property
     def summary(self) -> str:
         c = self.config
         top = f"{c.max_m:g}" if c.max_m > 0 else "inf"
-        return (f"depth {self.layout} {self.dtype} {self.width}x{self.height}, metres clipped "
-                f"to [{c.min_m:g}, {top}], invalid -> {c.fill:g}, {self.resize} nearest")
+        return (f"depth {self.layout} {self.dtype} {self.width}x{self.height}, metres in "
+                f"[{c.min_m:g}, {top}], invalid -> {c.fill:g}, {self.resize} nearest")
 
 
 def plan_depth(config: DepthConfig, tensor: TensorConfig, *, model: str) -> DepthPlan:
@@ -173,10 +182,11 @@ class DepthEncoder:
                 metres = np.float32(a) / (small.astype(np.float32) - np.float32(b))
             valid &= np.isfinite(metres) & (metres > 0)
         else:
-            metres = np.array(small, np.float32)          # a copy: the clip writes into it
+            metres = np.array(small, np.float32)          # a copy: the fill writes into it
             with np.errstate(invalid="ignore"):
                 valid = np.isfinite(metres) & (metres > 0)
-        np.clip(metres, self._low, self._high, out=metres)
+        with np.errstate(invalid="ignore"):
+            valid &= (metres >= self._low) & (metres <= self._high)
         metres[~valid] = self._fill
         plan = self.plan
         out = np.full(plan.shape, self._fill, plan.dtype)
@@ -234,11 +244,24 @@ def depth_pixels(data, encoding: str, height: int, width: int, step: int,
     return pixels.astype(dtype.newbyteorder("="), copy=False) if is_bigendian else pixels
 
 
-class DepthInput:
+class DepthKind(InputKind):
+    """What every depth input kind has: its settings and plan."""
+
+    family = "depth"
+    settings = DepthConfig
+
+    def configure(self, values: Mapping[str, Any], name: Namer) -> DepthConfig:
+        return super().configure(values, name).validate(name)
+
+    def plan(self, settings: DepthConfig, tensor, *, model: str,
+             image: ImageGeometry | None = None) -> DepthPlan:
+        return plan_depth(settings, tensor, model=model)
+
+
+class DepthInput(DepthKind):
     """``sensor_msgs/Image`` depth (16UC1, 32FC1) in."""
 
     name = "depth"
-    family = "depth"
     ros_type = IMAGE_TYPE
 
     def message_class(self) -> type:
@@ -251,8 +274,8 @@ class DepthInput:
     def check(self, msg: Any) -> None:
         check_depth_image(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
 
-    def plan(self, settings: DepthConfig, tensor, *, model: str) -> DepthPlan:
-        return plan_depth(settings, tensor, model=model)
+    def decoded_size(self, msg: Any) -> tuple[int, int]:
+        return int(msg.width), int(msg.height)
 
     def encoder(self, plan: DepthPlan) -> Callable[[Any], tuple[np.ndarray, Letterbox]]:
         encode = DepthEncoder(plan)
@@ -264,113 +287,4 @@ class DepthInput:
         return run
 
 
-# --------------------------------------------------------------------------------------------
-# sensor_msgs/CompressedImage: compressedDepth
-# --------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ReceivedCompressed:
-    """The fields of a sensor_msgs/CompressedImage the node reads."""
-
-    header: Any
-    format: str
-    data: Any                           # bytes-like: a view of the serialized message
-
-
-def parse_compressed_depth_format(text: str) -> tuple[str, str]:
-    """``"16UC1; compressedDepth png"`` -> ("16UC1", "png"), as the subscriber plugin reads it;
-    MalformedInput for what it would refuse or this node does not read."""
-    encoding, sep, rest = text.partition(";")
-    encoding = encoding.strip()
-    if not sep:
-        compression = "png"             # older compressed_depth_image_transport: PNG only
-    elif "compressedDepth png" in rest:
-        compression = "png"
-    elif "compressedDepth rvl" in rest:
-        compression = "rvl"
-    elif "compressedDepth" in rest and "compressedDepth " not in rest:
-        compression = "png"
-    else:
-        raise MalformedInput(f"format '{text}' is not compressed_depth_image_transport's "
-                             f"('16UC1; compressedDepth png' or '32FC1; compressedDepth png')")
-    if encoding not in DEPTH_ENCODINGS:
-        raise MalformedInput(f"format '{text}': '{encoding}' is not a depth encoding "
-                             f"({', '.join(DEPTH_ENCODINGS)})")
-    if compression != "png":
-        raise MalformedInput(f"format '{text}': compressedDepth {compression} is not read by "
-                             f"this node (publish with the png format)")
-    return encoding, compression
-
-
-def check_compressed_depth(fmt: str, data) -> str:
-    """Check what can be checked without decoding; the encoding."""
-    encoding, _ = parse_compressed_depth_format(fmt)
-    size = len(data)
-    if size <= CONFIG_HEADER_SIZE:
-        raise MalformedInput(f"compressedDepth data has {size} bytes: no room for its "
-                             f"{CONFIG_HEADER_SIZE}-byte header and an image")
-    head = bytes(memoryview(data)[CONFIG_HEADER_SIZE:CONFIG_HEADER_SIZE + len(PNG_SIGNATURE)])
-    if head != PNG_SIGNATURE:
-        raise MalformedInput("compressedDepth data after its header is not a PNG image")
-    return encoding
-
-
-def decode_compressed_depth(fmt: str, data) -> tuple[np.ndarray, str, tuple[float, float] | None]:
-    """compressedDepth bytes -> (uint16 [H, W] pixels, unit, inverse-depth parameters); a PNG
-    that does not decode to one 16-bit channel raises MalformedInput."""
-    encoding = check_compressed_depth(fmt, data)
-    buffer = np.frombuffer(data, np.uint8)
-    header = buffer[:CONFIG_HEADER_SIZE]
-    compression = int(header[:4].view("<i4")[0])
-    params = header[4:CONFIG_HEADER_SIZE].view("<f4")
-    if compression != INV_DEPTH:
-        raise MalformedInput(f"compressedDepth header names compression format {compression}; "
-                             f"only INV_DEPTH ({INV_DEPTH}) is defined")
-    image = cv2.imdecode(buffer[CONFIG_HEADER_SIZE:], cv2.IMREAD_UNCHANGED)
-    if image is None:
-        raise MalformedInput(f"compressedDepth PNG of {buffer.size - CONFIG_HEADER_SIZE} bytes "
-                             f"does not decode (corrupt or truncated)")
-    if image.ndim != 2 or image.dtype != np.uint16:
-        raise MalformedInput(f"compressedDepth PNG holds {image.dtype} "
-                             f"{'x'.join(map(str, image.shape))}, not one 16-bit channel")
-    if encoding == "16UC1":
-        return image, "mm", None
-    a, b = float(params[0]), float(params[1])
-    if not (np.isfinite(a) and np.isfinite(b)) or a == 0.0:
-        raise MalformedInput(f"compressedDepth 32FC1 header has quantisation parameters "
-                             f"({a}, {b}): not a depth quantisation")
-    return image, "inverse", (a, b)
-
-
-class CompressedDepthInput:
-    """``sensor_msgs/CompressedImage`` in compressed_depth_image_transport's format in."""
-
-    name = "compressed_depth"
-    family = "depth"
-    ros_type = COMPRESSED_IMAGE_TYPE
-
-    def message_class(self) -> type:
-        from sensor_msgs.msg import CompressedImage
-        return CompressedImage
-
-    def reader(self) -> SerializedReader:
-        return SerializedReader(COMPRESSED_IMAGE_TYPE, lambda msg, header: ReceivedCompressed(
-            header=header, format=msg.format, data=msg.data))
-
-    def check(self, msg: Any) -> None:
-        check_compressed_depth(msg.format, msg.data)
-
-    def plan(self, settings: DepthConfig, tensor, *, model: str) -> DepthPlan:
-        return plan_depth(settings, tensor, model=model)
-
-    def encoder(self, plan: DepthPlan) -> Callable[[Any], tuple[np.ndarray, Letterbox]]:
-        encode = DepthEncoder(plan)
-
-        def run(msg: Any) -> tuple[np.ndarray, Letterbox]:
-            pixels, unit, inverse = decode_compressed_depth(msg.format, msg.data)
-            return encode(pixels, unit, inverse)
-        return run
-
-
 DEPTH = DepthInput()
-COMPRESSED_DEPTH = CompressedDepthInput()

@@ -6,9 +6,9 @@ from the model's outputs):
 - ``boxes_scores``: raw head tensors, boxes [A, 4] and per-class scores [A, C] (like the bundled
   ``detector``). The node applies the score threshold, keeps the best ``pre_nms_top_k``
   candidates, runs class-wise (or class-agnostic) NMS and keeps ``top_k``.
-- ``detections``: an already decoded tensor [K, 6] of rows (x1, y1, x2, y2, score, class_id), padding
-  rows having score 0 (what an ensemble with its own postprocessing step returns). The threshold,
-  optional NMS and ``top_k`` apply as well.
+- ``detections``: an already decoded tensor [K, 6] of rows (x1, y1, x2, y2, score, class_id),
+  padding rows having score 0 (what an ensemble with its own postprocessing step returns). The
+  threshold, optional NMS and ``top_k`` apply as well.
 
 Boxes are in model-input pixels (``xyxy``, ``xywh`` or ``cxcywh``; or normalized to [0, 1] of the
 input size) and are mapped back through the :class:`~triton_ros.ros.codec.preprocess.Letterbox`.
@@ -23,8 +23,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ...core.errors import invalid_arg
+from ...settings import setting, shared
 from ..targets.spec import ModelSpec
-from .base import FrameOutputs
+from .base import FrameOutputs, OutputFormat
 from .messages import (DETECTION_RESULT_TYPE, DETECTION_TYPE, DETECTIONS_TYPE, label_of)
 from .preprocess import InputPlan, Letterbox
 
@@ -34,21 +35,33 @@ BOX_FORMATS = ("xyxy", "xywh", "cxcywh")
 
 @dataclass(frozen=True)
 class DetectionConfig:
-    """A binding's detection decoding parameters."""
+    """The detections format's settings; ``class_names`` is the binding's."""
 
-    layout: str = "auto"
-    boxes_output: str = "boxes"
-    scores_output: str = "scores"
-    detections_output: str = "detections"
-    box_format: str = "xyxy"
-    box_normalized: bool = False
-    score_threshold: float = 0.25
-    nms: bool = True
-    nms_iou_threshold: float = 0.45
-    class_agnostic_nms: bool = False
-    pre_nms_top_k: int = 1000
-    top_k: int = 100
-    class_names: tuple[str, ...] = ()
+    layout: str = setting(
+        "auto", "boxes_scores: raw boxes [A,4] and class scores [A,C] outputs; detections: one "
+                "decoded [K,6] output of rows (x1, y1, x2, y2, score, class_id), padding rows "
+                "with score 0; auto: detections if the model has detections_output, else "
+                "boxes_scores.", name="detection_layout", choices=DETECTION_LAYOUTS)
+    boxes_output: str = setting("boxes", "Output holding boxes (boxes_scores layout).")
+    scores_output: str = setting("scores",
+                                 "Output holding per-class scores (boxes_scores layout).")
+    detections_output: str = setting("detections",
+                                     "Output holding decoded detections (detections layout).")
+    box_format: str = setting("xyxy", "Box coordinates in the model's output.",
+                              choices=BOX_FORMATS)
+    box_normalized: bool = setting(
+        False, "Boxes are fractions of the model input size instead of its pixels.")
+    score_threshold: float = setting(0.25, "Detections scoring at or below this are dropped.",
+                                     low=0.0, high=1.0)
+    nms: bool = setting(
+        True, "Run non-maximum suppression in the node (set false when the model already did).")
+    nms_iou_threshold: float = setting(
+        0.45, "Boxes overlapping a better one by more than this IoU are suppressed.", low=0.0,
+        high=1.0)
+    class_agnostic_nms: bool = setting(False, "NMS across classes instead of per class.")
+    pre_nms_top_k: int = setting(1000, "Best candidates kept before NMS (0: all).", low=0)
+    top_k: int = setting(100, "Detections kept per image after NMS (0: all).", low=0)
+    class_names: tuple[str, ...] = shared(())
 
 
 @dataclass(frozen=True)
@@ -217,10 +230,11 @@ def detections_message(header, result: DetectionResult, labels: Sequence[str]):
     return msg
 
 
-class DetectionsFormat:
+class DetectionsFormat(OutputFormat):
     """``format: detections``."""
 
     name = "detections"
+    settings = DetectionConfig
 
     def message_class(self) -> type:
         return DETECTIONS_TYPE

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import invalid_arg
+from ...settings import setting, shared
 from ..targets.spec import ModelSpec
-from .base import FrameOutputs
+from .base import FrameOutputs, OutputFormat
 from .messages import DETECTION3D_TYPE, DETECTION_RESULT_TYPE, DETECTIONS3D_TYPE, label_of
 
 ROW = 8                                 # x, y, z, size_x, size_y, size_z, score, class_id
@@ -29,12 +30,16 @@ ROW = 8                                 # x, y, z, size_x, size_y, size_z, score
 
 @dataclass(frozen=True)
 class Detection3DConfig:
-    """A binding's detections3d parameters."""
+    """The detections3d format's settings; it keeps rows as the detections format does
+    (``score_threshold``, ``top_k``), with the binding's ``class_names``."""
 
-    output: str = "detections3d"
-    score_threshold: float = 0.25
-    top_k: int = 100
-    class_names: tuple[str, ...] = ()
+    output: str = setting(
+        "detections3d", "Format detections3d: the output holding rows (x, y, z, size_x, size_y, "
+                        "size_z, score, class_id), metres in the reference input's frame.",
+        name="detections3d_output")
+    score_threshold: float = shared(0.25)
+    top_k: int = shared(100)
+    class_names: tuple[str, ...] = shared(())
 
 
 @dataclass(frozen=True)
@@ -92,10 +97,11 @@ def detections3d_message(header, result: Detection3DResult, labels) -> Any:
     return msg
 
 
-class Detections3DFormat:
+class Detections3DFormat(OutputFormat):
     """``format: detections3d``."""
 
     name = "detections3d"
+    settings = Detection3DConfig
 
     def message_class(self) -> type:
         return DETECTIONS3D_TYPE

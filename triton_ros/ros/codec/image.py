@@ -15,16 +15,18 @@ import numpy as np
 from sensor_msgs.msg import Image
 
 from ..targets.spec import TensorSpec
+from .base import ImageGeometry, InputKind
 from .preprocess import (InputPlan, Letterbox, PreprocessConfig, Preprocessor, check_image,
                          plan_input)
 from .serialized_image import IMAGE_TYPE, ImageReader
 
 
-class ImageInput:
-    """``sensor_msgs/Image`` in."""
+class ImageInput(InputKind):
+    """``sensor_msgs/Image`` in; its settings: the preprocessing's."""
 
     name = "image"
     ros_type = IMAGE_TYPE
+    settings = PreprocessConfig
 
     def message_class(self) -> type:
         return Image
@@ -35,7 +37,11 @@ class ImageInput:
     def check(self, msg: Any) -> None:
         check_image(msg.encoding, msg.height, msg.width, msg.step, len(msg.data))
 
-    def plan(self, settings: PreprocessConfig, tensor: TensorSpec, *, model: str) -> InputPlan:
+    def decoded_size(self, msg: Any) -> tuple[int, int]:
+        return int(msg.width), int(msg.height)
+
+    def plan(self, settings: PreprocessConfig, tensor: TensorSpec, *, model: str,
+             image: ImageGeometry | None = None) -> InputPlan:
         return plan_input(settings, tensor, model=model)
 
     def encoder(self, plan: InputPlan) -> Callable[[Any], tuple[np.ndarray, Letterbox]]:

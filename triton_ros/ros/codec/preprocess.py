@@ -5,20 +5,18 @@ once per loaded model version against the model's input (:func:`plan_input`): la
 NHWC), size, channels, data type and normalization. Each frame then goes through
 :class:`Preprocessor`: check the image (:func:`check_image`), resize it with its aspect ratio
 kept (letterbox, the default) or stretched, convert its channels to what the model expects,
-normalize ``(pixel * scale - mean) / std`` and write it into a tensor of the model's input size. Cameras of
-any resolution therefore give tensors of one shape, so their frames batch together. The returned
-:class:`Letterbox` maps boxes back to the source image's pixels.
+normalize ``(pixel * scale - mean) / std`` and write it into a tensor of the model's input size.
+Cameras of any resolution therefore give tensors of one shape, so their frames batch together. The
+returned :class:`Letterbox` maps boxes back to the source image's pixels.
 
 Nothing here imports rclpy: images arrive as (encoding, height, width, step, data).
 
 The work is done by OpenCV (``opencv-python-headless``, the library under cv_bridge) when it can
 be imported: resize (bilinear with half-pixel centres, or exact nearest) and colour conversion
 run in its vectorized C++ on 8-bit pixels, written straight into a letterbox canvas, and a float
-NCHW input is normalized by OpenCV plane by plane into the output tensor (:class:`_CvPipeline`).
-A 640x480 rgb8 frame to a float NCHW 256x256 input costs about 0.18 ms of CPU this way, 0.23 ms
-with a padded copy and numpy's transposing normalization, 2.9 ms with the numpy gathers
-(``bench/ros/preprocess.py``; bench/DECISIONS.md, "Preprocessing with OpenCV"); the numpy
-path (:class:`_Sampler`) stays for machines without OpenCV.
+NCHW input is normalized by OpenCV plane by plane into the output tensor (:class:`_CvPipeline`),
+several times less CPU than numpy's gathers; the numpy path (:class:`_Sampler`) stays for
+machines without OpenCV.
 With OpenCV, a resized 8-bit pixel is rounded to an integer before normalization (as cv_bridge
 pipelines do), so float inputs may differ from exact bilinear values by half a grey level.
 """
@@ -38,6 +36,7 @@ except ImportError:                     # pragma: no cover - a requirement; nump
 from ...core.datatypes import to_numpy_dtype
 from ...core.errors import invalid_arg
 from ...core.model_config import WILDCARD_DIM, TensorConfig
+from ...settings import setting
 from .base import MalformedInput
 
 # sensor_msgs/image_encodings: encoding -> (channels, channel order)
@@ -62,19 +61,29 @@ class MalformedImage(MalformedInput):
 
 @dataclass(frozen=True)
 class PreprocessConfig:
-    """A binding's preprocessing parameters (0 / "auto" means: take it from the model)."""
+    """An image input's settings: how its pixels become the model input (0 / "auto": take it
+    from the model). Each field is a setting, the binding's parameter of its name."""
 
-    resize: str = "letterbox"
-    interpolation: str = "bilinear"
-    pad_value: int = 114
-    color: str = "rgb"                  # channel order of 3-channel model inputs
-    layout: str = "auto"
-    width: int = 0
-    height: int = 0
-    scale: float = 0.0                  # 0: 1/255 for floating-point inputs, 1 for integer inputs
-    mean: tuple[float, ...] = (0.0,)
-    std: tuple[float, ...] = (1.0,)
-    reduced_decoding: bool = True       # compressed inputs: JPEGs decode at 1/2, 1/4, 1/8
+    resize: str = setting(
+        "letterbox", "letterbox: keep the aspect ratio and pad (boxes are mapped back to the "
+                     "source image); stretch: resize to the input size. Done with OpenCV "
+                     "straight from the message's bytes (numpy where OpenCV is missing).",
+        choices=RESIZE_MODES)
+    interpolation: str = setting("bilinear", "Resize interpolation.", choices=INTERPOLATIONS)
+    pad_value: int = setting(114, "Letterbox padding, as a pixel value (0-255).", low=0,
+                             high=255)
+    color: str = setting("rgb", "Channel order of a 3-channel model input (images are "
+                                "converted from their encoding; a 1-channel input gets mono).",
+                         choices=COLORS)
+    layout: str = setting("auto", "Model input layout; auto: from the input's format in "
+                                  "config.pbtxt, else from its dims.", choices=LAYOUTS)
+    width: int = setting(0, "Model input width; 0: from the model's dims.", low=0)
+    height: int = setting(0, "Model input height; 0: from the model's dims.", low=0)
+    scale: float = setting(
+        0.0, "Input value = (pixel * scale - mean) / std, per channel, in the model input's "
+             "data type. 0: 1/255 for floating-point inputs, 1 for integer inputs (raw pixels).")
+    mean: tuple[float, ...] = setting([0.0], "Per-channel mean (one value: all channels).")
+    std: tuple[float, ...] = setting([1.0], "Per-channel standard deviation (one value: all).")
 
 
 @dataclass(frozen=True)
@@ -103,6 +112,10 @@ class InputPlan:
     def summary(self) -> str:
         return (f"{self.layout} {self.dtype} {self.width}x{self.height}x{self.channels}, "
                 f"{self.resize}")
+
+    @property
+    def geometry(self) -> InputPlan:
+        return self
 
 
 @dataclass(frozen=True)
@@ -294,11 +307,9 @@ class _CvPipeline:
     no padded copy is made per frame. A floating-point NCHW input, the common case, is then
     normalized plane by plane by OpenCV (``cv2.split`` and ``cv2.addWeighted`` into each
     channel of the output tensor: ``x * gain + offset`` in one C++ pass per plane) instead of
-    numpy's strided transpose-and-multiply: with the canvas, a 640x480 frame costs 1.3x less CPU
-    into 256x256 and 2x less into 640x640 (bench/DECISIONS.md, "Preprocessing with OpenCV").
-    The planes are split
-    into buffers each thread keeps, and an RGB <-> BGR conversion there is only the order in
-    which the planes are read. Other layouts and data types take one numpy pass."""
+    numpy's strided transpose-and-multiply. The planes are split into buffers each thread keeps,
+    and an RGB <-> BGR conversion there is only the order in which the planes are read. Other
+    layouts and data types take one numpy pass."""
 
     def __init__(self, plan: InputPlan, h: int, w: int, step: int, encoding: str) -> None:
         self.plan = plan

@@ -7,7 +7,8 @@ first kind registered for that type). A synchronized binding's inputs each have 
 (``depth``, ``compressed_depth``, ``camera_info``: its ``input_kinds``, else by the topic's message
 type, :func:`input_kind_for_topic`). To add a kind or a format, write its module (implementing
 :class:`~triton_ros.ros.codec.base.InputKind` or :class:`~triton_ros.ros.codec.base.OutputFormat`)
-and add it to the tuple below.
+and add it to the tuple below: its settings (its config class) become the binding's parameters,
+and its config is built for every binding and held by its name.
 """
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from .base import InputKind, OutputFormat
 from .camera_info import CAMERA_INFO
 from .classification import CLASSIFICATION
 from .compressed_image import COMPRESSED
-from .depth import COMPRESSED_DEPTH, DEPTH
+from .compressed_depth import COMPRESSED_DEPTH
+from .depth import DEPTH
 from .detection import DETECTIONS
 from .detection3d import DETECTIONS3D
 from .image import IMAGE
@@ -29,6 +31,8 @@ INPUT_KINDS: dict[str, InputKind] = {kind.name: kind for kind in (
     IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO)}
 OUTPUT_FORMATS: dict[str, OutputFormat] = {fmt.name: fmt for fmt in (
     DETECTIONS, TENSORS, CLASSIFICATION, SEGMENTATION, DETECTIONS3D)}
+# Every kind and format, each declaring its settings (a binding holds them by name)
+PARTS: tuple[InputKind | OutputFormat, ...] = (*INPUT_KINDS.values(), *OUTPUT_FORMATS.values())
 
 
 def input_kind(name: str) -> InputKind:
@@ -73,7 +77,7 @@ def output_format(name: str) -> OutputFormat:
 def family_of(kind: InputKind) -> str:
     """What a kind reads, whatever the message carries it: ``depth`` for ``depth`` (Image) and
     ``compressed_depth`` (CompressedImage); a kind without a family is its own."""
-    return getattr(kind, "family", kind.name)
+    return kind.family
 
 
 def input_kind_for_topic(configured: str, ros_type: str) -> InputKind | None:

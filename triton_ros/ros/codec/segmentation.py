@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 
 from ...core.errors import invalid_arg
+from ...settings import setting, shared
 from ..targets.spec import ModelSpec
-from .base import FrameOutputs
+from .base import FrameOutputs, OutputFormat
 from .messages import uint8_array
 from .preprocess import InputPlan, Letterbox
 
@@ -39,9 +40,17 @@ _GEOMETRY_CACHE = 32                    # index vectors kept per plan (image siz
 
 @dataclass(frozen=True)
 class SegmentationConfig:
-    output: str = ""                    # "": the model's first output
-    overlay: bool = False               # also publish <output topic>/overlay (rgb8)
-    class_names: tuple[str, ...] = ()
+    """The segmentation format's settings; ``class_names`` is the binding's."""
+
+    output: str = setting(
+        "", "Format segmentation: the output holding per-pixel class scores [C,H,W] (argmax in "
+            "the node) or class ids [H,W] or [1,H,W]; empty: the model's first output.",
+        name="segmentation_output")
+    overlay: bool = setting(
+        False, "Format segmentation: also publish the mask alone, coloured by class (rgb8, for "
+               "rviz; not drawn over the camera image), on <output topic>/overlay.",
+        name="segmentation_overlay")
+    class_names: tuple[str, ...] = shared(())
 
 
 @dataclass(frozen=True)
@@ -71,10 +80,11 @@ def voc_palette(n: int = 256) -> np.ndarray:
 PALETTE = voc_palette()
 
 
-class SegmentationFormat:
+class SegmentationFormat(OutputFormat):
     """Per-pixel classes -> ``sensor_msgs/Image`` mono8 in the source's pixels."""
 
     name = "segmentation"
+    settings = SegmentationConfig
 
     def __init__(self) -> None:
         self._geometry: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}

@@ -7,9 +7,7 @@ Python objects, the pixels into a new buffer of their own. The node's bindings s
 ``raw=True`` instead (node parameter ``serialized_images``): rclpy hands the callback the
 serialized bytes, one buffer, and rosbags' CDR deserializer (a maintained library,
 https://gitlab.com/ternaris/rosbags) reads the header fields from them and returns the pixels as
-a numpy view of the same bytes: no copy, about 7 us per 640x480 frame. Receiving alone
-(``bench/ros/receive.py``, a subscriber that only counts, 8 cameras x 30 Hz) costs 556 against
-686 us of CPU per frame typed (bench/DECISIONS.md, "Serialized image subscriptions").
+a numpy view of the same bytes: no copy, and less CPU per frame than a typed message.
 
 Only the header becomes an rclpy ``std_msgs/Header``: the outputs carry the input's header.
 Bytes that are not a serialized Image raise

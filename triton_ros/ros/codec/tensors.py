@@ -12,16 +12,18 @@ from triton_ros_interfaces.msg import Tensor, TensorList
 
 from ...core.datatypes import from_numpy_dtype, serialize_bytes_tensor
 from ...core.errors import invalid_arg
+from ...settings import setting
 from ..targets.spec import ModelSpec
-from .base import FrameOutputs, InputPlan
+from .base import FrameOutputs, InputPlan, OutputFormat
 from .messages import uint8_array
 
 
 @dataclass(frozen=True)
 class TensorsConfig:
-    """A binding's tensors settings."""
+    """The tensors format's settings."""
 
-    outputs: tuple[str, ...] = ()      # the model outputs to publish; empty: all
+    outputs: tuple[str, ...] = setting(
+        [], "Format tensors: the model outputs to publish; empty: all.")
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,11 @@ def tensor_list(header, model_name: str, model_version: int,
     return msg
 
 
-class TensorsFormat:
+class TensorsFormat(OutputFormat):
     """``format: tensors``."""
 
     name = "tensors"
+    settings = TensorsConfig
 
     def message_class(self) -> type:
         return TensorList

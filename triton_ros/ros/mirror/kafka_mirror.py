@@ -38,9 +38,8 @@ from functools import partial
 from typing import Any, Callable, Iterable
 
 from ...frontend.kafka.options import KafkaOptions
-from ..kafka_parameters import MirrorConfig
 from ..monitoring.failures import FailureLog
-from ..parameters import BindingConfig
+from .config import MirrorConfig, MirroredBinding
 from .message_json import message_to_dict, type_name
 
 DROP_REASONS = ("dropped_backlog", "dropped_encode", "dropped_queue_full", "dropped_refused",
@@ -48,7 +47,7 @@ DROP_REASONS = ("dropped_backlog", "dropped_encode", "dropped_queue_full", "drop
 CLOSE_TIMEOUT_S = 5.0              # at most this long at shutdown for queued results to go
 
 
-def record_key(config: MirrorConfig, binding: BindingConfig, topic: str) -> str:
+def record_key(config: MirrorConfig, binding: MirroredBinding, topic: str) -> str:
     """The record key of results of input ``topic``: the key template, fields as in
     output_topic_template, without the leading '/' (``robot1/camera_front``)."""
     namespace, _, basename = topic.rpartition("/")
@@ -88,7 +87,7 @@ class MirrorFigures:
 class _BindingMirror:
     """What the mirror keeps of one binding."""
 
-    def __init__(self, binding: BindingConfig) -> None:
+    def __init__(self, binding: MirroredBinding) -> None:
         self.binding = binding
         self.config: MirrorConfig = binding.kafka_mirror
         self.sink = None
@@ -117,7 +116,7 @@ def _result_sink(options: KafkaOptions, config: MirrorConfig):
 class KafkaMirror:
     """The node's Kafka mirrors: one sink per mirrored binding, one thread writing records."""
 
-    def __init__(self, options: KafkaOptions, bindings: Iterable[BindingConfig], *,
+    def __init__(self, options: KafkaOptions, bindings: Iterable[MirroredBinding], *,
                  node_name: str, logger,
                  sink_factory: Callable[[KafkaOptions, MirrorConfig], Any] = _result_sink) -> None:
         self._options = options

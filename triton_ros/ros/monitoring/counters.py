@@ -1,5 +1,10 @@
 """How every frame a binding receives ends, counted: the reasons, and the counters by reason.
 
+:class:`SourceCounters` is the one table of the counters: /diagnostics shows each under its
+field's name, ``~/status`` (``triton_ros_interfaces/BindingStatus``) has a field of that name,
+and the reporter's :class:`~triton_ros.ros.monitoring.diagnostics.BindingHealth` is a
+SourceCounters (:data:`REPORTED`: the order they are shown in).
+
 Every received frame ends up counted exactly once (:class:`SourceCounters`): published, dropped
 for one of :data:`DROP_REASONS` or failed for one of :data:`FAIL_REASONS`, or it is still in
 flight or waiting. Why each one happened is logged through a
@@ -12,7 +17,7 @@ control.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 # Frames dropped on purpose (bounded latency, bad input, model not serving): WARN.
 DROP_REASONS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable")
@@ -43,6 +48,9 @@ class SourceCounters:
     # Not a drop: frames stamped more than max_age_ms ahead of the node's clock (clock skew),
     # processed and published all the same.
     stamped_ahead: int = 0
+    # Not a drop: frames stamped 0 (the publisher leaves header.stamp unset), to which max_age_ms
+    # cannot apply; processed all the same. (A stamp before 1970 is malformed.)
+    unstamped: int = 0
     # Not a drop either: frames sent while the source's frame in flight had waited longer than
     # hedge_after_fraction of server_timeout_ms (remote targets: a hung endpoint), and how they
     # ended (published, or lost: dropped or failed; the rest are still in flight).
@@ -83,3 +91,10 @@ class SourceCounters:
     def dropped(self) -> int:
         return (self.dropped_stale + self.dropped_superseded + self.dropped_malformed
                 + self.dropped_unavailable + self.failed)
+
+
+#: Every counter as /diagnostics and ~/status show it, in order: the table's fields, with the
+#: failures' total (``failed``) before the failures by stage.
+COUNTERS = tuple(f.name for f in fields(SourceCounters))
+REPORTED = tuple(name for counter in COUNTERS
+                 for name in (("failed", counter) if counter == FAIL_REASONS[0] else (counter,)))

@@ -17,10 +17,13 @@ every request fails at that step (the core keeps such an ensemble READY and fail
 with NOT_FOUND). An unloaded model that bindings use names every one of them.
 
 A binding's level says what went wrong in the last period, worst first: its model is not ready
-or cannot serve (ERROR: an ensemble with a missing step is such a model from the first period), frames failed (ERROR when none was published, else WARN), frames are stuck in the model
-(WARN after :data:`STALLED_WARN_S`), malformed or stale frames (WARN, with the likely cause),
-no input topic yet, or overload. The message carries the last error text; the values carry the
-drops and failures by reason, the last error and its age.
+or cannot serve (ERROR: an ensemble with a missing step is such a model from the first period),
+frames failed (ERROR when none was published, else WARN), frames are stuck in the model (WARN after
+:data:`STALLED_WARN_S`), malformed or stale frames (WARN, with the likely cause), no input topic
+yet, or overload. The message carries the last error text and names every topic that had an error in
+the period; the values carry the drops and failures by reason, the last error and its age, and the
+last error of each topic (``last_error <topic>``), so that every broken topic is named in every
+status, not only the latest one.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 from ...core.server import InferenceServer
-from .counters import DROP_REASONS, FAIL_REASONS, UNMATCHED_REASONS, SourceCounters
+from .counters import COUNTERS, FAIL_REASONS, UNMATCHED_REASONS, SourceCounters
 from .failures import STALE_CAUSES, LastError
 from .latency import LatencyWindow, percentiles_ms
 
@@ -71,6 +74,8 @@ class BindingFigures:
     model_state: str
     model_reason: str
     sync_slop_ms: float | None = None  # synchronized bindings: their slop
+    # (topic, its last error) of every topic that had one (FailureLog.topic_errors)
+    topic_errors: tuple[tuple[str, LastError], ...] = ()
 
 
 @dataclass
@@ -105,8 +110,11 @@ class SourceHealth:
     unmatched_by_input: str = ""       # "DEPTH no_partner 3, K too_old 1"
 
 
-@dataclass
-class BindingHealth:
+@dataclass(kw_only=True)
+class BindingHealth(SourceCounters):
+    """One binding's health over the last period: its counters (the SourceCounters it is: totals
+    since start, unbound sources included), rates, latencies, state and last errors."""
+
     name: str
     model: str
     level: int
@@ -116,26 +124,6 @@ class BindingHealth:
     input_rate: float = 0.0
     output_rate: float = 0.0
     drop_rate: float = 0.0
-    dropped_stale: int = 0
-    dropped_superseded: int = 0
-    dropped_malformed: int = 0
-    dropped_unavailable: int = 0
-    stamped_ahead: int = 0
-    hedged: int = 0
-    hedged_published: int = 0
-    hedged_lost: int = 0
-    failed: int = 0
-    failed_plan: int = 0
-    failed_preprocess: int = 0
-    failed_inference: int = 0
-    failed_decode: int = 0
-    failed_publish: int = 0
-    failed_internal: int = 0
-    unmatched_too_old: int = 0
-    unmatched_no_partner: int = 0
-    unmatched_queue_overflow: int = 0
-    received: int = 0
-    published: int = 0
     latency_p50_ms: float = 0.0
     latency_p99_ms: float = 0.0
     inference_p50_ms: float = 0.0
@@ -148,6 +136,8 @@ class BindingHealth:
     last_error: str = ""
     last_error_age_s: float = -1.0   # -1: no error yet
     sources: list[SourceHealth] = field(default_factory=list)
+    # (topic, its last error, age in seconds) of every topic that had one
+    topic_errors: list[tuple[str, str, float]] = field(default_factory=list)
 
 
 def missing_steps_text(missing: list[str]) -> str:
@@ -173,6 +163,7 @@ class DiagnosticsReporter:
         self._prev_models: dict[tuple[str, int], tuple] = {}
         self._prev_sources: dict[tuple[str, str], SourceCounters] = {}
         self._prev_ns = 0
+        self._prev_mono_ns = 0               # the last report, on the errors' clock
 
     def model_latency(self, model: str) -> LatencyWindow:
         return self._model_latency[model]
@@ -184,6 +175,7 @@ class DiagnosticsReporter:
         period, shown on every binding (their frames share the executor)."""
         period_s = (now_ns - self._prev_ns) / 1e9 if self._prev_ns else 0.0
         self._prev_ns = now_ns
+        since_mono_ns, self._prev_mono_ns = self._prev_mono_ns, time.monotonic_ns()
         lag = percentiles_ms(executor_lag_ns or [])
         # Models of the embedded core used by bindings are listed even when not loaded.
         used: dict[str, list[str]] = {}
@@ -191,7 +183,7 @@ class DiagnosticsReporter:
             if b.location == "local":
                 used.setdefault(b.model, []).append(b.name)
         models = self._models(used, period_s)
-        healths = [self._binding(b, period_s) for b in bindings]
+        healths = [self._binding(b, period_s, since_mono_ns) for b in bindings]
         for health in healths:
             health.executor_lag_p50_ms, health.executor_lag_p99_ms = lag
         return models, healths
@@ -265,8 +257,9 @@ class DiagnosticsReporter:
         return health
 
     # ---------------------------------------------------------------- bindings
-    def _binding(self, binding: BindingFigures, period_s: float) -> BindingHealth:
-        health = BindingHealth(binding.name, binding.model, OK, "ok")
+    def _binding(self, binding: BindingFigures, period_s: float,
+                 since_mono_ns: int = 0) -> BindingHealth:
+        health = BindingHealth(name=binding.name, model=binding.model, level=OK, message="ok")
         e2e: list[int] = []
         inference: list[int] = []
         period = SourceCounters()              # what happened in the last period, by reason
@@ -281,7 +274,7 @@ class DiagnosticsReporter:
             prev = self._prev_sources.get(key) or SourceCounters()
             self._prev_sources[key] = counters
             delta = SourceCounters(**{name: getattr(counters, name) - getattr(prev, name)
-                                      for name in SourceCounters.__dataclass_fields__})
+                                      for name in COUNTERS})
             period.add(delta)
             stalled_ns = max(stalled_ns, source.stalled_ns)
             health.source_count += 1
@@ -293,9 +286,7 @@ class DiagnosticsReporter:
                 delta.published / period_s if period_s > 0 else 0.0, counters.dropped,
                 counters.unmatched, ", ".join(f"{name} {reason} {n}" for name, reason, n
                                               in source.unmatched_by_input)))
-        for name in ("received", "published", "failed", "stamped_ahead", "hedged",
-                     "hedged_published", "hedged_lost") + DROP_REASONS + \
-                FAIL_REASONS + UNMATCHED_REASONS:
+        for name in COUNTERS:
             setattr(health, name, getattr(totals, name))
         health.latency_p50_ms, health.latency_p99_ms = percentiles_ms(e2e)
         health.inference_p50_ms, health.inference_p99_ms = percentiles_ms(inference)
@@ -306,7 +297,13 @@ class DiagnosticsReporter:
         last = binding.last_error
         if last is not None:
             health.last_error, health.last_error_age_s = last.text, last.age_s(mono_now)
-        last_text = f"; last error: {last.text}" if last is not None else ""
+        health.topic_errors = [(topic, error.text, error.age_s(mono_now))
+                               for topic, error in binding.topic_errors]
+        # every topic with an error in this period, not only the latest one's
+        recent = [topic for topic, error in binding.topic_errors
+                  if error.monotonic_ns > since_mono_ns]
+        topics_text = f" (on {', '.join(recent)})" if recent else ""
+        last_text = topics_text + (f"; last error: {last.text}" if last is not None else "")
 
         health.state = binding.model_state
         failed = {name: getattr(period, name) for name in FAIL_REASONS if getattr(period, name)}
@@ -341,6 +338,7 @@ class DiagnosticsReporter:
             health.level = WARN
             health.message = (f"{period.dropped_stale} of {period.received} frames dropped as "
                               f"stale (older than max_age_ms {binding.max_age_ms})"
+                              f"{topics_text}"
                               + (f"; last: {stale.summary}" if stale is not None
                                  else f". Likely cause: {STALE_CAUSES}"))
         elif period.stamped_ahead:
@@ -348,9 +346,14 @@ class DiagnosticsReporter:
             health.level = WARN
             health.message = (f"{period.stamped_ahead} of {period.received} frames stamped more "
                               f"than max_age_ms {binding.max_age_ms} ahead of this node's clock "
-                              f"(processed)"
+                              f"(processed){topics_text}"
                               + (f"; last: {stale.summary}" if stale is not None
                                  else f". Likely cause: {STALE_CAUSES}"))
+        elif period.unstamped:
+            health.level = WARN
+            health.message = (f"{period.unstamped} of {period.received} frames stamped 0 "
+                              f"(header.stamp unset: max_age_ms cannot apply; processed)"
+                              f"{last_text}")
         elif period.dropped_unavailable:
             health.level = WARN
             health.message = (f"{period.dropped_unavailable} frames dropped while the model "

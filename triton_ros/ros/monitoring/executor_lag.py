@@ -3,7 +3,7 @@
 A frame that the middleware has received waits in the node until the executor's thread takes
 it; on a loaded host, or with too many cameras for one executor thread, that wait can exceed a
 binding's ``max_age_ms`` and the frame is dropped as stale although its publisher's clock is
-right. To tell that apart from a publisher's clock (issue 34, item 11), the node measures its
+right. To tell that apart from a publisher's clock, the node measures its
 executor's lag with a timer of its own on the steady clock, in the image callbacks' group
 (:data:`PERIOD_S`): each tick notes how late it ran (now against the time the timer was due,
 which the previous tick read from ``time_until_next_call``), so the measure holds a lag

@@ -3,9 +3,12 @@
 Every frame a binding receives ends counted exactly once, by reason
 (:mod:`~triton_ros.ros.monitoring.counters`). Failures are also reported through a
 :class:`FailureLog`: the first occurrence of a kind is logged at once, later ones at most once per
-period with the number suppressed meanwhile, and the last error (text, level, time) is kept for
-``/diagnostics``. :data:`STALE_CAUSES` (clocks), :data:`BACKLOG_CAUSE` (the node's own queue)
-and :data:`WAITED_CAUSE` (behind frames in the model) explain stale frames.
+period with the number suppressed meanwhile (a kind of one topic has the topic in its key, so
+each topic is throttled on its own), and the last error (text, level, time) is kept for
+``/diagnostics``: the binding's last, and the last of each topic, so that every broken topic is
+named there, not only the latest one. :data:`STALE_CAUSES` (clocks), :data:`BACKLOG_CAUSE`
+(the node's own queue) and :data:`WAITED_CAUSE` (behind frames in the model) explain stale
+frames.
 
 This module is plain Python (no rclpy): the node passes its logger.
 """
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 LOG_EVERY_NS = 5_000_000_000           # one log line per kind every 5 s at most
+TOPICS_KEPT = 64                       # topics whose last error is kept (the oldest goes first)
 
 STALE_CAUSES = ("the publisher's clock is not synchronised with this host's (use chrony/NTP, or "
                 "set max_age_ms: 0), or a bag is replayed without --clock and use_sim_time:=true")
@@ -62,15 +66,22 @@ class FailureLog:
         self._throttles: dict[str, _Throttle] = {}
         self.last: LastError | None = None
         self.last_stale: LastError | None = None
+        self._topics: dict[str, LastError] = {}   # the last error of each topic, newest last
 
     def report(self, key: str, reason: str, text: str, *, level: str = "error",
-               summary: str = "", record: bool = True) -> bool:
+               summary: str = "", record: bool = True, topic: str = "") -> bool:
         """Record a failure; log it unless one of the same ``key`` was logged within the period.
         Returns whether it was logged. ``record`` False: a note (e.g. frames hedged), logged
-        the same way but not kept as the last error."""
+        the same way but not kept as the last error. ``topic``: the topic it concerns, whose
+        last error it becomes."""
         now = time.monotonic_ns()
         last = LastError(text, reason, level, now, summary or text)
         with self._lock:
+            if topic and record:
+                self._topics.pop(topic, None)
+                self._topics[topic] = last
+                if len(self._topics) > TOPICS_KEPT:
+                    del self._topics[next(iter(self._topics))]
             if not record:
                 pass
             elif reason in ("dropped_stale", "stamped_ahead"):
@@ -88,6 +99,16 @@ class FailureLog:
             text += f" [{suppressed} more like this in the last {since_s:.1f} s]"
         self._emit(level, text)
         return True
+
+    def topic_errors(self) -> tuple[tuple[str, LastError], ...]:
+        """(topic, its last error) of every topic that had one, oldest first."""
+        with self._lock:
+            return tuple(self._topics.items())
+
+    def forget_topic(self, topic: str) -> None:
+        """A topic unbound: its last error goes."""
+        with self._lock:
+            self._topics.pop(topic, None)
 
     def _emit(self, level: str, text: str) -> None:
         # One call site per severity: rclpy's logger refuses a call site whose severity changes

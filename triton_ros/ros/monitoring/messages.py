@@ -4,15 +4,18 @@
 :func:`diagnostic_array` renders the reporter's records
 (:mod:`~triton_ros.ros.monitoring.diagnostics`) as one ``diagnostic_msgs/DiagnosticStatus`` per
 model and per binding; :func:`status_message` the same figures as
-``triton_ros_interfaces/InferenceStatus``. :func:`key_value` is the one way a figure becomes a
-diagnostic value (floats with three decimals).
+``triton_ros_interfaces/InferenceStatus``; a binding's counters are :data:`~.counters.REPORTED`,
+by name in both. :func:`key_value` is the one way a figure becomes a diagnostic value (floats
+with three decimals).
 """
 from __future__ import annotations
 
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from triton_ros_interfaces.msg import BindingStatus, InferenceStatus, ModelStatus
 
+from .counters import REPORTED
 from .diagnostics import BindingHealth, ModelHealth
+
 
 def key_value(key: str, value) -> KeyValue:
     """A figure as a diagnostic value."""
@@ -48,23 +51,7 @@ def diagnostic_array(stamp, node_name: str, models: list[ModelHealth],
             key_value("model", b.model), key_value("sources", b.source_count),
             key_value("in_flight", b.in_flight), key_value("input_rate", b.input_rate),
             key_value("output_rate", b.output_rate), key_value("drop_rate", b.drop_rate),
-            key_value("received", b.received), key_value("published", b.published),
-            key_value("dropped_stale", b.dropped_stale),
-            key_value("dropped_superseded", b.dropped_superseded),
-            key_value("dropped_malformed", b.dropped_malformed),
-            key_value("dropped_unavailable", b.dropped_unavailable),
-            key_value("stamped_ahead", b.stamped_ahead), key_value("hedged", b.hedged),
-            key_value("hedged_published", b.hedged_published),
-            key_value("hedged_lost", b.hedged_lost), key_value("failed", b.failed),
-            key_value("failed_plan", b.failed_plan),
-            key_value("failed_preprocess", b.failed_preprocess),
-            key_value("failed_inference", b.failed_inference),
-            key_value("failed_decode", b.failed_decode),
-            key_value("failed_publish", b.failed_publish),
-            key_value("failed_internal", b.failed_internal),
-            key_value("unmatched_too_old", b.unmatched_too_old),
-            key_value("unmatched_no_partner", b.unmatched_no_partner),
-            key_value("unmatched_queue_overflow", b.unmatched_queue_overflow),
+            *(key_value(name, getattr(b, name)) for name in REPORTED),
             key_value("model_state", b.state),
             key_value("last_error", b.last_error),
             key_value("last_error_age_s", b.last_error_age_s),
@@ -78,7 +65,9 @@ def diagnostic_array(stamp, node_name: str, models: list[ModelHealth],
                           f"{s.dropped}"
                           + (f", unmatched {s.unmatched} ({s.unmatched_by_input})"
                              if s.unmatched else "")
-                          + f" -> {s.output_topic}") for s in b.sources]
+                          + f" -> {s.output_topic}") for s in b.sources] + [
+            key_value(f"last_error {topic}", f"{text} ({age:.1f} s ago)")
+            for topic, text, age in b.topic_errors]
         array.status.append(status)
     return array
 
@@ -95,18 +84,9 @@ def status_message(stamp, models: list[ModelHealth], bindings: list[BindingHealt
     msg.bindings = [BindingStatus(
         name=b.name, model=b.model, level=b.level, source_count=b.source_count,
         in_flight=b.in_flight, input_rate=b.input_rate, output_rate=b.output_rate,
-        drop_rate=b.drop_rate, dropped_stale=b.dropped_stale,
-        dropped_superseded=b.dropped_superseded, dropped_malformed=b.dropped_malformed,
-        dropped_unavailable=b.dropped_unavailable, failed=b.failed,
-        failed_plan=b.failed_plan, failed_preprocess=b.failed_preprocess,
-        failed_inference=b.failed_inference, failed_decode=b.failed_decode,
-        failed_publish=b.failed_publish, failed_internal=b.failed_internal,
-        unmatched_too_old=b.unmatched_too_old, unmatched_no_partner=b.unmatched_no_partner,
-        unmatched_queue_overflow=b.unmatched_queue_overflow,
-        message=b.message, last_error=b.last_error, last_error_age_s=b.last_error_age_s,
-        received=b.received,
-        published=b.published, hedged=b.hedged, hedged_published=b.hedged_published,
-        hedged_lost=b.hedged_lost, latency_p50_ms=b.latency_p50_ms,
+        drop_rate=b.drop_rate, message=b.message, last_error=b.last_error,
+        last_error_age_s=b.last_error_age_s, latency_p50_ms=b.latency_p50_ms,
         latency_p99_ms=b.latency_p99_ms, inference_p50_ms=b.inference_p50_ms,
-        inference_p99_ms=b.inference_p99_ms) for b in bindings]
+        inference_p99_ms=b.inference_p99_ms,
+        **{name: getattr(b, name) for name in REPORTED}) for b in bindings]
     return msg

@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from concurrent.futures import Future
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -19,7 +18,7 @@ from ...core.errors import StatusCode, TritonRosError, unavailable
 from ...core.infer_request import InferRequest, RequestedOutput
 from ...core.server import InferenceServer
 from ..monitoring.diagnostics import missing_steps_text
-from .spec import READY, ModelSpec, TargetState, spec_from_config
+from .spec import READY, InferFuture, ModelSpec, TargetState, spec_from_config
 
 
 class LocalModelTarget:
@@ -100,23 +99,28 @@ class LocalModelTarget:
         return missing_steps() if missing_steps is not None else []
 
     def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
-              priority: int = 0, timeout_us: int = 0) -> Future:
+              priority: int = 0, timeout_us: int = 0) -> InferFuture:
         requested = None
         if outputs is not None:
             key = tuple(outputs)
             requested = self._requested.get(key)
             if requested is None:
                 requested = self._requested[key] = tuple(RequestedOutput(n) for n in key)
+        future = InferFuture()
         request = InferRequest(
             model_name=self.name, inputs=dict(inputs), model_version=self.version,
-            requested_outputs=requested, priority=priority, timeout_us=timeout_us)
+            requested_outputs=requested, priority=priority, timeout_us=timeout_us,
+            future=future)
         # Tracing (core/tracer.py): the binding adds the frame's own timestamps (received,
         # published) to a sampled request's trace and releases it (future.trace).
         request.caller_releases_trace = self._core.tracer.active
-        future = self._core.infer(request)
-        if request.trace is not None:
-            future.trace = request.trace
+        self._core.infer(request)              # its future is ``future``
+        future.trace = request.trace
         return future
+
+    def can_hedge(self) -> bool:
+        """One core: nowhere else to send a frame."""
+        return False
 
     def close(self) -> None:
         """Nothing to release: the core is the node's and stops with it."""

@@ -24,16 +24,20 @@ running (one asynchronous request per frame) need exactly this:
 ``target.state() -> TargetState``
     Readiness with the state's name and reason, for ``/diagnostics`` (called about once per
     diagnostics period; may be slower than ``describe``).
-``target.infer(inputs, outputs=..., priority=..., timeout_us=...) -> Future``
+``target.infer(inputs, outputs=..., priority=..., timeout_us=...) -> InferFuture``
     Queue one request (numpy arrays by input name, with the batch dimension when
     ``max_batch_size > 0``; ``outputs``: names to return, ``None`` for all). Never raises: the
-    returned :class:`concurrent.futures.Future` gives a :class:`TargetResult` (``model_name``,
+    returned :class:`InferFuture` (a :class:`concurrent.futures.Future`, with the request's
+    ``trace`` where it was sampled) gives a :class:`TargetResult` (``model_name``,
     ``model_version``, ``outputs`` by name, shaped as the model declares them: with the batch
     dimension when ``max_batch_size > 0``) or fails with a
     ``TritonRosError`` whose :class:`~triton_ros.core.errors.StatusCode` classifies the failure
     (``UNAVAILABLE``: the model is not serving; ``INVALID_ARG``: the request does not fit it;
     ``INTERNAL`` / ``UNKNOWN``: the model itself failed, e.g. a Python model's TritonError).
     A failure of any other type is treated as ``INTERNAL``.
+``target.can_hedge() -> bool``
+    Whether a frame sent now, beside one stalled on a hung endpoint, would find another endpoint
+    that moves (a remote target of two endpoints or more; the local target never hedges).
 ``target.close()``
     Release what the target holds (a remote client's connections); called once when the node
     stops, after the last frame finished. The local target holds nothing.
@@ -54,7 +58,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -111,6 +115,14 @@ class TargetState:
     version: str = ""                  # the version this state is about, if any
 
 
+class InferFuture(Future):
+    """The future of one request to a target. ``trace``: the request's trace where the core's
+    tracer sampled it (core/tracer.py): the binding adds the frame's own timestamps and
+    releases it; None otherwise."""
+
+    trace: Any = None
+
+
 class TargetResult(Protocol):
     """What a target's future gives (the core's InferResponse has these attributes)."""
 
@@ -132,7 +144,9 @@ class ModelTarget(Protocol):
     def state(self) -> TargetState: ...
 
     def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
-              priority: int = 0, timeout_us: int = 0) -> Future: ...
+              priority: int = 0, timeout_us: int = 0) -> InferFuture: ...
+
+    def can_hedge(self) -> bool: ...
 
     def close(self) -> None: ...
 

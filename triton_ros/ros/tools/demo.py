@@ -3,10 +3,10 @@
 ``python -m triton_ros.ros.tools.demo [--seconds 20] [--rate 30] [--params-file FILE]``
 
 1. starts ``inference_node`` with config/inference.yaml (every ``/robot*/camera*/image_raw`` topic,
-   raw or image_transport's ``/compressed`` -> the bundled ``color_detector``, which sees what the synthetic cameras draw; every
-   ``/robot*/rgbd*`` RGB-D camera's colour, depth and CameraInfo, matched by stamp -> the
-   bundled ``rgbd_locator``, which locates the same objects in 3D), its gRPC endpoint on a free
-   port;
+   raw or image_transport's ``/compressed`` -> the bundled ``color_detector``, which sees what the
+   synthetic cameras draw; every ``/robot*/rgbd*`` RGB-D camera's colour, depth and CameraInfo,
+   matched by stamp -> the bundled ``rgbd_locator``, which locates the same objects in 3D), its gRPC
+   endpoint on a free port;
 2. starts robot1's synthetic cameras, robot4's compressed ones (``sensor_msgs/CompressedImage``,
    one JPEG and one PNG) and robot3's RGB-D cameras (one 16UC1 raw, one 32FC1 compressedDepth;
    depth and CameraInfo stamped up to 3 ms off the colour image's), then

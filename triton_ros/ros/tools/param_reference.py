@@ -5,10 +5,10 @@ declarations.
 ``--check docs/parameters.md`` exits 1, with a diff, when the file and the declarations differ
 (test/ros/test_param_reference.py does the same in the suite). The declarations are the one
 source: names, kinds, defaults, choices and descriptions come from :data:`NODE_PARAMS` and
-:data:`BINDING_PARAMS` of ``ros/parameters.py`` (with the endpoints' ``ENDPOINT_PARAMS`` of
-``ros/endpoint_parameters.py``), the same ``ParamSpec`` objects whose descriptions the node
-declares in its ParameterDescriptors (``ros2 param describe``). To change what the reference
-says, change a description there and regenerate.
+:data:`BINDING_PARAMS` of ``ros/parameters.py``, the settings each part declares on its config
+class (``triton_ros/settings.py``) and the node declares in its ParameterDescriptors (``ros2
+param describe``). To change what the reference says, change a setting's help where it is
+declared and regenerate.
 
 Written by hand: no library renders a Markdown table from these specs, and rclpy is not needed
 (nothing is declared on a node; the specs are read as they are).
@@ -23,13 +23,16 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..parameters import (BINDING_PARAMS, BOOL, FLOAT, FLOAT_LIST, INT, NODE_PARAMS, STR,
-                          STR_LIST, ParamSpec, check_value)
+from ...settings import (BOOL, FLOAT, FLOAT_LIST, INT, KEY_VALUES, STR, STR_LIST, Setting, check,
+                         parameters_of, settings_of, shared_fields)
+from ..codec.registry import INPUT_KINDS, PARTS
+from ..parameters import BINDING_PARAMS, BINDING_PARTS, NODE_PARAMS
 
 COMMAND = "python -m triton_ros.ros.tools.param_reference > docs/parameters.md"
 
+BINDING_NAMES = {s.name for s in BINDING_PARAMS}
 ROS_TYPES = {BOOL: "bool", INT: "integer", FLOAT: "double", STR: "string",
-             STR_LIST: "string array", FLOAT_LIST: "double array"}
+             STR_LIST: "string array", FLOAT_LIST: "double array", KEY_VALUES: "string array"}
 
 # Node parameters with a dotted prefix are grouped under it; the others come first.
 GROUPS = {"": "Server and node", "grpc": "gRPC endpoint (`grpc.*`)",
@@ -38,11 +41,11 @@ GROUPS = {"": "Server and node", "grpc": "gRPC endpoint (`grpc.*`)",
 INTRO = f"""\
 # Parameters of `inference_node`
 
-<!-- Generated from the node's declarations (triton_ros/ros/parameters.py,
-triton_ros/ros/endpoint_parameters.py) by
+<!-- Generated from the settings the node declares (each on the config class of the part that
+reads it: triton_ros/settings.py says how) by
     {COMMAND}
-Edit the descriptions there and regenerate; test/ros/test_param_reference.py fails when this
-file and the declarations differ. -->
+Edit a setting's help where it is declared and regenerate; test/ros/test_param_reference.py
+fails when this file and the declarations differ. -->
 
 Every parameter below is declared by the node with this description (`ros2 param describe
 /inference_node <name>` shows it), has the default shown and is read once at start (read-only).
@@ -63,7 +66,15 @@ BINDINGS_INTRO = """\
 ROS parameters cannot be lists of dictionaries, so each binding is named in `bindings` and its
 settings are parameters under its name: `cameras.model`, `cameras.topic_patterns`, ... for a
 binding called `cameras` (a name starts with a letter and holds letters, digits and `_`).
+
+Every binding has every parameter below. They are listed by the part that declares them: the
+binding itself, its remote target, its Kafka mirror, the matching of synchronized inputs, and
+each input kind and output format (`input_kind`, `input_kinds`, `format`); *read by* names the
+kinds and formats that read a parameter.
 """
+TITLES = {"binding": "The binding", "remote target": "Remote target (`server_urls`)",
+          "Kafka mirror": "Kafka mirror (`kafka_mirror_topic`)",
+          "synchronized inputs": "Synchronized inputs (`inputs`)"}
 
 
 def markdown_text(text: str) -> str:
@@ -90,37 +101,70 @@ def _value(value: Any) -> str:
     return repr(value)
 
 
-def default_text(spec: ParamSpec) -> str:
+def default_text(spec: Setting) -> str:
     """The default as the node reads it (a list parameter declared as "" is the empty list)."""
-    value = check_value(spec.name, spec.default, spec)
+    value = check(spec, spec.default, spec.name)
+    if isinstance(value, tuple):
+        value = ["=".join(v) if isinstance(v, tuple) else v for v in value]
     return f"`{_value(value)}`"
 
 
-def type_text(spec: ParamSpec) -> str:
+def type_text(spec: Setting) -> str:
     kind = ROS_TYPES[spec.kind]
     if spec.choices:
         kind += ": " + ", ".join(f"`{c}`" for c in spec.choices)
     return kind
 
 
-def table(specs: Iterable[ParamSpec], prefix: str = "") -> list[str]:
+def table(specs: Iterable[Setting], prefix: str = "") -> list[str]:
     lines = ["| parameter | type | default | description |", "|---|---|---|---|"]
     for spec in specs:
         lines.append(f"| `{prefix}{spec.name}` | {type_text(spec)} | {default_text(spec)} | "
-                     f"{markdown_text(spec.description)} |")
+                     f"{markdown_text(spec.help)} |")
     return lines
+
+
+def readers(name: str) -> str:
+    """The input kinds and output formats that read binding parameter ``name``."""
+    found = [part.name for part in PARTS if part.settings is not None and (
+        name in {s.name for s in settings_of(part.settings)}
+        or name in shared_fields(part.settings))]
+    return ", ".join(f"`{n}`" for n in found)
+
+
+def binding_table(specs: Iterable[Setting]) -> list[str]:
+    lines = ["| parameter | type | default | read by | description |", "|---|---|---|---|---|"]
+    for spec in specs:
+        lines.append(f"| `<binding>.{spec.name}` | {type_text(spec)} | {default_text(spec)} | "
+                     f"{readers(spec.name)} | {markdown_text(spec.help)} |")
+    return lines
+
+
+def binding_sections() -> list[str]:
+    """The binding's parameters, by the part that declares each (the first that does)."""
+    out: list[str] = []
+    listed: set[str] = set()
+    for part, cls in BINDING_PARTS:
+        specs = [s for s in parameters_of(cls) if s.name in BINDING_NAMES and s.name not in listed]
+        if not specs:
+            continue
+        listed.update(s.name for s in specs)
+        title = TITLES.get(part) or (f"Input kind `{part}`" if part in INPUT_KINDS
+                                     else f"Output format `{part}`")
+        out += [f"### {title}", "", *binding_table(specs), ""]
+    return out
 
 
 def render() -> str:
     """docs/parameters.md, from the declarations."""
     out = [INTRO, "## Node parameters", ""]
-    groups: dict[str, list[ParamSpec]] = {}
+    groups: dict[str, list[Setting]] = {}
     for spec in NODE_PARAMS:
         group = spec.name.split(".")[0] if "." in spec.name else ""
         groups.setdefault(group, []).append(spec)
     for group, specs in groups.items():
         out += [f"### {GROUPS.get(group, f'`{group}.*`')}", "", *table(specs), ""]
-    out += [BINDINGS_INTRO, *table(BINDING_PARAMS, "<binding>."), ""]
+    out += [BINDINGS_INTRO, *binding_sections()]
     return "\n".join(out)
 
 

@@ -37,13 +37,14 @@ import threading
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from typing import Callable, Mapping
 
 import numpy as np
 
 from ....core.errors import StatusCode
 from ....core.model_config import ModelConfig
-from ..spec import ModelSpec, TargetState, spec_from_config
+from ..spec import InferFuture, ModelSpec, TargetState, spec_from_config
 from .clients import client_for
 from .config import INITIAL_ROUND_S, PROBE_TIMEOUT_S, RemoteConfig, check_remote_config, parse_url
 from .diagnosis import explain
@@ -233,17 +234,20 @@ class RemoteModel:
         return [(ep.address.url, ep.state, ep.reason) for ep in self._pool]
 
     def infer(self, inputs: Mapping[str, np.ndarray], outputs=None, *, priority: int = 0,
-              timeout_us: int = 0) -> Future:
-        """Send one request; the Future ends with a RemoteResponse or a RemoteError."""
+              timeout_us: int = 0) -> InferFuture:
+        """Send one request; the future ends with a RemoteResponse or a RemoteError."""
+        future = InferFuture()
         if self._loop is None or self._stopped:
-            future: Future = Future()
             future.set_exception(RemoteError(StatusCode.UNAVAILABLE,
                                              f"{self._who}: remote client stopped",
                                              NO_ENDPOINT))
             return future
-        return asyncio.run_coroutine_threadsafe(
+        sent = asyncio.run_coroutine_threadsafe(
             self._infer(dict(inputs), tuple(outputs) if outputs else None, priority, timeout_us),
             self._loop)
+        sent.add_done_callback(partial(_settle, future))
+        future.add_done_callback(lambda f: sent.cancel() if f.cancelled() else None)
+        return future
 
     # ---------------------------------------------------------------- requests
     def _unavailable_text(self) -> str:
@@ -461,3 +465,15 @@ class RemoteModel:
         if was != UP:
             self._log("info", f"{self._who} version {self.version}: endpoint "
                       f"{ep.address.url} is up" + (" (shared memory)" if ep.shm else ""))
+
+
+def _settle(future: InferFuture, sent: Future) -> None:
+    """Give ``future`` the outcome of the request ``sent`` on the client's event loop."""
+    if future.done():
+        return
+    if sent.cancelled():
+        future.cancel()
+    elif sent.exception() is not None:
+        future.set_exception(sent.exception())
+    else:
+        future.set_result(sent.result())
