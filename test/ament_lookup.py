@@ -24,7 +24,7 @@ def share_file_path(package_name: str, file_name: str) -> str:
     """ros2launch.api.get_share_file_path_from_package, its semantics reproduced."""
     package_share_directory = get_package_share_directory(package_name)
     matching_file_paths = []
-    for root, dirs, files in os.walk(package_share_directory):
+    for root, _dirs, files in os.walk(package_share_directory):
         for name in files:
             if name == file_name:
                 matching_file_paths.append(os.path.join(root, name))

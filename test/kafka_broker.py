@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from processes import wait_until
 from server_process import free_port
 
 TEST_SESSION_TIMEOUT_MS = 6000
@@ -66,18 +67,22 @@ class KafkaBroker:
             [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
              "--storage-engine", "memory://tansu/"],
             stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        def listening() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the Tansu broker exited with {self.proc.returncode}:\n"
                                    f"{self.log()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
+                    return True
             except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise TimeoutError(f"the Tansu broker did not listen on {self.bootstrap}:\n{self.log()}")
+                return False
+
+        try:
+            wait_until(listening, timeout, f"the Tansu broker listening on {self.bootstrap}")
+        except AssertionError as exc:
+            self.stop()
+            raise TimeoutError(f"{exc}:\n{self.log()}") from None
+        return self
 
     def stop(self, timeout: float = 0.5) -> None:
         """SIGTERM, then SIGKILL after ``timeout`` (Tansu waits 5 s for connected clients to
@@ -162,6 +167,69 @@ def read_records(bootstrap: str, topic: str, partitions: int, until: Callable[[l
             return out
 
     return asyncio.run(read())
+
+
+class HeaderName(str):
+    """A header name that kafka-python writes as the given raw bytes, UTF-8 or not (its record
+    encoder writes ``name.encode("utf-8")``)."""
+
+    def __new__(cls, raw: bytes) -> "HeaderName":
+        name = super().__new__(cls, raw.decode("latin-1"))
+        name.raw = raw
+        return name
+
+    def encode(self, *args, **kwargs) -> bytes:
+        return self.raw
+
+
+class RawRecordProducer:
+    """Writes records exactly as given, with kafka-python (a client other than the server's):
+    any header name bytes, null header values, any number and size of headers, which its
+    ``KafkaProducer.send`` would refuse. The record batch is kafka-python's own encoder's
+    (``MemoryRecordsBuilder``), sent in a ProduceRequest (acks=all) to the partition's leader."""
+
+    def __init__(self, bootstrap: str) -> None:
+        from kafka.net.compat import KafkaNetClient     # KafkaProducer's own client class
+        self._client = KafkaNetClient(bootstrap_servers=bootstrap)
+
+    def _leader(self, topic: str, partition: int, timeout: float) -> int:
+        from kafka.structs import TopicPartition
+        cluster = self._client.cluster
+        future = cluster.add_topic(topic)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self._client.poll(timeout_ms=200, future=future)
+            leader = cluster.leader_for_partition(TopicPartition(topic, partition))
+            if leader is not None and leader != -1:
+                return leader
+            future = cluster.request_update()
+        raise TimeoutError(f"no leader for {topic}[{partition}]")
+
+    def send(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
+             headers: list[tuple[bytes | str, bytes | None]], timeout: float = 10.0) -> int:
+        """Write one record; its offset."""
+        from kafka.protocol.producer import ProduceRequest
+        from kafka.record import MemoryRecordsBuilder
+
+        builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 30)
+        builder.append(int(time.time() * 1000), key, value,
+                       [(HeaderName(n) if isinstance(n, bytes) else n, v) for n, v in headers])
+        builder.close()
+        data = ProduceRequest.TopicProduceData
+        request = ProduceRequest(
+            transactional_id=None, acks=-1, timeout_ms=int(timeout * 1000),
+            topic_data=[data(name=topic, partition_data=[data.PartitionProduceData(
+                index=partition, records=builder.buffer())])], min_version=3, max_version=9)
+        response = self._client.send_and_receive(self._leader(topic, partition, timeout),
+                                                 request, timeout_ms=int(timeout * 1000))
+        [answer] = response.responses[0].partition_responses
+        if answer.error_code:
+            raise RuntimeError(f"the broker refused the record: error {answer.error_code} "
+                               f"{answer.error_message}")
+        return answer.base_offset
+
+    def close(self) -> None:
+        self._client.close()
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout: float = 10.0) -> None:

@@ -144,7 +144,8 @@ class TcpProxy:
 
 
 class GrpcProxy:
-    """A gRPC server forwarding every method to a plain gRPC backend, with TLS and a header check."""
+    """A gRPC server forwarding every method to a plain gRPC backend, with TLS and a header
+    check."""
 
     def __init__(self, backend: str, *, certs: dict[str, Path] | None = None,
                  require_client_cert: bool = False, header: tuple[str, str] | None = None,

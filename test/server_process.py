@@ -16,14 +16,19 @@ from processes import ROOT, TIMEOUT, ManagedProcess, log_dir, suite_domain, xdis
 MODEL_REPOSITORY = ROOT / "model_repository"
 
 
-def copy_models(dest: Path, *names: str) -> Path:
-    """A private copy of the bundled model repository at ``dest`` (only ``names`` when given),
-    for a test that changes it or adds models beside them; ``dest``."""
-    if not names:
-        shutil.copytree(MODEL_REPOSITORY, dest)
+def copy_models(dest: Path, *names: str, **renamed: str) -> Path:
+    """A private copy of the bundled model repository at ``dest``, for a test that changes it or
+    adds models beside them: every model, or only ``names``, and ``renamed`` (new name=bundled
+    model) copies of a model under another folder's name (its config.pbtxt as it is). ``dest``
+    may already hold other models; returns it."""
+    dest = Path(dest)
+    if not names and not renamed:
+        shutil.copytree(MODEL_REPOSITORY, dest, dirs_exist_ok=True)
     for name in names:
-        shutil.copytree(MODEL_REPOSITORY / name, Path(dest) / name)
-    return Path(dest)
+        shutil.copytree(MODEL_REPOSITORY / name, dest / name)
+    for new, name in renamed.items():
+        shutil.copytree(MODEL_REPOSITORY / name, dest / new)
+    return dest
 
 
 _GIVEN: set[int] = set()

@@ -5,9 +5,10 @@
 - ``system``: ROS nodes across processes, launch, colcon.
 
 A module says which with ``pytestmark = pytest.mark.<kind>``, for all of its tests (the most
-demanding of them decides: a module that starts one server is integration). The hook below, imported by test/conftest.py, fails the collection, naming the
-tests, when a test carries none or more than one: a new test cannot slip in unmarked, and
-``pytest -m unit`` (or integration, system) always selects a complete part of the suite.
+demanding of them decides: a module that starts one server is integration). The hook below, imported
+by test/conftest.py, fails the collection, naming the tests, when a test carries none or more than
+one: a new test cannot slip in unmarked, and ``pytest -m unit`` (or integration, system) always
+selects a complete part of the suite.
 """
 from __future__ import annotations
 

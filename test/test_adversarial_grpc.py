@@ -20,12 +20,14 @@ from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
 from server_process import MODEL_REPOSITORY, copy_models
+from simple_model import simple_array, simple_inputs
 
 
 pytestmark = pytest.mark.integration
 
 OK = grpc.StatusCode.OK
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
+NOT_FOUND = grpc.StatusCode.NOT_FOUND        # an unknown model, as tritonserver
 INTERNAL = grpc.StatusCode.INTERNAL
 UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
 
@@ -171,8 +173,8 @@ HOSTILE_INFER = {
                              inputs=[pb.ModelInferRequest.InferInputTensor(
                                  name="X", datatype="UINT8", shape=[8 << 20])],
                              raw_input_contents=[b"\0" * (8 << 20)]),
-        INVALID, "unknown model"),
-    "20 000-character model name": (pb.ModelInferRequest(model_name="m" * 20000), INVALID,
+        NOT_FOUND, "unknown model"),
+    "20 000-character model name": (pb.ModelInferRequest(model_name="m" * 20000), NOT_FOUND,
                                     "more characters"),
     "wrong datatype for the model": (_with_shape([1, 16], raw=b"\0" * 64, datatype="FP32"),
                                      INVALID, "data-type"),
@@ -205,11 +207,8 @@ def test_malformed_bytes_tensor_is_invalid(server, stub):
 def test_sequence_parameters_are_ignored_on_models_without_sequence_batching(server, stub):
     """tritonserver ignores sequence_id/start/end on a model without sequence_batching."""
     client = grpcclient.InferenceServerClient(server.url)
-    inputs = [grpcclient.InferInput("INPUT0", [1, 16], "INT32"),
-              grpcclient.InferInput("INPUT1", [1, 16], "INT32")]
-    a = np.arange(16, dtype=np.int32).reshape(1, 16)
-    inputs[0].set_data_from_numpy(a)
-    inputs[1].set_data_from_numpy(a)
+    a = simple_array()
+    inputs = simple_inputs(grpcclient, a)
     for kwargs in ({"sequence_id": 42, "sequence_start": True},
                    {"sequence_id": "robot-1", "sequence_end": True}):
         result = client.infer("simple", inputs, **kwargs)
@@ -426,12 +425,13 @@ def test_label_file_inside_the_model_folder_labels_classification(server, stub):
     assert_healthy(server, stub)
 
 
-def test_sequence_batching_model_is_unsupported_and_the_old_version_keeps_serving(server, stub):
+def test_unsupported_sequence_batching_field_is_refused_and_the_old_version_keeps_serving(
+        server, stub):
     config = json.loads(_simple_config())
-    config["sequence_batching"] = {}
+    config["sequence_batching"] = {"iterative_sequence": True}
     got, details = _load(stub, "simple", config=json.dumps(config))
     assert got == UNIMPLEMENTED, details          # Triton's UNSUPPORTED on gRPC
-    assert "sequence_batching is not supported" in details
+    assert "iterative_sequence is not supported" in details
     assert_healthy(server, stub)
 
 
@@ -486,11 +486,8 @@ def test_hostile_requests_inside_a_stream_fail_alone(server, stub):
     results: queue.Queue = queue.Queue()
     client = grpcclient.InferenceServerClient(server.url)
     client.start_stream(callback=lambda result, error: results.put((result, error)))
-    a = np.arange(16, dtype=np.int32).reshape(1, 16)
-    good = [grpcclient.InferInput("INPUT0", [1, 16], "INT32"),
-            grpcclient.InferInput("INPUT1", [1, 16], "INT32")]
-    good[0].set_data_from_numpy(a)
-    good[1].set_data_from_numpy(a)
+    a = simple_array()
+    good = simple_inputs(grpcclient, a)
     bad_shape = grpcclient.InferInput("INPUT0", [0, 2**62, 2**62], "INT32")
     bad_shape._raw_content = b""
     for bad, fragment in (([bad_shape, good[1]], "overflows"),

@@ -128,7 +128,8 @@ def test_python_backend_parameters_it_cannot_honour_are_warned_about(tmp_path, c
     shutil.copytree(source, tmp_path / "add_sub")
     config = tmp_path / "add_sub" / "config.pbtxt"
     config.write_text(config.read_text() + '''
-parameters { key: "EXECUTION_ENV_PATH" value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }
+parameters { key: "EXECUTION_ENV_PATH"
+             value: { string_value: "$$TRITON_MODEL_DIRECTORY/env.tar.gz" } }
 parameters { key: "FORCE_CPU_ONLY_INPUT_TENSORS" value: { string_value: "no" } }
 ''')
     core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))

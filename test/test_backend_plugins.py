@@ -246,6 +246,13 @@ def test_the_registry_prefers_built_ins_and_checks_what_plugins_give(tmp_path):
     ([], 'platform: "libtorch"', "pytorch", "libtorch", "model.pt"),
     ([], 'platform: "tensorflow_savedmodel"', "tensorflow", "tensorflow_savedmodel",
      "model.savedmodel"),
+    (["model.graphdef"], "", "tensorflow", "tensorflow_graphdef", "model.graphdef"),
+    (["model.graphdef"], 'backend: "tensorflow"', "tensorflow", "tensorflow_graphdef",
+     "model.graphdef"),
+    ([], 'backend: "tensorflow"\ndefault_model_filename: "model.savedmodel"', "tensorflow",
+     "tensorflow_savedmodel", "model.savedmodel"),
+    (["model.tflite"], "", "tflite", "", "model.tflite"),
+    ([], 'backend: "armnn_tflite"', "armnn_tflite", "", "model.tflite"),
 ])
 def test_backend_fields_are_completed_from_the_files_as_triton_does(
         tmp_path, files, config, backend, platform, filename):

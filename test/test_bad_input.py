@@ -1,4 +1,5 @@
-"""Bad input gets Triton's gRPC status and a clear message; the server keeps serving everyone else."""
+"""Bad input gets Triton's gRPC status and a clear message; the server keeps serving everyone
+else."""
 from __future__ import annotations
 
 import threading
@@ -11,24 +12,14 @@ from tritonclient.grpc import service_pb2 as pb
 from tritonclient.grpc import service_pb2_grpc
 from tritonclient.utils import InferenceServerException
 
+from simple_model import simple_inputs
 
 pytestmark = pytest.mark.integration
 
 
-def simple_inputs(a: np.ndarray, b: np.ndarray | None = None, *, dtype: str = "INT32"):
-    inputs = []
-    for name, data in (("INPUT0", a), ("INPUT1", b)):
-        if data is None:
-            continue
-        t = grpcclient.InferInput(name, list(data.shape), dtype)
-        t.set_data_from_numpy(data)
-        inputs.append(t)
-    return inputs
-
-
 def assert_serves(client) -> None:
     a = np.arange(16, dtype=np.int32)[None]
-    result = client.infer("simple", simple_inputs(a, a))
+    result = client.infer("simple", simple_inputs(grpcclient, a, a))
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), 2 * a)
 
 
@@ -43,26 +34,26 @@ def raw_request(model: str, inputs: list[tuple[str, str, list[int], bytes]]) -> 
 ONES = np.ones((1, 16), np.int32)
 
 CASES = {
-    "unknown model": (lambda c: c.infer("no_such_model", simple_inputs(ONES, ONES)),
-                      "INVALID_ARGUMENT", "Request for unknown model: 'no_such_model' is not found"),
-    "model name with ..": (lambda c: c.infer("../simple", simple_inputs(ONES, ONES)),
-                           "INVALID_ARGUMENT", "unknown model"),
-    "unknown version": (lambda c: c.infer("simple", simple_inputs(ONES, ONES), model_version="7"),
+    "unknown model": (lambda c: c.infer("no_such_model", simple_inputs(grpcclient, ONES, ONES)),
+                      "NOT_FOUND", "Request for unknown model: 'no_such_model' is not found"),
+    "model name with ..": (lambda c: c.infer("../simple", simple_inputs(grpcclient, ONES, ONES)),
+                           "NOT_FOUND", "unknown model"),
+    "unknown version": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, ONES), model_version="7"),
                         "NOT_FOUND", "version 7 is not found"),
-    "malformed version": (lambda c: c.infer("simple", simple_inputs(ONES, ONES), model_version="x"),
+    "malformed version": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, ONES), model_version="x"),
                           "INVALID_ARGUMENT", "must be integral"),
-    "wrong datatype": (lambda c: c.infer("simple", simple_inputs(ONES.astype(np.float32),
-                                                                  ONES.astype(np.float32), dtype="FP32")),
+    "wrong datatype": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES.astype(np.float32),
+                                                                  ONES.astype(np.float32), datatype="FP32")),
                        "INVALID_ARGUMENT", "data-type is 'FP32', but model 'simple' expects 'INT32'"),
-    "wrong shape": (lambda c: c.infer("simple", simple_inputs(np.ones((1, 15), np.int32),
+    "wrong shape": (lambda c: c.infer("simple", simple_inputs(grpcclient, np.ones((1, 15), np.int32),
                                                                np.ones((1, 15), np.int32))),
                     "INVALID_ARGUMENT", "unexpected shape for input 'INPUT0' for model 'simple'"),
-    "batch too large": (lambda c: c.infer("simple", simple_inputs(np.ones((9, 16), np.int32),
+    "batch too large": (lambda c: c.infer("simple", simple_inputs(grpcclient, np.ones((9, 16), np.int32),
                                                                    np.ones((9, 16), np.int32))),
                         "INVALID_ARGUMENT", "batch-size must be <= 8"),
-    "missing input": (lambda c: c.infer("simple", simple_inputs(ONES)),
+    "missing input": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, names=("INPUT0",))),
                       "INVALID_ARGUMENT", "missing required input(s) ['INPUT1']"),
-    "unknown output": (lambda c: c.infer("simple", simple_inputs(ONES, ONES),
+    "unknown output": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, ONES),
                                          outputs=[grpcclient.InferRequestedOutput("NOPE")]),
                        "INVALID_ARGUMENT", "unexpected inference output 'NOPE'"),
 }
@@ -153,7 +144,7 @@ def test_bad_requests_lose_no_other_request(bundled_server):
     def good(i: int) -> None:
         a = np.full((1, 16), i, np.int32)
         try:
-            out = client.infer("simple", simple_inputs(a, a)).as_numpy("OUTPUT0")
+            out = client.infer("simple", simple_inputs(grpcclient, a, a)).as_numpy("OUTPUT0")
             if not np.array_equal(out, 2 * a):
                 failures.append(f"wrong answer for {i}")
         except Exception as exc:
@@ -161,7 +152,7 @@ def test_bad_requests_lose_no_other_request(bundled_server):
 
     def bad(i: int) -> None:
         try:
-            client.infer("simple", simple_inputs(np.ones((1, 15), np.int32), np.ones((1, 15), np.int32)))
+            client.infer("simple", simple_inputs(grpcclient, np.ones((1, 15), np.int32), np.ones((1, 15), np.int32)))
             failures.append(f"bad request {i} succeeded")
         except InferenceServerException:
             pass

@@ -107,7 +107,7 @@ def test_batched_rows_are_per_image(session):
     frames = [frame(640, 480, "rgb8", seed=s) for s in range(4)]
     batch = np.stack([preprocess(p, "rgb8", plan)[0] for p, _ in frames])
     (rows,) = session.run(["detections"], {"images": batch})
-    for k, (pixels, _) in enumerate(frames):
+    for k, (_pixels, _) in enumerate(frames):
         (alone,) = session.run(["detections"], {"images": batch[k:k + 1]})
         np.testing.assert_array_equal(rows[k], alone[0])
 

@@ -18,7 +18,8 @@ from triton_ros.core import InferenceServer, ServerOptions
 server = InferenceServer(ServerOptions(model_repositories=("model_repository",)))
 server.start()
 server.stop()
-bad = sorted(m for m in sys.modules if m.split(".")[0] in ("grpc", "rclpy", "rclpy_message_converter"))
+transports = ("grpc", "rclpy", "rclpy_message_converter")
+bad = sorted(m for m in sys.modules if m.split(".")[0] in transports)
 print(",".join(bad))
 """
 

@@ -154,7 +154,8 @@ max_batch_size: 8
 input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ -1 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ -1 ] }} ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
-dynamic_batching {{ preferred_batch_size: [ {preferred} ] max_queue_delay_microseconds: {delay_us} }}
+dynamic_batching {{ preferred_batch_size: [ {preferred} ]
+                   max_queue_delay_microseconds: {delay_us} }}
 """
     return identity_graph("FP32", ["N", "L"]), config
 
@@ -180,7 +181,8 @@ def test_only_requests_of_equal_shape_batch_together(serve):
 
 def test_higher_priority_requests_execute_first(serve):
     server = serve(slow=(slow_graph(), slow_config(
-        "slow", dynamic_batching="dynamic_batching { priority_levels: 2 default_priority_level: 2 }")))
+        "slow", dynamic_batching="dynamic_batching { priority_levels: 2 "
+                                 "default_priority_level: 2 }")))
     blocker = slow_request(id="blocker")
     server.infer(blocker)
     wait_until_executing(server, "slow")
@@ -230,7 +232,8 @@ def test_queued_request_past_its_timeout_is_rejected(serve):
 def test_request_may_lower_the_timeout_when_override_is_allowed(serve):
     server = serve(slow=(slow_graph(), slow_config(
         "slow", max_batch_size=4, dynamic_batching=(
-            "dynamic_batching { default_queue_policy { default_timeout_microseconds: 60000000 "
+            "dynamic_batching { default_queue_policy { "
+            "default_timeout_microseconds: 60000000 "
             "allow_timeout_override: true } }"))))
     server.infer(slow_request(rows=4, id="blocker"))
     wait_until_executing(server, "slow")
@@ -282,7 +285,7 @@ def test_priority_and_timeout_request_parameters_over_grpc():
     import tritonclient.grpc as grpcclient
     from tritonclient.grpc._utils import _get_inference_request
 
-    from triton_ros.frontend.grpc_codec import decode_infer_request
+    from triton_ros.frontend.grpc.grpc_codec import decode_infer_request
 
     x = grpcclient.InferInput("INPUT0", [1, 1], "FP32")
     x.set_data_from_numpy(np.zeros((1, 1), np.float32))

@@ -23,7 +23,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from tritonclient.utils import InferenceServerException
 
-from server_process import MODEL_REPOSITORY, ROOT, ServerProcess, free_port
+from processes import wait_until
+from server_process import MODEL_REPOSITORY, ROOT, free_port
+from simple_model import simple_array, simple_inputs
 
 
 pytestmark = pytest.mark.integration
@@ -32,6 +34,22 @@ pytestmark = pytest.mark.integration
 # ------------------------------------------------------------------------------------------
 # certificates
 # ------------------------------------------------------------------------------------------
+
+
+def wait_live(client, server, timeout: float = 60.0) -> None:
+    """Until ``client`` finds the server live; a server that exits or never answers fails the
+    wait with its log."""
+    def live() -> bool:
+        assert server.proc.poll() is None, server.log()
+        try:
+            return client.is_server_live()
+        except InferenceServerException:
+            return False
+
+    try:
+        wait_until(live, timeout, "the server live", interval=0.2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{server.log()}") from None
 
 def _name(cn: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
@@ -86,13 +104,8 @@ def pki(tmp_path_factory) -> dict[str, str]:
 
 
 def _inputs():
-    a = np.arange(16, dtype=np.int32).reshape(1, 16)
-    inputs = []
-    for name in ("INPUT0", "INPUT1"):
-        x = grpcclient.InferInput(name, [1, 16], "INT32")
-        x.set_data_from_numpy(a)
-        inputs.append(x)
-    return inputs, a
+    a = simple_array()
+    return simple_inputs(grpcclient, a), a
 
 
 def _infer_ok(client, headers=None) -> None:
@@ -120,15 +133,7 @@ def test_grpc_tls_right_and_wrong_certificates(start_server, pki):
                           "--grpc-server-cert", pki["server_cert"],
                           "--grpc-server-key", pki["server_key"], wait=False)
     good = grpcclient.InferenceServerClient(server.url, ssl=True, root_certificates=pki["ca"])
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if good.is_server_live():
-                break
-        except InferenceServerException:
-            if time.monotonic() > deadline or server.proc.poll() is not None:
-                raise AssertionError(server.log())
-            time.sleep(0.2)
+    wait_live(good, server)
     _infer_ok(good)
     # a plaintext client, and a TLS client that trusts another CA, are refused
     _refused(grpcclient.InferenceServerClient(server.url), "plaintext")
@@ -147,15 +152,7 @@ def test_grpc_mutual_tls_needs_a_client_certificate_of_the_root(start_server, pk
     good = grpcclient.InferenceServerClient(
         server.url, ssl=True, root_certificates=pki["ca"], private_key=pki["client_key"],
         certificate_chain=pki["client_cert"])
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if good.is_server_live():
-                break
-        except InferenceServerException:
-            if time.monotonic() > deadline or server.proc.poll() is not None:
-                raise AssertionError(server.log())
-            time.sleep(0.2)
+    wait_live(good, server)
     _infer_ok(good)
     _refused(grpcclient.InferenceServerClient(server.url, ssl=True, root_certificates=pki["ca"]),
              "no client certificate")
@@ -178,7 +175,9 @@ def test_grpc_mutual_tls_needs_a_client_certificate_of_the_root(start_server, pk
     (("--http-restricted-api", "teleport:k=v"), "unknown restricted"),
     (("--grpc-restricted-protocol", "health:k=v", "--grpc-restricted-protocol", "health:a=b"),
      "multiple config groups"),
-    (("--http-max-request-size", "0x10"), "expected a non-negative decimal integer"),
+    (("--http-max-request-size", "0x10"), "expected a decimal integer"),
+    (("--http-max-request-size", "0"), "--http-max-request-size must be a positive integer"),
+    (("--grpc-port", "70000"), "--grpc-port must be within [0, 65535]"),
 ])
 def test_bad_endpoint_flags_fail_at_start(flags, message):
     proc = subprocess.run([sys.executable, "-m", "triton_ros.server_main", "--model-repository",
@@ -222,9 +221,7 @@ def test_grpc_restricted_protocols_and_message_size(start_server):
         client.async_stream_infer("simple", inputs)
     except InferenceServerException:
         pass    # the stream may have ended already: its error went to the callback
-    deadline = time.monotonic() + 20
-    while not errors and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: errors, 20, "the restricted stream's error")
     client.stop_stream()
     assert errors and errors[0] is not None
     assert "This protocol is restricted, expecting header 'triton-grpc-protocol-infer-key'" in \
@@ -262,10 +259,11 @@ def test_idle_clients_never_exhaust_descriptors(tmp_path):
     socks: list[socket.socket] = []
     try:
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
-        deadline = time.monotonic() + 90
-        while "Started Metrics Service" not in log.read_text():
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.2)
+        def started() -> bool:
+            assert proc.poll() is None, log.read_text()
+            return "Started Metrics Service" in log.read_text()
+
+        wait_until(started, 90, "the server started", interval=0.2)
         limit = (256 - 64) // 4
         for _ in range(400):
             socks.append(socket.create_connection(("127.0.0.1", http_port), timeout=10))

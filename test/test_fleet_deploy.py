@@ -15,13 +15,13 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
+from processes import wait_until
 from server_process import free_port
 
 
@@ -162,15 +162,14 @@ def test_dockerfile_steps_in_a_fresh_environment(tmp_path):
     try:
         import tritonclient.grpc as grpcclient
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
+        def ready() -> bool:
             assert server.poll() is None, server.communicate()[0]
             try:
-                if client.is_model_ready("detector"):
-                    break
-            except Exception:
-                pass
-            time.sleep(0.2)
+                return client.is_model_ready("detector")
+            except Exception:                  # not listening yet
+                return False
+
+        wait_until(ready, 120, "the container's server ready", interval=0.2)
         x = grpcclient.InferInput("images", [1, 3, 256, 256], "FP32")
         x.set_data_from_numpy(np.zeros((1, 3, 256, 256), np.float32))
         assert client.infer("detector", [x]).as_numpy("boxes").shape == (1, 256, 4)

@@ -1,4 +1,5 @@
-"""The bundled ONNX models are exactly what scripts/generate_models.py builds with its fixed seeds."""
+"""The bundled ONNX models are exactly what scripts/generate_models.py builds with its fixed
+seeds."""
 import subprocess
 import sys
 

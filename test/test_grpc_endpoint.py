@@ -1,4 +1,5 @@
-"""Every GRPCInferenceService RPC, with tritonclient over 127.0.0.1 against a real server process."""
+"""Every GRPCInferenceService RPC, with tritonclient over 127.0.0.1 against a real server
+process."""
 from __future__ import annotations
 
 import queue
@@ -15,6 +16,7 @@ from tritonclient.utils import InferenceServerException
 
 from server_process import MODEL_REPOSITORY, copy_models
 from model_factory import identity_graph, write_model
+from simple_model import simple_inputs
 
 
 pytestmark = pytest.mark.integration
@@ -63,16 +65,6 @@ def sample(datatype: str, rows: int = 2) -> np.ndarray:
     return rng.integers(info.min, info.max, (rows, 3), dtype=getattr(np, datatype.lower()), endpoint=True)
 
 
-def simple_inputs(value: int) -> list:
-    """INPUT0 = INPUT1 = a [1,16] INT32 tensor of ``value`` (so OUTPUT0 = 2 * value)."""
-    inputs = []
-    for name in ("INPUT0", "INPUT1"):
-        t = grpcclient.InferInput(name, [1, 16], "INT32")
-        t.set_data_from_numpy(np.full((1, 16), value, np.int32))
-        inputs.append(t)
-    return inputs
-
-
 def test_health_and_server_metadata(client):
     assert client.is_server_live()
     assert client.is_server_ready()
@@ -98,7 +90,7 @@ def test_model_metadata_and_config(client):
     assert config.version_policy.HasField("latest")           # normalized like Triton's
     with pytest.raises(InferenceServerException) as err:
         client.get_model_metadata("no_such_model")
-    assert err.value.status() == "StatusCode.INVALID_ARGUMENT"
+    assert err.value.status() == "StatusCode.NOT_FOUND"
 
 
 def test_detector_outputs_equal_onnxruntime_run_directly(client):
@@ -169,7 +161,7 @@ def test_stream_infer_answers_every_request(client):
     try:
         expected = {}
         for i in range(10):
-            client.async_stream_infer("simple", simple_inputs(i), request_id=str(i))
+            client.async_stream_infer("simple", simple_inputs(grpcclient, i), request_id=str(i))
             expected[str(i)] = 2 * i
         bad = grpcclient.InferInput("INPUT0", [1, 16], "INT32")
         bad.set_data_from_numpy(np.zeros((1, 16), np.int32))
@@ -224,7 +216,7 @@ def test_async_infer_many_concurrent_clients(client):
     results: queue.Queue = queue.Queue()
     sent = {}
     for i in range(40):
-        client.async_infer("simple", simple_inputs(i),
+        client.async_infer("simple", simple_inputs(grpcclient, i),
                            partial(lambda i, result, error: results.put((i, result, error)), i))
         sent[i] = 2 * i
     for _ in range(40):

@@ -141,7 +141,7 @@ def test_an_rpc_the_servicer_lacks_answers_unimplemented_cleanly(tmp_path, monke
     from tritonclient.grpc import service_pb2_grpc
 
     from triton_ros.core.server import InferenceServer, ServerOptions
-    from triton_ros.frontend import grpc_server
+    from triton_ros.frontend.grpc import grpc_server
 
     generated = service_pb2_grpc.GRPCInferenceServiceServicer
 

@@ -17,9 +17,10 @@ from tritonclient.grpc import service_pb2_grpc
 
 from model_factory import identity_graph, write_model
 from server_process import copy_models
+from simple_model import simple_array, simple_inputs
 from triton_ros.core.infer_request import InferResponse
-from triton_ros.frontend import grpc_codec
-from triton_ros.frontend.grpc_server import STREAM_BACKLOG
+from triton_ros.frontend.grpc import grpc_codec
+from triton_ros.frontend.grpc.grpc_server import STREAM_BACKLOG
 
 
 pytestmark = pytest.mark.integration
@@ -212,12 +213,8 @@ def test_serialized_response_equals_protobufs():
 
 def test_tritonclient_round_trip_through_the_bytes_path(server):
     client = server.client()
-    a = np.arange(16, dtype=np.int32).reshape(1, 16)
-    inputs = []
-    for name in ("INPUT0", "INPUT1"):
-        t = grpcclient.InferInput(name, [1, 16], "INT32")
-        t.set_data_from_numpy(a)
-        inputs.append(t)
+    a = simple_array()
+    inputs = simple_inputs(grpcclient, a)
     result = client.infer("simple", inputs, request_id="r1")
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), 2 * a)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), 0 * a)
@@ -237,7 +234,7 @@ def test_loop_handoff_runs_every_call_in_order_with_few_wakeups():
     import asyncio
     from concurrent.futures import Future
 
-    from triton_ros.frontend.grpc_server import LoopHandoff
+    from triton_ros.frontend.grpc.grpc_server import LoopHandoff
 
     async def main():
         loop = asyncio.get_running_loop()

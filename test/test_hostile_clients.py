@@ -1,8 +1,8 @@
 """Hostile clients of issue 34 against real triton-ros-server processes on 127.0.0.1, each
 followed by a normal request, with the server's log checked for tracebacks: aborted request
-bodies and answers (counted, no traceback), trickled bodies at the connection limit (eviction, minimum body
-rate), half-sent connections holding the metrics port, 2000 concurrent gRPC calls, a model
-configuration whose delay overflowed the batcher's waits, and the memory kept after large
+bodies and answers (counted, no traceback), trickled bodies at the connection limit (eviction,
+minimum body rate), half-sent connections holding the metrics port, 2000 concurrent gRPC calls, a
+model configuration whose delay overflowed the batcher's waits, and the memory kept after large
 requests.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ from tritonclient.utils import InferenceServerException
 
 from model_factory import identity_config, identity_graph, write_model
 from prometheus_text import scrape
+from processes import wait_until
 from server_process import MODEL_REPOSITORY, ServerProcess, copy_models
 from test_adversarial_http import INFER, assert_normal, connect, read_response, request
 
@@ -64,9 +65,8 @@ def hang_up(s: socket.socket, reset: bool) -> None:
 
 def assert_aborted(server: ServerProcess, expected: float) -> None:
     """The aborted count reaches ``expected`` (the server sees the closes from its loop)."""
-    deadline = time.monotonic() + 10
-    while closed_counts(server)["aborted"] < expected and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: closed_counts(server)["aborted"] >= expected, 10,
+               f"{expected} aborted connections counted", interval=0.1)
     assert closed_counts(server)["aborted"] == expected
 
 
@@ -352,9 +352,10 @@ def test_memory_goes_back_after_large_requests(start_server, repo_copy):
     http.close()
     grpc.close()
     loaded = rss_mb(s.proc.pid)
-    deadline = time.monotonic() + 15.0
-    while rss_mb(s.proc.pid) > baseline + 50 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert rss_mb(s.proc.pid) <= baseline + 50, (baseline, loaded, rss_mb(s.proc.pid))
+    try:
+        wait_until(lambda: rss_mb(s.proc.pid) <= baseline + 50, 15.0,
+                   "the RSS back within 50 MB of its baseline", interval=0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}: {(baseline, loaded, rss_mb(s.proc.pid))}") from None
     assert_normal(s)
     assert_quiet(s)

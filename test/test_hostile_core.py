@@ -124,13 +124,13 @@ def test_random_malformed_grpc_requests_never_get_internal(core):
     untyped exception, and the model still answers a normal request afterwards."""
     from tritonclient.grpc import service_pb2 as pb
 
-    from triton_ros.frontend.grpc_codec import decode_infer_request
+    from triton_ros.frontend.grpc.grpc_codec import decode_infer_request
 
     rng = np.random.default_rng(1234)
     datatypes = ["INT32", "FP32", "BYTES", "UINT8", "BOOL", "FP16", "BF16", "INT64", "", "X"]
     dims = [0, 1, 2, 16, 17, 2**31, 2**62, 2**63 - 1, -1, -(2**63)]
     codes = {}
-    for i in range(500):
+    for _i in range(500):
         msg = pb.ModelInferRequest(model_name=str(rng.choice(["simple", "simple", "nope", ""])))
         for name in rng.choice(["INPUT0", "INPUT1", "X"], size=int(rng.integers(0, 4))):
             shape = [int(rng.choice(dims)) for _ in range(int(rng.integers(0, 4)))]
@@ -160,12 +160,12 @@ def test_random_malformed_http_requests_never_get_internal(core):
     """The same for the HTTP/REST codec: 500 seeded random JSON inference headers."""
     import json
 
-    from triton_ros.frontend.http_codec import decode_infer_request
+    from triton_ros.frontend.http.http_codec import decode_infer_request
 
     rng = np.random.default_rng(4321)
     values = [0, 1, -1, 2**62, 2**64, 1.5, "16", True, None, [], {}, [16], [1, 16], "x" * 50]
     codes = {}
-    for i in range(500):
+    for _i in range(500):
         inputs = []
         for name in rng.choice(["INPUT0", "INPUT1", "X"], size=int(rng.integers(0, 4))):
             item = {"name": str(name), "datatype": str(rng.choice(["INT32", "FP32", "BYTES", "?"])),
@@ -227,11 +227,11 @@ def _inject_next_batch(monkeypatch, fault):
     real = DynamicBatchScheduler.next_batch
     calls = []
 
-    def next_batch(self):
+    def next_batch(self, *instance):
         if self.model_name != "m":
-            return real(self)
+            return real(self, *instance)
         calls.append(1)
-        return fault(lambda: real(self), len(calls))
+        return fault(lambda: real(self, *instance), len(calls))
 
     monkeypatch.setattr(DynamicBatchScheduler, "next_batch", next_batch)
 
@@ -293,3 +293,23 @@ def test_the_other_instances_serve_when_one_thread_dies(explicit_core, monkeypat
         np.testing.assert_array_equal(response.outputs["OUTPUT0"], [[0, 1, 2, 3]])
     assert explicit_core.model_ready("m")
     assert sum(i.failure is not None for i in model.instances) == 1
+
+
+@pytest.mark.parametrize("name", ["no_such_model", "", "../simple"])
+def test_an_unknown_model_is_not_found_by_its_type(core, name):
+    """tritonserver's NOT_FOUND (gRPC NOT_FOUND, HTTP 404) for every lookup of a name it does not
+    serve, carried by the error's type and code (the frontends map the code, never the text);
+    statistics are INVALID_ARG, as tritonserver answers them."""
+    from triton_ros.core.errors import UnknownModelError
+    for lookup in (core.get_model, core.model_metadata, core.model_config):
+        with pytest.raises(UnknownModelError) as err:
+            lookup(name)
+        assert err.value.code == StatusCode.NOT_FOUND, err.value
+    request = InferRequest(model_name=name, inputs={})
+    with pytest.raises(UnknownModelError) as err:
+        core.infer(request).result(timeout=10)
+    assert err.value.code == StatusCode.NOT_FOUND
+    with pytest.raises(TritonRosError) as err:
+        core.model_statistics(name or "x")
+    assert err.value.code == StatusCode.INVALID_ARG
+    assert "is not available" in err.value.message

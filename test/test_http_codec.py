@@ -10,7 +10,7 @@ import tritonclient.http as httpclient
 
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.infer_request import InferResponse
-from triton_ros.frontend import http_codec as codec
+from triton_ros.frontend.http import http_codec as codec
 
 
 pytestmark = pytest.mark.unit

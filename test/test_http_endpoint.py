@@ -2,15 +2,10 @@
 raw HTTP requests and perf_analyzer -i http."""
 from __future__ import annotations
 
-import base64
-import gzip
 import http.client
 import json
-import shutil
 import socket
 import subprocess
-import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +14,7 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from server_process import MODEL_REPOSITORY, ROOT
+from simple_model import simple_array, simple_inputs
 
 
 pytestmark = pytest.mark.integration
@@ -27,13 +23,9 @@ PERF_ANALYZER = ROOT / ".venv" / "bin" / "perf_analyzer"
 
 
 def _simple_inputs(binary: bool = True, n: int = 1):
-    a = np.arange(16 * n, dtype=np.int32).reshape(n, 16)
-    b = np.full((n, 16), 2, dtype=np.int32)
-    i0 = httpclient.InferInput("INPUT0", [n, 16], "INT32")
-    i0.set_data_from_numpy(a, binary_data=binary)
-    i1 = httpclient.InferInput("INPUT1", [n, 16], "INT32")
-    i1.set_data_from_numpy(b, binary_data=binary)
-    return [i0, i1], a, b
+    """simple's inputs 0, 1, 2... and 2s over ``n`` rows, and those two arrays."""
+    a, b = simple_array(rows=n), simple_array(2, rows=n)
+    return simple_inputs(httpclient, a, b, binary=binary), a, b
 
 
 class Raw:
@@ -82,7 +74,7 @@ def test_health_and_metadata(bundled_server):
     assert config["name"] == "detector" and config["input"][0]["dims"] == [3, 256, 256]
     with pytest.raises(InferenceServerException) as info:
         c.get_model_metadata("unknown")
-    assert info.value.status() == "400" and "unknown model" in info.value.message()
+    assert info.value.status() == "404" and "unknown model" in info.value.message()
     with pytest.raises(InferenceServerException) as info:
         c.get_model_config("simple", "9")
     assert info.value.status() == "404"
@@ -190,7 +182,7 @@ def test_bad_requests_get_triton_status_codes_and_server_keeps_serving(bundled_s
         ("POST", "/v2/models/simple/infer", body[:-10], ok_headers, 400, "additional bytes"),
         ("POST", "/v2/models/simple/infer", body + b"xx", ok_headers, 400, "additional input data"),
         ("POST", "/v2/models/simple/infer", body, {}, 400, "parse"),  # binary without the header
-        ("POST", "/v2/models/unknown/infer", body, ok_headers, 400, "unknown model"),
+        ("POST", "/v2/models/unknown/infer", body, ok_headers, 404, "unknown model"),
         ("POST", "/v2/models/simple/versions/3/infer", body, ok_headers, 404, "version 3"),
         ("POST", "/v2/models/simple/infer",
          json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 8],
@@ -275,7 +267,7 @@ def test_keep_alive_expect_continue_and_chunked(bundled_server):
 def test_http_endpoint_in_process_classes(tmp_path):
     """The classes the ROS node starts: same shape as GrpcServer, port 0 picks a free port."""
     from triton_ros.core.server import InferenceServer, ServerOptions
-    from triton_ros.frontend.http_server import HttpServer
+    from triton_ros.frontend.http.http_server import HttpServer
     from triton_ros.frontend.metrics_server import MetricsServer
 
     core = InferenceServer(ServerOptions(model_repositories=(str(MODEL_REPOSITORY),)))
@@ -301,9 +293,8 @@ def test_http_endpoint_in_process_classes(tmp_path):
 # Repository API (explicit mode)
 # ------------------------------------------------------------------------------------------
 
-def test_repository_index_load_unload(start_server, tmp_path):
-    repo = tmp_path / "models"
-    shutil.copytree(MODEL_REPOSITORY, repo)
+def test_repository_index_load_unload(start_server, repo_copy):
+    repo = repo_copy
     server = start_server("--model-repository", str(repo), "--model-control-mode", "explicit",
                           "--load-model", "simple")
     c = server.http_client()
@@ -383,7 +374,7 @@ def test_http_loop_is_uvloop_unless_the_standard_loop_is_forced(monkeypatch):
 
     import uvloop
 
-    from triton_ros.frontend.http_transport import new_http_loop
+    from triton_ros.frontend.http.http_transport import new_http_loop
 
     monkeypatch.delenv("TRITON_ROS_HTTP_LOOP", raising=False)
     loop = new_http_loop()

@@ -14,7 +14,6 @@ import asyncio
 import json
 import os
 import re
-import shutil
 import signal
 import threading
 import time
@@ -29,7 +28,8 @@ from onnx import helper
 from kafka_broker import (TEST_FETCH_WAIT_MS, TEST_SESSION_TIMEOUT_MS, KafkaBroker,
                           aiokafka_clients, read_records)
 from model_factory import ONNX_TYPES, save, slow_graph
-from server_process import MODEL_REPOSITORY, ServerProcess
+from processes import wait_until
+from server_process import ServerProcess, copy_models
 from prometheus_text import scrape
 
 pytestmark = pytest.mark.integration
@@ -77,8 +77,7 @@ dynamic_batching { default_queue_policy { max_queue_size: 2 } }
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory):
-    path = tmp_path_factory.mktemp("kafka_models")
-    shutil.copytree(MODEL_REPOSITORY / "simple", path / "simple")
+    path = copy_models(tmp_path_factory.mktemp("kafka_models"), "simple")
     write_identity_all(path)
     write_queued(path)
     return path
@@ -111,15 +110,17 @@ def assignment(server: ServerProcess) -> set[str] | None:
 
 def wait_assigned(*servers: ServerProcess, partitions: int, timeout: float = 30.0) -> None:
     """Until the servers' latest assignments split ``partitions`` partitions between them."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def split() -> bool:
         sets = [assignment(s) for s in servers]
-        if all(s is not None for s in sets) and sum(len(s) for s in sets) == partitions \
-                and len(set().union(*sets)) == partitions and all(sets):
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"assignments {[assignment(s) for s in servers]}:\n"
-                       + "\n".join(s.log()[-2000:] for s in servers))
+        return all(s is not None for s in sets) and sum(len(s) for s in sets) == partitions \
+            and len(set().union(*sets)) == partitions and all(sets)
+
+    try:
+        wait_until(split, timeout, f"{partitions} partitions split between the servers",
+                   interval=0.1)
+    except AssertionError as exc:
+        raise TimeoutError(f"{exc}: assignments {[assignment(s) for s in servers]}:\n"
+                           + "\n".join(s.log()[-2000:] for s in servers)) from None
 
 
 def metric(server: ServerProcess, name: str, **labels) -> float:
@@ -210,12 +211,16 @@ class Collector:
         self._consumer.close()
 
     def wait(self, n: int, timeout: float = 30.0) -> list:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+        """The records received, once there are ``n`` of them or ``timeout`` has passed (the
+        caller checks what came)."""
+        def enough() -> bool:
             with self._lock:
-                if len(self.records) >= n:
-                    return list(self.records)
-            time.sleep(0.02)
+                return len(self.records) >= n
+
+        try:
+            wait_until(enough, timeout, f"{n} records", interval=0.02)
+        except AssertionError:
+            pass
         with self._lock:
             return list(self.records)
 
@@ -364,7 +369,7 @@ def test_a_flood_of_malformed_messages(broker, server):
     p = producer(broker)
     expected_dlq, expected_errors, n = 0, 0, 0
     for c in range(copies):
-        for what, value, headers in kinds:
+        for _what, value, headers in kinds:
             corr = f"bad-{n}"
             n += 1
             p.produce("requests", value, key=f"k{n % 5}".encode(),
@@ -388,21 +393,21 @@ def test_a_flood_of_malformed_messages(broker, server):
     replies.close()
     dead.close()
     by_corr = {}
-    for key, value, headers, _ in got:
+    for _key, value, headers, _ in got:
         by_corr.setdefault(headers["correlation-id"].decode(), []).append((value, headers))
     for i in range(valid):
         [(value, headers)] = by_corr[f"good-{i}"]
         check_add_sub(value, headers, i)
     for c in range(copies):
         [(value, headers)] = by_corr[f"unknown-{c}"]
-        assert headers["triton-status"] != b"OK" and b"no_such_model" in value
+        assert headers["triton-status"] == b"NOT_FOUND" and b"no_such_model" in value
     errors = [h for k, vs in by_corr.items() if k.startswith("bad-") for _, h in vs]
     assert len(errors) == expected_errors
     assert all(h["triton-status"] == b"INVALID_ARG" for h in errors)
 
     assert len(letters) == expected_dlq
     reasons = {}
-    for key, value, headers, _ in letters:
+    for _key, _value, headers, _ in letters:
         assert headers["triton-source-topic"] == b"requests"
         assert int(headers["triton-source-offset"]) >= 0
         assert headers["triton-error-code"] == b"INVALID_ARG"
@@ -467,13 +472,15 @@ def test_order_per_key_with_bounded_in_flight_and_a_full_model_queue(broker, ser
     assert max(samples) <= 2 * 4            # 2 partitions x --kafka-max-inflight-per-partition
     # every answered request's offset is committed: the consumer lag (librdkafka's statistics,
     # from the committed offsets, every 2 s) of both partitions comes down to 0
-    deadline, lags = time.monotonic() + 15, {}
-    while time.monotonic() < deadline:
+    lags: dict = {}
+
+    def drained() -> bool:
         family = scrape(server.metrics_url).get("nv_kafka_consumer_lag")
-        lags = family.by("partition", topic="requests") if family else {}
-        if set(lags) == {"0", "1"} and not any(lags.values()):
-            break
-        time.sleep(0.5)
+        lags.clear()
+        lags.update(family.by("partition", topic="requests") if family else {})
+        return set(lags) == {"0", "1"} and not any(lags.values())
+
+    wait_until(drained, 15, "both partitions' consumer lag down to 0", interval=0.5)
     assert set(lags) == {"0", "1"} and not any(lags.values()), lags
 
 
@@ -505,30 +512,32 @@ def test_two_servers_share_partitions_and_survive_a_kill(broker, repo):
             time.sleep(0.01)
             if i == killed_at:
                 # wait until a has answered something, then kill it mid-stream
-                deadline = time.monotonic() + 20
-                while not any(h.get("triton-server-id") == b"a" for _, _, h, _ in
-                              replies.wait(0, 0)) and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                wait_until(lambda: any(h.get("triton-server-id") == b"a"
+                                       for _, _, h, _ in replies.wait(0, 0)),
+                           20, "a reply from server a")
                 a.proc.send_signal(signal.SIGKILL)
                 a.proc.wait()
                 kill_time = time.time()        # wall clock, as the records' CreateTime
         assert p.flush(10) == 0
 
-        deadline = time.monotonic() + 45
         answered: dict[int, list] = {}
-        while time.monotonic() < deadline:
-            answered = {}
-            for key, value, headers, at in replies.wait(0, 0):
+
+        def all_answered() -> bool:
+            answered.clear()
+            for _key, value, headers, at in replies.wait(0, 0):
                 answered.setdefault(int(headers["correlation-id"]), []).append(
                     (value, headers, at))
-            if len(answered) == total:
-                break
-            time.sleep(0.2)
+            return len(answered) == total
+
+        try:
+            wait_until(all_answered, 45, "every request answered", interval=0.2)
+        except AssertionError:
+            pass                               # the check below names the missing ones
         replies.close()
         missing = sorted(set(range(total)) - set(answered))
         assert not missing, f"not answered: {missing}\n{b.log()[-3000:]}"
         for i, got in answered.items():
-            for value, headers, at in got:
+            for value, headers, _at in got:
                 check_add_sub(value, headers, i)
         by_server = {}
         for got in answered.values():

@@ -12,7 +12,7 @@ import tritonclient.http as httpclient
 from triton_ros.core.errors import StatusCode, TritonRosError, invalid_arg
 from triton_ros.core.infer_request import InferResponse
 from triton_ros.frontend import options as endpoint_options
-from triton_ros.frontend.http_codec import OutputPlan
+from triton_ros.frontend.http.http_codec import OutputPlan
 from triton_ros.frontend.kafka import messages
 from triton_ros.frontend.kafka import options as kafka_options
 from triton_ros.frontend.kafka.in_flight import PartitionInFlight
@@ -83,7 +83,7 @@ def test_sasl_password_from_the_environment_and_never_in_repr(monkeypatch):
 
 
 def test_ros_parameters_map_onto_the_same_options():
-    names = [name for name, *_ in kafka_options.KAFKA_PARAMS]
+    names = [s.name for s in endpoint_options.parameters() if s.name.startswith("kafka.")]
     assert "kafka.brokers" in names and "kafka.request_topics" in names
     assert len(names) == len(set(names))
     k = kafka_options.options_from_parameters({"kafka.brokers": "b:1",
@@ -178,14 +178,123 @@ def test_reply_error_and_dead_letter_records():
     assert json.loads(err.value) == {"error": "bad"}
     assert messages.header_dict(err.headers)["triton-status"] == "INVALID_ARG"
 
-    dlq = messages.dead_letter("req.dlq", b"raw", b"k", [("x", b"1")], messages.MALFORMED,
-                               invalid_arg("why"), "req", 3, 42)
+    record = messages.read_record(FakeMessage(b"k", b"raw", [("x", b"1"), ("n", None)]),
+                                  "req", 3, 42)
+    dlq = messages.dead_letter("req.dlq", record, messages.MALFORMED, invalid_arg("why"))
     h = messages.header_dict(dlq.headers)
     assert (dlq.value, dlq.key, dlq.kind) == (b"raw", b"k", "dead_letter")
-    assert h["x"] == "1" and h["triton-dlq-reason"] == "malformed"
+    assert dlq.headers[:2] == [("x", b"1"), ("n", None)]         # unchanged: null stays null
+    assert h["triton-dlq-reason"] == "malformed"
     assert (h["triton-error-code"], h["triton-error-message"]) == ("INVALID_ARG", "why")
     assert (h["triton-source-topic"], h["triton-source-partition"],
             h["triton-source-offset"]) == ("req", "3", "42")
+    bare = messages.dead_letter("req.dlq", record, messages.MALFORMED, invalid_arg("why"),
+                                bare=True)
+    assert (bare.value, bare.key, bare.bare) == (None, b"k", True)
+    assert [n for n, _ in bare.headers] == [n for n, _ in dlq.headers[2:]]
+
+
+# ------------------------------------------------------------------------------------------
+# Reading a consumed record: never raises, whatever the record holds
+# ------------------------------------------------------------------------------------------
+
+class FakeMessage:
+    """confluent-kafka's Message as far as ``read_record`` reads it; ``headers`` may be an
+    exception to raise, or a callable."""
+
+    def __init__(self, key, value, headers) -> None:
+        self._key, self._value, self._headers = key, value, headers
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+    def headers(self):
+        if isinstance(self._headers, BaseException):
+            raise self._headers
+        return self._headers() if callable(self._headers) else self._headers
+
+
+def header_pair_without_a_name(value: bytes) -> tuple:
+    """A (name, value) tuple whose name slot is empty (NULL), as confluent-kafka builds it for
+    a header name that is not UTF-8 (reading the slot would crash the interpreter)."""
+    import ctypes
+    new = ctypes.pythonapi.PyTuple_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_ssize_t]
+    pair = new(2)                                            # both slots empty
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(value))      # the slot's own reference
+    slot = id(pair) + tuple.__basicsize__ + tuple.__itemsize__     # PyTuple_SET_ITEM(pair, 1)
+    ctypes.c_void_p.from_address(slot).value = id(value)
+    return pair
+
+
+def unicode_error_chain() -> SystemError:
+    """What confluent-kafka's headers() raises for two header names that are not UTF-8."""
+    try:
+        try:
+            b"\xff".decode()
+        except UnicodeDecodeError:  # the chain is the point: __context__, as the library sets
+            raise SystemError("<class 'UnicodeDecodeError'> returned a result with an "  # noqa: B904
+                              "exception set")
+    except SystemError:
+        try:
+            raise SystemError("<method 'headers' ...> returned a result with an exception set")
+        except SystemError as exc:
+            return exc
+
+
+@pytest.mark.parametrize("message, words", [
+    (FakeMessage(b"k", b"v", unicode_error_chain()), "header name is not UTF-8"),
+    (FakeMessage(b"k", b"v", lambda: [("ok", b"1"), header_pair_without_a_name(b"x")]),
+     "header name is not UTF-8"),
+    (FakeMessage(b"k", b"v", SystemError("something else")), "SystemError: something else"),
+    (FakeMessage(b"k", b"v", RuntimeError("boom")), "RuntimeError: boom"),
+    (FakeMessage(b"k", b"v", [("a", 1)]), "headers cannot be read"),
+    (FakeMessage(b"k", b"v", ("not", "a list")), "headers cannot be read"),
+    (FakeMessage(b"k", "text", []), "value cannot be read"),
+    (FakeMessage(b"k", b"v", [("x", b"y")] * (messages.MAX_HEADERS + 1)),
+     f"{messages.MAX_HEADERS + 1} headers"),
+    (FakeMessage(b"k", b"v", [("x", b"y" * messages.MAX_HEADER_BYTES)]), "bytes, more than"),
+])
+def test_a_record_that_cannot_be_read_is_a_problem_never_an_exception(message, words):
+    record = messages.read_record(message, "req", 0, 7)
+    assert record.problem is not None and record.problem.code == StatusCode.INVALID_ARG
+    assert words in record.problem.message
+    assert (record.key, record.offset) == (b"k", 7)
+
+
+def test_a_record_is_read_into_plain_data_with_its_size():
+    headers = [("model-name", b"simple"), ("x-trace", None), ("x-bin", b"\xff\xfe")]
+    record = messages.read_record(FakeMessage(b"key", b"value", headers), "req", 1, 3)
+    assert record.problem is None and record.headers == headers
+    assert record.size == 3 + 5 + sum(len(n) + len(v or b"") for n, v in headers)
+    assert messages.read_record(FakeMessage(None, None, None), "t", 0, 0).headers == []
+
+
+@pytest.mark.parametrize("headers, words", [
+    ([("model-name", None)], "'model-name' header is null"),
+    ([("model-name", b"simple"), ("model_name", b"other")], "different values"),
+    ([("reply-topic", b"a"), ("reply-topic", b"b"), ("model-name", b"m")], "different values"),
+    ([("model-name", b"m"), ("inference-header-content-length", None)], "is null"),
+])
+def test_a_header_the_server_reads_must_be_given_once_and_not_null(headers, words):
+    value = b'{"inputs": []}'
+    with pytest.raises(TritonRosError) as err:
+        messages.read_routing(headers, None, "r")
+        messages.decode_request(value, headers)
+    assert words in err.value.message
+
+
+def test_repeated_same_headers_are_read_and_correlation_ids_echoed_once_as_received():
+    headers = [("model-name", b"simple")] * 3 + [("correlation-id", b"\xff\x00")] * 50 + \
+        [("kafka_correlationId", None)]
+    routing = messages.read_routing(headers, b"k", "replies")
+    assert routing.correlation == [("correlation-id", b"\xff\x00"), ("kafka_correlationId", None)]
+    body = json.dumps({"inputs": [{"name": "X", "datatype": "FP32", "shape": [1],
+                                   "data": [1.0]}]}).encode()
+    assert messages.decode_request(body, headers)[0].model_name == "simple"
 
 
 # ------------------------------------------------------------------------------------------

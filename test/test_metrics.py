@@ -7,14 +7,13 @@ import threading
 import urllib.error
 import urllib.request
 
-import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server_process import MODEL_REPOSITORY
 from prometheus_text import parse, scrape
+from simple_model import simple_array, simple_inputs
 
 
 pytestmark = pytest.mark.integration
@@ -27,17 +26,6 @@ MODEL_FAMILIES = (
     "nv_inference_pending_request_count",
 )
 COUNTERS = MODEL_FAMILIES[:-1]
-
-
-def _simple_inputs(module, n: int = 1, bad: bool = False):
-    cols = 8 if bad else 16
-    a = np.arange(n * cols, dtype=np.int32).reshape(n, cols)
-    inputs = []
-    for name in ("INPUT0", "INPUT1"):
-        x = module.InferInput(name, [n, cols], "INT32")
-        x.set_data_from_numpy(a)
-        inputs.append(x)
-    return inputs
 
 
 def _stats_by_model(client) -> dict[str, dict]:
@@ -78,11 +66,10 @@ def test_metrics_endpoint_errors(bundled_server):
     assert "nv_inference_count" in scrape(bundled_server.metrics_url)
 
 
-def test_counters_agree_with_statistics_under_concurrent_load(start_server, tmp_path):
+def test_counters_agree_with_statistics_under_concurrent_load(start_server, repo_copy):
     """gRPC and HTTP clients (good and bad requests) load the server while a scraper parses
     /metrics; counters never decrease, and once load stops they equal ModelStatistics."""
-    repo = tmp_path / "models"
-    shutil.copytree(MODEL_REPOSITORY, repo)
+    repo = repo_copy
     # A model whose every request times out in the queue (1 us): failures with reason REJECTED.
     timeout_dir = repo / "simple_timeout"
     shutil.copytree(repo / "simple", timeout_dir)
@@ -106,7 +93,7 @@ def test_counters_agree_with_statistics_under_concurrent_load(start_server, tmp_
             bad = i % 10 == 3
             model = "simple_timeout" if i % 10 == 7 else "simple"
             try:
-                client.infer(model, _simple_inputs(module, n=1 + (i % 3), bad=bad))
+                client.infer(model, simple_inputs(module, simple_array(rows=1 + (i % 3))[:, :8 if bad else None]))
                 with lock:
                     counts["ok"] += 1
             except InferenceServerException as exc:

@@ -78,14 +78,15 @@ def test_a_broken_model_is_listed_with_its_reason_and_others_serve(start_server,
     ('name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
      'dynamic_batching { preferred_batch_size: [ 16 ] }',
      "preferred size must be <= max batch size for bad, got 16 > 8"),
-    ('name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 4\nsequence_batching { }',
-     "sequence_batching is not supported"),
+    ('name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 4\n'
+     'sequence_batching { iterative_sequence: true }',
+     "sequence_batching.iterative_sequence is not supported"),
     ('name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 4\n'
      'instance_group [ { kind: KIND_GPU count: 1 } ]',
      "has kind KIND_GPU but no GPUs are available"),
     ('name: "other_name"\nbackend: "onnxruntime"',
      "unexpected directory name 'bad' for model 'other_name'"),
-    ('name: "bad"\nbackend: "tensorflow"', "unknown backend 'tensorflow'"),
+    ('name: "bad"\nbackend: "tensorflow"', "not supported for TensorFlow model 'bad'"),
     ('name: "bad"\nbackend: "pytorch"', "config.pbtxt must list its inputs and outputs"),
 ])
 def test_invalid_configs_fail_with_a_clear_reason(start_server, repo_copy, config, reason):

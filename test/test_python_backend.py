@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -13,6 +12,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
+from processes import wait_until
 from server_process import ROOT
 
 
@@ -220,10 +220,7 @@ def test_instance_that_cannot_restart_makes_the_model_unavailable(server):
         client.infer("fragile", mode(1))
     assert info.value.status() == "StatusCode.INTERNAL"
     # The failed request is answered first; the restart that fails follows it (bounded wait).
-    deadline = time.monotonic() + 30
-    while client.is_model_ready("fragile") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not client.is_model_ready("fragile")
+    wait_until(lambda: not client.is_model_ready("fragile"), 30, "'fragile' no longer ready")
     index = {m.name: m for m in client.get_model_repository_index().models}
     assert index["fragile"].state == "UNAVAILABLE"
     assert "the device this model drives is gone" in index["fragile"].reason

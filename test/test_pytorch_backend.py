@@ -90,7 +90,8 @@ input [ { name: "INPUT__0" data_type: TYPE_STRING dims: [ -1 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_STRING dims: [ -1 ] } ]
 """)
     write(repo, "ts_bad_parameter", detector, detector_config("ts_bad_parameter", extra=(
-        'parameters { key: "DISABLE_OPTIMIZED_EXECUTION" value: { string_value: "maybe" } }\n')))
+        'parameters { key: "DISABLE_OPTIMIZED_EXECUTION"\n'
+        '             value: { string_value: "maybe" } }\n')))
     write(repo, "ts_too_few_inputs", detector, """
 platform: "pytorch_libtorch"
 max_batch_size: 8

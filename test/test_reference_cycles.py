@@ -18,10 +18,11 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from server_process import MODEL_REPOSITORY
+from simple_model import simple_array, simple_inputs
 from triton_ros.core.infer_request import InferRequest, InferResponse
 from triton_ros.core.server import InferenceServer, ServerOptions
-from triton_ros.frontend.grpc_server import GrpcServer
-from triton_ros.frontend.http_server import HttpServer
+from triton_ros.frontend.grpc.grpc_server import GrpcServer
+from triton_ros.frontend.http.http_server import HttpServer
 
 
 pytestmark = pytest.mark.integration
@@ -59,13 +60,8 @@ def _garbage_after(run) -> list[object]:
 
 
 def _simple(module, i: int):
-    a = np.full((1, 16), i, dtype=np.int32)
-    b = np.ones((1, 16), dtype=np.int32)
-    inputs = [module.InferInput("INPUT0", [1, 16], "INT32"),
-              module.InferInput("INPUT1", [1, 16], "INT32")]
-    inputs[0].set_data_from_numpy(a)
-    inputs[1].set_data_from_numpy(b)
-    return inputs, a + b
+    a, b = simple_array(i), simple_array(1)
+    return simple_inputs(module, a, b), a + b
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
@@ -125,3 +121,40 @@ def test_ensemble_steps_leave_no_cycle(servers):
                                                     inputs={tensor.name: image}), timeout=60)
             assert response.outputs
     assert _garbage_after(run) == []
+
+
+def test_decoupled_and_sequence_requests_leave_no_cycle():
+    """A decoupled model's stream (responses through the request's sink and response factory)
+    and a stateful model's sequence (slots, state) free their requests by reference counting."""
+    from server_process import ROOT
+    repository = ROOT / "examples" / "client_examples_repository"
+    core = InferenceServer(ServerOptions(model_repositories=(str(repository),),
+                                         model_control_mode="explicit",
+                                         startup_models=("square_int32", "simple_sequence")))
+    core.start()
+    server = GrpcServer(core, address="127.0.0.1", port=0)
+    server.start()
+    client = grpcclient.InferenceServerClient(server.target)
+    results: queue.Queue = queue.Queue()
+    client.start_stream(callback=lambda result, error: results.put((result, error)))
+
+    def run():
+        for i in range(10):
+            value = np.array([2], np.int32)
+            square = grpcclient.InferInput("IN", [1], "INT32")
+            square.set_data_from_numpy(value)
+            client.async_stream_infer("square_int32", [square], request_id=f"s{i}")
+            sequence = grpcclient.InferInput("INPUT", [1, 1], "INT32")
+            sequence.set_data_from_numpy(np.full([1, 1], i, np.int32))
+            client.async_stream_infer("simple_sequence", [sequence], sequence_id=77,
+                                      sequence_start=i == 0, sequence_end=i == 9)
+        for _ in range(30):
+            result, error = results.get(timeout=30)
+            assert error is None, error
+    try:
+        assert _garbage_after(run) == []
+    finally:
+        client.stop_stream()
+        client.close()
+        server.stop()
+        core.stop()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from google.protobuf import text_format
 
-from triton_ros.core.model_config import to_typed
+from triton_ros.core.model_config import ModelConfig, to_typed
 from triton_ros.core.protos import model_config_pb2 as mc
 from triton_ros.ros.targets.remote.planning import differences, signature
 

@@ -8,7 +8,6 @@ test/ros/test_ros_remote.py.
 """
 from __future__ import annotations
 
-import logging
 import signal
 import time
 
@@ -17,9 +16,10 @@ import pytest
 
 from remote_helpers import GrpcProxy, TcpProxy, have_openssl, make_certs
 from processes import wait_until
-from server_process import MODEL_REPOSITORY, ServerProcess, free_port
+from server_process import MODEL_REPOSITORY, ServerProcess, copy_models
 from triton_ros.core.errors import StatusCode, TritonRosError
-from triton_ros.ros.targets.remote.config import RemoteConfig, parse_url
+from triton_ros.ros.targets.remote.config import (PROBE_BACKOFF_MAX_S, PROBE_BACKOFF_MIN_S,
+                                                  RemoteConfig, parse_url)
 from triton_ros.ros.targets.remote.errors import NO_ENDPOINT, TIMEOUT, RemoteError
 from triton_ros.ros.targets.remote.model import RemoteModel
 
@@ -152,7 +152,6 @@ def test_failover_restart_and_all_down_then_up():
         assert all(h.requests > 0 for h in health.values()), health   # both are used
 
         # kill one under load: requests keep being answered by the other within 2 s
-        futures = []
         a.proc.kill()
         a.proc.wait()
         killed = time.monotonic()
@@ -265,9 +264,7 @@ def _try(model: RemoteModel) -> bool:
 
 
 def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
-    import shutil
-    repo = tmp_path / "repo"
-    shutil.copytree(MODEL_REPOSITORY / "detector", repo / "detector")
+    repo = copy_models(tmp_path / "repo", "detector")
     config = repo / "detector" / "config.pbtxt"
     config.write_text(config.read_text().replace("max_batch_size: 16", "max_batch_size: 8"))
     good = server()
@@ -319,7 +316,7 @@ def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
             (url, state, reason), = other.describe_endpoints()
             assert state == "down" and "no_such_model" in reason
             with pytest.raises(RemoteError):
-                other.config
+                _ = other.config
         finally:
             other.stop()
     finally:
@@ -381,9 +378,27 @@ def test_tls_and_restricted_protocol_header(tmp_path, detector, expected, caplog
         https.close()
 
 
+def test_the_grpc_channel_backs_off_no_longer_than_the_probes(monkeypatch):
+    """By default a gRPC channel backs its reconnects off up to 2 minutes (1 s x 1.6^n); the
+    remote client's channel is bounded like the pool's probes, so that they decide when a
+    restarted server is used again."""
+    import tritonclient.grpc.aio as grpc_aio
+
+    from triton_ros.ros.targets.remote.clients import client_for
+
+    made = {}
+    monkeypatch.setattr(grpc_aio, "InferenceServerClient",
+                        lambda target, **kwargs: made.update(kwargs, target=target))
+    url = "grpc://127.0.0.1:1"
+    client_for(parse_url(url), RemoteConfig(urls=(url,)))._connect()
+    args = dict(made["channel_args"])
+    assert args["grpc.initial_reconnect_backoff_ms"] == int(PROBE_BACKOFF_MIN_S * 1000)
+    assert args["grpc.max_reconnect_backoff_ms"] == int(PROBE_BACKOFF_MAX_S * 1000)
+
+
 def test_recovery_after_a_long_outage_is_quick():
-    """gRPC channels back off their reconnects up to minutes by default; the pool's own probes
-    decide here, so a server back after a long outage is used again within seconds."""
+    """A server back after an outage long enough for every backoff to reach its bound is used
+    again within seconds."""
     s = server()
     model, logs = remote([f"grpc://{s.url}"], timeout_ms=500)
     try:
@@ -392,7 +407,9 @@ def test_recovery_after_a_long_outage_is_quick():
         s.proc.kill()
         s.proc.wait()
         wait_until(lambda: not model.ready(), 10, "down")
-        time.sleep(25.0)                               # default channel backoff: 1 s x 1.6^n
+        # the outage lasts until the probes (and the channel, bounded alike) wait their longest
+        wait_until(lambda: all(ep.backoff_s() >= PROBE_BACKOFF_MAX_S for ep in model._pool),
+                   30, "the probes backed off to their bound", interval=0.1)
         s2 = server(grpc_port=s.port)
         try:
             back = time.monotonic()

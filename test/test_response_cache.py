@@ -3,7 +3,6 @@ are answered without executing, the cache is bounded in bytes (LRU eviction), an
 show in statistics and metrics. Real server, real clients."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +10,8 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from server_process import MODEL_REPOSITORY, ServerProcess
+from server_process import ServerProcess, copy_models
+from simple_model import simple_inputs
 from prometheus_text import scrape
 
 
@@ -23,9 +23,7 @@ ENTRY_BYTES = 16 + 2 * (7 + 64)
 
 
 def _repo(tmp_path: Path, *, cached: bool = True) -> Path:
-    repo = tmp_path / "models"
-    repo.mkdir()
-    shutil.copytree(MODEL_REPOSITORY / "simple", repo / "simple")
+    repo = copy_models(tmp_path / "models", "simple")
     if cached:
         config = repo / "simple" / "config.pbtxt"
         config.write_text(config.read_text() + "response_cache { enable: true }\n")
@@ -33,13 +31,7 @@ def _repo(tmp_path: Path, *, cached: bool = True) -> Path:
 
 
 def _infer(client, module, value: int, outputs=None):
-    a = np.full((1, 16), value, np.int32)
-    inputs = []
-    for name in ("INPUT0", "INPUT1"):
-        x = module.InferInput(name, [1, 16], "INT32")
-        x.set_data_from_numpy(a)
-        inputs.append(x)
-    return client.infer("simple", inputs, outputs=outputs)
+    return client.infer("simple", simple_inputs(module, value), outputs=outputs)
 
 
 def _stats(server) -> dict:

@@ -1,4 +1,5 @@
-"""The triton-ros-server command: start-up table, graceful stop, flags, and perf_analyzer against it."""
+"""The triton-ros-server command: start-up table, graceful stop, flags, and perf_analyzer
+against it."""
 from __future__ import annotations
 
 import http.client
@@ -14,6 +15,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
+from processes import wait_until
 from server_process import MODEL_REPOSITORY, ROOT, perf_analyzer
 from model_factory import slow_config, slow_graph, write_model
 
@@ -32,11 +34,9 @@ def test_start_up_table_lists_models_and_states(bundled_server):
 def _signal_once_completed(server, client, count: int, sig: int = signal.SIGINT) -> float:
     """Send ``sig`` once ``count`` requests of the model 'slow' have completed (the others are
     queued or executing by then); return when it was sent (time.monotonic)."""
-    deadline = time.monotonic() + 120
-    while client.get_inference_statistics("slow").model_stats[0].inference_stats.success.count \
-            < count:
-        assert time.monotonic() < deadline, "no request completed"
-        time.sleep(0.01)
+    wait_until(lambda: client.get_inference_statistics("slow").model_stats[0]
+               .inference_stats.success.count >= count, 120, f"{count} requests completed",
+               interval=0.01)
     sent = time.monotonic()
     server.proc.send_signal(sig)
     return sent

@@ -2,6 +2,7 @@
 regions made by tritonclient.utils.shared_memory, real server processes and perf_analyzer."""
 from __future__ import annotations
 
+import base64
 import http.client
 import itertools
 import json
@@ -22,7 +23,8 @@ from tritonclient.utils import (InferenceServerException, serialize_byte_tensor,
 from server_process import ROOT, ServerProcess, copy_models
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.shared_memory_manager import SharedMemoryManager
-from triton_ros.frontend import grpc_codec, http_codec
+from triton_ros.frontend.grpc import grpc_codec
+from triton_ros.frontend.http import http_codec
 
 
 pytestmark = pytest.mark.integration
@@ -419,7 +421,7 @@ def test_bad_registrations_get_triton_status(client, regions):
     missing = f"/triton_ros_test_{os.getpid()}_missing"
     client.expect_error("INTERNAL", f"Unable to open shared memory region: '{missing}'",
                         lambda: c.register_system_shared_memory("m", missing, 64))
-    client.expect_error("INVALID_ARG", "failed to register shared memory region 'big': invalid args",
+    client.expect_error("INTERNAL", f"Invalid shared memory region: '{key}'",
                         lambda: c.register_system_shared_memory("big", key, 64, offset=8))
     client.expect_error("INVALID_ARG", "reserved prefix 'triton_ros_py_'",
                         lambda: c.register_system_shared_memory("p", "/triton_ros_py_x", 64))
@@ -546,13 +548,20 @@ def test_output_block_outlives_unregister():
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_cuda_shared_memory_is_unsupported(shm_server, protocol):
+    """As tritonserver without a GPU: no regions, and a register is INVALID_ARG."""
     client = Client(shm_server, protocol)
     c = client.client
     status = c.get_cuda_shared_memory_status()
     assert (status == []) if protocol == "http" else (len(status.regions) == 0)
     c.unregister_cuda_shared_memory()          # nothing to unregister (the examples call it)
-    client.expect_error("UNSUPPORTED", "CUDA shared memory is not supported by triton_ros",
-                        lambda: c.register_cuda_shared_memory("cuda0", b"\0" * 64, 0, 64))
+    client.expect_error("INVALID_ARG", "no CUDA device",
+                        lambda: c.register_cuda_shared_memory("cuda0", cuda_handle(protocol), 0,
+                                                              64))
+
+
+def cuda_handle(protocol: str) -> bytes:
+    """A cudaIpcMemHandle_t's 64 bytes as each tritonclient takes them (HTTP: base64)."""
+    return base64.b64encode(bytes(64)) if protocol == "http" else bytes(64)
 
 
 def test_client_shared_memory_is_off_by_default(start_server, tmp_path):
@@ -565,7 +574,10 @@ def test_client_shared_memory_is_off_by_default(start_server, tmp_path):
         c = client.client
         client.expect_error("UNSUPPORTED", message,
                             lambda: c.register_system_shared_memory("r", "/anything", 64))
-        client.expect_error("UNSUPPORTED", message, lambda: c.unregister_system_shared_memory())
+        c.unregister_system_shared_memory()     # nothing to unregister, as in tritonserver
+        client.expect_error("INVALID_ARG", "no CUDA device",      # tritonserver's answer
+                            lambda: c.register_cuda_shared_memory("cuda0", cuda_handle(protocol),
+                                                                  0, 64))
         assert client.status() == []
         client.assert_serves()
     assert "system_shared_memory" in server.client().get_server_metadata().extensions
@@ -584,8 +596,9 @@ def test_server_metadata_lists_system_shared_memory(shm_server):
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_perf_analyzer_shared_memory_system(shm_server, protocol):
     client = Client(shm_server, protocol)
-    stats = lambda: shm_server.client().get_inference_statistics(  # noqa: E731
-        "simple").model_stats[0].inference_stats
+    def stats():
+        return shm_server.client().get_inference_statistics("simple").model_stats[0] \
+            .inference_stats
     before = stats()
     url = shm_server.url if protocol == "grpc" else shm_server.http_url
     registered = "shared_memory] registered system shared memory region"

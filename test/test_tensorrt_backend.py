@@ -3,7 +3,6 @@ cannot run on this machine), and a real server refusing a plan cleanly without T
 from __future__ import annotations
 
 import enum
-import shutil
 from types import SimpleNamespace
 
 import numpy as np
@@ -11,9 +10,10 @@ import pytest
 import tritonclient.grpc as grpcclient
 from tritonclient.grpc import model_config_pb2 as mc
 
-from server_process import MODEL_REPOSITORY
+from server_process import copy_models
+from simple_model import simple_array, simple_inputs
 from triton_ros.core.backends.tensorrt_backend import (
-    EngineDescription, EngineTensor, ProfileShapes, auto_complete_from_engine, binding_plan,
+    ProfileShapes, auto_complete_from_engine, binding_plan,
     check_config, describe_engine, engine_max_batch_size, instance_profiles, select_profile)
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.model_config import load_model_config
@@ -169,8 +169,7 @@ def test_binding_plan_sizes_every_buffer():
 
 
 def test_plan_without_tensorrt_fails_to_load_and_the_rest_serves(start_server, tmp_path):
-    repo = tmp_path / "models"
-    shutil.copytree(MODEL_REPOSITORY / "simple", repo / "simple")
+    repo = copy_models(tmp_path / "models", "simple")
     (repo / "plan" / "1").mkdir(parents=True)
     (repo / "plan" / "1" / "model.plan").write_bytes(b"not a real engine")
     (repo / "plan" / "config.pbtxt").write_text(CONFIG.replace('"trt"', '"plan"'))
@@ -180,11 +179,9 @@ def test_plan_without_tensorrt_fails_to_load_and_the_rest_serves(start_server, t
     assert index["plan"].state == "UNAVAILABLE"
     assert "TensorRT is not available" in index["plan"].reason
     assert client.is_model_ready("simple")
-    data = np.arange(16, dtype=np.int32).reshape(1, 16)
-    inputs = [grpcclient.InferInput(n, [1, 16], "INT32") for n in ("INPUT0", "INPUT1")]
-    for tensor in inputs:
-        tensor.set_data_from_numpy(data)
-    np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"), 2 * data)
+    data = simple_array()
+    np.testing.assert_array_equal(
+        client.infer("simple", simple_inputs(grpcclient, data)).as_numpy("OUTPUT0"), 2 * data)
 
 
 def test_tensorrt_parameters_are_checked_and_unread_ones_named(caplog):

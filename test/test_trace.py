@@ -29,7 +29,8 @@ from tritonclient.utils import InferenceServerException
 
 from prometheus_text import parse as parse_metrics
 from processes import wait_until
-from server_process import MODEL_REPOSITORY, ROOT, ServerProcess
+from server_process import ROOT, ServerProcess, copy_models
+from simple_model import simple_array, simple_inputs
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +87,7 @@ def repo(tmp_path_factory) -> Path:
     """simple (ONNX), the add_then_double ensemble (simple -> checked_double, Python, dynamic
     batching) and sleeper (Python, sleeps, dynamic batching with a 100 ms delay)."""
     repo = tmp_path_factory.mktemp("trace") / "models"
-    shutil.copytree(MODEL_REPOSITORY / "simple", repo / "simple")
+    copy_models(repo, "simple")
     for name in ("add_then_double", "checked_double"):
         shutil.copytree(ROOT / "test" / "ensemble_models" / name, repo / name)
     (repo / "sleeper" / "1").mkdir(parents=True)
@@ -110,15 +111,6 @@ def _stop(server: ServerProcess) -> None:
     rc = server.stop()
     assert rc == 0, f"server exited with {rc}:\n{server.log()}"
     assert "Traceback" not in server.log(), server.log()
-
-
-def _simple_inputs(module, value: int = 1):
-    a = np.full((1, 16), value, np.int32)
-    inputs = [module.InferInput("INPUT0", [1, 16], "INT32"),
-              module.InferInput("INPUT1", [1, 16], "INT32")]
-    for i in inputs:
-        i.set_data_from_numpy(a)
-    return inputs, a
 
 
 # ------------------------------------------------------------------------------------------
@@ -258,10 +250,12 @@ def _send_traffic(server: ServerProcess) -> dict[str, list]:
     concurrent requests to sleeper that its dynamic batcher runs as one batch."""
     http, grpc = server.http_client(), server.client()
     for i in range(3):
-        inputs, a = _simple_inputs(httpclient, i)
+        a = simple_array(i)
+        inputs = simple_inputs(httpclient, a)
         out = http.infer("simple", inputs, request_id=f"http-{i}")
         np.testing.assert_array_equal(out.as_numpy("OUTPUT0"), a * 2)
-        inputs, a = _simple_inputs(grpcclient, i)
+        a = simple_array(i)
+        inputs = simple_inputs(grpcclient, a)
         out = grpc.infer("simple", inputs, request_id=f"grpc-{i}")
         np.testing.assert_array_equal(out.as_numpy("OUTPUT0"), a * 2)
     results: list = []
@@ -274,7 +268,7 @@ def _send_traffic(server: ServerProcess) -> dict[str, list]:
 
     grpc.start_stream(callback=on_stream)
     for i in range(2):
-        grpc.async_stream_infer("simple", _simple_inputs(grpcclient, 5)[0], request_id=f"stream-{i}")
+        grpc.async_stream_infer("simple", simple_inputs(grpcclient, 5), request_id=f"stream-{i}")
     assert done.wait(30)
     grpc.stop_stream()
     assert all(not isinstance(r, Exception) for r in results), results
@@ -381,7 +375,7 @@ def test_log_frequency_count_and_tensors_over_the_wire(repo, tmp_path):
     try:
         http = server.http_client()
         for i in range(5):
-            http.infer("simple", _simple_inputs(httpclient, i)[0])
+            http.infer("simple", simple_inputs(httpclient, i))
         wait_until(lambda: (tmp_path / "trace.json.1").exists())
         assert not (tmp_path / "trace.json.2").exists()       # the fifth waits for a sixth
         ids = [sorted({e["id"] for e in json.loads((tmp_path / f"trace.json.{n}").read_text())})
@@ -391,8 +385,8 @@ def test_log_frequency_count_and_tensors_over_the_wire(repo, tmp_path):
         # a model's count: two more traces of simple, then none; TENSORS as asked
         http.update_trace_settings("simple", {"trace_count": "2",
                                               "trace_level": ["TIMESTAMPS", "TENSORS"]})
-        for i in range(3):
-            http.infer("simple", _simple_inputs(httpclient, 7)[0])
+        for _ in range(3):
+            http.infer("simple", simple_inputs(httpclient, 7))
         assert http.get_trace_settings("simple")["trace_count"] == "0"
         metrics = parse_metrics(_scrape(server))
         assert metrics["triton_ros_trace_written"].value() >= 4
@@ -432,7 +426,8 @@ def test_an_unwritable_trace_file_does_not_break_inference(repo, tmp_path):
     try:
         http = server.http_client()
         for i in range(5):
-            inputs, a = _simple_inputs(httpclient, i)
+            a = simple_array(i)
+            inputs = simple_inputs(httpclient, a)
             np.testing.assert_array_equal(http.infer("simple", inputs).as_numpy("OUTPUT0"), a * 2)
         wait_until(lambda: parse_metrics(_scrape(server))[
             "triton_ros_trace_file_errors"].value() == 5)

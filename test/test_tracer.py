@@ -10,6 +10,8 @@ import time
 import numpy as np
 import pytest
 
+from processes import wait_until
+
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.tracer import (LEVEL_OFF, TENSORS, TIMESTAMPS, TraceConfig, TraceManager,
                                     parse_setting_changes, parse_trace_config)
@@ -83,7 +85,8 @@ def test_bad_trace_config_is_refused(specs, code, message):
     ({"trace_level": ["LOUD"]}, StatusCode.INVALID_ARG, "Unable to parse 'trace_level', got: LOUD"),
     ({"trace_rate": "1x"}, StatusCode.INVALID_ARG, "Unable to parse 'trace_rate', got: 1x"),
     ({"trace_rate": "10000000000"}, StatusCode.INVALID_ARG,
-     "Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], got: 10000000000"),
+     "Unable to parse 'trace_rate', value is out of range [ 0, 4294967295 ], "
+     "got: 10000000000"),
     ({"trace_count": "10000000000"}, StatusCode.INVALID_ARG,
      "value is out of range [ -1, 2147483647 ]"),
     ({"trace_count": "-5"}, StatusCode.INVALID_ARG,
@@ -231,9 +234,7 @@ def test_a_count_that_runs_out_writes_an_indexed_file_at_once(tmp_path):
     manager = _manager(tmp_path, count=3)
     for _ in range(3):
         _trace_one(manager)
-    deadline = time.monotonic() + 5
-    while not (tmp_path / "trace.json.0").exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until((tmp_path / "trace.json.0").exists, 5, "the first trace file", interval=0.02)
     assert len({e["id"] for e in json.loads((tmp_path / "trace.json.0").read_text())}) == 3
     manager.close()
 

@@ -2,7 +2,6 @@
 failing sample fails the load with a clear reason. Real server, real onnxruntime."""
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -12,14 +11,15 @@ import pytest
 import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
-from server_process import MODEL_REPOSITORY
+from server_process import copy_models
+from simple_model import simple_inputs
 
 
 pytestmark = pytest.mark.integration
 
 
 def _model_with_warmup(repo: Path, source: str, name: str, warmup: str) -> None:
-    shutil.copytree(MODEL_REPOSITORY / source, repo / name)
+    copy_models(repo, **{name: source})
     config = repo / name / "config.pbtxt"
     text = config.read_text().replace(f'name: "{source}"', f'name: "{name}"')
     config.write_text(text + warmup)
@@ -109,11 +109,13 @@ model_warmup {
 
 @pytest.mark.parametrize("warmup, reason", [
     ("""model_warmup { name: "missing" batch_size: 1
-         inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 16 ] input_data_file: "nope" } }
+         inputs { key: "INPUT0"
+                  value { data_type: TYPE_INT32 dims: [ 16 ] input_data_file: "nope" } }
          inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
      "cannot read input_data_file 'nope'"),
     ("""model_warmup { name: "short" batch_size: 1
-         inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 16 ] input_data_file: "short" } }
+         inputs { key: "INPUT0"
+                  value { data_type: TYPE_INT32 dims: [ 16 ] input_data_file: "short" } }
          inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
      "warmup setting expects 64 bytes, but the data provided from short only has 8 bytes"),
     ("""model_warmup { name: "half" batch_size: 1
@@ -131,7 +133,8 @@ model_warmup {
          inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 16 ] } } }""",
      "to have input_data_type set"),
     ("""model_warmup { name: "escape" batch_size: 1
-         inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 16 ] input_data_file: "../config.pbtxt" } }
+         inputs { key: "INPUT0"
+                  value { data_type: TYPE_INT32 dims: [ 16 ] input_data_file: "../config.pbtxt" } }
          inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
      "must be a file name inside the model's 'warmup' directory"),
     ("""model_warmup { name: "big" batch_size: 9
@@ -145,7 +148,7 @@ def test_failing_warmup_fails_the_load(start_server, tmp_path, warmup, reason):
     _model_with_warmup(repo, "simple", "bad", warmup)
     (repo / "bad" / "warmup").mkdir()
     (repo / "bad" / "warmup" / "short").write_bytes(b"12345678")
-    shutil.copytree(MODEL_REPOSITORY / "simple", repo / "simple")
+    copy_models(repo, "simple")
     server = start_server("--model-repository", str(repo), "--model-control-mode", "explicit",
                           "--load-model", "simple")
     c = server.http_client()
@@ -157,8 +160,4 @@ def test_failing_warmup_fails_the_load(start_server, tmp_path, warmup, reason):
     index = {e["name"]: e for e in c.get_model_repository_index()}
     assert index["bad"]["state"] == "UNAVAILABLE" and reason in index["bad"]["reason"]
     # the other model keeps serving
-    x = httpclient.InferInput("INPUT0", [1, 16], "INT32")
-    x.set_data_from_numpy(np.ones((1, 16), np.int32))
-    y = httpclient.InferInput("INPUT1", [1, 16], "INT32")
-    y.set_data_from_numpy(np.ones((1, 16), np.int32))
-    assert c.infer("simple", [x, y]).as_numpy("OUTPUT0")[0, 0] == 2
+    assert c.infer("simple", simple_inputs(httpclient, 1)).as_numpy("OUTPUT0")[0, 0] == 2

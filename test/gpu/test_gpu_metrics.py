@@ -37,7 +37,8 @@ class _Core:
 
 
 def scrape(monkeypatch, visible: str | None):
-    """A fresh collector under ``CUDA_VISIBLE_DEVICES=visible`` (None: unset): (it, its families)."""
+    """A fresh collector under ``CUDA_VISIBLE_DEVICES=visible`` (None: unset): (it, its
+    families)."""
     if visible is None:
         monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     else:

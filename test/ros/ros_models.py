@@ -11,13 +11,13 @@
 """
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from model_factory import save  # test/: on sys.path through its conftest
+from server_process import copy_models
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,14 +72,13 @@ def classifier(path: Path) -> None:
     (path / "config.pbtxt").write_text(
         'name: "classifier"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
         'input [ { name: "image" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 32, 32 ] } ]\n'
-        'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" } ]\n'
+        'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 4 ]\n'
+        '           label_filename: "labels.txt" } ]\n'
         'dynamic_batching { }\n')
 
 
 def make_repository(dest: Path) -> Path:
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(ROOT / "model_repository" / "detector", dest / "detector")
-    shutil.copytree(ROOT / "model_repository" / "detector", dest / "detector_b")
+    copy_models(dest, "detector", detector_b="detector")
     # The bundled detector batches only what queues while its instances are busy (no delay); here
     # a 20 ms window makes the frames of several cameras meet in one batch on any machine.
     config = dest / "detector" / "config.pbtxt"
@@ -187,8 +186,10 @@ def classify_pipeline(path: Path) -> None:
     (path / "labels.txt").write_text("R\nG\nB\nbias\n")
     (path / "config.pbtxt").write_text(
         'name: "classify_pipeline"\nplatform: "ensemble"\nmax_batch_size: 8\n'
-        'input [ { name: "pixels" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 32, 32 ] } ]\n'
-        'output [ { name: "classes" data_type: TYPE_FP32 dims: [ 4 ] label_filename: "labels.txt" } ]\n'
+        'input [ { name: "pixels" data_type: TYPE_FP32 format: FORMAT_NCHW\n'
+        '          dims: [ 3, 32, 32 ] } ]\n'
+        'output [ { name: "classes" data_type: TYPE_FP32 dims: [ 4 ]\n'
+        '           label_filename: "labels.txt" } ]\n'
         'ensemble_scheduling { step [ { model_name: "classifier" model_version: -1\n'
         '  input_map { key: "image" value: "pixels" }\n'
         '  output_map { key: "probs" value: "classes" } } ] }\n')
@@ -201,16 +202,15 @@ def classifier_batch_of_one(path: Path) -> None:
     (path / "config.pbtxt").write_text(
         'name: "classifier_b1"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
         'input [ { name: "image" data_type: TYPE_FP32 dims: [ 1, 3, 32, 32 ] } ]\n'
-        'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 1, 4 ] label_filename: "labels.txt" } ]\n')
+        'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 1, 4 ]\n'
+        '           label_filename: "labels.txt" } ]\n')
 
 
 def make_kinds_repository(dest: Path) -> Path:
     """ONNX (detector, classifier, classifier_b1), Python (py_vision, py_vision_nb without
     batching) and ensembles (the bundled detector_pipeline verbatim, classify_pipeline)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in ("detector", "color_detector", "detector_pipeline", "detector_preprocess",
-                 "detector_postprocess"):
-        shutil.copytree(ROOT / "model_repository" / name, dest / name)
+    copy_models(dest, "detector", "color_detector", "detector_pipeline", "detector_preprocess",
+                "detector_postprocess")
     classifier(dest / "classifier")
     classify_pipeline(dest / "classify_pipeline")
     python_vision(dest / "py_vision", "py_vision", PY_VISION_GOOD)

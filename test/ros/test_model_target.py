@@ -2,12 +2,12 @@
 Python and ensemble models described alike (labels included), typed errors, version changes."""
 from __future__ import annotations
 
-import shutil
 
 import numpy as np
 import pytest
 
 from ros_env import ROOT
+from server_process import copy_models
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.server import InferenceServer, ServerOptions
 from triton_ros.ros.targets.local import LocalModelTarget
@@ -23,10 +23,9 @@ PIPELINE_LABELS = tuple((BUNDLED / "detector_pipeline" / "labels.txt").read_text
 
 @pytest.fixture(scope="module")
 def core(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("target_models")
-    for name in ("detector", "color_detector", "detector_pipeline", "detector_preprocess",
-                 "detector_postprocess", "simple"):
-        shutil.copytree(BUNDLED / name, repo / name)
+    repo = copy_models(tmp_path_factory.mktemp("target_models"), "detector", "color_detector",
+                       "detector_pipeline", "detector_preprocess", "detector_postprocess",
+                       "simple")
     server = InferenceServer(ServerOptions(model_repositories=(str(repo),),
                                            model_control_mode="explicit",
                                            startup_models=("detector_pipeline", "detector", "simple")))
@@ -133,8 +132,7 @@ def labels_core(tmp_path_factory):
     """Ensembles over the detector: one without label files of its own, one whose label file is
     a link leading outside its folder."""
     root = tmp_path_factory.mktemp("labels")
-    repo = root / "repo"
-    shutil.copytree(BUNDLED / "detector", repo / "detector")
+    repo = copy_models(root / "repo", "detector")
     (repo / "from_step").mkdir()
     (repo / "from_step" / "config.pbtxt").write_text(_ensemble_over_detector("from_step"))
     (repo / "outside").mkdir()

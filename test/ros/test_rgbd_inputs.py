@@ -29,8 +29,9 @@ from triton_ros.core.model_config import TensorConfig
 from triton_ros.ros.binding.plan import build_sync_plan
 from triton_ros.ros.codec.base import MalformedInput
 from triton_ros.ros.codec.camera_info import CAMERA_INFO, CameraInfoConfig
-from triton_ros.ros.codec.depth import (COMPRESSED_DEPTH, DEPTH, DepthConfig, ReceivedCompressed,
-                                        decode_compressed_depth)
+from triton_ros.ros.codec.compressed_depth import (COMPRESSED_DEPTH, ReceivedCompressed,
+                                                   decode_compressed_depth)
+from triton_ros.ros.codec.depth import DEPTH, DepthConfig
 from triton_ros.ros.codec.preprocess import PreprocessConfig, plan_input
 from triton_ros.ros.codec.registry import input_kind, input_kind_for_topic, output_format
 from triton_ros.ros.parameters import BINDING_PARAMS, binding_config
@@ -55,9 +56,9 @@ def depth_message(pixels: np.ndarray, encoding: str, *, pad: int = 0, big: bool 
               step=w * pixels.itemsize + pad, data=rows.reshape(-1))
 
 
-def encode_depth(msg, config=DepthConfig(), tensor=DEPTH_INPUT, kind=DEPTH):
+def encode_depth(msg, config=None, tensor=DEPTH_INPUT, kind=DEPTH):
     kind.check(msg)
-    plan = kind.plan(config, tensor, model="m")
+    plan = kind.plan(config or DepthConfig(), tensor, model="m")
     return kind.encoder(plan)(msg)
 
 
@@ -70,17 +71,27 @@ def test_16uc1_is_millimetres_and_invalid_pixels_get_the_fill():
     tensor, letterbox = encode_depth(depth_message(mm, "16UC1"),
                                      DepthConfig(fill=-1.0, max_m=10.0, resize="stretch"))
     assert tensor.shape == (1, 256, 256) and tensor.dtype == np.float32
-    np.testing.assert_allclose(tensor[0, 0, ::64], [-1.0, 1.0, 2.5, 10.0])   # 65.535 m clipped
+    # 65.535 m is beyond depth_max_m: invalid, not clipped to a surface at 10 m
+    np.testing.assert_allclose(tensor[0, 0, ::64], [-1.0, 1.0, 2.5, -1.0])
     assert letterbox.scale_x == 1.0
+
+
+def test_depth_outside_the_range_is_invalid_never_clipped_to_its_limits():
+    m = np.array([[0.2, 0.5, 3.0, 9.99, 10.0, 10.01, 40.0, np.inf]], np.float32).repeat(2, 0)
+    tensor, _ = encode_depth(depth_message(m, "32FC1"),
+                             DepthConfig(min_m=0.5, max_m=10.0, fill=0.0, resize="stretch"),
+                             TensorConfig(name="D", datatype="FP32", dims=(2, 8)))
+    # the limits themselves are valid; beyond them, no invented surface at the limit
+    np.testing.assert_allclose(tensor[0], [0.0, 0.5, 3.0, 9.99, 10.0, 0.0, 0.0, 0.0], rtol=1e-6)
 
 
 @pytest.mark.parametrize("big,pad", [(False, 0), (True, 0), (False, 6), (True, 4)])
 def test_32fc1_is_metres_with_nan_inf_and_negatives_invalid(big, pad):
     m = np.full((256, 256), 2.0, np.float32)
-    m[0, :4] = [np.nan, np.inf, -1.0, 0.25]
+    m[0, :5] = [np.nan, np.inf, -np.inf, -1.0, 0.25]      # REP 117: none is a distance
     tensor, _ = encode_depth(depth_message(m, "32FC1", pad=pad, big=big),
                              DepthConfig(min_m=0.5, fill=7.0))
-    np.testing.assert_allclose(tensor[0, 0, :5], [7.0, 7.0, 7.0, 0.5, 2.0])
+    np.testing.assert_allclose(tensor[0, 0, :6], [7.0, 7.0, 7.0, 7.0, 7.0, 2.0])
 
 
 def test_resizing_never_blends_valid_and_invalid_depths():
@@ -187,7 +198,7 @@ def test_corrupt_truncated_and_8_bit_pngs_are_malformed_when_decoded():
         "8 bit": config_header() + pil_png(np.zeros((8, 8), np.uint8)),
         "format 1": config_header(1) + good,
     }
-    for name, data in cases.items():
+    for _name, data in cases.items():
         with pytest.raises(MalformedInput):
             decode_compressed_depth("16UC1; compressedDepth png", data)
 
@@ -203,8 +214,9 @@ def test_k_is_mapped_into_the_model_pixels_as_the_image_is(resize, size):
     image = plan_input(PreprocessConfig(resize=resize),
                        TensorConfig(name="C", datatype="FP32", dims=(3, 256, 256),
                                     format="FORMAT_NCHW"), model="m")
-    plan = CAMERA_INFO.plan(CameraInfoConfig(image=image),
-                            TensorConfig(name="K", datatype="FP32", dims=(3, 3)), model="m")
+    plan = CAMERA_INFO.plan(CameraInfoConfig(),
+                            TensorConfig(name="K", datatype="FP32", dims=(3, 3)), model="m",
+                            image=image)
     k = np.array([[0.9 * w, 0.0, w / 2 + 7], [0.0, 0.9 * w, h / 2 - 5], [0.0, 0.0, 1.0]])
     msg = NS(header=HEADER, width=w, height=h, k=k.reshape(-1))
     CAMERA_INFO.check(msg)
@@ -224,8 +236,9 @@ def test_an_uncalibrated_or_sizeless_camera_info_is_malformed():
         CAMERA_INFO.check(NS(header=HEADER, width=640, height=480, k=np.ones(4)))
     image = plan_input(PreprocessConfig(), TensorConfig(name="C", datatype="FP32",
                                                         dims=(3, 64, 64)), model="m")
-    plan = CAMERA_INFO.plan(CameraInfoConfig(image=image),
-                            TensorConfig(name="K", datatype="FP32", dims=(9,)), model="m")
+    plan = CAMERA_INFO.plan(CameraInfoConfig(),
+                            TensorConfig(name="K", datatype="FP32", dims=(9,)), model="m",
+                            image=image)
     with pytest.raises(MalformedInput, match="no width and height"):
         CAMERA_INFO.encoder(plan)(NS(header=HEADER, width=0, height=0,
                                      k=np.array([500, 0, 320, 0, 500, 240, 0, 0, 1.0])))

@@ -19,6 +19,7 @@ from ros_probe import bundled_core, image_message, wait_until
 from triton_ros.core.infer_request import InferRequest, InferResponse
 from triton_ros.core.server import InferenceServer
 from triton_ros.ros.targets.local import LocalModelTarget
+from triton_ros.ros.targets.spec import InferFuture
 from triton_ros.ros.binding.source import Frame
 
 
@@ -46,12 +47,15 @@ class BrokenTarget:
     def close(self):
         self._inner.close()
 
+    def can_hedge(self):
+        return False
+
     def infer(self, inputs, **kwargs):
         self.calls += 1
         if self.calls <= self.raises:
             raise RuntimeError("target defect: infer raised")
         if self.calls <= self.raises + self.untyped:
-            future: Future = Future()
+            future = InferFuture()
             future.set_exception(ValueError("target defect: untyped failure"))
             return future
         return self._inner.infer(inputs, **kwargs)
@@ -130,10 +134,10 @@ class StuckTarget(BrokenTarget):
 
     def __init__(self, inner: LocalModelTarget) -> None:
         super().__init__(inner, raises=0, untyped=0)
-        self.futures: list[Future] = []
+        self.futures: list[InferFuture] = []
 
     def infer(self, inputs, **kwargs):
-        future: Future = Future()
+        future = InferFuture()
         self.futures.append(future)
         return future
 

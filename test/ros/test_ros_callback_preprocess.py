@@ -38,21 +38,21 @@ def test_the_default_preprocesses_in_the_callback():
 
 
 def test_callback_and_worker_preprocessing_publish_the_same_right_boxes(ros_node, monkeypatch):
-    from triton_ros.ros.binding import binding as bindings_module
     from triton_ros.ros.binding.binding import Binding
+    from triton_ros.ros.binding.frames import FramePath
     from triton_ros.ros.tools.detection_metrics import message_boxes
     from triton_ros.ros.targets.local import LocalModelTarget
     from triton_ros.ros.parameters import declare_and_read
     from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
 
     threads: list[str] = []                    # where each frame was preprocessed
-    start_frame = Binding._start_frame
+    start_frame = FramePath._start_frame
 
     def recording(self, source, frame):
         threads.append(threading.current_thread().name)
         return start_frame(self, source, frame)
 
-    monkeypatch.setattr(bindings_module.Binding, "_start_frame", recording)
+    monkeypatch.setattr(FramePath, "_start_frame", recording)
     core = bundled_core("color_detector")
     config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
     pixels, truth = SyntheticScene(parse_camera("r/cam:320x240:rgb8"), seed=11).render(0.0)

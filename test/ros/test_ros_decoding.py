@@ -13,8 +13,9 @@ from triton_ros.ros.codec.classification import (ClassificationConfig, decode_cl
                                                    plan_classification)
 from triton_ros.ros.codec.detection import (DetectionConfig, decode_detections, nms,
                                               plan_detections)
-from triton_ros.ros.parameters import (BINDING_PARAMS, FLOAT_LIST, NODE_PARAMS, STR_LIST, SYNC_MAPS,
-                                       binding_config, check_value)
+from triton_ros.ros.parameters import (BINDING_PARAMS, NODE_PARAMS, SYNC_MAPS, binding_config,
+                                       check_value)
+from triton_ros.settings import FLOAT_LIST, STR_LIST
 from triton_ros.ros.codec.preprocess import PreprocessConfig, letterbox_for, plan_input
 from triton_ros.ros.binding.source import Frame, Source
 from triton_ros.ros.binding.topic_discovery import TopicMatcher
@@ -174,9 +175,9 @@ def test_source_keeps_k_in_flight_latest_wins_and_drops_stale():
 
 def test_parameter_values_are_checked_and_coerced():
     spec = {s.name: s for s in BINDING_PARAMS}
-    assert check_value("b.mean", [0, 1, 2], spec["mean"]) == [0.0, 1.0, 2.0]
-    assert check_value("b.topics", "/cam/image", spec["topics"]) == ["/cam/image"]
-    assert check_value("b.topics", None, spec["topics"]) == []
+    assert check_value("b.mean", [0, 1, 2], spec["mean"]) == (0.0, 1.0, 2.0)
+    assert check_value("b.topics", "/cam/image", spec["topics"]) == ("/cam/image",)
+    assert check_value("b.topics", None, spec["topics"]) == ()
     assert check_value("b.score_threshold", 1, spec["score_threshold"]) == 1.0
     with pytest.raises(TritonRosError, match="'b.format' must be one of"):
         check_value("b.format", "boxes", spec["format"])

@@ -45,7 +45,7 @@ def test_the_demo_scores_every_camera_and_passes():
                           "/robot2/camera_front/detections", "/robot2/camera_rear/detections",
                           # CompressedImage cameras (JPEG, PNG), batched with the raw ones
                           "/robot4/camera_front/detections", "/robot4/camera_rear/detections"}, out
-    for topic, line in lines.items():
+    for _topic, line in lines.items():
         recall = float(re.search(r"recall ([\d.]+)", line).group(1))
         iou = float(re.search(r"mean IoU ([\d.]+)", line).group(1))
         frames = int(re.search(r"(\d+) frames scored", line).group(1))
@@ -53,7 +53,7 @@ def test_the_demo_scores_every_camera_and_passes():
     rgbd = {m.group(1): m.group(0) for m in re.finditer(
         r"^  (/robot\d/rgbd_\w+/detections3d) .*frames scored.*$", out, re.M)}
     assert set(rgbd) == {"/robot3/rgbd_front/detections3d", "/robot3/rgbd_rear/detections3d"}, out
-    for topic, line in rgbd.items():
+    for _topic, line in rgbd.items():
         recall = float(re.search(r"recall ([\d.]+)", line).group(1))
         worst = float(re.search(r"max ([\d.]+) % of the distance", line).group(1))
         frames = int(re.search(r"(\d+) frames scored", line).group(1))

@@ -19,7 +19,7 @@ import pytest
 from remote_helpers import GrpcProxy, have_openssl, make_certs
 from ros_env import TOKEN
 from ros_models import make_repository
-from ros_probe import NodeProcess, Probe, wait_until
+from ros_probe import NodeProcess, Probe
 from server_process import ServerProcess, free_port
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 from triton_ros.ros.tools.synthetic_cameras import parse_camera

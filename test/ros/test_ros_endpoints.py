@@ -13,6 +13,7 @@ import tritonclient.grpc as grpcclient
 from tritonclient.utils import InferenceServerException
 
 from ros_probe import TIMEOUT, wait_until
+from simple_model import simple_array, simple_inputs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from test_endpoint_security import pki  # noqa: E402,F401  (the certificate fixture)
@@ -35,12 +36,8 @@ def test_node_tls_restrictions_and_limits(start_node, probe, pki):  # noqa: F811
     node.wait_ready(probe)
     client = grpcclient.InferenceServerClient(node_url := f"127.0.0.1:{node.grpc_port}", ssl=True,
                                               root_certificates=pki["ca"])
-    a = np.arange(16, dtype=np.int32).reshape(1, 16)
-    inputs = []
-    for name in ("INPUT0", "INPUT1"):
-        x = grpcclient.InferInput(name, [1, 16], "INT32")
-        x.set_data_from_numpy(a)
-        inputs.append(x)
+    a = simple_array()
+    inputs = simple_inputs(grpcclient, a)
     np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"), a + a)
     with pytest.raises(InferenceServerException) as info:
         client.get_inference_statistics("simple")
@@ -85,4 +82,5 @@ def test_node_refuses_bad_endpoint_parameters(start_node):
     node = start_node({"model_repository": ROOT_REPO, "startup_models": ["simple"],
                        "http": {"restricted_api": ["teleport:k=v"]}}, expected_rc=1)
     assert node.proc.wait(timeout=TIMEOUT) == 1
-    assert "cannot start: unknown restricted http.restricted_api API 'teleport'" in node.log()
+    assert "cannot start: parameter 'http.restricted_api': unknown restricted API 'teleport'" \
+        in node.log()

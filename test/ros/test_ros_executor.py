@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from ros_env import ROOT, TOKEN
+from ros_env import TOKEN
 from ros_probe import wait_until
+from server_process import copy_models
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.ros.executor import events_executor_class, resolve_executor
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE
@@ -47,9 +48,7 @@ class TritonPythonModel:
 
 
 def repository(dest):
-    import shutil
-
-    shutil.copytree(ROOT / "model_repository" / "detector", dest / "detector")
+    copy_models(dest, "detector")
     (dest / "slow_load" / "1").mkdir(parents=True)
     (dest / "slow_load" / "config.pbtxt").write_text(SLOW_CONFIG)
     (dest / "slow_load" / "1" / "model.py").write_text(SLOW_MODEL)

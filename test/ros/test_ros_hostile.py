@@ -177,7 +177,7 @@ def test_a_burst_of_hostile_frames_costs_no_good_frame_and_logs_are_throttled(en
     pub, _ = env.topic("burst")
     before = env.counter("dropped_malformed")
     lines_before = env.node.log().count("malformed image on")
-    for i in range(10):
+    for _i in range(10):
         for _ in range(20):
             bad.header.stamp = env.stamp()
             pub.publish(bad)
@@ -217,7 +217,8 @@ HOSTILE_LOADS = {
     "config of the wrong type": ("detector", "[1, 2]", "failed to poll from model repository"),
     "label file /etc/passwd": ("detector", "label_filename:/etc/passwd", "label_filename"),
     "label file ../": ("detector", "label_filename:../x.txt", "label_filename"),
-    "sequence batching": ("detector", "sequence_batching", "sequence_batching is not supported"),
+    "iterative sequence": ("detector", "sequence_batching",
+                           "sequence_batching.iterative_sequence is not supported"),
 }
 CASES.extend(f"load {case}" for case in HOSTILE_LOADS)
 
@@ -230,7 +231,7 @@ def test_hostile_load_request_fails_cleanly_and_frames_keep_flowing(env, case):
     if config.startswith("label_filename:"):
         config = _detector_config(label_filename=config.split(":", 1)[1])
     elif config == "sequence_batching":
-        config = _detector_config(sequence_batching={})
+        config = _detector_config(sequence_batching={"iterative_sequence": True})
     response = env.probe.call(LoadModel, env.node.service("load_model"), model_name=name,
                               config=config)
     assert not response.success

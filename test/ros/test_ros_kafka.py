@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import shutil
 import time
 
 import numpy as np
@@ -24,6 +23,7 @@ from kafka_broker import (TEST_FETCH_WAIT_MS, TEST_SESSION_TIMEOUT_MS, KafkaBrok
                           aiokafka_clients, read_records)
 from ros_env import TOKEN
 from ros_probe import ROOT, TIMEOUT, assert_boxes_on_objects, stamp_ns, wait_until
+from server_process import copy_models
 
 pytestmark = pytest.mark.system
 
@@ -172,8 +172,7 @@ def test_a_kafka_request_batched_with_camera_frames(broker, start_node, probe, t
 
     # color_detector, whose batcher waits up to 300 ms for a second request: the camera (one
     # frame in the model at a time) and the Kafka client (one request at a time) each bring one
-    repo = tmp_path / "models"
-    shutil.copytree(ROOT / "model_repository" / "color_detector", repo / "color_detector")
+    repo = copy_models(tmp_path / "models", "color_detector")
     config = repo / "color_detector" / "config.pbtxt"
     config.write_text(config.read_text().replace(
         "max_queue_delay_microseconds: 0",

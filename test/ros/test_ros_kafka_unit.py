@@ -12,10 +12,12 @@ import time
 import numpy as np
 import pytest
 
+from processes import wait_until
+
 from triton_ros.core.errors import TritonRosError
-from triton_ros.frontend.kafka.options import KafkaOptions
-from triton_ros.ros.kafka_parameters import (MirrorConfig, check_kafka_use, frontend_options,
-                                             kafka_options)
+from triton_ros.frontend.kafka.options import KafkaOptions, options_from_parameters
+from triton_ros.frontend.options import options_from_parameters as endpoint_options
+from triton_ros.ros.mirror.config import MirrorConfig, check_kafka_use
 from triton_ros.ros.mirror.diagnostics import MirrorReporter, mirror_statuses
 from triton_ros.ros.mirror.kafka_mirror import KafkaMirror, record_key, record_value
 from triton_ros.ros.mirror.message_json import message_to_dict, type_name
@@ -35,6 +37,16 @@ def binding(name="cams", **extra):
 # Parameters
 # ------------------------------------------------------------------------------------------
 
+def kafka_options(values):
+    """The node's reading of its kafka.* parameters: brokers alone are a connection."""
+    return options_from_parameters(values, require_topics=False)
+
+
+def frontend_options(kafka):
+    """What the node's Kafka frontend runs with."""
+    return endpoint_options({}, 30.0, kafka).kafka
+
+
 def node_values(**kafka):
     values = {s.name: s.default for s in NODE_PARAMS}
     values.update({f"kafka.{k}": v for k, v in kafka.items()})
@@ -48,12 +60,12 @@ def test_kafka_parameters_are_the_frontends_flags_and_errors_name_the_parameter(
     assert not kafka_options(node_values()).enable                 # off by default
     with pytest.raises(TritonRosError) as info:
         kafka_options(node_values(brokers="b:9092", security_protocol="TLS"))
-    assert info.value.message.startswith("kafka.security_protocol must be one of")
+    assert info.value.message.startswith("parameter 'kafka.security_protocol' must be one of")
     assert "--kafka" not in info.value.message
-    with pytest.raises(TritonRosError, match=r"kafka.max_inflight_per_partition must be a "
+    with pytest.raises(TritonRosError, match=r"'kafka.max_inflight_per_partition' must be a "
                                              r"positive integer"):
         kafka_options(node_values(brokers="b:9092", max_inflight_per_partition=0))
-    with pytest.raises(TritonRosError, match=r"kafka.consumer_config expects KEY=VALUE"):
+    with pytest.raises(TritonRosError, match=r"'kafka.consumer_config' expects KEY=VALUE"):
         kafka_options(node_values(brokers="b:9092", consumer_config=["novalue"]))
 
     # brokers and topics: the frontend runs; brokers alone: a connection for the mirrors
@@ -81,7 +93,7 @@ def test_mirror_parameters_of_a_binding():
     with pytest.raises(TritonRosError, match=r"'cams.kafka_mirror_key': unknown field\(s\) "
                                              r"\{robot\}"):
         binding(kafka_mirror_topic="r", kafka_mirror_key="{robot}")
-    with pytest.raises(TritonRosError, match=r"'cams.kafka_mirror_max_queued' must be at least"):
+    with pytest.raises(TritonRosError, match=r"'cams.kafka_mirror_max_queued' must be a positive"):
         binding(kafka_mirror_topic="r", kafka_mirror_max_queued=0)
 
 
@@ -97,7 +109,7 @@ def test_a_result_message_as_json_keeps_its_fields_stamp_and_frame_id():
     msg = DETECTIONS_TYPE()
     msg.header.stamp.sec, msg.header.stamp.nanosec = 1700000000, 123456789
     msg.header.frame_id = "robot1/camera_front_optical_frame"
-    for i, (cx, score) in enumerate(((10.5, 0.9), (200.25, float("nan")))):
+    for i, (cx, _score) in enumerate(((10.5, 0.9), (200.25, float("nan")))):
         det = DETECTION_TYPE()
         det.id = str(i)
         det.bbox.center.position.x, det.bbox.center.position.y = cx, 20.0
@@ -192,9 +204,8 @@ def test_the_mirror_never_blocks_and_counts_what_it_drops():
     assert fig.offered == 10 and fig.drops["dropped_backlog"] == 7 and fig.pending == 3, fig
     assert sum(1 for line in log.lines if "dropped_backlog" in line) == 1      # throttled
     sink.release.set()
-    deadline = time.monotonic() + 10
-    while mirror.figures()[0].pending and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: not mirror.figures()[0].pending, 10, "the mirror's queue drained",
+               interval=0.01)
     offer(Source(), object(), "color_detector", 1)     # no JSON form: dropped_encode
     mirror.close(timeout=5)
     (fig,) = mirror.figures()

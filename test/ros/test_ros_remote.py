@@ -5,8 +5,8 @@ and B on 127.0.0.1, plus a third behind a proxy that delays every answer (a slow
 TLS proxy with Triton's restricted-protocol header in front of A. The tests run in order:
 list_models and /diagnostics per endpoint, the same detections remote and local, TLS right and
 wrong, a slow remote, then (last, as it kills remotes) failover under load, restart, a hung
-remote (SIGSTOP), all down and all up. Cameras are published from this process; results are checked for headers, for
-frames published twice and against the camera frames actually sent.
+remote (SIGSTOP), all down and all up. Cameras are published from this process; results are checked
+for headers, for frames published twice and against the camera frames actually sent.
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import os
 import signal
 import time
 
-import numpy as np
 import pytest
 
 from remote_helpers import GrpcProxy, TcpProxy, have_openssl, make_certs

@@ -18,7 +18,6 @@ import json
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -216,13 +215,16 @@ def test_corrupt_frames_are_counted_and_every_stream_goes_on(sensors):
     # Best-effort delivery may lose a frame; the node counts every corrupt one it received,
     # and nothing else: the good frames of the same streams are all answered or dropped
     # for a reason that is not malformed.
-    deadline = time.monotonic() + TIMEOUT
     # (0.75: a loaded CI host lost 3 of 24 to best-effort delivery)
-    while (found := malformed()) is None or found[0] < 0.75 * sent_corrupt:
-        assert time.monotonic() < deadline, (sent_corrupt, counts["corrupt"], found and {
-            k: v for k, v in found[1].items() if k.startswith(("dropped", "received", "pub", NS))})
-        time.sleep(0.2)
-    count, values = found
+    try:
+        count, values = wait_until(
+            lambda: (found := malformed()) is not None and found[0] >= 0.75 * sent_corrupt
+            and found, TIMEOUT, "the corrupt frames counted as malformed", interval=0.2)
+    except AssertionError as exc:
+        found = malformed()
+        raise AssertionError(f"{exc}: {sent_corrupt}, {counts['corrupt']}, " + str(found and {
+            k: v for k, v in found[1].items() if k.startswith(("dropped", "received", "pub", NS))
+        })) from None
     assert count <= sent_corrupt, values
     assert int(values["failed"]) == 0, values
     log = node.log()

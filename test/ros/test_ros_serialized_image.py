@@ -1,8 +1,8 @@
-"""Serialized images (``serialized_images``, ``ros/codec/serialized_image.py``): the reader gives back
-every field rclpy serialized, its pixels a view of the received bytes, and refuses bytes that are
-no Image; a binding reading serialized frames publishes exactly what one reading typed messages
-publishes, header kept, for a frame with objects in it, and one asked for serialized frames where
-rosbags cannot be imported reads typed messages instead."""
+"""Serialized images (``serialized_images``, ``ros/codec/serialized_image.py``): the reader gives
+back every field rclpy serialized, its pixels a view of the received bytes, and refuses bytes that
+are no Image; a binding reading serialized frames publishes exactly what one reading typed
+messages publishes, header kept, for a frame with objects in it, and one asked for serialized
+frames where rosbags cannot be imported reads typed messages instead."""
 from __future__ import annotations
 
 import sys

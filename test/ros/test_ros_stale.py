@@ -21,7 +21,7 @@ import pytest
 
 from ros_env import ROOT, TOKEN
 from ros_probe import bundled_core, image_message, wait_until
-from triton_ros.ros.binding.binding import stale_cause
+from triton_ros.ros.binding.frames import stale_cause
 from triton_ros.ros.monitoring.executor_lag import ExecutorLag
 from triton_ros.ros.monitoring.failures import (BACKLOG_CAUSE, NO_BACKLOG, STALE_CAUSES,
                                                 WAITED_CAUSE)

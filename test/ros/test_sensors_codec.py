@@ -21,8 +21,8 @@ from server_process import MODEL_REPOSITORY
 from triton_ros.core.model_config import TensorConfig
 from triton_ros.ros.codec import compressed_image
 from triton_ros.ros.codec.base import FrameOutputs, MalformedInput
-from triton_ros.ros.codec.compressed_image import (COMPRESSED, CompressedFormat, parse_format,
-                                                  reduction)
+from triton_ros.ros.codec.compressed_image import (COMPRESSED, CompressedConfig, CompressedFormat,
+                                                  parse_format, reduction)
 from triton_ros.ros.codec.preprocess import Letterbox, PreprocessConfig, plan_input, preprocess
 from triton_ros.ros.codec.segmentation import PALETTE, SEGMENTATION, SegmentationConfig
 from triton_ros.ros.targets.spec import ModelSpec, TensorSpec
@@ -65,7 +65,7 @@ def message(fmt: str, data: bytes):
 
 
 def encoder(resize: str = "letterbox", reduced: bool = True):
-    plan = COMPRESSED.plan(PreprocessConfig(resize=resize, reduced_decoding=reduced),
+    plan = COMPRESSED.plan(CompressedConfig(resize=resize, reduced_decoding=reduced),
                            MODEL_INPUT, model="color_detector")
     return COMPRESSED.encoder(plan)
 
@@ -213,7 +213,7 @@ def test_bgr_model_input_and_opencv_fallback_agree(detector, monkeypatch):
     decodes JPEG (at full size) into the same boxes."""
     pixels, truth = scene(1280, 720, seed=5)
     msg = message("jpeg", pillow(pixels, "jpeg"))
-    bgr_plan = COMPRESSED.plan(PreprocessConfig(color="bgr"), MODEL_INPUT, model="m")
+    bgr_plan = COMPRESSED.plan(CompressedConfig(color="bgr"), MODEL_INPUT, model="m")
     tensor, letterbox = COMPRESSED.encoder(bgr_plan)(msg)
     rgb_tensor, _ = encoder()(msg)
     np.testing.assert_array_equal(tensor[[2, 1, 0]], rgb_tensor)
@@ -318,7 +318,7 @@ def test_color_segmenter_masks_against_ground_truth(segmenter, camera, compresse
     for seed in range(2):
         pixels, truth = scene(width, height, encoding, seed=seed, t=1.3 * seed)
         if compressed:
-            input_plan = COMPRESSED.plan(PreprocessConfig(), MODEL_INPUT, model="seg")
+            input_plan = COMPRESSED.plan(CompressedConfig(), MODEL_INPUT, model="seg")
             fmt, data = compress(pixels, encoding, "jpeg")
             tensor, box = COMPRESSED.encoder(input_plan)(message(fmt, data))
         else:
