@@ -41,7 +41,12 @@ setup(
     # ("Ran 0 tests") and reports success. package.xml's <test_depend> is not enough.
     # The PyTorch backend needs torch (a CUDA build of it for KIND_GPU instances); the server
     # serves every other model without it. requirements-torch.txt pins what the tests use.
-    extras_require={"test": ["pytest"], "torch": ["torch>=2.1"]},
+    # The TensorFlow, LiteRT and forest (FIL) backends likewise (requirements-frameworks.txt).
+    # sympy: onnxruntime's quantization (scripts/quantize_color_detector.py) in the tests.
+    extras_require={"test": ["pytest", "sympy"], "torch": ["torch>=2.1"],
+                    "frameworks": ["tensorflow-cpu>=2.16", "ai-edge-litert>=1.2",
+                                   "xgboost>=2.0", "lightgbm>=4.0", "treelite>=4.0",
+                                   "scikit-learn>=1.3"]},
     zip_safe=False,
     maintainer="triton_ros developers",
     maintainer_email="dev@triton-ros.invalid",

@@ -34,6 +34,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_ready(client, timeout: float = 60.0) -> None:
+    """Wait until a tritonclient client's server says it is ready; TimeoutError past
+    ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if client.is_server_ready():
+                return
+        except Exception:              # not listening yet
+            pass
+        time.sleep(0.2)
+    raise TimeoutError("server did not become ready")
+
+
 def cpu_model() -> str:
     try:
         return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")

@@ -50,7 +50,8 @@ def generate_launch_description():
             description="YAML file with the inference node's parameters"),
         DeclareLaunchArgument(
             "model_repository", default_value="",
-            description="Triton model repository (empty: the params file's, else the bundled one)"),
+            description="Triton model repository (empty: the params file's, else the bundled "
+                        "one)"),
         DeclareLaunchArgument(
             "namespace", default_value="", description="Namespace of the node"),
         DeclareLaunchArgument(

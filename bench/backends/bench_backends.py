@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT))
 
 import quantize_color_detector as quant  # noqa: E402
-from triton_ros.demo import free_port, wait_ready  # noqa: E402
+from bench.common import free_port, wait_ready  # noqa: E402
 
 MODELS = ("color_detector", "detector")
 PRECISIONS = ("fp32", "fp16", "int8")

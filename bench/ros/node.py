@@ -12,9 +12,9 @@ For each configuration, in one run and on the same machine:
   so that every frame executes alone on the next free instance, the way per-camera nodes run.
 
 A separate process publishes ``--cameras`` synthetic cameras at each of ``--rates`` Hz (640x480
-rgb8 by default, sensor_data QoS); this process subscribes to every camera's detections. After a warm-up
-it measures for ``--seconds``: frames published by the node per second, end-to-end latency p50
-and p99 (the camera's header stamp to the receipt of the detections here), the node's drops by
+rgb8 by default, sensor_data QoS); this process subscribes to every camera's detections. After a
+warm-up it measures for ``--seconds``: frames published by the node per second, end-to-end latency
+p50 and p99 (the camera's header stamp to the receipt of the detections here), the node's drops by
 reason (it counts every one), the mean executed batch (model statistics) and the node's CPU use.
 Results go to ``--out`` (default bench/out/ros-node.md) with the machine and the commit.
 
@@ -22,14 +22,14 @@ Where the node's CPU goes: while it measures, the script samples the node's Pyth
 py-spy (``bench/requirements-bench.txt``; skipped with a note when py-spy is not installed) and
 charges each sample to one stage by the functions on its stack: the model (ONNX Runtime's run),
 preprocessing, the core's batching and hand-offs, decoding, building the result message,
-publishing, and the ROS executor (rclpy's wait set or its events executor; taking messages). The CPU itself comes
-from /proc, thread by thread: each Python thread's CPU time is split by the shares of its own
-samples, and threads py-spy does not see (the middleware's, native libraries') form a stage of
-their own. Splitting the process's CPU by the shares of all samples would not do: py-spy also
-takes samples of threads that are waiting (woken for a lock, waiting for the GIL), so a thread
-that mostly waits would be charged as if it ran. Divided by the frames the node published:
-microseconds of CPU per frame per stage, and the node's CPU beyond the model's own compute, in
-cores and per frame. No code of the node is changed for this.
+publishing, and the ROS executor (rclpy's wait set or its events executor; taking messages). The CPU
+itself comes from /proc, thread by thread: each Python thread's CPU time is split by the shares of
+its own samples, and threads py-spy does not see (the middleware's, native libraries') form a stage
+of their own. Splitting the process's CPU by the shares of all samples would not do: py-spy also
+takes samples of threads that are waiting (woken for a lock, waiting for the GIL), so a thread that
+mostly waits would be charged as if it ran. Divided by the frames the node published: microseconds
+of CPU per frame per stage, and the node's CPU beyond the model's own compute, in cores and per
+frame. No code of the node is changed for this.
 """
 from __future__ import annotations
 
@@ -368,7 +368,8 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
         "published per camera, `max_in_flight` 1, `max_age_ms` 500 (the defaults); node "
         f"parameter `executor: {args.executor}` (auto: rclpy's events executor where rclpy has "
         "it, else its wait-set executor; `ros/executor.py`).",
-        "- `batched`: the model's dynamic batcher (preferred 4 and 8, no queue delay). `batch-1`: the "
+        "- `batched`: the model's dynamic batcher (preferred 4 and "
+        "8, no queue delay). `batch-1`: the "
         "same with `dynamic_batching` removed, so every frame runs alone (per-camera nodes).",
         "- Frames/s and drops: counted by the node (`~/status`) between two status messages; "
         "drops as a fraction of the frames the node received. Latency: the camera's header "
@@ -456,12 +457,14 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
         lines += [
             "## The model alone (the ceiling for batching here)",
             "",
-            f"The core server in this process, {args.cameras} threads sending batch-1 requests back to "
+            f"The core server in this process, {args.cameras} threads "
+            "sending batch-1 requests back to "
             f"back for {args.seconds:g} s, no ROS: batched {ceiling['batched'][0]:.0f} requests/s "
             f"(mean executed batch {ceiling['batched'][1]:.2f}), batch-1 "
             f"{ceiling['batch-1'][0]:.0f} requests/s: "
             f"{ceiling['batched'][0] / ceiling['batch-1'][0]:.2f}x. Where a batch costs about as "
-            "much per image as single images (this CPU, ONNX Runtime with one thread per instance), "
+            "much per image as single images (this CPU, ONNX Runtime "
+            "with one thread per instance), "
             "batching gives the node little: what it gains comes from fewer executions and thread "
             "hand-offs per frame. A 1.5x gain needs hardware on which batching lowers the cost per "
             "image (GPU, TensorRT).",

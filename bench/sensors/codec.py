@@ -86,13 +86,12 @@ def serialized(kind: str, pixels: np.ndarray) -> bytes:
 def kind_path(kind: str) -> Callable[[bytes], object]:
     """The node's per-frame path of a kind: serialized bytes -> (tensor, placement)."""
     from triton_ros.core.model_config import TensorConfig
-    from triton_ros.ros.codec.preprocess import PreprocessConfig
     from triton_ros.ros.codec.registry import INPUT_KINDS
 
     codec = INPUT_KINDS["image" if kind == "raw" else "compressed"]
     tensor = TensorConfig(name="images", datatype="FP32", dims=(3, 256, 256),
                           format="FORMAT_NCHW")
-    encode = codec.encoder(codec.plan(PreprocessConfig(), tensor, model="color_detector"))
+    encode = codec.encoder(codec.plan(codec.settings(), tensor, model="color_detector"))
     read, check = codec.reader(), codec.check
 
     def path(raw: bytes):

@@ -31,7 +31,7 @@ import asyncio, sys, time
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 from triton_ros.core.server import InferenceServer, ServerOptions
-from triton_ros.frontend.grpc_server import GrpcInferenceService
+from triton_ros.frontend.grpc.grpc_server import GrpcInferenceService
 
 repo, requests, windows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 gaps = [int(g) for g in sys.argv[4].split(",")]

@@ -34,8 +34,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "test"))        # the test suite's model factory
 
-from bench.common import (LOAD_AT_START, cpu_model, cpu_seconds, emit, free_port,  # noqa: E402
-                           minor_faults, proc_status_kb)
+from bench.common import (  # noqa: E402
+    LOAD_AT_START, cpu_model, cpu_seconds, emit, free_port, minor_faults, proc_status_kb)
 from model_factory import identity_config, identity_graph, write_model  # noqa: E402
 
 def make_repository(where: Path) -> Path:

@@ -287,7 +287,8 @@ def report(rows: list[Row], rss: dict, labels: list[str], checkouts: list[Path],
         "",
         f"perf_analyzer, batch-1 requests, {args.trials} windows of {args.window_ms} ms per case, "
         f"{args.rounds} round(s), checkouts alternating; medians over the rounds; tinydet served "
-        f"by {args.instances} instance(s) x {args.ort_threads} ONNX Runtime thread(s). `CPU/req`: the "
+        f"by {args.instances} instance(s) x {args.ort_threads} ONNX "
+        "Runtime thread(s). `CPU/req`: the "
         "server process's CPU time per answered request; `beyond model`: minus the model's "
         "compute_infer time (wall time of the model's runs: meaningful when the model's thread is "
         "not descheduled, i.e. at concurrency 1 on a quiet machine; n/a when it exceeds the CPU "

@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
             "Targets (issue: core server), at concurrency 16:",
             f"- served images/s >= 0.7x raw: {r16['throughput'] / raw:.2f}x "
             f"({'met' if r16['throughput'] >= 0.7 * raw else 'NOT met'})",
-            f"- p99 below the PyTriton reference (~95 ms, ../shared/notes/perf-analyzer.md: PyTriton "
+            "- p99 below the PyTriton reference (~95 ms, "
+            "../shared/notes/perf-analyzer.md: PyTriton "
             f"0.7.0 on this machine type, c=16 ~340 infer/s): {r16['p99_ms']:.1f} ms "
             f"({'met' if r16['p99_ms'] < 95 else 'NOT met'})",
         ]

@@ -96,8 +96,8 @@ def tree_rss_bytes(pid: int) -> int:
 
 def simple_config() -> dict:
     """The bundled ``simple`` model's configuration as the load API's JSON override."""
-    tensors = lambda *names: [{"name": n, "data_type": "TYPE_INT32", "dims": [16]}  # noqa: E731
-                              for n in names]
+    def tensors(*names):
+        return [{"name": n, "data_type": "TYPE_INT32", "dims": [16]} for n in names]
     return {"name": "simple", "platform": "onnxruntime_onnx", "max_batch_size": 8,
             "input": tensors("INPUT0", "INPUT1"), "output": tensors("OUTPUT0", "OUTPUT1"),
             "dynamic_batching": {}}
