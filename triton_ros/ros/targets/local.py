@@ -46,9 +46,27 @@ class LocalModelTarget:
             with self._lock:
                 spec = self._specs.get(model)
                 if spec is None:
-                    spec = spec_from_config(model.config, model.version, model.labels)
+                    spec = spec_from_config(model.config, model.version, model.labels,
+                                            self._steps(model.config))
                     self._specs[model] = spec
         return spec
+
+    def _steps(self, config) -> list:
+        """An ensemble's composing models' configurations (those loaded; nested ensembles
+        included), to tell whether it is stateful."""
+        out, todo, seen = [], list(config.ensemble_steps), set()
+        while todo:
+            step = todo.pop()
+            if step.model_name in seen:
+                continue
+            seen.add(step.model_name)
+            try:
+                step_config = self._core.get_model(step.model_name, step.model_version).config
+            except TritonRosError:             # not ready: its requests will say so
+                continue
+            out.append(step_config)
+            todo.extend(step_config.ensemble_steps)
+        return out
 
     def _not_ready(self) -> TritonRosError:
         # Frames keep arriving while a model is not ready: look its state up twice a second at
@@ -99,7 +117,9 @@ class LocalModelTarget:
         return missing_steps() if missing_steps is not None else []
 
     def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
-              priority: int = 0, timeout_us: int = 0) -> InferFuture:
+              priority: int = 0, timeout_us: int = 0,
+              sequence: tuple[int | str, bool, bool] | None = None,
+              on_response=None) -> InferFuture:
         requested = None
         if outputs is not None:
             key = tuple(outputs)
@@ -111,6 +131,10 @@ class LocalModelTarget:
             model_name=self.name, inputs=dict(inputs), model_version=self.version,
             requested_outputs=requested, priority=priority, timeout_us=timeout_us,
             future=future)
+        if sequence is not None:
+            request.sequence_id, request.sequence_start, request.sequence_end = sequence
+        if on_response is not None:
+            request.response_sink = on_response
         # Tracing (core/tracer.py): the binding adds the frame's own timestamps (received,
         # published) to a sampled request's trace and releases it (future.trace).
         request.caller_releases_trace = self._core.tracer.active
