@@ -9,8 +9,11 @@ the camera's next frame, so that the cameras batched in one ``execute`` never se
 tracks and nothing is kept in the model between requests.
 
 Per frame: every track is predicted one frame ahead (constant velocity), then matched to the
-frame's detections of its class (score >= ``min_score``) greedily by IoU, best pair first, at
-least ``iou_threshold``; a matched track takes the detection's box and blends the step it made
+frame's detections of its class (score >= ``min_score``) greedily, best pair first: by IoU,
+or, where the boxes do not overlap by ``iou_threshold`` (a fast object, one seen in part, or
+back from behind something), by the closeness of the centres within ``distance_gate`` times the
+track's size (growing with the frames it was missed, plus its coasting), scored below any
+overlap of ``iou_threshold``; a matched track takes the detection's box and blends the step it made
 into its velocity (``velocity_gain``); an unmatched track coasts on its velocity for up to
 ``max_misses`` frames (a short occlusion keeps its ID), then is dropped; an unmatched detection
 starts a new track with the camera's next ID. Greedy matching rather than the Hungarian
@@ -47,7 +50,7 @@ def iou(a, b):
     return inter / np.maximum(area_a[:, None] + area_b[None, :] - inter, 1e-9)
 
 
-def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain):
+def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, gate):
     """One frame of one camera: (new tracks, new next_id, track id per row)."""
     tracks = tracks.copy()
     ids = np.zeros(rows.shape[0], np.int32)
@@ -60,12 +63,21 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain):
     matched_dets = set()
     if len(dets) and len(live_rows):
         t = tracks[live_rows]
-        scores = iou(_boxes(t[:, CX], t[:, CY], t[:, W], t[:, H]), rows[dets, :4])
-        scores[t[:, CLASS][:, None] != rows[dets, 5][None, :]] = -1.0
+        d = rows[dets]
+        overlap = iou(_boxes(t[:, CX], t[:, CY], t[:, W], t[:, H]), d[:, :4])
+        # Where boxes no longer overlap (a fast object, one reappearing from behind
+        # something, or seen in part): closeness of the centres, in units of the gate.
+        dx = (d[None, :, 0] + d[None, :, 2]) / 2 - t[:, None, CX]
+        dy = (d[None, :, 1] + d[None, :, 3]) / 2 - t[:, None, CY]
+        reach = gate * (np.maximum(t[:, W], t[:, H]) * (1 + t[:, MISSES]) ** 0.5
+                        + np.hypot(t[:, VX], t[:, VY]) * t[:, MISSES])[:, None]
+        near = iou_threshold * np.clip(1 - np.hypot(dx, dy) / np.maximum(reach, 1e-6), 0, 1)
+        scores = np.maximum(overlap, near)
+        scores[t[:, CLASS][:, None] != d[:, 5][None, :]] = -1.0
         order = np.argsort(-scores, axis=None, kind="stable")
         for flat in order:
             i, j = divmod(int(flat), len(dets))
-            if scores[i, j] < iou_threshold:
+            if scores[i, j] <= 0:
                 break
             if i in matched_tracks or j in matched_dets:
                 continue
@@ -110,7 +122,8 @@ class TritonPythonModel:
         self.options = dict(iou_threshold=_param(config, "iou_threshold", 0.05),
                             min_score=_param(config, "min_score", 0.5),
                             max_misses=int(_param(config, "max_misses", 15)),
-                            gain=_param(config, "velocity_gain", 0.5))
+                            gain=_param(config, "velocity_gain", 0.5),
+                            gate=_param(config, "distance_gate", 1.5))
 
     def execute(self, requests):
         responses = []

@@ -150,3 +150,22 @@ class ClearMot:
                 f"({self.switches_per_100:.2f} per 100 object-frames), misses {self.misses}, "
                 f"false positives {self.false_positives}, MOTP {self.motp:.3f} over "
                 f"{self.frames} frames, {self.objects} objects")
+
+
+def message_ids(msg) -> list[str]:
+    """The ``id`` of each detection of a Detection2DArray (or the fallback)."""
+    return [d.id for d in msg.detections]
+
+
+def score_pairs(pairs, iou_threshold: float = 0.5) -> ClearMot:
+    """CLEAR-MOT of one camera from (ground truth, detections) message pairs of the same frames
+    (detection_metrics.FrameMatcher's), taken in stamp order: the ground truth's ``id`` is the
+    object's identity, the detections' ``id`` the track's."""
+    from .detection_metrics import message_boxes
+
+    mot = ClearMot(iou_threshold=iou_threshold)
+    for truth, det in sorted(pairs, key=lambda p: (p[0].header.stamp.sec,
+                                                   p[0].header.stamp.nanosec)):
+        mot.update(message_boxes(truth)[0], message_ids(truth), message_boxes(det)[0],
+                   message_ids(det))
+    return mot

@@ -247,10 +247,10 @@ class MovingScene:
         h, w = spec.height, spec.width
         self.width, self.height = w, h
         names = MONO_CLASSES if spec.encoding in ("mono8", "8UC1") else CLASS_NAMES
-        self.pillar = (int(0.46 * w), int(0.58 * w))             # x range, full height
+        self.pillar = (int(0.46 * w), int(0.56 * w))             # x range, full height
         self.objects = []
         for i in rng.permutation(len(names)):
-            bw = max(4, int(rng.uniform(0.06, 0.10) * w))
+            bw = max(4, int(rng.uniform(0.06, 0.09) * w))
             bh = max(4, int(rng.uniform(0.10, 0.18) * h))
             span = np.array([w - bw, h - bh], np.float64)
             speed = rng.uniform(0.10, 0.20, size=2) * np.array([w, h]) * rng.choice([-1, 1], 2)
