@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -198,15 +199,14 @@ def test_hostile_sequence_requests_get_tritons_status_and_disturb_no_camera(rig)
     # A flood of new sequences past the model's 64 slots: those that find none wait in the
     # backlog, and fail UNAVAILABLE when their timeout expires; the cameras' sequences keep
     # their slots.
-    flood = [client.async_infer("color_tracker", [x], callback=None, sequence_id=10_000 + i,
-                                sequence_start=True, timeout=300_000) for i in range(80)]
-    statuses = []
-    for request in flood:
+    def start(i: int) -> str:
         try:
-            request.get_result(timeout=TIMEOUT)
-            statuses.append("OK")
+            infer(sequence_id=10_000 + i, sequence_start=True, timeout=300_000)
+            return "OK"
         except InferenceServerException as exc:
-            statuses.append(exc.status())
+            return exc.status()
+    with ThreadPoolExecutor(80) as pool:
+        statuses = list(pool.map(start, range(80)))
     assert statuses.count("OK") <= 64 - 3 and "StatusCode.UNAVAILABLE" in statuses, statuses
     for i, status in enumerate(statuses):                     # end those that got a slot
         if status == "OK":

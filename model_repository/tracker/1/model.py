@@ -1,9 +1,9 @@
 """tracker: a multi-object tracker whose state is each sequence's implicit state (a Triton
 Python model with ``sequence_batching``; model_repository/tracker/config.pbtxt).
 
-Each camera is one sequence. Its tracks live in the state tensor TRACKS [16, 10] (one row per
+Each camera is one sequence. Its tracks live in the state tensor TRACKS [16, 11] (one row per
 track: id, centre x and y, width, height, velocity x and y in pixels per frame, frames missed,
-class, frames seen; id 0: a free row) and its next track ID in NEXT_ID [1]; the sequence
+class, frames seen, the largest side seen; id 0: a free row) and its next track ID in NEXT_ID [1]; the sequence
 batcher hands them in with each request (zeros on START) and keeps what the model returns for
 the camera's next frame, so that the cameras batched in one ``execute`` never see each other's
 tracks and nothing is kept in the model between requests.
@@ -12,7 +12,7 @@ Per frame: every track is predicted one frame ahead (constant velocity), then ma
 frame's detections of its class (score >= ``min_score``) greedily, best pair first: by IoU,
 or, where the boxes do not overlap by ``iou_threshold`` (a fast object, one seen in part, or
 back from behind something), by the closeness of the centres within ``distance_gate`` times the
-track's size (growing with the frames it was missed, plus its coasting), scored below any
+largest side the track has shown (growing with the frames it was missed, plus its coasting), scored below any
 overlap of ``iou_threshold``; a matched track takes the detection's box and blends the step it made
 into its velocity (``velocity_gain``); an unmatched track coasts on its velocity for up to
 ``max_misses`` frames (a short occlusion keeps its ID), then is dropped; an unmatched detection
@@ -26,7 +26,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 # TRACKS columns
-ID, CX, CY, W, H, VX, VY, MISSES, CLASS, HITS = range(10)
+ID, CX, CY, W, H, VX, VY, MISSES, CLASS, HITS, SIZE = range(11)
 
 
 def _param(config, key, default):
@@ -69,7 +69,7 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
         # something, or seen in part): closeness of the centres, in units of the gate.
         dx = (d[None, :, 0] + d[None, :, 2]) / 2 - t[:, None, CX]
         dy = (d[None, :, 1] + d[None, :, 3]) / 2 - t[:, None, CY]
-        reach = gate * (np.maximum(t[:, W], t[:, H]) * (1 + t[:, MISSES]) ** 0.5
+        reach = gate * (t[:, SIZE] * (1 + t[:, MISSES]) ** 0.5
                         + np.hypot(t[:, VX], t[:, VY]) * t[:, MISSES])[:, None]
         near = iou_threshold * np.clip(1 - np.hypot(dx, dy) / np.maximum(reach, 1e-6), 0, 1)
         scores = np.maximum(overlap, near)
@@ -95,6 +95,7 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
             tracks[row, W], tracks[row, H] = x2 - x1, y2 - y1
             tracks[row, MISSES] = 0
             tracks[row, HITS] += 1
+            tracks[row, SIZE] = max(tracks[row, SIZE], x2 - x1, y2 - y1)
             ids[dets[j]] = int(tracks[row, ID])
     for i, row in enumerate(live_rows):
         if i not in matched_tracks:
@@ -110,8 +111,9 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
         next_id += 1
         x1, y1, x2, y2 = rows[det, :4]
         tracks[free[0]] = 0
-        tracks[free[0], [ID, CX, CY, W, H, CLASS, HITS]] = [
-            next_id, (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, rows[det, 5], 1]
+        tracks[free[0], [ID, CX, CY, W, H, CLASS, HITS, SIZE]] = [
+            next_id, (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, rows[det, 5], 1,
+            max(x2 - x1, y2 - y1)]
         ids[det] = next_id
     return tracks, next_id, ids
 
@@ -131,7 +133,7 @@ class TritonPythonModel:
             def get(name):
                 return pb_utils.get_input_tensor_by_name(request, name).as_numpy()
             rows = get("detections").astype(np.float32)           # [1, 6, 6]
-            tracks = get("TRACKS_IN").astype(np.float32)          # [1, 16, 10]
+            tracks = get("TRACKS_IN").astype(np.float32)          # [1, 16, 11]
             next_id = get("NEXT_ID_IN").astype(np.int32)          # [1, 1]
             ready = get("READY").reshape(-1)
             ids = np.zeros(rows.shape[:2], np.int32)
