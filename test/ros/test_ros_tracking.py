@@ -42,7 +42,7 @@ def repository(dest):
     two = (ROOT / "model_repository" / "tracker" / "config.pbtxt").read_text()
     two = two.replace('name: "tracker"', 'name: "tracker_two"').replace(
         "max_candidate_sequences: 64", "max_candidate_sequences: 2").replace(
-        "max_sequence_idle_microseconds: 10000000", "max_sequence_idle_microseconds: 120000000")
+        "max_sequence_idle_microseconds: 10000000", "max_sequence_idle_microseconds: 600000000")
     shutil.copytree(ROOT / "model_repository" / "tracker", dest / "tracker_two")
     (dest / "tracker_two" / "config.pbtxt").write_text(two)
     ens = (ROOT / "model_repository" / "color_tracker" / "config.pbtxt").read_text()
@@ -223,7 +223,7 @@ def test_a_camera_that_goes_away_ends_its_sequence_and_its_slot_is_reused(rig):
     rig.stop("d")                                  # its robot goes away: unbound, END
     wait_until(lambda: f"of {NS}/slot/d/image_raw ends (unbound)" in rig.node.log(), TIMEOUT,
                f"the END of slot/d's sequence; node log:\n{rig.node.log()[-3000:]}")
-    # Two slots and a model idle time of two minutes: only that END lets a third camera in.
+    # Two slots and a model idle time of ten minutes: only that END lets a third camera in.
     rig.watch("slot", "f")
     rig.start("f", "slot/f:320x240:rgb8")
     wait_pairs(rig, "slot/f", 10)
