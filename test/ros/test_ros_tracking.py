@@ -60,7 +60,7 @@ def params(repo) -> dict:
             "diagnostics_period_s": 0.5, "discovery_period_s": 0.3,
             "bindings": ["track", "slots"],
             "track": {"model": "color_tracker", "topic_patterns": [f"{NS}/trk/*/image_raw"],
-                      "forget_after_s": 60.0, "sequence_end_after_ms": 1000, **common},
+                      "forget_after_s": 60.0, "sequence_end_after_ms": 3000, **common},
             "slots": {"model": "color_tracker_two", "topic_patterns": [f"{NS}/slot/*/image_raw"],
                       "forget_after_s": 1.0, "sequence_end_after_ms": 0, **common}}
 
@@ -233,11 +233,11 @@ def test_a_camera_that_goes_away_ends_its_sequence_and_its_slot_is_reused(rig):
 
 def test_a_camera_that_goes_quiet_ends_its_sequence_and_starts_anew(rig):
     rig.watch("trk", "quiet")
-    rig.start("quiet", "trk/quiet:320x240:rgb8", seconds=3.0)
+    rig.start("quiet", "trk/quiet:320x240:rgb8")
     first = wait_pairs(rig, "trk/quiet", 5)
     rig.stop("quiet")                              # stopped publishing; still bound
     wait_until(lambda: f"of {NS}/trk/quiet/image_raw ends (no frame for over "
-                       f"sequence_end_after_ms 1000)" in rig.node.log(), TIMEOUT,
+                       f"sequence_end_after_ms 3000)" in rig.node.log(), TIMEOUT,
                f"the END of the quiet camera's sequence; node log:\n{rig.node.log()[-3000:]}")
     time.sleep(0.5)
     n = len(rig.pairs["trk/quiet"].pairs())

@@ -14,7 +14,8 @@ or, where the boxes do not overlap by ``iou_threshold`` (a fast object, one seen
 back from behind something), by the closeness of the centres within ``distance_gate`` times the
 largest side the track has shown (growing with the frames it was missed, plus its coasting), scored below any
 overlap of ``iou_threshold``; a matched track takes the detection's box and blends the step it made
-into its velocity (``velocity_gain``); an unmatched track coasts on its velocity for up to
+into its velocity (``velocity_gain``; a step over half the track's size a frame is cut to that:
+frames the node dropped make jumps); an unmatched track coasts on its velocity for up to
 ``max_misses`` frames (a short occlusion keeps its ID), then is dropped; an unmatched detection
 starts a new track with the camera's next ID. Greedy matching rather than the Hungarian
 algorithm: at most 16 x 6 pairs, gated by class, where the two agree but for contrived ties.
@@ -71,8 +72,12 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
         dy = (d[None, :, 1] + d[None, :, 3]) / 2 - t[:, None, CY]
         reach = gate * (t[:, SIZE] * (1 + t[:, MISSES]) ** 0.5
                         + np.hypot(t[:, VX], t[:, VY]) * t[:, MISSES])[:, None]
-        near = iou_threshold * np.clip(1 - np.hypot(dx, dy) / np.maximum(reach, 1e-6), 0, 1)
-        scores = np.maximum(overlap, near)
+        dist = np.hypot(dx, dy) / np.maximum(reach, 1e-6)
+        near = iou_threshold * np.clip(1 - dist, 0, 1)
+        # Last, for what is left: within three times the reach (frames the caller skipped
+        # make jumps the track does not know of), below any nearer pair.
+        far = 0.1 * iou_threshold * np.clip(1 - dist / 3, 0, 1)
+        scores = np.maximum(overlap, np.maximum(near, far))
         scores[t[:, CLASS][:, None] != d[:, 5][None, :]] = -1.0
         order = np.argsort(-scores, axis=None, kind="stable")
         for flat in order:
@@ -89,8 +94,13 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
             prev_x = tracks[row, CX] - tracks[row, VX]    # where it was last frame
             prev_y = tracks[row, CY] - tracks[row, VY]
             steps = tracks[row, MISSES] + 1               # frames since it was last seen
-            tracks[row, VX] += gain * ((cx - prev_x) / steps - tracks[row, VX])
-            tracks[row, VY] += gain * ((cy - prev_y) / steps - tracks[row, VY])
+            # The step it made, as a velocity; frames the caller skipped (a loaded node drops
+            # frames) make a jump: at most half its size a frame is believed.
+            limit = 0.5 * max(tracks[row, SIZE], 1.0)
+            vx = np.clip((cx - prev_x) / steps, -limit, limit)
+            vy = np.clip((cy - prev_y) / steps, -limit, limit)
+            tracks[row, VX] += gain * (vx - tracks[row, VX])
+            tracks[row, VY] += gain * (vy - tracks[row, VY])
             tracks[row, CX], tracks[row, CY] = cx, cy
             tracks[row, W], tracks[row, H] = x2 - x1, y2 - y1
             tracks[row, MISSES] = 0
