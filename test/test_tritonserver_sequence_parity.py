@@ -388,6 +388,10 @@ def cases() -> list[Case]:
     add("grpc-string-id-129", with_client("grpc", lambda run, client: [
         run.infer(client, "seq_string_id", {"INPUT": i32(1)}, sequence_id="x" * 129,
                   sequence_start=True, sequence_end=True)]))
+    add("grpc-string-id-130-bytes", with_client("grpc", lambda run, client: [
+        run.infer(client, "seq_string_id", {"INPUT": i32(1)}, ("OUTPUT", "IDS"),
+                  sequence_id="\u00e9" * n, sequence_start=True, sequence_end=True)
+        for n in (64, 65)]))
     add("grpc-huge-string-id", with_client("grpc", lambda run, client: [
         run.infer(client, "seq_string_id", {"INPUT": i32(1)}, ("OUTPUT",),
                   sequence_id="x" * 100_000, sequence_start=True, sequence_end=True),
