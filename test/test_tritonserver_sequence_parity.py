@@ -39,7 +39,7 @@ from typing import Any, Callable
 import numpy as np
 import pytest
 
-from processes import ROOT, TIMEOUT
+from processes import ROOT
 from sequence_repository import write_sequence_repository
 from tritonserver_process import TritonServerProcess
 
@@ -227,10 +227,13 @@ def http_post(run: Run, path: str, body: dict) -> tuple:
         data = reply.read().decode(errors="replace")
     finally:
         conn.close()
-    if path.endswith("generate_stream") and reply.status == 200:
+    if path.endswith("generate_stream") and data.startswith("data:"):
         events = [json.loads(line[len("data:"):]) for line in data.splitlines()
                   if line.startswith("data:")]
-        return run.step("200", [_generated(e) for e in events])
+        errors = [e["error"] for e in events if "error" in e]
+        return run.step(str(reply.status), [reply.getheader("Content-Type")] + [
+            "error" if "error" in e else _generated(e) for e in events],
+            message=" | ".join(errors) if errors else "")
     try:
         doc = json.loads(data)
     except ValueError:
@@ -450,7 +453,39 @@ def cases() -> list[Case]:
         {"INPUT": v, "parameters": {"sequence_id": 77, "sequence_start": i == 0,
                                     "sequence_end": i == 1}})
         for i, v in enumerate((4, 5))])
+    add("http-generate-stream-model-error", lambda run: http_post(
+        run, "/v2/models/repeat_int32/generate_stream", {"IN": [1, 2], "DELAY": [1], "WAIT": 0}))
+    add("http-generate-model-error", lambda run: http_post(
+        run, "/v2/models/repeat_int32/generate", {"IN": [1, 2], "DELAY": [1], "WAIT": 0}))
+    add("http-generate-stream-unknown-model", lambda run: http_post(
+        run, "/v2/models/nope/generate_stream", {"IN": 1}))
+    add("http-generate-stream-bad-input", lambda run: http_post(
+        run, "/v2/models/square_int32/generate_stream", {"IN": "x"}))
+    # --- statistics of the models whose requests above never share a batch (run last)
+    for model in ("seq_idle", "seq_oldest_one", "square_int32"):
+        add(f"grpc-statistics-{model.replace('_', '-')}", lambda run, model=model: statistics(
+            run, model))
     return c
+
+
+def statistics(run: Run, model: str) -> None:
+    """What ModelStatistics counts for ``model``: requests, executions, successes, failures,
+    and the executed batches' sizes."""
+    from tritonclient.utils import InferenceServerException
+    client = run.grpc()
+    try:
+        stats = client.get_inference_statistics(model).model_stats[0]
+    except InferenceServerException as exc:
+        run.step(_status(exc), message=exc.message())
+        return
+    finally:
+        client.close()
+    run.step("OK", {"inference_count": stats.inference_count,
+                    "execution_count": stats.execution_count,
+                    "success": stats.inference_stats.success.count,
+                    "fail": stats.inference_stats.fail.count,
+                    "batches": sorted((b.batch_size, b.compute_infer.count)
+                                      for b in stats.batch_stats)})
 
 
 INFER_JSON = {"inputs": [{"name": "INPUT", "shape": [1, 1], "datatype": "INT32", "data": [3]}]}
@@ -562,8 +597,9 @@ def outcomes(repository, start_module_server) -> dict[str, tuple[Outcome, Outcom
     began = time.monotonic()
     theirs = TritonServerProcess(repository)      # starts while ours does
     try:
-        ours = start_module_server("--model-repository", str(repository), quiet=True)
-        theirs.wait_ready(TIMEOUT)
+        ours = start_module_server("--model-repository", str(repository), quiet=True,
+                                   timeout=180)
+        theirs.wait_ready(180)
         started = time.monotonic()
         found, took = {}, {}
         with ThreadPoolExecutor(2) as pool:
