@@ -328,6 +328,8 @@ def cases() -> list[Case]:
         run.infer(client, "seq_direct", {"INPUT": i32(v)}, sequence_id=sid,
                   sequence_start=i == 0, sequence_end=i == 2)
         for i, v in enumerate((1, 2, 3)) for sid in (3001, 2**64 - 1)]))
+    # only the two cases above have reached seq_direct so far: its rows and null requests
+    add("grpc-statistics-seq-direct", lambda run: statistics(run, "seq_direct"))
     add("grpc-stream-direct-controls", lambda run: stream(run, [
         ("seq_direct", {"INPUT": i32(v)},
          dict(sequence_id=sid, sequence_start=i == 0, sequence_end=i == 2))
