@@ -16,7 +16,7 @@ server has its own sequences). Its outcome is each step's status (the gRPC code 
 status, "error" for an error on a stream, whose code tritonclient does not carry) and answer
 (every output's values, the stream's responses in order with their ``triton_final_response``
 flags, the order in which concurrent requests ended); the case's status is its first failing
-step's, or OK. Error messages are shown, not compared.
+step's, else the last step's. Error messages are shown, not compared.
 
 Every case must come out the same, or be listed in docs/stateful.md ("Checked against
 tritonserver 2.51"), with both statuses and the reason; a listed difference that no longer
