@@ -191,9 +191,12 @@ def test_hostile_sequence_requests_get_tritons_status_and_disturb_no_camera(rig)
     error = refused(sequence_id=55, sequence_end=True)        # END twice
     assert error.status() == "StatusCode.INVALID_ARGUMENT"
     assert "must specify the START flag" in error.message()
-    huge = "h" * 100_000                                      # a huge string ID: only a key
-    infer(sequence_id=huge, sequence_start=True)
-    infer(sequence_id=huge, sequence_end=True)
+    error = refused(sequence_id="h" * 100_000, sequence_start=True)   # a huge string ID
+    assert error.status() == "StatusCode.UNIMPLEMENTED"       # tritonserver's UNSUPPORTED
+    assert "cannot be longer than 128 characters" in error.message()
+    longest = "h" * 128                                       # the longest it takes: a key
+    infer(sequence_id=longest, sequence_start=True)
+    infer(sequence_id=longest, sequence_end=True)
     error = refused(sequence_id=0)                            # no ID at all
     assert "correlation ID" in error.message()
     # A flood of new sequences past the model's 64 slots: those that find none wait in the
