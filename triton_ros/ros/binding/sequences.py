@@ -20,7 +20,8 @@ own advice for a client.
 
 Correlation IDs are unique in the node's process: a counter from a random base (so that two
 nodes on one remote server rarely meet), below 2**63 (an INT64 CORRID holds it) and distinct
-in its low 32 bits (what an INT32 or UINT32 CORRID keeps).
+in its low 32 bits (what an INT32 or UINT32 CORRID keeps); a model whose CORRID control is
+TYPE_STRING gets the same number as a decimal string (Triton refuses a numeric ID there).
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def next_correlation_id() -> int:
 class Ending:
     """What ends a sequence: its ID, the last inputs (sent again with END) and their outputs."""
 
-    correlation_id: int
+    correlation_id: int | str
     inputs: Mapping[str, np.ndarray]
     outputs: tuple[str, ...] | None
     why: str
@@ -63,6 +64,7 @@ class SourceSequence:
         self._last_ns = 0                      # monotonic: its last request sent
         self._inputs: Mapping[str, np.ndarray] | None = None
         self._outputs: tuple[str, ...] | None = None
+        self._string = False                   # the model takes string IDs (STRING CORRID)
         self.started = 0                       # sequences started (STARTs sent)
         self.ended = 0                         # ENDs sent
 
@@ -78,7 +80,12 @@ class SourceSequence:
             self._spec = spec
             self._last_ns = now_ns
             self._inputs, self._outputs = inputs, outputs
-            return self.correlation_id, start, False
+            self._string = bool(getattr(spec, "string_sequence_ids", False))
+            return self.id_for(self._string), start, False
+
+    def id_for(self, string: bool) -> int | str:
+        """The correlation ID as the model takes it: a string for a STRING CORRID."""
+        return str(self.correlation_id) if string else self.correlation_id
 
     def refused(self) -> None:
         """A request of the sequence was refused: its next frame starts it again."""
@@ -98,7 +105,7 @@ class SourceSequence:
                 return None
             if idle_ns and now_ns - self._last_ns < idle_ns:
                 return None
-            ending = Ending(self.correlation_id, self._inputs, self._outputs, why)
+            ending = Ending(self.id_for(self._string), self._inputs, self._outputs, why)
             self._spec = None
             self._inputs = None
             self.ended += 1

@@ -65,7 +65,7 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ...core.model_config import ModelConfig
+from ...core.model_config import CONTROL_CORRID, ModelConfig
 
 READY = "READY"
 
@@ -100,6 +100,7 @@ class ModelSpec:
     # binding is one sequence; ``sequence_idle_us``: the shortest max_sequence_idle of them.
     stateful: bool = False
     sequence_idle_us: int = 0
+    string_sequence_ids: bool = False  # a CORRID control of TYPE_STRING: IDs go as strings
     decoupled: bool = False            # model_transaction_policy.decoupled
 
     def input(self, name: str) -> TensorSpec | None:
@@ -166,8 +167,9 @@ def spec_from_config(config: ModelConfig, version: int,
                      steps: Sequence[ModelConfig] = ()) -> ModelSpec:
     """A :class:`ModelSpec` from a core (or remotely fetched and parsed) ``ModelConfig``;
     ``steps``: an ensemble's composing models' (whether it is stateful)."""
-    idles = [c.sequence_batching.max_sequence_idle_us for c in (config, *steps)
-             if c.sequence_batching is not None]
+    batchers = [c.sequence_batching for c in (config, *steps) if c.sequence_batching is not None]
+    idles = [b.max_sequence_idle_us for b in batchers]
+    corrids = [b.control(CONTROL_CORRID) for b in batchers]
     def tensors(items, inputs: bool) -> tuple[TensorSpec, ...]:
         return tuple(TensorSpec(name=t.name, datatype=t.datatype, dims=tuple(int(d) for d in t.dims),
                                 format=t.format if inputs else "FORMAT_NONE",
@@ -179,6 +181,8 @@ def spec_from_config(config: ModelConfig, version: int,
                      inputs=tensors(config.inputs, True), outputs=tensors(config.outputs, False),
                      labels={k: tuple(v) for k, v in (labels or {}).items()},
                      stateful=bool(idles), sequence_idle_us=min(idles, default=0),
+                     string_sequence_ids=any(c is not None and c.datatype == "BYTES"
+                                             for c in corrids),
                      decoupled=bool(config.decoupled))
 
 
