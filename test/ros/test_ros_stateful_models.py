@@ -6,7 +6,8 @@ Python models with ``sequence_batching`` and implicit state (a frame counter per
 answers each frame with one detection whose x1 is the sequence's frame count (0 on START): the
 test process publishes frames on both cameras, interleaved, and checks that each camera counts
 0, 1, 2, ... on its own, and that the CORRID each saw (the box's y1: its length, or its low
-digits) is one per camera."""
+digits) is one per camera. A third model idles sequences out after 1 s: after a pause of 2 s the
+node starts each camera's sequence again, and no frame is refused."""
 from __future__ import annotations
 
 import signal
@@ -88,6 +89,12 @@ sequence_batching {
 instance_group [ { count: 1 kind: KIND_CPU } ]
 ''',
 }
+# The oldest model with an idle time of 1 s, bound without the node's own END of quiet sources
+# (sequence_end_after_ms 0): after a pause of 2 s the model has released each camera's
+# sequence, and the node starts it again (START) rather than being refused.
+CONFIGS["counter_idle"] = CONFIGS["counter_oldest"].replace(
+    '"counter_oldest"', '"counter_idle"').replace("60000000", "1000000")
+PAUSE_S = 2.0
 
 
 @pytest.mark.parametrize("model", list(CONFIGS))
@@ -99,7 +106,8 @@ def test_each_camera_is_its_own_sequence_of_a_stateful_model(tmp_path, model):
     topics = [f"{NS}/{model}/cam{i}/image_raw" for i in range(2)]
     params = {"model_repository": str(repo), "startup_models": [model], "bindings": ["b"],
               "b": {"model": model, "topics": topics, "max_age_ms": 0, "score_threshold": 0.5,
-                    "resize": "stretch", "nms": False}}
+                    "resize": "stretch", "nms": False,
+                    "sequence_end_after_ms": 0 if model == "counter_idle" else 2000}}
     node = NodeProcess(params, tmp_path, name=f"inference_node_stateful_{TOKEN}")
     probe = Probe(f"probe_stateful_{TOKEN}")
     try:
@@ -110,7 +118,10 @@ def test_each_camera_is_its_own_sequence_of_a_stateful_model(tmp_path, model):
         for pub in publishers:
             wait_until(lambda p=pub: p.get_subscription_count() > 0, what="the subscription")
         pixels = np.zeros((64, 64, 3), np.uint8)
-        for f in range(FRAMES):
+        rounds = 2 if model == "counter_idle" else 1
+        for f in range(FRAMES * rounds):
+            if f == FRAMES:
+                time.sleep(PAUSE_S)                       # past the model's idle time
             for i, pub in enumerate(publishers):
                 sent = [0.0]                                  # when the frame was last sent
 
@@ -129,6 +140,11 @@ def test_each_camera_is_its_own_sequence_of_a_stateful_model(tmp_path, model):
             boxes = [message_boxes(m)[0] for m in rec.messages()]
             assert all(len(b) == 1 for b in boxes), boxes
             counts = [round(b[0, 0]) for b in boxes]
+            if rounds == 2:                               # counted again from START
+                restart = counts.index(0, 1)
+                first, counts = counts[:restart], counts[restart:]
+                assert first == list(range(len(first))), (i, first)
+                assert "must specify the START flag" not in node.log()    # none refused
             assert len(counts) >= FRAMES and counts == list(range(len(counts))), (i, counts)
             seen = {round(b[0, 1]) for b in boxes}
             assert len(seen) == 1, seen                           # one CORRID a camera
