@@ -28,9 +28,10 @@ def cell_boxes(scores: np.ndarray, heights: np.ndarray, ground: np.ndarray, grid
     import cv2                          # a requirement of the package
 
     mask = (scores > threshold).astype(np.uint8)
-    # blobs of the mask closed over one-cell gaps (a far object's sparse beams), each box fit
-    # to its own cells only
-    joined = cv2.dilate(mask, np.ones((3, 3), np.uint8))
+    # blobs of the mask closed over gaps of up to two cells (a far object's sparse beams, a
+    # face seen at a grazing angle, a roof a beam apart from its faces), each box fit to its
+    # own cells only
+    joined = cv2.dilate(mask, np.ones((5, 5), np.uint8))
     count, labels = cv2.connectedComponents(joined, connectivity=8, ltype=cv2.CV_32S)
     if count <= 1:                                  # label 0: the background
         return np.zeros((0, 8))
@@ -57,7 +58,27 @@ def cell_boxes(scores: np.ndarray, heights: np.ndarray, ground: np.ndarray, grid
         bottom = min(bottom, top)
         out.append((cx, cy, (top + bottom) / 2, w, h, top - bottom,
                     float(scores[r, c].mean()), yaw))
-    return np.array(out, np.float64).reshape(-1, 8)
+    return suppress_inner(np.array(out, np.float64).reshape(-1, 8))
+
+
+def suppress_inner(boxes: np.ndarray) -> np.ndarray:
+    """Boxes whose centre lies inside a larger box left out (a part of an object, a roof seen
+    apart from its faces, is no object of its own)."""
+    if len(boxes) < 2:
+        return boxes
+    order = np.argsort(-(boxes[:, 3] * boxes[:, 4]), kind="stable")
+    kept: list[int] = []
+    for i in order:
+        inside = False
+        for j in kept:
+            dx, dy = boxes[i, 0] - boxes[j, 0], boxes[i, 1] - boxes[j, 1]
+            c, s = math.cos(boxes[j, 7]), math.sin(boxes[j, 7])
+            if abs(dx * c + dy * s) <= boxes[j, 3] / 2 and abs(-dx * s + dy * c) <= boxes[j, 4] / 2:
+                inside = True
+                break
+        if not inside:
+            kept.append(int(i))
+    return boxes[sorted(kept)]
 
 
 HEADINGS = np.radians(np.arange(0.0, 90.0, 1.0))
