@@ -383,8 +383,9 @@ def subsample(cloud_xyz: np.ndarray, n: int, how: str, voxel: float, seed: int) 
     rng = np.random.default_rng(seed)
     index = np.arange(count)
     if how == "voxel":
-        keys = np.floor(cloud_xyz / np.float32(voxel)).astype(np.int64)
-        _, first = np.unique(keys, axis=0, return_index=True)
+        cells = np.floor(cloud_xyz / np.float32(voxel)).astype(np.int64) + (1 << 20)
+        keys = (cells[:, 0] << 42) | (cells[:, 1] << 21) | cells[:, 2]    # 21 bits an axis
+        _, first = np.unique(keys, return_index=True)
         index = np.sort(first)
         if len(index) <= n:
             return index
