@@ -22,7 +22,8 @@ time FLOAT32, point_step 22; unorganised, dropped returns left out, is_dense tru
 endian); ``organised`` (height = beams, width = azimuths, x, y, z FLOAT32 and intensity UINT8,
 row_step padded by 16 bytes, dropped returns NaN, is_dense false).
 
-SIGINT or SIGTERM (or ``--seconds``) stops it; it prints how many clouds each robot sent and
+Every robot's cloud of a round is made first, then all are sent together, stamped with the same
+capture time. SIGINT or SIGTERM (or ``--seconds``) stops it; it prints how many clouds each robot sent and
 exits 0.
 """
 from __future__ import annotations
@@ -217,6 +218,7 @@ class SyntheticLidars:
 
         stamp = self.node.get_clock().now().to_msg()
         t = time.monotonic() - self.start
+        ready = []
         for i, spec in enumerate(self.specs):
             header = Header(stamp=stamp, frame_id=spec.frame_id)
             if self.cycle:                  # the cycle's clouds made once, then sent again
@@ -229,8 +231,12 @@ class SyntheticLidars:
             else:
                 boxes = self.scenes[i].boxes(t)
                 cloud = self.cloud_message(header, spec.layout, boxes)
+            ready.append((cloud, ground_truth_message(header, boxes)))
+        # every sensor's cloud made first, then all sent at once (sensors synchronized, as a
+        # fleet's clock-triggered LiDARs are)
+        for i, (cloud, truth) in enumerate(ready):
             self.clouds[i].publish(cloud)
-            self.truths[i].publish(ground_truth_message(header, boxes))
+            self.truths[i].publish(truth)
             self.sent[i] += 1
 
     def cloud_message(self, header, layout: str, boxes: list[Box]):
