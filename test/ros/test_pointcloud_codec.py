@@ -250,3 +250,45 @@ def test_the_bundled_detector_finds_synthetic_lidars_boxes():
 def bev_iou(a, b) -> float:
     from triton_ros.ros.tools.detection_metrics import bev_iou as iou
     return iou(a, b)
+
+
+@pytest.mark.parametrize("ground_z, with_ground", [(0.0, False), (0.0, True), (-1.7, True)])
+def test_the_bundled_detector_needs_no_ground_plane_nor_a_ray_cast_cloud(ground_z, with_ground):
+    """Points sampled on every face of boxes (not ray-cast), FLOAT64 with padding, with ground
+    at the sensor's height, below it, or none at all: each box found, centred within 0.1 m."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    boxes = [(8, 3, 0.3, 4.2, 1.8, 1.5), (-6, -7, 1.0, 2, 2, 1.0), (15, -10, -0.5, 1.0, 0.8, 1.8),
+             (-12, 9, 2.0, 3, 1.5, 2.5)]                     # x, y, yaw, length, width, height
+    parts = []
+    for x, y, yaw, length, width, height in boxes:
+        size = np.array([length, width, height])
+        u = rng.uniform(-0.5, 0.5, (3000, 3)) * size
+        face = rng.integers(0, 6, 3000)
+        u[np.arange(3000), face // 2] = np.where(face % 2, 0.5, -0.5) * size[face // 2]
+        c, s = math.cos(yaw), math.sin(yaw)
+        parts.append(np.stack([x + c * u[:, 0] - s * u[:, 1], y + s * u[:, 0] + c * u[:, 1],
+                               ground_z + height / 2 + u[:, 2]], 1))
+    if with_ground:
+        g = rng.uniform(-40, 40, (40000, 2))
+        parts.append(np.c_[g, ground_z + rng.normal(0, 0.02, len(g))])
+    p = np.concatenate(parts)
+    msg = cloud({"x": p[:, 0], "y": p[:, 1], "z": p[:, 2], "intensity": np.full(len(p), 5.0)},
+                [("x", 0, 8), ("y", 8, 8), ("z", 16, 8), ("intensity", 28, 8)], 40)
+    plan = plan_cloud(PointCloudConfig(channels=FIVE), tensor((5, 512, 512)), model="m")
+    grid, placement = POINTCLOUD.encoder(plan)(msg)
+    session = ort.InferenceSession(str(ROOT / "model_repository/lidar_detector/1/model.onnx"))
+    s, h, g = session.run(None, {"BEV": grid[None]})
+    frame = FrameOutputs(None, {"scores": s[0], "heights": h[0], "ground": g[0]}, True, "m", 1,
+                         placement)
+    result = decode_bev_cells(frame, Detection3DConfig(decode="bev_cells"))
+    assert len(result) == len(boxes)
+    for x, y, yaw, length, width, height in boxes:
+        ious = [bev_iou((x, y, length, width, yaw), (*result.positions[i, :2],
+                                                     *result.sizes[i, :2], result.yaws[i]))
+                for i in range(len(result))]
+        best = int(np.argmax(ious))
+        assert ious[best] >= 0.6, (x, y, ious)
+        centre = np.linalg.norm(result.positions[best] - (x, y, ground_z + height / 2))
+        assert centre <= 0.1, (x, y, result.positions[best])

@@ -169,7 +169,7 @@ def test_every_robots_boxes_are_found_in_place(lidar):
         assert score.frames >= FRAMES, (robot, vars(score))
         assert score.recall >= 0.95, (robot, vars(score))
         assert score.mean_error <= 0.2, (robot, vars(score))
-        assert score.mean_iou >= 0.6, (robot, vars(score))
+        assert score.mean_iou >= 0.7, (robot, vars(score))
         assert score.precision >= 0.95, (robot, vars(score))
 
 

@@ -7,8 +7,9 @@ the rectangle its cells hug best (L-shape fitting by the closeness criterion of 
 "Efficient L-Shape Fitting for Vehicle Detection Using Laser Scanners", IV 2017: over headings
 0-89 degrees, the one whose bounding rectangle has the cells nearest its edges; a LiDAR sees one
 or two faces of an object, an L of cells, and the minimum-area rectangle of an L is ambiguous: the
-one along its hypotenuse has the same area), grown by one cell (the cells' centres lie half a cell
-inside the faces on average); its top is the highest point of its
+one along its hypotenuse has the same area), not grown (the object's extreme points fall anywhere
+within their cells, so the extreme cells' centres lie on its faces on average: growing by a cell
+lowered the mean BEV IoU from 0.83 to 0.76 on synthetic_lidar's scenes); its top is the highest point of its
 cells, its bottom the median ground under them. Connected components are hard to express in
 ONNX, so the model stops at per-cell outputs and this stage (libraries, vectorised per blob)
 does the grouping.
@@ -47,9 +48,8 @@ def cell_boxes(scores: np.ndarray, heights: np.ndarray, ground: np.ndarray, grid
         if b - a < min_cells:
             continue
         r, c = rows[a:b], cols[a:b]
-        xy = grid.cell_centres(r, c).astype(np.float32)
-        (cx, cy), (w, h), yaw = l_shape(xy.astype(np.float64), res)
-        w, h = w + res, h + res
+        (cx, cy), (w, h), yaw = l_shape(grid.cell_centres(r, c), res)
+        w, h = max(w, res), max(h, res)             # a row of cells is a cell thick
         if w < h:                                   # size_x along the longer side
             w, h, yaw = h, w, yaw + math.pi / 2
         yaw = (yaw + math.pi / 2) % math.pi - math.pi / 2
