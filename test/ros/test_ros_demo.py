@@ -58,6 +58,14 @@ def test_the_demo_scores_every_camera_and_passes():
         worst = float(re.search(r"max ([\d.]+) % of the distance", line).group(1))
         frames = int(re.search(r"(\d+) frames scored", line).group(1))
         assert recall >= 0.95 and worst <= 2.0 and frames >= MIN_FRAMES, line
+    lidar = {m.group(1): m.group(0) for m in re.finditer(
+        r"^  (/robot\d/lidar/detections3d) .*clouds scored.*$", out, re.M)}
+    assert set(lidar) == {"/robot5/lidar/detections3d", "/robot6/lidar/detections3d"}, out
+    for _topic, line in lidar.items():
+        recall = float(re.search(r"recall ([\d.]+)", line).group(1))
+        centre = float(re.search(r"centre error mean ([\d.]+) m", line).group(1))
+        frames = int(re.search(r"(\d+) clouds scored", line).group(1))
+        assert recall >= 0.95 and centre <= 0.2 and frames >= MIN_FRAMES, line
     assert "demo OK" in out
 
 
