@@ -15,7 +15,13 @@ serialized message (rclpy's CDR, as the node's subscription hands it over) to th
   itself run once per cloud beforehand, not timed).
 
 CPU per cloud is the thread's CPU time (``time.thread_time``) over 20 clouds, per round; the
-table gives the median over rounds and the spread (min-max). Check (exit status 1): every form
+table gives the median over rounds and the spread (min-max).
+
+**Two threads** (does the GIL serialize a cloud's work?): each form of the 128k cloud run flat
+out for ``--seconds`` on one thread, then on two; the work two threads get done over what one
+gets, beside two controls measured the same way in the same run: OpenCV's blur of a large image
+(GIL-free C: what the host lets two threads have) and a pure-Python loop (what the GIL lets
+them have). Check (exit status 1): every form
 of the 32k cloud costs under 100 ms of CPU (a 10 Hz sensor on one core).
 """
 from __future__ import annotations
@@ -95,9 +101,50 @@ def cpu_per_call(fn, raw) -> float:
     return (time.thread_time() - t0) / REPEAT * 1e3
 
 
+def throughput(fn, threads: int, seconds: float) -> float:
+    """Calls per second of ``fn`` on ``threads`` threads, flat out."""
+    import threading
+
+    stop = threading.Event()
+    counts = [0] * threads
+
+    def loop(i: int) -> None:
+        while not stop.is_set():
+            fn()
+            counts[i] += 1
+    workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
+    t0 = time.monotonic()
+    for w in workers:
+        w.start()
+    time.sleep(seconds)
+    stop.set()
+    for w in workers:
+        w.join()
+    return sum(counts) / (time.monotonic() - t0)
+
+
+def scaling(fn, seconds: float) -> float:
+    return throughput(fn, 2, seconds) / throughput(fn, 1, seconds)
+
+
+def controls():
+    import cv2
+    cv2.setNumThreads(1)                # one thread a call: OpenCV's own pool would take both
+    image = np.random.default_rng(0).integers(0, 255, (1080, 1920, 3), np.uint8)
+
+    def python_loop() -> None:
+        total = 0
+        for i in range(20000):
+            total += i * i
+    return {"control: OpenCV blur (GIL-free C)": lambda: cv2.blur(image, (9, 9)),
+            "control: pure-Python loop": python_loop}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--seconds", type=float, default=3.0,
+                        help="each two-thread measurement runs this long")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -122,6 +169,15 @@ def main() -> int:
                      f"{min(values):.1f}-{max(values):.1f} |")
         if cloud == "32k" and med > 100:
             failures.append(f"{form} of the 32k cloud costs {med:.1f} ms")
+    raw128 = clouds["128k"][0]
+    parallel = {f"128k {form}": (lambda fn=fns[("128k", form)]: fn(raw128))
+                for form in ("bev", "points", "decode")}
+    parallel.update(controls())
+    ratios = {name: scaling(fn, args.seconds) for name, fn in parallel.items()}
+    lines += ["", f"Two threads over one, work done per second ({args.seconds:g} s each; 2.0: no "
+              "serialization, 1.0: fully serialized):", "", "| path | 2 threads / 1 |",
+              "|---|---|"]
+    lines += [f"| {name} | {ratio:.2f} |" for name, ratio in ratios.items()]
     return emit_checked(lines, failures, args.out)
 
 

@@ -33,9 +33,10 @@ Two model input forms (``cloud_form``; ``auto``: by the model input's dims):
 Malformed clouds (fields past ``point_step``, an unknown datatype for x/y/z, ``row_step`` under
 ``width * point_step``, data shorter than the rows claim, no x/y/z) raise
 :class:`~triton_ros.ros.codec.base.MalformedInput`: counted as ``dropped_malformed``, logged and
-on /diagnostics as every kind's. Vectorised throughout: numpy's ufuncs, sorting and bincount;
-numpy releases the GIL in its ufunc loops and sorts (not in ``bincount``), so worker threads
-overlap most of it.
+on /diagnostics as every kind's. Vectorised throughout: the BEV grid is one sort of the points by
+cell and height (one int64 key) and reductions over each occupied cell's run, written into the
+occupied cells only; numpy releases the GIL in its sorts and numeric ufunc loops, so the node's
+worker threads overlap most of a cloud's work (bench/lidar/README.md measures it).
 """
 from __future__ import annotations
 
@@ -348,30 +349,30 @@ def bev_grid(cloud: Cloud, plan: PointCloudPlan) -> np.ndarray:
     ok = (col >= 0) & (col < w) & (row >= 0) & (row < h)     # float rounding at the edge
     cell = (row * w + col)[ok]
     height = xyz[ok, 2] - np.float32(grid.z_min)
-    count = np.bincount(cell, minlength=h * w)
-    wanted = set(channels)
-    maps: dict[str, np.ndarray] = {"occupancy": (count > 0).astype(np.float32)}
-    if wanted & {"max_height", "min_height"}:
-        order = np.lexsort((height, cell))                   # by cell, then height
-        sc, sh = cell[order], height[order]
-        first = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
-        last = np.r_[first[1:] - 1, len(sc) - 1]
-        cells = sc[first]
-        for name, at in (("max_height", last), ("min_height", first)):
-            if name in wanted:
-                m = np.zeros(h * w, np.float32)
-                m[cells] = sh[at]
-                maps[name] = m
-    if "mean_intensity" in wanted:
-        m = np.zeros(h * w, np.float32)
-        if cloud.intensity is not None:
-            total = np.bincount(cell, weights=cloud.intensity[ok], minlength=h * w)
-            np.divide(total, count, out=m, where=count > 0, casting="unsafe")
-        maps["mean_intensity"] = m
-    if "density" in wanted:
-        maps["density"] = np.minimum(1.0, np.log1p(count) / DENSITY_NORM).astype(np.float32)
+    # One sort of the points by cell, then height: every channel is a reduction over each
+    # occupied cell's run of points, written into those cells only (the grid's other cells
+    # stay 0; nothing is computed over the whole grid).
+    # (heights are >= 0 here: a non-negative float32's bits sort as its value does, so one
+    # int64 key of cell and height sorts both at once, faster than np.lexsort)
+    order = np.argsort((cell << 32) | np.maximum(height, 0).view(np.uint32).astype(np.int64))
+    sc, sh = cell[order], height[order]
+    first = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
+    last = np.r_[first[1:] - 1, len(sc) - 1]
+    cells = sc[first]
+    count = (last - first + 1).astype(np.float32)
     for i, name in enumerate(channels):
-        out[i] = maps[name].reshape(h, w)
+        flat = out[i].reshape(-1)
+        if name == "occupancy":
+            flat[cells] = 1
+        elif name == "max_height":
+            flat[cells] = sh[last]
+        elif name == "min_height":
+            flat[cells] = sh[first]
+        elif name == "mean_intensity":
+            if cloud.intensity is not None:
+                flat[cells] = np.add.reduceat(cloud.intensity[ok][order], first) / count
+        else:                                               # density
+            flat[cells] = np.minimum(1.0, np.log1p(count) / DENSITY_NORM)
     return out
 
 
