@@ -36,7 +36,8 @@ Malformed clouds (fields past ``point_step``, an unknown datatype for x/y/z, ``r
 on /diagnostics as every kind's. Vectorised throughout: the BEV grid is one sort of the points by
 cell and height (one int64 key) and reductions over each occupied cell's run, written into the
 occupied cells only; numpy releases the GIL in its sorts and numeric ufunc loops, so the node's
-worker threads overlap most of a cloud's work (bench/lidar/README.md measures it).
+worker threads may overlap a cloud's work (bench/lidar/README.md: not conclusive on a shared
+2-core host).
 """
 from __future__ import annotations
 
