@@ -25,7 +25,7 @@ Two model input forms (``cloud_form``; ``auto``: by the model input's dims):
 - ``points``: a points tensor ``[N, C]``, columns ``cloud_point_fields`` (a field the cloud lacks
   is 0; intensity scaled), points outside the three ranges left out. N is the model input's or
   ``cloud_max_points``; a cloud of more points is subsampled to N (``voxel``: one point per
-  ``cloud_voxel_size`` voxel, then random if still more; ``random``: a random N; both
+  ``cloud_voxel_size`` voxel, picked at random, then random if still more; ``random``: a random N; both
   deterministic per cloud), a cloud of fewer is padded with zeros to N (every tensor of a batch
   has N rows: batches of any robots' clouds). ``cloud_count_input`` names a model input that
   gets the number of real rows (``[1]``), ``cloud_mask_input`` one that gets ``[N]`` 1/0.
@@ -387,8 +387,11 @@ def subsample(cloud_xyz: np.ndarray, n: int, how: str, voxel: float, seed: int) 
     if how == "voxel":
         cells = np.floor(cloud_xyz / np.float32(voxel)).astype(np.int64) + (1 << 20)
         keys = (cells[:, 0] << 42) | (cells[:, 1] << 21) | cells[:, 2]    # 21 bits an axis
-        _, first = np.unique(keys, return_index=True)
-        index = np.sort(first)
+        # one point of each voxel, picked at random (the first of a shuffled order): the first
+        # in the cloud's order would be a voxel's corner on a scan pattern, biasing the centroid
+        shuffled = rng.permutation(count)
+        _, first = np.unique(keys[shuffled], return_index=True)
+        index = np.sort(shuffled[first])
         if len(index) <= n:
             return index
     return np.sort(rng.choice(index, n, replace=False))
