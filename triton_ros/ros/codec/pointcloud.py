@@ -387,11 +387,13 @@ def subsample(cloud_xyz: np.ndarray, n: int, how: str, voxel: float, seed: int) 
     if how == "voxel":
         cells = np.floor(cloud_xyz / np.float32(voxel)).astype(np.int64) + (1 << 20)
         keys = (cells[:, 0] << 42) | (cells[:, 1] << 21) | cells[:, 2]    # 21 bits an axis
-        # one point of each voxel, picked at random (the first of a shuffled order): the first
-        # in the cloud's order would be a voxel's corner on a scan pattern, biasing the centroid
-        shuffled = rng.permutation(count)
-        _, first = np.unique(keys[shuffled], return_index=True)
-        index = np.sort(shuffled[first])
+        # one point of each voxel, picked at random within its run of sorted keys (the first in
+        # the cloud's order would be a voxel's corner on a scan pattern, biasing the centroid)
+        order = np.argsort(keys)
+        sorted_keys = keys[order]
+        first = np.flatnonzero(np.r_[True, sorted_keys[1:] != sorted_keys[:-1]])
+        runs = np.diff(np.r_[first, count])
+        index = np.sort(order[first + (rng.random(len(first)) * runs).astype(np.int64)])
         if len(index) <= n:
             return index
     return np.sort(rng.choice(index, n, replace=False))
