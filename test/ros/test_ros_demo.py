@@ -69,12 +69,26 @@ def test_the_demo_scores_every_camera_and_passes():
     assert "demo OK" in out
 
 
+class RclSafeDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting the strings rcl's YAML reads as booleans (y, n, ...: the
+    field names ["x", "y", "z"] of config/inference.yaml's cloud_point_fields), which PyYAML
+    itself reads as strings and so writes plain."""
+
+
+def _represent_str(dumper, value: str):
+    style = "'" if value.lower() in ("y", "n", "yes", "no", "on", "off") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+RclSafeDumper.add_representer(str, _represent_str)
+
+
 def test_the_demo_fails_when_the_detector_does_not_see(tmp_path):
     params = yaml.safe_load((ROOT / "config" / "inference.yaml").read_text())
     binding = params["/**"]["ros__parameters"]["cameras"]
     binding.update(model="detector", score_threshold=0.015)        # random weights
     path = tmp_path / "blind.yaml"
-    path.write_text(yaml.safe_dump(params))
+    path.write_text(yaml.dump(params, Dumper=RclSafeDumper))
     result = run_demo("--params-file", str(path))
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
