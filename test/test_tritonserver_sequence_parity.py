@@ -41,7 +41,7 @@ import pytest
 
 from processes import ROOT
 from sequence_repository import write_sequence_repository
-from tritonserver_process import TritonServerProcess
+from tritonserver_process import TritonServerProcess, assert_answers_as_tritonserver
 
 pytestmark = pytest.mark.integration
 
@@ -631,20 +631,8 @@ def test_answers_as_tritonserver(case_id, outcomes):
     """The same statuses and answers, or a difference that docs/stateful.md lists with its
     reason and with the statuses both servers give now."""
     theirs, ours = outcomes[case_id]
-    documented = documented_differences()
-    if case_id in documented:
-        their_status, our_status, why = documented[case_id]
-        assert not ours.same_as(theirs), (
-            f"{case_id} is listed in docs/stateful.md as a difference but both answer {ours}: "
-            f"remove it from the table")
-        assert (their_status, our_status) == (theirs.status, ours.status), (
-            f"docs/stateful.md lists {case_id} as tritonserver {their_status}, ours "
-            f"{our_status}; they answer {theirs} and {ours}")
-        return
-    assert ours.same_as(theirs), (
-        f"{case_id}: tritonserver answers {theirs}\n"
-        f"triton-ros-server answers {ours}\n(fix it, or list it in docs/stateful.md's "
-        f"'{DOCS_SECTION[3:]}' with the reason)")
+    assert_answers_as_tritonserver(case_id, theirs, ours, documented_differences(),
+                                   "docs/stateful.md", DOCS_SECTION)
 
 
 def test_documented_differences_are_cases():
