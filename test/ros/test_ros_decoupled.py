@@ -8,6 +8,7 @@ published in the node's ~/status."""
 from __future__ import annotations
 
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -67,18 +68,27 @@ def test_each_response_of_a_decoupled_model_is_published_as_it_arrives(tmp_path)
         publisher = probe.image_publisher(TOPIC)
         wait_until(lambda: publisher.get_subscription_count() > 0, what="the node's subscription")
         pixels = np.zeros((64, 64, 3), np.uint8)
-        stamps = []
+        sent = {}                              # stamp -> frame_id
         for i in range(3):
-            stamp = probe.node.get_clock().now().to_msg()
-            stamps.append(stamp_ns(stamp))
-            publisher.publish(image_message(pixels, "rgb8", f"cam{i}", stamp))
-            wait_until(lambda n=3 * (i + 1): results.count() >= n, what=f"{3 * (i + 1)} results")
+            last = [0.0]
+
+            def answered(n=3 * (i + 1), i=i, last=last) -> bool:
+                if results.count() >= n:
+                    return True
+                if time.monotonic() - last[0] > 3.0:   # best effort: a frame may be lost
+                    last[0] = time.monotonic()
+                    stamp = probe.node.get_clock().now().to_msg()
+                    sent[stamp_ns(stamp)] = f"cam{i}"
+                    publisher.publish(image_message(pixels, "rgb8", f"cam{i}", stamp))
+                return False
+            wait_until(answered, what=f"{3 * (i + 1)} results")
         with results.lock:
             items = list(results.items)
-        assert len(items) == 9, [stamp_ns(m.header.stamp) for m, _ in items]
-        for i, stamp in enumerate(stamps):
+        answered_stamps = sorted({stamp_ns(m.header.stamp) for m, _ in items})
+        assert len(items) == 9 and len(answered_stamps) == 3, answered_stamps
+        for stamp in answered_stamps:
             mine = [(m, t) for m, t in items if stamp_ns(m.header.stamp) == stamp]
-            assert len(mine) == 3 and all(m.header.frame_id == f"cam{i}" for m, _ in mine)
+            assert len(mine) == 3 and all(m.header.frame_id == sent[stamp] for m, _ in mine)
             xs = [message_boxes(m)[0][0, 0] for m, _ in mine]
             assert xs == sorted(xs) and xs[0] < xs[1] < xs[2], xs          # in the order sent
             spread = (mine[-1][1] - mine[0][1]) / 1e9
@@ -87,8 +97,8 @@ def test_each_response_of_a_decoupled_model_is_published_as_it_arrives(tmp_path)
         status = probe.subscribe(InferenceStatus, f"/{node.name}/status")
         # The frames count once each, as published.
         wait_until(lambda: status.last() is not None and any(
-            b.published == 3 for b in status.last().bindings), what="3 frames published in "
-                                                                    "~/status")
+            b.published == len(answered_stamps) for b in status.last().bindings),
+            what=f"{len(answered_stamps)} frames published in ~/status")
     finally:
         probe.close()
         node.stop_and_check(signal.SIGINT)
