@@ -468,3 +468,39 @@ def test_an_endpoint_failing_every_request_is_marked_down(detector):
         model.stop()
         bad.close()
         bad_backend.stop()
+
+
+@pytest.mark.parametrize("scheme", ["grpc", "http"])
+def test_a_stateful_models_sequence_reaches_the_remote_server(scheme):
+    """A binding's sequence (sequence.py: ID, START, END) goes to the remote server as
+    tritonclient sends it: the remote tracker keeps one camera's tracks across requests, a
+    request of an unknown sequence is refused there with Triton's status, and the spec says the
+    model is stateful."""
+    s = ServerProcess("--model-repository", str(MODEL_REPOSITORY), "--model-control-mode",
+                      "explicit", "--load-model", "tracker", "--allow-metrics", "false")
+    s.wait_live()
+    logs = Logs()
+    url = f"{scheme}://{s.url if scheme == 'grpc' else s.http_url}"
+    model = RemoteModel("tracker", -1, RemoteConfig(urls=(url,)), log=logs)
+    model.start()
+    try:
+        wait_until(model.ready, what="the endpoint up")
+        spec = model.describe()
+        assert spec.stateful and spec.sequence_idle_us == 10_000_000 and \
+            not spec.string_sequence_ids
+        ids = []
+        for f in range(3):                       # one object moving right, one camera
+            rows = np.zeros((1, 6, 6), np.float32)
+            rows[0, 0] = (10 + 4 * f, 10, 40 + 4 * f, 40, 1.0, 0)
+            result = model.infer({"detections": rows}, ("track_ids",),
+                                 sequence=(4242, f == 0, f == 2)).result(10)
+            ids.append(int(result.outputs["track_ids"][0, 0]))
+        assert ids == [1, 1, 1], ids
+        with pytest.raises(TritonRosError) as info:       # ended: unknown without START
+            model.infer({"detections": rows}, ("track_ids",),
+                        sequence=(4242, False, False)).result(10)
+        assert info.value.code == StatusCode.INVALID_ARG
+        assert "must specify the START flag" in info.value.message
+    finally:
+        model.stop()
+        s.stop()

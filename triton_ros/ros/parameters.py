@@ -246,6 +246,12 @@ class BindingConfig:
         500, "Frames older than this (header stamp to now, on the node's clock) are dropped, "
              "counted and logged with their age and likely cause; 0: no limit (use 0 when the "
              "robots' clocks are not synchronized with this host's).", low=0)
+    sequence_end_after_ms: int = setting(
+        2000, "A stateful model (sequence_batching, or an ensemble with a stateful step): each "
+              "source is its own sequence (docs/stateful.md); a source that has sent no frame "
+              "to the model for this long (it stopped publishing, or its frames go stale) ends "
+              "its sequence, freeing its slot; its next frame starts a new one. 0: only when "
+              "the source is unbound (or the model idles the sequence out).", low=0)
     priority: int = setting(
         0, "Triton request priority of this binding's frames (0: the model's default).", low=0)
     timeout_us: int = setting(

@@ -78,6 +78,7 @@ class Binding:
         self._sources: dict[str, Source] = {}
         self._sources_lock = threading.Lock()
         self.retired = SourceCounters()        # totals of unbound sources, kept for the totals
+        self._reaper = None                    # the timer ending idle sequences
         self._skipped: set[str] = set()        # found topics of a camera read through another
         # Serialized subscriptions, read without a copy of the pixels (codec/serialized_image.py)
         # for each kind this binding may read; None: typed messages. A synchronized binding's
@@ -90,12 +91,34 @@ class Binding:
 
     # ---------------------------------------------------------------- sources
     def start(self) -> None:
+        end_after_ms = self.config.sequence_end_after_ms
+        if end_after_ms > 0:                   # sources of a stateful model end their sequence
+            self._reaper = self._node.create_timer(
+                min(0.5, end_after_ms / 4000.0), self._end_idle_sequences,
+                callback_group=self._group)
         if self.config.synchronized:
             return                             # namespaces are bound as their topics appear
         graph = self._graph() if self._fixed_kind is None and self.config.topics else {}
         for topic in self.config.topics:
             types = self._publisher_types(topic, graph) if topic in graph else []
             self.add_source(topic, discovered=False, kind=self._kind_of(topic, types))
+
+    def _end_idle_sequences(self) -> None:
+        """End the sequence of each source that has sent the model nothing for
+        ``sequence_end_after_ms`` (sequences.py)."""
+        if self.frames.stopped:
+            return
+        idle_ns = self.config.sequence_end_after_ms * 1_000_000
+        try:
+            for source in self.sources():
+                if source.snapshot()[1] == 0:      # none of its frames in the model
+                    self.frames.end_sequence(
+                        source, f"no frame for over sequence_end_after_ms "
+                                f"{self.config.sequence_end_after_ms}", idle_ns=idle_ns)
+        except Exception as exc:               # a defect of ours: said, and tried next period
+            self.failures.report("sequence_reaper", "failed_internal",
+                                 f"binding '{self.config.name}': ending idle sequences failed: "
+                                 f"{type(exc).__name__}: {exc}")
 
     def needs_discovery(self) -> bool:
         """Whether :meth:`discover` has work: patterns to match, namespaces whose inputs bind as
@@ -254,6 +277,7 @@ class Binding:
         if group is not None:                  # messages still waiting will find no partner
             for _ in group.synchronizer.clear():
                 source.count("unmatched_no_partner")
+        self.frames.end_sequence(source, "unbound")
         self._node.destroy_publisher(source.publisher)
         for publisher in source.extra_publishers.values():
             self._node.destroy_publisher(publisher)
@@ -318,8 +342,18 @@ class Binding:
         return True
 
     def stop(self) -> None:
-        """Take no new frames; frames in the model still finish and publish."""
+        """Take no new frames; frames in the model still finish and publish; each source's
+        sequence on a stateful model ends."""
         self.frames.stopped = True
+        if self._reaper is not None:
+            self._node.destroy_timer(self._reaper)
+            self._reaper = None
+        for source in self.sources():
+            try:
+                self.frames.end_sequence(source, "the node stops")
+            except Exception as exc:           # stopping goes on
+                self._log.warning(f"binding '{self.config.name}': ending the sequence of "
+                                  f"{source.topic} failed: {exc}")
 
     # ---------------------------------------------------------------- synchronized sources
     def _discover_namespaces(self, topics_and_types) -> None:

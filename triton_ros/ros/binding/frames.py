@@ -409,13 +409,58 @@ class FramePath:
                        exc)
             return self._finish_source(source)
         started = time.monotonic_ns()
+        sequence = None
+        if plan.spec.stateful:                 # each source is one sequence (sequences.py)
+            sequence = source.sequence.next_request(plan.spec, inputs, plan.output.requested,
+                                                    started)
+        stream = None
+        if plan.spec.decoupled:                # each response published as it comes
+            stream = _Stream(self, source, frame, plan, (placement, placements))
         future = self.target.infer(inputs, outputs=plan.output.requested,
                                    priority=self.config.priority,
-                                   timeout_us=self.config.timeout_us)
+                                   timeout_us=self.config.timeout_us, sequence=sequence,
+                                   on_response=stream)
         future.add_done_callback(
             lambda f: self._submit(self._finish_frame, source, frame, plan,
-                                   (placement, placements), started, f))
+                                   (placement, placements, stream), started, f))
         return None
+
+    # ---------------------------------------------------------------- sequences
+    def end_sequence(self, source: Source, why: str, idle_ns: int = 0) -> bool:
+        """End ``source``'s sequence on a stateful model (sequences.py): its last inputs again,
+        with END; the response is not published. With ``idle_ns``: only if it sent nothing for
+        that long. True: an END was sent."""
+        sequence = source.sequence
+        ending = sequence.end(why, idle_ns=idle_ns, now_ns=time.monotonic_ns())
+        if ending is None:
+            return False
+        sink = None
+        try:
+            decoupled = self.target.describe().decoupled
+        except Exception:                      # not serving: the END is refused below, counted
+            decoupled = False
+        if decoupled:
+            def sink(response, final):         # the responses of an END are not published
+                return None
+        future = self.target.infer(ending.inputs, outputs=ending.outputs,
+                                   priority=self.config.priority,
+                                   timeout_us=self.config.timeout_us,
+                                   sequence=(ending.correlation_id, False, True),
+                                   on_response=sink)
+        self._log.info(f"binding '{self.config.name}': sequence {ending.correlation_id} of "
+                       f"{source.topic} ends ({why})")
+
+        def ended(f: Future) -> None:
+            exc = f.exception()
+            if exc is not None:                # the sequence is gone all the same
+                error = as_triton_error(exc)
+                self.failures.report(
+                    f"sequence_end:{error.code.name}", "sequence_end",
+                    f"binding '{self.config.name}': ending sequence {ending.correlation_id} of "
+                    f"{source.topic} ({why}) was refused ({error.code.name}): {error.message}",
+                    level="warn", record=False)
+        future.add_done_callback(ended)
+        return True
 
     def _finish_frame(self, source: Source, frame: Frame, plan: ModelPlan, placement: Any,
                       started: int, future: InferFuture) -> None:
@@ -466,6 +511,8 @@ class FramePath:
         try:
             response = future.result()
         except BaseException as exc:           # the future's failure, whatever its type
+            if plan.spec.stateful:             # refused (or lost): the next frame starts anew
+                source.sequence.refused()
             error = as_triton_error(exc)
             if error.code in UNAVAILABLE_CODES:
                 self.failures.report(f"infer:{error.code.name}", "dropped_unavailable",
@@ -483,6 +530,9 @@ class FramePath:
         elapsed = time.monotonic_ns() - started
         source.infer_latency.add(elapsed)
         self._model_latency.add(elapsed)
+        stream = placement[2]
+        if stream is not None:                 # decoupled: each response was published
+            return stream.done(source, frame)
         if trace is not None:
             trace.capture(TRACE_PUBLISH_START)
         try:
@@ -512,7 +562,7 @@ class FramePath:
     def _decode(self, plan: ModelPlan, placement: Any, frame: Frame, response):
         outputs = {name: (value[0] if plan.batching else value)
                    for name, value in response.outputs.items()}
-        placement, placements = placement
+        placement, placements = placement[:2]
         # A matched set's results carry its reference input's header
         header = (frame.msg[plan.input_name].header if isinstance(frame.msg, MatchedSet)
                   else frame.msg.header)
@@ -581,3 +631,56 @@ class FramePath:
         feeds = "; ".join(f"{name} [{kinds[name]}] {input_plan.summary}"
                           for name, input_plan, _, _ in plan.feeds)
         return f"inputs {feeds} (results carry the header of {plan.input_name})"
+
+
+class _Stream:
+    """A decoupled model's responses to one frame, each decoded and published as it comes
+    (on the thread that sends it, so in order), with the frame's header. The frame counts as
+    published once its request ends if any response was published (an answer of the final
+    flag alone counts as published: the model had nothing to say); an error response is a
+    failed inference, logged like any."""
+
+    __slots__ = ("_path", "_source", "_frame", "_plan", "_placement", "published", "failed")
+
+    def __init__(self, path: FramePath, source: Source, frame: Frame, plan: ModelPlan,
+                 placement: Any) -> None:
+        self._path, self._source, self._frame = path, source, frame
+        self._plan, self._placement = plan, placement
+        self.published = 0
+        self.failed: str | None = None
+
+    def __call__(self, response, final: bool) -> None:
+        if response is None:                   # the final flag alone
+            return
+        path, source = self._path, self._source
+        try:
+            if isinstance(response, TritonRosError):
+                raise response
+            msg = path._decode(self._plan, self._placement, self._frame, response)
+            source.publisher.publish(msg)
+            self.published += 1
+            if path._mirror is not None:
+                path._mirror(source, msg, response.model_name, response.model_version)
+        except TritonRosError as exc:
+            self.failed = "failed_inference"
+            path.failures.report(f"infer:{exc.code.name}", "failed_inference",
+                                 f"binding '{path.config.name}': a response to a frame of "
+                                 f"{source.topic} on model '{path.config.model}' is an error "
+                                 f"({exc.code.name}): {exc.message}")
+        except Exception as exc:               # decoding or publishing: counted at the end
+            self.failed = "failed_decode"
+            path.failures.report("failed_decode", "failed_decode",
+                                 f"binding '{path.config.name}': a response to a frame of "
+                                 f"{source.topic} did not decode or publish: "
+                                 f"{type(exc).__name__}: {exc}", topic=source.topic)
+
+    def done(self, source: Source, frame: Frame) -> bool:
+        """The request ended: count the frame once (True: published)."""
+        if self.published or self.failed is None:
+            source.count("published")
+            latency = self._path._now_ns() - (frame.stamp_ns or frame.received_ns)
+            if latency >= 0:
+                source.e2e_latency.add(latency)
+            return True
+        source.count(self.failed)
+        return False

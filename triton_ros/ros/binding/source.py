@@ -36,6 +36,7 @@ from typing import Any, Callable
 from ..codec.base import InputKind
 from ..monitoring.counters import SourceCounters
 from ..monitoring.latency import LatencyWindow
+from .sequences import SourceSequence
 from .sync_inputs import SyncGroup
 
 
@@ -73,6 +74,7 @@ class Source:
         self.sync: SyncGroup | None = None
         self.last_seen_publisher_ns = 0       # for forgetting sources that went away
         self.counters = SourceCounters()
+        self.sequence = SourceSequence()       # its sequence on a stateful model
         self.e2e_latency = LatencyWindow()     # stamp -> publication
         self.infer_latency = LatencyWindow()   # request -> response
         self._lock = threading.Lock()

@@ -47,6 +47,11 @@ class DetectionConfig:
                                  "Output holding per-class scores (boxes_scores layout).")
     detections_output: str = setting("detections",
                                      "Output holding decoded detections (detections layout).")
+    track_ids_output: str = setting(
+        "track_ids", "Output holding a track ID per row of detections_output ([K] integers, "
+                     "the detections layout of a tracking model, e.g. the bundled "
+                     "color_tracker): each detection's id is its track ID. A model without it: "
+                     "the detection's index in the message.")
     box_format: str = setting("xyxy", "Box coordinates in the model's output.",
                               choices=BOX_FORMATS)
     box_normalized: bool = setting(
@@ -74,6 +79,7 @@ class DetectionPlan:
     labels: tuple[str, ...]
     input_width: int
     input_height: int
+    track_ids: str = ""                # the output of track IDs; "": none
 
     @property
     def requested(self) -> tuple[str, ...]:
@@ -87,6 +93,7 @@ class DetectionResult:
     boxes: np.ndarray
     scores: np.ndarray
     classes: np.ndarray
+    ids: np.ndarray | None = None      # track IDs [M]; None: the model does not track
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
@@ -117,6 +124,8 @@ def plan_detections(config: DetectionConfig, model: ModelSpec, labels: Mapping[s
                               f"{list(tensor.dims)}; decoded detections need rows of 6 "
                               f"(x1, y1, x2, y2, score, class_id)")
         label_source = tensor.name
+        if config.track_ids_output in names:
+            wanted += (config.track_ids_output,)
     else:
         wanted = (config.boxes_output, config.scores_output)
         for name in wanted:
@@ -125,16 +134,25 @@ def plan_detections(config: DetectionConfig, model: ModelSpec, labels: Mapping[s
         label_source = config.scores_output
     chosen = config.class_names or tuple(labels.get(label_source, ()))
     return DetectionPlan(config=config, layout=layout, outputs=wanted, labels=tuple(chosen),
-                         input_width=input_plan.width, input_height=input_plan.height)
+                         input_width=input_plan.width, input_height=input_plan.height,
+                         track_ids=config.track_ids_output
+                         if config.track_ids_output in wanted else "")
 
 
 def decode_detections(outputs: Mapping[str, np.ndarray], plan: DetectionPlan,
                       letterbox: Letterbox) -> DetectionResult:
     """One image's outputs (batch dimension removed) -> its detections in source pixels."""
     cfg = plan.config
+    ids = None                         # track IDs, carried along with each row kept
     if plan.layout == "detections":
         rows = np.asarray(outputs[cfg.detections_output], np.float32).reshape(-1, 6)
         keep = rows[:, 4] > cfg.score_threshold
+        if plan.track_ids:
+            ids = np.asarray(outputs[plan.track_ids]).reshape(-1)
+            if ids.shape[0] != rows.shape[0]:
+                raise ValueError(f"output '{plan.track_ids}' holds {ids.shape[0]} track IDs "
+                                 f"for {rows.shape[0]} detections")
+            ids = ids[keep].astype(np.int64)
         rows = rows[keep]
         boxes, scores, classes = rows[:, :4], rows[:, 4], rows[:, 5].astype(np.int64)
     else:
@@ -145,27 +163,33 @@ def decode_detections(outputs: Mapping[str, np.ndarray], plan: DetectionPlan,
         scores = raw_scores[anchor, classes]
         boxes = raw_boxes[anchor]
     if scores.shape[0] == 0:               # nothing over the threshold (most frames of a scene)
-        return DetectionResult(np.empty((0, 4)), np.empty(0), np.empty(0, np.int64))
+        return DetectionResult(np.empty((0, 4)), np.empty(0), np.empty(0, np.int64),
+                               None if ids is None else np.empty(0, np.int64))
     if scores.shape[0] > cfg.pre_nms_top_k > 0:
         best = np.argpartition(-scores, cfg.pre_nms_top_k - 1)[:cfg.pre_nms_top_k]
         boxes, scores, classes = boxes[best], scores[best], classes[best]
+        ids = ids[best] if ids is not None else None
 
     boxes = to_xyxy(boxes, cfg.box_format)
     if cfg.box_normalized:
         boxes = boxes * np.array([plan.input_width, plan.input_height] * 2, np.float32)
     order = np.argsort(-scores, kind="stable")
     boxes, scores, classes = boxes[order], scores[order], classes[order]
+    ids = ids[order] if ids is not None else None
     if cfg.nms and scores.shape[0] > 1:
         keep = nms(boxes, scores, cfg.nms_iou_threshold,
                    None if cfg.class_agnostic_nms else classes)
         boxes, scores, classes = boxes[keep], scores[keep], classes[keep]
+        ids = ids[keep] if ids is not None else None
     mapped = letterbox.to_source(boxes)
     # A box lying wholly in the letterbox padding has no area left in the image: not a detection.
     inside = (mapped[:, 2] > mapped[:, 0]) & (mapped[:, 3] > mapped[:, 1])
     mapped, scores, classes = mapped[inside], scores[inside], classes[inside]
+    ids = ids[inside] if ids is not None else None
     if cfg.top_k > 0:
         mapped, scores, classes = mapped[:cfg.top_k], scores[:cfg.top_k], classes[:cfg.top_k]
-    return DetectionResult(mapped, scores.astype(np.float64), classes)
+        ids = ids[:cfg.top_k] if ids is not None else None
+    return DetectionResult(mapped, scores.astype(np.float64), classes, ids)
 
 
 def to_xyxy(boxes: np.ndarray, box_format: str) -> np.ndarray:
@@ -213,11 +237,13 @@ def nms(boxes: np.ndarray, scores: np.ndarray, iou_threshold: float,
 
 
 def detections_message(header, result: DetectionResult, labels: Sequence[str]):
-    """One image's detections as a Detection2DArray (or the fallback) with ``header``."""
+    """One image's detections as a Detection2DArray (or the fallback) with ``header``; each
+    detection's ``id`` is its track ID where the model tracks, else its index."""
     msg = DETECTIONS_TYPE(header=header)
+    ids = result.ids
     for i in range(len(result)):
         x1, y1, x2, y2 = (float(v) for v in result.boxes[i])
-        det = DETECTION_TYPE(header=header, id=str(i))
+        det = DETECTION_TYPE(header=header, id=str(int(ids[i]) if ids is not None else i))
         det.bbox.center.position.x = (x1 + x2) / 2.0
         det.bbox.center.position.y = (y1 + y2) / 2.0
         det.bbox.size_x = x2 - x1

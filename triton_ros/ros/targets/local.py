@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -30,8 +31,10 @@ class LocalModelTarget:
         self.name = name
         self.version = version
         self._core = core
-        # One spec per loaded version object; weak, so that an unloaded version is not kept alive.
-        self._specs: "weakref.WeakKeyDictionary[object, ModelSpec]" = weakref.WeakKeyDictionary()
+        # (spec, its stateful ensemble's step versions) per loaded version object; weak, so
+        # that an unloaded version is not kept alive.
+        self._specs: "weakref.WeakKeyDictionary[object, tuple[ModelSpec, tuple]]" = \
+            weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self._requested: dict[tuple[str, ...], tuple] = {}
         self._not_ready_state: tuple[int, TargetState] | None = None
@@ -41,14 +44,62 @@ class LocalModelTarget:
             model = self._core.get_model(self.name, self.version)
         except TritonRosError:
             raise self._not_ready() from None
-        spec = self._specs.get(model)
-        if spec is None:
+        cached = self._specs.get(model)
+        if cached is None or (cached[1] and not self._same_steps(model, cached[1])):
             with self._lock:
-                spec = self._specs.get(model)
-                if spec is None:
-                    spec = spec_from_config(model.config, model.version, model.labels)
-                    self._specs[model] = spec
-        return spec
+                cached = self._specs.get(model)
+                if cached is None:
+                    spec = spec_from_config(model.config, model.version, model.labels,
+                                            self._steps(model.config))
+                    # A stateful ensemble's spec is new whenever a step's loaded version is:
+                    # the binding then starts its sequences again (a reloaded tracker knows
+                    # none of them), as it does for the ensemble's own reload.
+                    steps = self._step_versions(model) if spec.stateful and \
+                        model.config.ensemble_steps else ()
+                    cached = (spec, steps)
+                elif cached[1] and not self._same_steps(model, cached[1]):
+                    cached = (replace(cached[0]), self._step_versions(model))
+                self._specs[model] = cached
+        return cached[0]
+
+    def _step_versions(self, model) -> tuple:
+        """Weak references to the loaded version objects of an ensemble's steps (None where
+        not ready)."""
+        out = []
+        for step in model.config.ensemble_steps:
+            try:
+                out.append(weakref.ref(self._core.get_model(step.model_name, step.model_version)))
+            except TritonRosError:
+                out.append(None)
+        return tuple(out)
+
+    def _same_steps(self, model, refs: tuple) -> bool:
+        """Whether the steps' loaded versions are still those of ``refs``."""
+        for step, ref in zip(model.config.ensemble_steps, refs):
+            try:
+                current = self._core.get_model(step.model_name, step.model_version)
+            except TritonRosError:
+                current = None
+            if (ref() if ref is not None else None) is not current:
+                return False
+        return True
+
+    def _steps(self, config) -> list:
+        """An ensemble's composing models' configurations (those loaded; nested ensembles
+        included), to tell whether it is stateful."""
+        out, todo, seen = [], list(config.ensemble_steps), set()
+        while todo:
+            step = todo.pop()
+            if step.model_name in seen:
+                continue
+            seen.add(step.model_name)
+            try:
+                step_config = self._core.get_model(step.model_name, step.model_version).config
+            except TritonRosError:             # not ready: its requests will say so
+                continue
+            out.append(step_config)
+            todo.extend(step_config.ensemble_steps)
+        return out
 
     def _not_ready(self) -> TritonRosError:
         # Frames keep arriving while a model is not ready: look its state up twice a second at
@@ -99,7 +150,9 @@ class LocalModelTarget:
         return missing_steps() if missing_steps is not None else []
 
     def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
-              priority: int = 0, timeout_us: int = 0) -> InferFuture:
+              priority: int = 0, timeout_us: int = 0,
+              sequence: tuple[int | str, bool, bool] | None = None,
+              on_response=None) -> InferFuture:
         requested = None
         if outputs is not None:
             key = tuple(outputs)
@@ -111,6 +164,10 @@ class LocalModelTarget:
             model_name=self.name, inputs=dict(inputs), model_version=self.version,
             requested_outputs=requested, priority=priority, timeout_us=timeout_us,
             future=future)
+        if sequence is not None:
+            request.sequence_id, request.sequence_start, request.sequence_end = sequence
+        if on_response is not None:
+            request.response_sink = on_response
         # Tracing (core/tracer.py): the binding adds the frame's own timestamps (received,
         # published) to a sampled request's trace and releases it (future.trace).
         request.caller_releases_trace = self._core.tracer.active

@@ -24,7 +24,7 @@ running (one asynchronous request per frame) need exactly this:
 ``target.state() -> TargetState``
     Readiness with the state's name and reason, for ``/diagnostics`` (called about once per
     diagnostics period; may be slower than ``describe``).
-``target.infer(inputs, outputs=..., priority=..., timeout_us=...) -> InferFuture``
+``target.infer(inputs, outputs=..., priority=..., timeout_us=..., sequence=..., on_response=...) -> InferFuture``
     Queue one request (numpy arrays by input name, with the batch dimension when
     ``max_batch_size > 0``; ``outputs``: names to return, ``None`` for all). Never raises: the
     returned :class:`InferFuture` (a :class:`concurrent.futures.Future`, with the request's
@@ -34,7 +34,10 @@ running (one asynchronous request per frame) need exactly this:
     ``TritonRosError`` whose :class:`~triton_ros.core.errors.StatusCode` classifies the failure
     (``UNAVAILABLE``: the model is not serving; ``INVALID_ARG``: the request does not fit it;
     ``INTERNAL`` / ``UNKNOWN``: the model itself failed, e.g. a Python model's TritonError).
-    A failure of any other type is treated as ``INTERNAL``.
+    A failure of any other type is treated as ``INTERNAL``. ``sequence``: a stateful model's
+    (correlation ID, START, END), or None. ``on_response``: a decoupled model's
+    ``on_response(response, final)``, called with each response as it comes (a
+    ``TritonRosError`` for an error response, None for the final flag alone).
 ``target.can_hedge() -> bool``
     Whether a frame sent now, beside one stalled on a hung endpoint, would find another endpoint
     that moves (a remote target of two endpoints or more; the local target never hedges).
@@ -62,7 +65,7 @@ from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from ...core.model_config import ModelConfig
+from ...core.model_config import CONTROL_CORRID, ModelConfig
 
 READY = "READY"
 
@@ -93,6 +96,12 @@ class ModelSpec:
     outputs: tuple[TensorSpec, ...]
     # Labels by output name (label_filename); outputs without labels are absent.
     labels: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # Stateful (sequence_batching, or an ensemble with a stateful step): each source of a
+    # binding is one sequence; ``sequence_idle_us``: the shortest max_sequence_idle of them.
+    stateful: bool = False
+    sequence_idle_us: int = 0
+    string_sequence_ids: bool = False  # a CORRID control of TYPE_STRING: IDs go as strings
+    decoupled: bool = False            # model_transaction_policy.decoupled
 
     def input(self, name: str) -> TensorSpec | None:
         return next((t for t in self.inputs if t.name == name), None)
@@ -144,7 +153,9 @@ class ModelTarget(Protocol):
     def state(self) -> TargetState: ...
 
     def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
-              priority: int = 0, timeout_us: int = 0) -> InferFuture: ...
+              priority: int = 0, timeout_us: int = 0,
+              sequence: tuple[int | str, bool, bool] | None = None,
+              on_response: Any = None) -> InferFuture: ...
 
     def can_hedge(self) -> bool: ...
 
@@ -152,8 +163,13 @@ class ModelTarget(Protocol):
 
 
 def spec_from_config(config: ModelConfig, version: int,
-                     labels: Mapping[str, Sequence[str]] | None = None) -> ModelSpec:
-    """A :class:`ModelSpec` from a core (or remotely fetched and parsed) ``ModelConfig``."""
+                     labels: Mapping[str, Sequence[str]] | None = None,
+                     steps: Sequence[ModelConfig] = ()) -> ModelSpec:
+    """A :class:`ModelSpec` from a core (or remotely fetched and parsed) ``ModelConfig``;
+    ``steps``: an ensemble's composing models' (whether it is stateful)."""
+    batchers = [c.sequence_batching for c in (config, *steps) if c.sequence_batching is not None]
+    idles = [b.max_sequence_idle_us for b in batchers]
+    corrids = [b.control(CONTROL_CORRID) for b in batchers]
     def tensors(items, inputs: bool) -> tuple[TensorSpec, ...]:
         return tuple(TensorSpec(name=t.name, datatype=t.datatype, dims=tuple(int(d) for d in t.dims),
                                 format=t.format if inputs else "FORMAT_NONE",
@@ -163,7 +179,11 @@ def spec_from_config(config: ModelConfig, version: int,
                      platform=config.platform or config.backend,
                      max_batch_size=int(config.max_batch_size),
                      inputs=tensors(config.inputs, True), outputs=tensors(config.outputs, False),
-                     labels={k: tuple(v) for k, v in (labels or {}).items()})
+                     labels={k: tuple(v) for k, v in (labels or {}).items()},
+                     stateful=bool(idles), sequence_idle_us=min(idles, default=0),
+                     string_sequence_ids=any(c is not None and c.datatype == "BYTES"
+                                             for c in corrids),
+                     decoupled=bool(config.decoupled))
 
 
 __all__ = ["ModelTarget", "ModelSpec", "TensorSpec", "TargetState", "TargetResult",

@@ -7,10 +7,13 @@ as the ``synthetic_cameras`` console script)
 Each camera publishes ``<prefix>/<robot>/<camera>/image_raw`` with the sensor_data QoS and
 frame_id ``<robot>/<camera>_optical_frame``: a noisy mid-grey background with solid rectangles of
 the bundled ``color_detector``'s classes (red, green, blue, yellow, black, white; mono8 cameras
-only black and white) bouncing inside cells of their own, so that none hides another. Next to
+only black and white) bouncing inside cells of their own, so that none hides another; with
+``--moving``, bouncing over the whole image, crossing each other and passing behind a pillar
+(:class:`MovingScene`: for trackers). Next to
 each image topic, ``<prefix>/<robot>/<camera>/ground_truth`` carries each frame's objects with
 the image's header: boxes in the camera's own pixels (x2, y2 exclusive), ``class_id`` the class
-name, score 1, as the message type the node publishes detections with
+name, score 1, ``id`` the object's identity (stable for the camera's life, from 1), as the
+message type the node publishes detections with
 (``vision_msgs/Detection2DArray`` where importable, else ``triton_ros_interfaces/Detections``).
 All cameras of the process are triggered together at ``--rate`` (like a hardware-synchronized
 rig) and stamped with the capture time. Without ``--camera`` it runs two
@@ -142,10 +145,17 @@ class GroundTruth:
 
     boxes: np.ndarray
     classes: np.ndarray
+    # Each object's identity [M] (stable for the camera's life, from 1): Detection2D.id of the
+    # ground truth message.
+    ids: np.ndarray | None = None
+    # Moving scenes: the frame's classes per pixel as drawn (objects overlap there).
+    drawn: np.ndarray | None = None
 
     def mask(self, width: int, height: int) -> np.ndarray:
         """The frame's classes per pixel [height, width] uint8: 0 background, ``1 + k`` inside
-        an object of class ``k`` (objects never overlap)."""
+        an object of class ``k`` (objects never overlap, but in moving scenes: as drawn)."""
+        if self.drawn is not None:
+            return self.drawn
         out = np.zeros((height, width), np.uint8)
         for (x1, y1, x2, y2), k in zip(self.boxes.astype(np.int64), self.classes):
             out[y1:y2, x1:x2] = k + 1
@@ -209,8 +219,71 @@ class SyntheticScene:
             img[y:y + bh, x:x + bw] = colour
             boxes.append((x, y, x + bw, y + bh))
             classes.append(class_id)
-        return to_encoding(img, self.encoding), GroundTruth(np.array(boxes, np.float32),
-                                                            np.array(classes, np.int64))
+        return to_encoding(img, self.encoding), GroundTruth(
+            np.array(boxes, np.float32), np.array(classes, np.int64),
+            np.arange(1, len(classes) + 1, dtype=np.int64))
+
+    def frame(self, t: float) -> np.ndarray:
+        return self.render(t)[0]
+
+
+class MovingScene:
+    """Frames of one camera whose objects cross (``--moving``): the same classes and background
+    as :class:`SyntheticScene`, but each object moves over the whole image at a constant
+    velocity, bouncing off its edges, drawn in a fixed order (a later one hides an earlier one
+    where they cross), and a grey pillar (no class) stands in the middle, in front of them all,
+    wider than every object: an object passing behind it vanishes for a few frames. The ground
+    truth holds what is visible: each object's box is that of its visible pixels, an object with
+    fewer than :data:`MIN_VISIBLE` pixels (or a fifth of its own) visible is left out; its
+    identity (``ids``, from 1) never changes."""
+
+    MIN_VISIBLE = 16
+    PILLAR = (128, 128, 128)
+
+    def __init__(self, spec: CameraSpec, seed: int) -> None:
+        rng = np.random.default_rng(1000 + seed)
+        base = SyntheticScene(spec, seed)
+        self.background, self.encoding = base.background, base.encoding
+        h, w = spec.height, spec.width
+        self.width, self.height = w, h
+        names = MONO_CLASSES if spec.encoding in ("mono8", "8UC1") else CLASS_NAMES
+        self.pillar = (int(0.46 * w), int(0.56 * w))             # x range, full height
+        self.objects = []
+        for i in rng.permutation(len(names)):
+            bw = max(4, int(rng.uniform(0.06, 0.09) * w))
+            bh = max(4, int(rng.uniform(0.10, 0.18) * h))
+            span = np.array([w - bw, h - bh], np.float64)
+            speed = rng.uniform(0.10, 0.20, size=2) * np.array([w, h]) * rng.choice([-1, 1], 2)
+            start = rng.uniform(0, 1, size=2) * span
+            self.objects.append((CLASS_NAMES.index(names[i]), bw, bh,
+                                 np.array(CLASS_COLOURS[names[i]], np.uint8), speed, start,
+                                 span))
+
+    def render(self, t: float) -> tuple[np.ndarray, GroundTruth]:
+        img = self.background.copy()
+        drawn = np.zeros((self.height, self.width), np.uint8)
+        owner = np.zeros((self.height, self.width), np.int16)    # 1 + object index
+        for index, (class_id, bw, bh, colour, speed, start, span) in enumerate(self.objects):
+            pos = np.abs(((start + speed * t) % (2 * span)) - span)
+            x, y = int(pos[0]), int(pos[1])
+            img[y:y + bh, x:x + bw] = colour
+            drawn[y:y + bh, x:x + bw] = class_id + 1
+            owner[y:y + bh, x:x + bw] = index + 1
+        x1, x2 = self.pillar
+        img[:, x1:x2] = self.PILLAR
+        drawn[:, x1:x2] = 0
+        owner[:, x1:x2] = 0
+        boxes, classes, ids = [], [], []
+        for index, (class_id, bw, bh, *_rest) in enumerate(self.objects):
+            ys, xs = np.nonzero(owner == index + 1)
+            if len(xs) < max(self.MIN_VISIBLE, bw * bh // 5):
+                continue
+            boxes.append((xs.min(), ys.min(), xs.max() + 1, ys.max() + 1))
+            classes.append(class_id)
+            ids.append(index + 1)
+        return to_encoding(img, self.encoding), GroundTruth(
+            np.array(boxes, np.float32).reshape(-1, 4), np.array(classes, np.int64),
+            np.array(ids, np.int64), drawn)
 
     def frame(self, t: float) -> np.ndarray:
         return self.render(t)[0]
@@ -262,9 +335,11 @@ def mask_message(header, mask: np.ndarray):
 
 
 def ground_truth_message(header, truth: GroundTruth):
-    """The ground truth as the message type the node publishes detections with (score 1)."""
+    """The ground truth as the message type the node publishes detections with (score 1, each
+    object's identity as its ``id``)."""
     return detections_message(header, DetectionResult(
-        truth.boxes, np.ones(len(truth.classes), np.float32), truth.classes), list(CLASS_NAMES))
+        truth.boxes, np.ones(len(truth.classes), np.float32), truth.classes, truth.ids),
+        list(CLASS_NAMES))
 
 
 class SyntheticCameras:
@@ -272,7 +347,7 @@ class SyntheticCameras:
 
     def __init__(self, node, specs: list[CameraSpec], *, prefix: str = "",
                  transport: str = "raw", jpeg_quality: int = 75, png_level: int = 3,
-                 masks: bool = False) -> None:
+                 masks: bool = False, moving: bool = False) -> None:
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import CompressedImage, Image
 
@@ -280,7 +355,8 @@ class SyntheticCameras:
         self._image_type = Image
         self._compressed_type = CompressedImage
         self.specs = specs
-        self.scenes = [SyntheticScene(s, seed=i) for i, s in enumerate(specs)]
+        scene = MovingScene if moving else SyntheticScene
+        self.scenes = [scene(s, seed=i) for i, s in enumerate(specs)]
         # Each camera's transport: its own, else the default (compressed: JPEG)
         default = "jpeg" if transport == "compressed" else transport
         self.transports = [s.transport or default for s in specs]
@@ -593,6 +669,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     parser.add_argument("--png-level", type=int, default=3, help="PNG compression level, 0-9")
     parser.add_argument("--ground-truth-masks", action="store_true",
                         help="also publish each frame's class mask on .../ground_truth_mask")
+    parser.add_argument("--moving", action="store_true",
+                        help="objects move over the whole image, crossing each other and "
+                             "passing behind a pillar (short occlusions): for trackers")
     parser.add_argument("--rate", type=float, default=30.0, help="frames per second per camera")
     parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: run "
                         "until SIGINT or SIGTERM)")
@@ -617,7 +696,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     transport = args.compressed_format if args.transport == "compressed" else "raw"
     cameras = SyntheticCameras(node, specs, prefix=args.prefix, transport=transport,
                                jpeg_quality=args.jpeg_quality, png_level=args.png_level,
-                               masks=args.ground_truth_masks)
+                               masks=args.ground_truth_masks, moving=args.moving)
     if not args.quiet:
         for spec, pub, how in zip(specs, cameras.publishers, cameras.transports):
             print(f"synthetic_cameras: {pub.topic_name} {spec.width}x{spec.height} "

@@ -108,7 +108,8 @@ class ProtocolClient(abc.ABC):
     async def infer(self, model: str, inputs: Mapping[str, np.ndarray], *,
                     outputs: Sequence[str] | None = None, class_count: int = 0,
                     version: str = "", priority: int = 0, timeout_us: int = 0, slot: Any = None,
-                    remaining: float | None = None) -> Answer:
+                    remaining: float | None = None,
+                    sequence: tuple[int | str, bool, bool] | None = None) -> Answer:
         """One inference; inputs by value, or in ``slot`` (registered with this endpoint, the
         inputs written into it one after the other). ``class_count``: the outputs classified
         (Triton's classification extension). ``remaining``: the client-side deadline, s."""
@@ -122,6 +123,9 @@ class ProtocolClient(abc.ABC):
                                       headers=self._headers, **self._deadline(remaining))
         if timeout_us:
             kwargs["timeout"] = timeout_us
+        if sequence is not None:               # a stateful model's (ID, START, END)
+            kwargs.update(sequence_id=sequence[0], sequence_start=sequence[1],
+                          sequence_end=sequence[2])
         result = await self._client.infer(model, wire, **kwargs)
         names, model_version = self._answered(result.get_response())
         return Answer({n: result.as_numpy(n) for n in names}, model_version)

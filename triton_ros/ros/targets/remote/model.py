@@ -234,16 +234,24 @@ class RemoteModel:
         return [(ep.address.url, ep.state, ep.reason) for ep in self._pool]
 
     def infer(self, inputs: Mapping[str, np.ndarray], outputs=None, *, priority: int = 0,
-              timeout_us: int = 0) -> InferFuture:
+              timeout_us: int = 0, sequence: tuple[int | str, bool, bool] | None = None,
+              on_response=None) -> InferFuture:
         """Send one request; the future ends with a RemoteResponse or a RemoteError."""
         future = InferFuture()
+        if on_response is not None:            # planning refuses decoupled remote models
+            future.set_exception(RemoteError(StatusCode.UNSUPPORTED,
+                                             f"{self._who}: a decoupled model is served "
+                                             f"through ModelStreamInfer, which remote targets "
+                                             f"do not use", NO_ENDPOINT))
+            return future
         if self._loop is None or self._stopped:
             future.set_exception(RemoteError(StatusCode.UNAVAILABLE,
                                              f"{self._who}: remote client stopped",
                                              NO_ENDPOINT))
             return future
         sent = asyncio.run_coroutine_threadsafe(
-            self._infer(dict(inputs), tuple(outputs) if outputs else None, priority, timeout_us),
+            self._infer(dict(inputs), tuple(outputs) if outputs else None, priority, timeout_us,
+                        sequence),
             self._loop)
         sent.add_done_callback(partial(_settle, future))
         future.add_done_callback(lambda f: sent.cancel() if f.cancelled() else None)
@@ -257,7 +265,8 @@ class RemoteModel:
         return "" if self.requested_version < 0 else str(self.requested_version)
 
     async def _infer(self, inputs: dict[str, np.ndarray], outputs: tuple[str, ...] | None,
-                     priority: int, timeout_us: int) -> RemoteResponse:
+                     priority: int, timeout_us: int,
+                     sequence: tuple[int | str, bool, bool] | None = None) -> RemoteResponse:
         deadline = time.monotonic() + self.settings.timeout_ms / 1000.0
         tried: set[int] = set()
         while True:
@@ -275,7 +284,8 @@ class RemoteModel:
                 slot = await self._shm_slot(ep, inputs)
                 answer = await ep.client.infer(
                     self.name, inputs, outputs=outputs, version=self._wanted_version(),
-                    priority=priority, timeout_us=timeout_us, slot=slot, remaining=remaining)
+                    priority=priority, timeout_us=timeout_us, slot=slot, remaining=remaining,
+                    sequence=sequence)
                 try:
                     version = int(answer.model_version)
                 except (TypeError, ValueError):
