@@ -14,8 +14,8 @@ A case is a short scenario run by tritonclient (gRPC ``infer``, gRPC streams, HT
 raw HTTP (``generate``, ``generate_stream``), the same on both servers, at the same time (each
 server has its own sequences). Its outcome is each step's status (the gRPC code name, the HTTP
 status, "error" for an error on a stream, whose code tritonclient does not carry) and answer
-(every output's values, the stream's responses in order with their ``triton_final_response``
-flags, the order in which concurrent requests ended); the case's status is its first failing
+(every output's values, each request's stream responses in order with their ``triton_final_response``
+flags, concurrent requests' answers as a set); the case's status is its first failing
 step's, else the last step's. Error messages are shown, not compared.
 
 Every case must come out the same, or be listed in docs/stateful.md ("Checked against
@@ -184,6 +184,7 @@ def stream(run: Run, requests: list[tuple[str, dict, dict]], outputs: tuple = ()
     finally:
         client.stop_stream()
         client.close()
+    first = len(run.steps)
     while not replies.empty():
         result, error = replies.get()
         if error is not None:
@@ -193,26 +194,32 @@ def stream(run: Run, requests: list[tuple[str, dict, dict]], outputs: tuple = ()
         final = response.parameters["triton_final_response"].bool_param
         values = {k: v for k, v in _outputs(result, outputs).items() if k != "BATCH"}
         run.step("OK", {"id": response.id, "final": final, **values})
+    # each request's responses in the order they came; different requests' responses may
+    # interleave either way in both servers (seen: request 1's empty final before and after
+    # request 0's), so they are grouped by request id
+    with run.lock:
+        run.steps[first:] = sorted(run.steps[first:], key=lambda step: (
+            step[1].get("id", "") if isinstance(step[1], dict) else ""))
 
 
 def concurrently(run: Run, calls: list[tuple[float, Callable[[], tuple]]]) -> None:
-    """``calls`` (a delay before it starts, the call) at once; a step records the order in
-    which they ended (by index)."""
-    ended: list[int] = []
-    lock = threading.Lock()
+    """``calls`` (a delay before it starts, the call) at once. Their steps are compared as a
+    set, sorted: the order in which concurrent requests finish is not fixed by tritonserver
+    itself (in two runs of the same backlog case it answered B before A's END, then after)."""
+    first = len(run.steps)
 
-    def call(index: int, delay: float, fn):
+    def call(delay: float, fn):
         time.sleep(delay)
         fn()
-        with lock:
-            ended.append(index)
 
-    threads = [threading.Thread(target=call, args=(i, d, fn)) for i, (d, fn) in enumerate(calls)]
+    threads = [threading.Thread(target=call, args=(d, fn)) for d, fn in calls]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
-    run.step("OK", {"ended": ended})
+    with run.lock:
+        run.steps[first:] = sorted(run.steps[first:], key=repr)
+    run.step("OK", {"answered": len(run.steps) - first})
 
 
 def http_post(run: Run, path: str, body: dict) -> tuple:
