@@ -246,7 +246,7 @@ def test_a_camera_that_goes_quiet_ends_its_sequence_and_starts_anew(rig):
     n = len(rig.pairs["trk/quiet"].pairs())
     assert n >= len(first)
     rig.start("quiet", "trk/quiet:320x240:rgb8")   # back: a new sequence, numbered from 1
-    later = wait_pairs(rig, "trk/quiet", 5, since=n)[n:]
+    later = wait_pairs(rig, "trk/quiet", 30, since=n)[n:]
     first_ids = [int(i) for i in message_ids(sorted(
         later, key=lambda p: (p[0].header.stamp.sec, p[0].header.stamp.nanosec))[0][1])]
     assert first_ids and min(first_ids) == 1, first_ids
