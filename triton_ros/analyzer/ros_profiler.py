@@ -45,6 +45,8 @@ from pathlib import Path
 
 import yaml
 
+from .arguments import (existing_file, existing_repository, fraction, number_list, positive,
+                        ros_parameter, size)
 from .errors import AnalyzerError, ExitStatus
 from .model_variant import ScratchRepository
 from .server_monitor import ProcessMonitor
@@ -54,39 +56,43 @@ BINDING = "analyzer"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model-repository", "-m", action="append", required=True, type=Path,
+    p.add_argument("--model-repository", "-m", action="append", required=True,
+                   type=existing_repository,
                    help="model repository (repeat for several); only read, never written")
     p.add_argument("--model", "--profile-models", dest="model", required=True,
                    help="the model the cameras are bound to")
-    p.add_argument("--config", type=Path, default=None, metavar="CONFIG_PBTXT",
+    p.add_argument("--config", type=existing_file, default=None, metavar="CONFIG_PBTXT",
                    help="serve the model with this config.pbtxt (e.g. the one `profile` "
                         "recommended) instead of its own")
-    p.add_argument("--rates", default="30", metavar="HZ,HZ,...",
+    p.add_argument("--rates", default=(30.0,), metavar="HZ,HZ,...",
+                   type=number_list(float, what="rates (Hz)", zero_allowed=False),
                    help="camera frame rates to try (default 30)")
-    p.add_argument("--camera-size", default="640x480", metavar="WxH",
+    p.add_argument("--camera-size", default=(640, 480), type=size, metavar="WxH",
                    help="each camera's image size (default 640x480)")
     p.add_argument("--encoding", default="rgb8", help="image encoding (default rgb8)")
-    p.add_argument("--latency-budget-ms", type=float, default=None,
+    p.add_argument("--latency-budget-ms", type=positive(float), default=None,
                    help="per-frame p99 latency budget, input stamp to publication, ms "
                         "(default: one frame period at each rate)")
-    p.add_argument("--max-drop-fraction", type=float, default=0.02,
+    p.add_argument("--max-drop-fraction", type=fraction, default=0.02,
                    help="frames that may go unpublished, as a fraction of those the cameras "
                         "were asked for (default 0.02)")
-    p.add_argument("--min-cameras", type=int, default=1, metavar="N",
+    p.add_argument("--min-cameras", type=positive(int), default=1, metavar="N",
                    help="the first camera count tried (default 1)")
-    p.add_argument("--max-cameras", type=int, default=32, metavar="N",
+    p.add_argument("--max-cameras", type=positive(int), default=32, metavar="N",
                    help="the most cameras tried (default 32)")
-    p.add_argument("--window-s", type=float, default=None,
+    p.add_argument("--window-s", type=positive(float), default=None,
                    help="one measuring window (the node's diagnostics period), s "
                         "(default 3; 2 with --quick)")
-    p.add_argument("--windows", type=int, default=None,
+    p.add_argument("--windows", type=positive(int), default=None,
                    help="windows measured per step (default 2; 1 with --quick)")
     p.add_argument("--format", choices=("auto", "detections", "classification", "tensors"),
                    default="auto", help="the binding's output format (auto: detections where "
                    "the model has a 'detections' output or 'boxes' and 'scores', else tensors)")
     p.add_argument("--binding-param", action="append", default=[], metavar="NAME:=VALUE",
+                   type=ros_parameter,
                    help="another parameter of the binding (repeat), e.g. max_in_flight:=2")
     p.add_argument("--node-param", action="append", default=[], metavar="NAME:=VALUE",
+                   type=ros_parameter,
                    help="another parameter of the node (repeat), e.g. worker_threads:=2")
     p.add_argument("--output-dir", "--export-path", "-e", type=Path,
                    default=Path("profile_results"), help="where results, plots, reports and "
@@ -111,19 +117,9 @@ def console_script(name: str, module: str) -> list[str]:
     return [sys.executable, "-m", module]
 
 
-def _param_value(text: str):
-    """A --*-param value as YAML reads it (the params file's own syntax)."""
-    return yaml.safe_load(text)
-
-
-def _params(pairs: list[str]) -> dict:
-    out = {}
-    for pair in pairs:
-        if ":=" not in pair:
-            raise AnalyzerError(f"parameter '{pair}' is not NAME:=VALUE")
-        name, value = pair.split(":=", 1)
-        out[name.strip()] = _param_value(value)
-    return out
+def _params(pairs: list[tuple[str, object]]) -> dict:
+    """--binding-param / --node-param values (parsed by :func:`.arguments.ros_parameter`)."""
+    return dict(pairs)
 
 
 def output_format(user_config, requested: str) -> str:
@@ -332,12 +328,8 @@ class RosProfiler:
         self.quick = args.quick
         self.window_s = args.window_s or (2.0 if self.quick else 3.0)
         self.windows = args.windows or (1 if self.quick else 2)
-        self.rates = [float(r) for r in str(args.rates).split(",") if r.strip()]
-        try:
-            width, height = (int(v) for v in args.camera_size.lower().split("x"))
-        except ValueError:
-            raise AnalyzerError(f"--camera-size '{args.camera_size}' is not WxH") from None
-        self.size = (width, height)
+        self.rates = list(dict.fromkeys(args.rates))
+        self.size = tuple(args.camera_size)
         self.token = secrets.token_hex(3)
         self.prefix = f"/triton_ros_analyzer_{self.token}"
         self.node_name = f"triton_ros_analyzer_node_{self.token}"
