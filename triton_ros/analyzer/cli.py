@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 from .arguments import existing_repository, fraction, number_list, positive
+from .confirmation import QUICK_ROUNDS, ROUNDS
 from .config_search import QUICK, SEARCH_MODES, ConcurrencySweepSettings
 from .errors import AnalyzerError, ExitStatus
 from .measurement import DEFAULT_HEADROOM, DEFAULT_LATENCY_METRIC, Constraints
@@ -25,7 +26,7 @@ from .perf_analyzer import LATENCY_METRICS, NO_STABILITY_CHECK, PerfAnalyzerSett
 from .search_space import SearchLimits
 
 #: ``--quick``: what it changes, so that a sweep ends within about two minutes on 2 cores.
-QUICK_TIME_BUDGET_S = 75.0
+QUICK_TIME_BUDGET_S = 60.0
 QUICK_LIMITS = dict(max_instance_count=4, max_model_batch_size=32)
 QUICK_MAX_CONCURRENCY = 32
 QUICK_MEASUREMENT_INTERVAL_MS = 500
@@ -61,12 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
                       default=Path("profile_results"), help="where results, plots, reports and "
                       "the recommendation go (default ./profile_results)")
     prof.add_argument("--quick", action="store_true",
-                      help=f"a short sweep (about 2 minutes on 2 cores): quick search, "
+                      help=f"a short sweep (about 3 minutes on 2 cores): quick search, "
                            f"{QUICK_MEASUREMENT_INTERVAL_MS} ms windows without the "
                            f"stability check, concurrency <= {QUICK_MAX_CONCURRENCY}, "
                            f"configurations started within {QUICK_TIME_BUDGET_S:.0f} s, then "
-                           f"the best candidates confirmed with windows twice as long and the "
-                           f"check on")
+                           f"the model's own configuration and the best candidates measured "
+                           f"again in {QUICK_ROUNDS} alternating rounds")
     prof.add_argument("--run-config-search-mode", choices=SEARCH_MODES, default=QUICK,
                       help="quick: hill climbing over every dimension (default); brute: every "
                            "instance kind x count x max batch size")
@@ -100,8 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     prof.add_argument("--quick-passes", type=positive(int), metavar="N", default=None,
                       help="rounds of the quick search over all dimensions (default 2)")
     prof.add_argument("--confirm-candidates", type=positive(int), metavar="N", default=2,
-                      help="the best N configurations are measured again on a fresh server "
-                           "before one is recommended (default 2)")
+                      help="the best N configurations of the sweep are measured again, "
+                           "alternating with the model's own, before one is recommended "
+                           "(default 2)")
+    prof.add_argument("--confirm-rounds", type=positive(int), metavar="N", default=None,
+                      help=f"alternating rounds of that confirmation (default {ROUNDS}; "
+                           f"{QUICK_ROUNDS} with --quick); a change is recommended only when "
+                           f"it beat the model's own configuration in every round")
     _perf_arguments(prof)
     prof.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                       help="extra triton-ros-server argument (repeat), e.g. "
@@ -164,7 +170,7 @@ def profile_options(args: argparse.Namespace):
         min_concurrency=args.run_config_search_min_concurrency,
         max_concurrency=args.run_config_search_max_concurrency
         or (QUICK_MAX_CONCURRENCY if quick else ConcurrencySweepSettings().max_concurrency),
-        tries=2 if quick else ConcurrencySweepSettings().tries)
+        tries=ConcurrencySweepSettings().tries)
     d = PerfAnalyzerSettings()
     perf = PerfAnalyzerSettings(
         measurement_interval_ms=args.measurement_interval
@@ -179,13 +185,6 @@ def profile_options(args: argparse.Namespace):
                               headroom=args.latency_headroom,
                               memory_cap_mb=args.memory_cap_mb,
                               gpu_memory_cap_mb=args.gpu_memory_cap_mb)
-    confirm = None
-    if quick:   # the candidates are measured again with windows twice as long, checked
-        confirm = PerfAnalyzerSettings(
-            measurement_interval_ms=2 * perf.measurement_interval_ms,
-            stability_percentage=args.stability_percentage or d.stability_percentage,
-            max_trials=4, batch_size=perf.batch_size, protocol=perf.protocol,
-            input_data=perf.input_data, shapes=perf.shapes, extra_flags=perf.extra_flags)
     return ProfileOptions(
         model_repositories=[p.resolve() for p in args.model_repository],
         model=args.profile_models, output_dir=args.output_dir.resolve(),
@@ -194,7 +193,8 @@ def profile_options(args: argparse.Namespace):
         concurrency=sweep, perf=perf,
         time_budget_s=args.time_budget_s or (QUICK_TIME_BUDGET_S if quick else None),
         max_configs=args.max_configs,
-        confirm_candidates=args.confirm_candidates, confirm_perf=confirm,
+        confirm_candidates=args.confirm_candidates,
+        confirm_rounds=args.confirm_rounds or (QUICK_ROUNDS if quick else ROUNDS),
         server_args=tuple(args.server_arg), progress=not args.no_progress)
 
 
@@ -212,15 +212,12 @@ def run_profile(args: argparse.Namespace) -> int:
         print(f"  {key}: {result.files[key]}", file=out)
     rec = result.recommendation
     if rec is None:
-        print("no configuration measured meets the constraints: no recommendation", file=out)
+        print("no configuration met the constraints (the model's own in most confirmation "
+              "rounds, or any in the sweep): no recommendation", file=out)
         return ExitStatus.NO_RECOMMENDATION
-    m = rec.measurement
-    metric = result.constraints.latency_metric
-    print(f"recommended: {rec.result.variant}: {m.throughput:.1f} infer/s at concurrency "
-          f"{m.concurrency}, {metric} {m.latency(metric):.2f} ms, peak RSS "
-          f"{m.server.peak_rss_mb:.0f} MB"
-          + (f" ({rec.speedup:.2f}x the model's own configuration)" if rec.speedup else ""),
-          file=out)
+    from .recommendation import verdict_lines
+    for line in verdict_lines(rec):
+        print(line, file=out)
     print(f"  config.pbtxt: {result.files['recommended_config']}", file=out)
     return ExitStatus.OK
 

@@ -566,7 +566,12 @@ def step_rows(steps: list[CameraStep], max_drop_fraction: float) -> list[list[st
     return rows
 
 
-def plot_steps(profiler: RosProfiler, answer: dict, path: Path) -> Path:
+def plot_steps(profiler: RosProfiler, answer: dict, path: Path, *, return_axes: bool = False):
+    """p99 latency, frames received and published, and the node's CPU against the camera count
+    (whole cameras on the axis). Returns the PNG's path (the axes with ``return_axes``, for
+    the tests, before they are closed)."""
+    from matplotlib.ticker import MaxNLocator
+
     from .report import _pyplot
     plt = _pyplot()
     fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
@@ -582,7 +587,10 @@ def plot_steps(profiler: RosProfiler, answer: dict, path: Path) -> Path:
         axes[0].plot(xs, [s.latency_p99_ms for s in steps], "o-", color=c, label=label)
         axes[0].axhline(profiler.budget(rate), color=c, ls="--", lw=1,
                         label=f"{rate:g} Hz budget {profiler.budget(rate):.1f} ms")
-        axes[1].plot(xs, [100 * s.delivered for s in steps], "o-", color=c, label=label)
+        axes[1].plot(xs, [100 * s.delivered for s in steps], "o-", color=c,
+                     label=f"{rate:g} Hz: published")
+        axes[1].plot(xs, [100 * s.offered for s in steps], "s:", color=c, ms=4,
+                     label=f"{rate:g} Hz: received by the node")
         axes[2].plot(xs, [s.node_cpu_cores for s in steps], "o-", color=c, label=label)
         for s in steps:
             if not s.passes(profiler.args.max_drop_fraction):
@@ -590,7 +598,7 @@ def plot_steps(profiler: RosProfiler, answer: dict, path: Path) -> Path:
     axes[1].axhline(100 * limit, color="red", ls="--", lw=1,
                     label=f"required {100 * limit:.0f} %")
     axes[0].set_ylabel("per-frame p99 latency (ms)\ncamera stamp to publication")
-    axes[1].set_ylabel("frames published\n(% of frames asked for)")
+    axes[1].set_ylabel("frames received and published\n(% of frames asked for)")
     axes[2].set_ylabel("inference node CPU (cores)")
     axes[2].set_xlabel("cameras (each " + f"{profiler.size[0]}x{profiler.size[1]} "
                        f"{profiler.args.encoding})")
@@ -601,9 +609,12 @@ def plot_steps(profiler: RosProfiler, answer: dict, path: Path) -> Path:
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8, loc="best")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))    # whole cameras
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
+    if return_axes:
+        return axes
     plt.close(fig)
     return path
 
