@@ -135,7 +135,9 @@ def test_the_best_of_several_winners_and_the_alternating_order():
     assert cf.decide(default, [a, b], BUDGET, 0.05).winner.variant == "d_config_2"
     assert cf.round_order(["d", "a", "b"], 0) == ["d", "a", "b"]
     assert cf.round_order(["d", "a", "b"], 1) == ["b", "a", "d"]
-    assert cf.confirmation_concurrencies([8, 4, None, 8]) == [4, 8]
+    assert cf.confirmation_concurrencies([8, 4, None, 8]) == [2, 4, 8]
+    assert cf.confirmation_concurrencies([1, 2]) == [1, 2]
+    assert cf.confirmation_concurrencies([None]) == []
 
 
 def test_the_sweep_does_not_stop_on_one_or_two_noisy_steps():

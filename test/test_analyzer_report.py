@@ -153,3 +153,62 @@ def test_the_ros_chart_has_whole_camera_counts_and_frames_received(tmp_path):
     labels = [line.get_label() for ax in axes for line in ax.get_lines()]
     assert any("received" in label for label in labels), labels
     assert (tmp_path / "ros.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# -- ros: the count is confirmed, and how it was checked is said -------------------------------
+
+def ros_profiler(tmp_path, capacity_in_search: int, holds: set[int]):
+    """A RosProfiler whose steps are decided by a table: every count up to
+    ``capacity_in_search`` passes in the search; in the confirmation only ``holds`` do."""
+    from triton_ros.analyzer import ros_profiler as rp
+    from triton_ros.analyzer.cli import build_parser
+
+    args = build_parser().parse_args(["ros", "-m", str(tmp_path), "--model", "m", "--rates",
+                                      "15", "--quick", "-e", str(tmp_path / "out")])
+    profiler = rp.RosProfiler(args)
+
+    def step(rate, cameras, node, observer, windows=None):
+        ok = cameras in holds if windows == profiler.confirm_windows else \
+            cameras <= capacity_in_search
+        p99 = [20.0] * (windows or profiler.windows) if ok else [90.0] * (windows or 3)
+        s = rp.CameraStep(rate, cameras, 66.7, seconds=6.0, received=cameras * 90,
+                          published=cameras * 90, window_p99_ms=p99)
+        s.latency_p99_ms = p99[0]
+        return s
+
+    profiler._step = step
+    profiler._sweep_rate(15.0, None, None, None)
+    return profiler
+
+
+def test_ros_count_is_confirmed_and_its_check_is_stated(tmp_path):
+    from triton_ros.analyzer.ros_profiler import answer_text
+
+    p = ros_profiler(tmp_path, 7, holds={7})
+    assert p.capacity(15.0) == 7
+    assert [(s.cameras, s.confirmation) for s in p.steps][-1] == (7, True)
+    text = "\n".join(answer_text(p, {15.0: 7}))
+    assert "serves 7 camera(s)" in text
+    assert ("checked: 7 camera(s) passed in the search (3 windows of 2 s) and again with "
+            "fresh cameras over 5 windows") in text and "8 failed (p99 over 66.7 ms in 3 of 3" \
+        in text
+
+
+def test_ros_count_that_does_not_hold_steps_down(tmp_path):
+    p = ros_profiler(tmp_path, 15, holds={14, 12, 8, 7})
+    # 15 passed the search but not again; 14 (the next lower that passed) held
+    assert p.capacity(15.0) == 14
+    confirmations = [s.cameras for s in p.steps if s.confirmation]
+    assert confirmations == [15, 14]
+    none = ros_profiler(tmp_path, 15, holds=set())
+    assert none.capacity(15.0) == 0 and len([s for s in none.steps if s.confirmation]) == 3
+
+
+def test_a_step_passes_on_most_windows_not_on_the_worst_one():
+    from triton_ros.analyzer.ros_profiler import CameraStep
+
+    step = CameraStep(15.0, 4, 66.7, seconds=6.0, received=360, published=358,
+                      window_p99_ms=[30.0, 95.0, 31.0])
+    assert step.passes(0.02)                       # one hiccup in three windows
+    step.window_p99_ms = [30.0, 95.0, 80.0]
+    assert not step.passes(0.02) and "p99 over 66.7 ms in 2 of 3 windows" in step.why(0.02)

@@ -8,7 +8,9 @@ So a recommendation is a measured claim, made here:
   (``--confirm-candidates``), each on its own fresh server;
 - they are measured in alternating rounds (``--confirm-rounds``): in each round every
   configuration at every concurrency of the set (the concurrencies the sweep chose for any of
-  them), the order reversed every other round so that a drift of the host's load favours no one;
+  them, and half the smallest, where a host busier than during the sweep still meets the
+  budget), the order reversed every other round so that a drift of the host's load favours no
+  one;
 - per round, a candidate's throughput is divided by the model's own at the same concurrency, and
   its best under the constraints by the model's own best under the constraints in that round;
 - a change is recommended only when it met the constraints in most rounds at its concurrency
@@ -217,10 +219,14 @@ def decide(default: Rounds, candidates: list[Rounds], constraints: Constraints,
     return Verdict(default, default.best_concurrency(constraints), comparisons, winner)
 
 
-def confirmation_concurrencies(chosen: list[int | None], extra: int | None = None) -> list[int]:
-    """The concurrencies every configuration is measured at: the sweep's choice for each (and
-    ``extra``), each once, ascending."""
-    return sorted({c for c in [*chosen, extra] if c is not None})
+def confirmation_concurrencies(chosen: list[int | None], least: int = 1) -> list[int]:
+    """The concurrencies every configuration is measured at: the sweep's choice for each, and
+    half the smallest of them (not below ``least``) as a fallback for a host busier than during
+    the sweep, where the chosen ones miss the latency budget; each once, ascending."""
+    picked = {c for c in chosen if c is not None}
+    if picked and min(picked) // 2 >= least:
+        picked.add(min(picked) // 2)
+    return sorted(picked)
 
 
 def round_order(items: list, k: int) -> list:

@@ -268,7 +268,8 @@ class Profiler:
                   if not r.is_default][:self.options.confirm_candidates]
         chosen = [self.constraints.best(r) for r in [default, *ranked]]
         concurrencies = confirmation.confirmation_concurrencies(
-            [m.concurrency if m is not None else None for m in chosen])
+            [m.concurrency if m is not None else None for m in chosen],
+            least=self.options.concurrency.min_concurrency)
         if not concurrencies:
             return None                # nothing met the constraints in the sweep
         perf = PerfAnalyzer(self.options.confirm_perf or self.options.perf,
