@@ -203,7 +203,7 @@ def _styles(results: list[RunConfigResult], constraints: Constraints,
         changes = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in describe(r.changes).items())
         label = r.variant + (" (model's own)" if r.is_default else f": {changes}")
         if r.variant == recommended:
-            label += "  [recommended]"
+            label += "  [keep: the answer]" if r.is_default else "  [recommended]"
         styles[r.variant] = {"color": palette[i % len(palette)], "label": _wrap(label),
                              "lw": 3.0 if r.variant == recommended else 1.6,
                              "zorder": 4 if r.variant == recommended else 3}
@@ -322,6 +322,10 @@ def narrow_band(values: list[float], share: float = 0.25) -> bool:
     return (max(values) - min(values)) < share * max(values)
 
 
+def _answer(m: Measurement) -> str:
+    return "keep (the answer)" if m.variant.endswith("_config_default") else "recommended"
+
+
 def plot_throughput_v_latency(results: list[RunConfigResult], constraints: Constraints,
                               recommended: Measurement | None, model: str, path: Path) -> Path:
     plt = _pyplot()
@@ -339,7 +343,7 @@ def plot_throughput_v_latency(results: list[RunConfigResult], constraints: Const
     if recommended is not None:
         ax.plot([recommended.latency(metric)], [recommended.throughput], marker="*", ms=16,
                 color="gold", markeredgecolor="black", zorder=5, ls="none",
-                label=f"recommended, median confirmation round:\n"
+                label=f"{_answer(recommended)}, median confirmation round:\n"
                       f"{recommended.throughput:.0f} infer/s at concurrency "
                       f"{recommended.concurrency}")
     ax.set_xlabel(f"{metric} latency (ms), perf_analyzer")
@@ -365,7 +369,7 @@ def plot_memory_v_throughput(results: list[RunConfigResult], constraints: Constr
     if recommended is not None and memory(recommended) is not None:
         ax.plot([recommended.throughput], [memory(recommended)], marker="*", ms=16,
                 color="gold", markeredgecolor="black", zorder=5, ls="none",
-                label="recommended, median confirmation round")
+                label=f"{_answer(recommended)}, median confirmation round")
     what = "GPU memory used by the server (MB, NVML)" if gpu else \
         "server memory, peak RSS of its processes (MB)"
     ax.set_xlabel("throughput (inferences/s), perf_analyzer")
