@@ -108,7 +108,8 @@ def test_profile_recommends_a_config_that_meets_its_budget_measured_again(user_r
     for name in ("throughput_v_latency.png", "cpu_mem_v_throughput.png"):
         assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = (out / "reports" / "summaries" / "simple" / "result_summary.html").read_text()
-    assert "Recommendation" in page and "data:image/png;base64," in page
+    assert ("Recommendation" in page or "Keep your configuration" in page) \
+        and "data:image/png;base64," in page
 
     # the recommendation: a ready config.pbtxt, measured again here on a fresh server
     rec = json.loads((out / "recommended" / "simple" / "recommendation.json").read_text())
