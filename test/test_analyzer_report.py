@@ -201,7 +201,15 @@ def test_ros_count_that_does_not_hold_steps_down(tmp_path):
     confirmations = [s.cameras for s in p.steps if s.confirmation]
     assert confirmations == [15, 14]
     none = ros_profiler(tmp_path, 15, holds=set())
-    assert none.capacity(15.0) == 0 and len([s for s in none.steps if s.confirmation]) == 3
+    # nothing holds: 15, 14, then bisecting down to the search's 12: 13, 12; four at most
+    assert none.capacity(15.0) == 0
+    assert [s.cameras for s in none.steps if s.confirmation] == [15, 14, 13, 12]
+    # 12 passed the search, is refuted; bisected towards the next lower that passed (8): 10
+    gap = ros_profiler(tmp_path, 12, holds={10, 9, 8})
+    assert gap.capacity(15.0) == 10
+    assert [s.cameras for s in gap.steps if s.confirmation] == [12, 10]
+    from triton_ros.analyzer.ros_profiler import checked_text
+    assert "10 camera(s) held with fresh cameras over 5 windows" in checked_text(gap, 15.0)
 
 
 def test_a_step_passes_on_most_windows_not_on_the_worst_one():

@@ -8,7 +8,9 @@ into a fresh repository) and the ``perf_analyzer`` executable at the recommended
 ``--rounds`` alternating rounds (ABBA order). The ratio is the median of the per-round ratios
 (recommended over own), with their min..max, and the own configuration's own round-to-round
 spread is the noise. A change holds when its median ratio is at least 1 less that noise. A
-"keep your configuration" holds by definition (the user keeps what they measured).
+"keep your configuration" holds by definition (the user keeps what they measured); with
+``--check-keep`` the candidate that came closest is measured A/B too, to see whether "keep" hid
+a real gain (its config.pbtxt is the run's output_model_repository/<variant>/config.pbtxt).
 
     .venv/bin/python -m bench.analyzer.recheck --runs 5 --model detector --budget-ms 100
 """
@@ -76,6 +78,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=5, help="A/B rounds of each re-measure")
     p.add_argument("--interval-ms", type=int, default=1000)
     p.add_argument("--out", default=str(OUT / "analyzer_recheck.txt"))
+    p.add_argument("--check-keep", action="store_true",
+                   help="on keep, measure the closest candidate A/B too")
     args = p.parse_args()
     repo = ROOT / "model_repository"
     lines = [f"triton-ros-analyzer profile --quick on {args.model}, latency budget "
@@ -108,7 +112,19 @@ def main() -> int:
                         f"({closest['ratio_same_concurrency']['low']:.2f}-"
                         f"{closest['ratio_same_concurrency']['high']:.2f}) "
                         f"{closest['variant']}" if closest else "")
-                lines.append(f"| {run} | keep | {said} | {seconds:.0f} | | | yes (keep) |")
+                if not (args.check_keep and closest and closest["concurrency"]):
+                    lines.append(f"| {run} | keep | {said} | {seconds:.0f} | | | yes (keep) |")
+                    continue
+                config = (work / "out" / "output_model_repository" / closest["variant"]
+                          / "config.pbtxt")
+                a, b = ab(args.model, repo / args.model, config, closest["concurrency"],
+                          args.rounds, args.interval_ms, work)
+                per = [y / x for x, y in zip(a, b)]
+                noise = (max(a) - min(a)) / statistics.median(a)
+                lines.append(f"| {run} | keep | {said} at concurrency {closest['concurrency']} "
+                             f"| {seconds:.0f} | closest candidate: "
+                             f"{statistics.median(per):.2f}x ({min(per):.2f}-{max(per):.2f}) | "
+                             f"{noise:.0%} | yes (keep) |")
                 continue
             c = rec["comparisons"]
             ratio = next(x for x in c if x["variant"] == rec["variant"])["ratio_same_concurrency"]

@@ -24,9 +24,10 @@ least ``1 - max_drop_fraction`` of the frames the cameras were asked for in it, 
 camera (the frame in flight at its edge); drops anywhere count: the node's, the middleware's,
 or a camera process that fell behind. A step passes when nothing failed and more than half of
 its windows passed (one window is decided by its slowest frame or two: one stall of a busy
-host). The answer is then confirmed: the count found is measured again with fresh
-cameras over more windows; where it does not hold, the next lower count that passed is, and so
-on. The count reported passed twice, and the report says how it was checked.
+host). The answer is then confirmed: the count found is measured again with fresh cameras
+over more windows; where it does not hold, the confirmation bisects down towards the next lower
+count that passed in the search. The count reported held in a confirmation step, and the report
+says how it was checked.
 
 The node, the cameras and this process use the package's Fast DDS profile (config/fastdds.xml,
 as scripts/run.sh and the launch file set it) unless FASTDDS_DEFAULT_PROFILES_FILE is set
@@ -409,7 +410,7 @@ CAMERA_SATURATED_CORES = 0.9
 QUICK_WINDOWS = 3          # windows a step measures, with --quick
 WINDOWS = 4                # and without
 CONFIRM_WINDOWS = 5        # windows of the answer's confirmation
-CONFIRM_TRIES = 3          # counts tried in the confirmation, the search's answer first
+CONFIRM_TRIES = 4          # confirmation steps at most, the search's answer first
 LEVELS = {0: "OK", 1: "WARN", 2: "ERROR"}     # diagnostic_msgs/DiagnosticStatus levels
 DROP_FIELDS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable")
 
@@ -543,13 +544,18 @@ class RosProfiler:
 
     def _confirm_rate(self, rate: float, node: Process, observer: NodeObserver,
                       progress) -> None:
-        """Measure the search's answer again with fresh cameras and more windows; where it does
-        not hold, the next lower count that passed in the search is measured again, and so on
-        (at most :data:`CONFIRM_TRIES` times). The count kept passed twice."""
+        """Measure the search's answer again with fresh cameras and more windows. Where it does
+        not hold, bisect down between it and the next lower count that passed in the search,
+        each with a confirmation step (at most :data:`CONFIRM_TRIES` steps in all); the count
+        kept is the first that held. None held: 0."""
         passed = sorted({s.cameras for s in self.steps if s.rate_hz == rate
                          and not s.confirmation and s.passes(self.args.max_drop_fraction)},
                         reverse=True)
-        for cameras in passed[:CONFIRM_TRIES]:
+        self.confirmed[rate] = 0
+        if not passed:
+            return
+        cameras = passed[0]
+        for _ in range(CONFIRM_TRIES):
             step = self._step(rate, cameras, node, observer, windows=self.confirm_windows)
             step.confirmation = True
             self.steps.append(step)
@@ -561,7 +567,10 @@ class RosProfiler:
             if ok:
                 self.confirmed[rate] = cameras
                 return
-        self.confirmed[rate] = 0
+            lower = [c for c in passed if c < cameras]
+            if not lower:
+                return
+            cameras = (lower[0] + cameras) // 2 if cameras - lower[0] > 1 else lower[0]
 
     def _step(self, rate: float, cameras: int, node: Process,
               observer: NodeObserver, windows: int | None = None) -> CameraStep:
@@ -784,11 +793,14 @@ def checked_text(profiler: RosProfiler, rate: float) -> str:
     parts = []
     refuted = [s.cameras for s in confirmations if not s.passes(drop)]
     if refuted:
-        parts.append(f"{', '.join(map(str, refuted))} camera(s) passed the search but not "
-                     f"when measured again")
+        parts.append(f"{', '.join(map(str, refuted))} camera(s) did not hold when measured "
+                     f"again")
     if held is not None:
-        parts.append(f"{n} camera(s) passed in the search ({profiler.windows} windows of "
-                     f"{profiler.window_s:g} s) and again with fresh cameras over "
+        searched = any(s.cameras == n and s.passes(drop) for s in steps if not s.confirmation)
+        parts.append(f"{n} camera(s) "
+                     + (f"passed in the search ({profiler.windows} windows of "
+                        f"{profiler.window_s:g} s) and again" if searched else "held")
+                     + " with fresh cameras over "
                      f"{len(held.window_p99_ms)} windows (p99 "
                      + ", ".join(f"{p:.0f}" for p in held.window_p99_ms)
                      + f" ms; {held.delivered:.1%} published)")
