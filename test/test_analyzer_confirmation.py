@@ -70,6 +70,8 @@ def test_a_change_that_wins_every_round_is_recommended_with_the_rounds_ratio():
     ((345, 330, 300, 335), "within the rounds' spread"),
     # wins every round, by less than the minimum gain
     ((303, 284, 313, 293), "under the minimum gain"),
+    # wins on the median by 23 %, but one round by 0.3 % (a run of this host)
+    ((370, 281, 381, 357), "under the minimum gain"),
 ])
 def test_a_change_inside_the_noise_is_not_recommended_keep_your_configuration(figures, why):
     default = default_rounds([300, 280, 310, 290])

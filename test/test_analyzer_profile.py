@@ -126,7 +126,7 @@ def test_profile_recommends_a_config_that_meets_its_budget_measured_again(user_r
         assert "keep your configuration" in proc.stdout, log
     else:
         ratio = rec["comparisons"][0]["ratio_same_concurrency"]
-        assert ratio["low"] > 1.0 and ratio["median"] >= 1.05, rec
+        assert ratio["low"] > 1.05, rec
         assert f"{ratio['median']:.2f}x (per round" in proc.stdout, log
     measured = rec["measured"]
     assert measured["latency_ms"]["p99"] <= BUDGET_MS * 0.8

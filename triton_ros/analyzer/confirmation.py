@@ -15,10 +15,11 @@ So a recommendation is a measured claim, made here:
   its best under the constraints by the model's own best under the constraints in that round;
 - a change is recommended only when it met the constraints in most rounds at its concurrency
   (a p99 of a few seconds is decided by a few requests: on a shared host one round in several
-  misses a budget the others meet with room) and both ratios exceed 1 in every round (the interval min..max of the per-round ratios lies above
-  1: it beats the model's own by more than the spread the rounds show) and the median ratio is
-  at least ``1 + min_gain`` (model_analyzer's minimum gain, 5 %). Otherwise the answer is "keep
-  your configuration", with the same figures.
+  misses a budget the others meet with room), its ratio at the same concurrency is at least
+  ``1 + min_gain`` (model_analyzer's minimum gain, 5 %) in every round, and its ratio to the
+  model's own best exceeds 1 in every round: the whole interval min..max of the per-round
+  ratios lies above 1.05, so it beats the model's own by more than the spread the rounds show.
+  Otherwise the answer is "keep your configuration", with the same figures.
 
 The ratio printed is the median of the per-round ratios at the recommended concurrency, with
 their min..max: the figures of these rounds, not the sweep's.
@@ -162,12 +163,13 @@ class Comparison:
         if same.low <= 1.0:
             return (f"its per-round ratio at concurrency {self.concurrency} went down to "
                     f"{same.low:.2f}x: within the rounds' spread")
+        if same.low <= 1.0 + self.min_gain:
+            return (f"its per-round ratio at concurrency {self.concurrency} went down to "
+                    f"{same.low:.2f}x: under the minimum gain of {self.min_gain:.0%} in some "
+                    f"round")
         if best.low <= 1.0:
             return (f"against the model's own best concurrency its per-round ratio went down to "
                     f"{best.low:.2f}x")
-        if same.median < 1.0 + self.min_gain:
-            return (f"its median gain {same.median:.2f}x is under the minimum gain "
-                    f"{1 + self.min_gain:.2f}x")
         return ""
 
 
