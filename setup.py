@@ -57,6 +57,7 @@ setup(
             "triton-ros-server = triton_ros.server_main:main",
             "inference_node = triton_ros.ros.inference_node:main",
             "synthetic_cameras = triton_ros.ros.tools.synthetic_cameras:main",
+            "synthetic_lidar = triton_ros.ros.tools.synthetic_lidar:main",
             "triton-ros-analyzer = triton_ros.analyzer.cli:main",
         ],
     },

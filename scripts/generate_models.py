@@ -40,6 +40,16 @@
   0: a flat object). Score as ``color_detector``'s, 0 where the class has no valid depth. The
   answer is right only when the depth image is the colour image's: another frame's depth puts
   the objects elsewhere and at other distances.
+- ``lidar_detector``: finds obstacles in a LiDAR's bird's-eye-view grid (constructed, not
+  trained): input ``BEV`` FP32 [N,5,512,512], the ``pointcloud`` input kind's grid over x and y in
+  [-51.2, 51.2) m at 0.2 m a cell (channels occupancy, max_height, min_height, mean_intensity,
+  density; heights in metres above z_min). Per cell: the local ground is the lowest point within
+  15 cells (3 m; a separable max-pool of the negated min heights, empty cells counted as far
+  above), so ground that slopes or a sensor mounted at any height do not matter, and clouds
+  without ground points still give their objects a bottom; the cell's object score is
+  occupancy x sigmoid(10 (max_height - ground - 0.4 m)). Outputs ``scores``, ``heights`` (the
+  max_height channel) and ``ground`` FP32 [N,512,512], which the node's ``detections3d`` format
+  (``detections3d_decode: bev_cells``) turns into boxes: connected cells are hard in ONNX.
 - ``simple``: Triton's classic two-input example: OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 -
   INPUT1, INT32 [N,16].
 - ``simple_string``: Triton's string variant of ``simple``: the same sums and differences of
@@ -375,6 +385,53 @@ def build_rgbd_locator() -> onnx.ModelProto:
     return _finish(graph)
 
 
+LIDAR_GRID = 512                 # cells a side: [-51.2, 51.2) m at 0.2 m
+LIDAR_CHANNELS = ["occupancy", "max_height", "min_height", "mean_intensity", "density"]
+LIDAR_GROUND_CELLS = 15          # the local ground: the lowest point within this many cells
+LIDAR_MIN_HEIGHT = 0.4           # metres above the local ground an object cell reaches
+LIDAR_CLASSES = ["obstacle"]
+
+
+def build_lidar_detector() -> onnx.ModelProto:
+    size, k = LIDAR_GRID, LIDAR_GROUND_CELLS
+    inits = [_const("starts", [0, 1, 2], np.int64), _const("ends", [1, 2, 3], np.int64),
+             _const("channel_axis", [1], np.int64), _const("one", 1.0), _const("far", 100.0),
+             _const("min_height", LIDAR_MIN_HEIGHT), _const("gain", 10.0)]
+    nodes = []
+    for i, name in enumerate(("occ", "maxh", "minh")):
+        inits += [_const(f"s{i}", [i], np.int64), _const(f"e{i}", [i + 1], np.int64)]
+        nodes.append(helper.make_node("Slice", ["BEV", f"s{i}", f"e{i}", "channel_axis"],
+                                      [name]))
+    nodes += [
+        helper.make_node("Sub", ["one", "occ"], ["empty"]),
+        helper.make_node("Mul", ["empty", "far"], ["empty_far"]),
+        helper.make_node("Add", ["minh", "empty_far"], ["low"]),
+        helper.make_node("Neg", ["low"], ["neg_low"]),
+        helper.make_node("MaxPool", ["neg_low"], ["pool_x"], kernel_shape=[1, k],
+                         pads=[0, k // 2, 0, k // 2]),
+        helper.make_node("MaxPool", ["pool_x"], ["pool_xy"], kernel_shape=[k, 1],
+                         pads=[k // 2, 0, k // 2, 0]),
+        helper.make_node("Neg", ["pool_xy"], ["ground4"]),
+        helper.make_node("Sub", ["maxh", "ground4"], ["above"]),
+        helper.make_node("Sub", ["above", "min_height"], ["margin"]),
+        helper.make_node("Mul", ["margin", "gain"], ["logit"]),
+        helper.make_node("Sigmoid", ["logit"], ["object"]),
+        helper.make_node("Mul", ["object", "occ"], ["scores4"]),
+        helper.make_node("Squeeze", ["scores4", "channel_axis"], ["scores"]),
+        helper.make_node("Squeeze", ["maxh", "channel_axis"], ["heights"]),
+        helper.make_node("Squeeze", ["ground4", "channel_axis"], ["ground"]),
+    ]
+    inits = [i for i in inits if i.name not in ("starts", "ends")]
+    graph = helper.make_graph(
+        nodes, "lidar_detector",
+        [helper.make_tensor_value_info("BEV", TensorProto.FLOAT,
+                                       ["N", len(LIDAR_CHANNELS), size, size])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", size, size])
+         for n in ("scores", "heights", "ground")],
+        initializer=inits)
+    return _finish(graph)
+
+
 def build_simple() -> onnx.ModelProto:
     graph = helper.make_graph(
         [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
@@ -417,6 +474,7 @@ MODELS = {
     REPO / "color_detector" / "1" / "model.onnx": build_color_detector,
     REPO / "color_segmenter" / "1" / "model.onnx": build_color_segmenter,
     REPO / "rgbd_locator" / "1" / "model.onnx": build_rgbd_locator,
+    REPO / "lidar_detector" / "1" / "model.onnx": build_lidar_detector,
     REPO / "simple" / "1" / "model.onnx": build_simple,
     REPO / "simple_string" / "1" / "model.onnx": build_simple_string,
 }
@@ -452,7 +510,8 @@ def main(argv: list[str] | None = None) -> int:
         for model, classes in (("detector", DETECTOR_CLASSES), ("color_detector", COLOR_CLASSES),
                                ("detector_pipeline", COLOR_CLASSES),
                                ("color_segmenter", SEGMENTER_CLASSES),
-                               ("rgbd_locator", COLOR_CLASSES)):
+                               ("rgbd_locator", COLOR_CLASSES),
+                               ("lidar_detector", LIDAR_CLASSES)):
             (REPO / model / "labels.txt").write_text("\n".join(classes) + "\n", encoding="utf-8")
     return status
 

@@ -99,6 +99,65 @@ sequence_batching {{
 {_outputs([("OUTPUT", "TYPE_INT32", "1"), ("CORRID_OUT", "TYPE_INT32", "1")])}
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 """,
+    # A STRING correlation ID on a model without batching, direct strategy, one slot, every
+    # control (tritonserver 2.51's Python backend fails a STRING CORRID, see docs/stateful.md).
+    "seq_string": f"""
+name: "seq_string"
+backend: "python"
+max_batch_size: 0
+sequence_batching {{
+  max_sequence_idle_microseconds: 30000000
+  control_input [
+    {_control("START", "CONTROL_SEQUENCE_START", "int32_false_true: [ 0, 1 ]")},
+    {_control("END", "CONTROL_SEQUENCE_END", "int32_false_true: [ 0, 1 ]")},
+    {_control("READY", "CONTROL_SEQUENCE_READY", "int32_false_true: [ 0, 1 ]")},
+    {_control("CORRID", "CONTROL_SEQUENCE_CORRID", "data_type: TYPE_STRING")}
+  ]
+}}
+{_IO}
+{_outputs([("OUTPUT", "TYPE_INT32", "1"), ("START_OUT", "TYPE_INT32", "1"),
+           ("END_OUT", "TYPE_INT32", "1"), ("READY_OUT", "TYPE_INT32", "1"),
+           ("CORRID_OUT", "TYPE_STRING", "1"), ("IDS", "TYPE_STRING", "1")])}
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+""",
+    # String correlation IDs without a CORRID control (tritonserver 2.51's Python backend fails
+    # a STRING CORRID, see docs/stateful.md): direct, two slots, START/END/READY.
+    "seq_string_id": f"""
+name: "seq_string_id"
+backend: "python"
+max_batch_size: 2
+sequence_batching {{
+  max_sequence_idle_microseconds: 30000000
+  control_input [
+    {_control("START", "CONTROL_SEQUENCE_START", "int32_false_true: [ 0, 1 ]")},
+    {_control("END", "CONTROL_SEQUENCE_END", "int32_false_true: [ 0, 1 ]")},
+    {_control("READY", "CONTROL_SEQUENCE_READY", "int32_false_true: [ 0, 1 ]")}
+  ]
+}}
+{_IO}
+{_outputs([("OUTPUT", "TYPE_INT32", "1"), ("START_OUT", "TYPE_INT32", "1"),
+           ("END_OUT", "TYPE_INT32", "1"), ("READY_OUT", "TYPE_INT32", "1"),
+           ("BATCH", "TYPE_INT32", "2"), ("IDS", "TYPE_STRING", "1")])}
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+""",
+    # Oldest strategy with one candidate sequence: a second sequence waits in the backlog until
+    # the first ends.
+    "seq_oldest_one": f"""
+name: "seq_oldest_one"
+backend: "python"
+max_batch_size: 2
+sequence_batching {{
+  max_sequence_idle_microseconds: 30000000
+  oldest {{ max_candidate_sequences: 1 }}
+  control_input [
+    {_control("START", "CONTROL_SEQUENCE_START", "int32_false_true: [ 0, 1 ]")},
+    {_control("CORRID", "CONTROL_SEQUENCE_CORRID", "data_type: TYPE_UINT64")}
+  ]
+}}
+{_IO}
+{_outputs([("OUTPUT", "TYPE_INT32", "1"), ("CORRID_OUT", "TYPE_UINT64", "1")])}
+instance_group [ {{ count: 1 kind: KIND_CPU }} ]
+""",
 }
 
 

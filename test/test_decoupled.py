@@ -294,6 +294,16 @@ def test_http_generate_and_generate_stream(server):
     assert status == 400 and "parameter 'extra' has invalid type" in body
     status, _, body = _post(server, "/v2/models/simple_sequence/generate", {"INPUT": 3})
     assert status == 400 and "must specify a non-zero or non-empty correlation ID" in body
+    # the model's error (INTERNAL): 400 whatever its code, as tritonserver 2.51 answers
+    # (test_tritonserver_sequence_parity.py's http-generate[-stream]-model-error)
+    mismatch = {"IN": [1, 2], "DELAY": [1], "WAIT": 0}
+    status, kind, body = _post(server, "/v2/models/repeat_int32/generate", mismatch)
+    assert (status, kind) == (400, "application/json")
+    assert "expected IN and DELAY shape to match" in json.loads(body)["error"]
+    status, kind, body = _post(server, "/v2/models/repeat_int32/generate_stream", mismatch)
+    assert (status, kind) == (400, "text/event-stream; charset=utf-8")
+    assert body.startswith('data: {"error":"') and body.endswith("\n\n")
+    assert "expected IN and DELAY shape to match" in json.loads(body[len("data: "):])["error"]
 
 
 def test_a_generate_stream_client_that_goes_away_cancels_the_request(server, tmp_path):

@@ -85,6 +85,22 @@ def test_valid_parameters_split_into_priority_timeout_and_the_models():
     assert got.user == {"tag": "bob", "gain": 0.5, "flag": True}
 
 
+@pytest.mark.parametrize("sequence_id, refused", [
+    ("x" * 128, False), ("x" * 129, True), ("\u00e9" * 64, False), ("\u00e9" * 65, True),
+    ("x" * (1 << 20), True)])
+def test_a_string_sequence_id_is_at_most_128_bytes(sequence_id, refused):
+    """tritonserver refuses a longer one (UNSUPPORTED, before any model sees it); the parity
+    cases grpc-string-id-129 and http-huge-string-id in test_tritonserver_sequence_parity.py
+    hold its answer."""
+    if not refused:
+        assert split_request_parameters({"sequence_id": sequence_id}).sequence_id == sequence_id
+        return
+    with pytest.raises(TritonRosError) as caught:
+        split_request_parameters({"sequence_id": sequence_id})
+    assert caught.value.code == StatusCode.UNSUPPORTED
+    assert caught.value.message == "string correlation ID cannot be longer than 128 characters"
+
+
 @pytest.mark.parametrize("value", ["3", 3.0, True, -1, None])
 def test_classification_count_must_be_a_non_negative_integer(value):
     with pytest.raises(TritonRosError):

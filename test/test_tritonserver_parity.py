@@ -35,7 +35,12 @@ import pytest
 from google.protobuf import json_format
 
 from processes import ROOT, wait_until
-from tritonserver_process import start_tritonserver, stub_environment, tritonserver_binary
+from tritonserver_process import (
+    assert_answers_as_tritonserver,
+    start_tritonserver,
+    stub_environment,
+    tritonserver_binary,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -832,20 +837,8 @@ def test_answers_as_tritonserver(case_id, outcomes):
     """The same status and answer, or a difference that docs/server.md lists with its reason
     and with the statuses both servers give now."""
     theirs, ours = outcomes[case_id]
-    documented = documented_differences()
-    if case_id in documented:
-        their_status, our_status, why = documented[case_id]
-        assert not ours.same_as(theirs), (
-            f"{case_id} is listed in docs/server.md as a difference but both answer {ours}: "
-            f"remove it from the table")
-        assert (their_status, our_status) == (theirs.status, ours.status), (
-            f"docs/server.md lists {case_id} as tritonserver {their_status}, ours "
-            f"{our_status}; they answer {theirs} and {ours}")
-        return
-    assert ours.same_as(theirs), (
-        f"{case_id}: tritonserver answers {theirs}\n"
-        f"triton-ros-server answers {ours}\n(fix it, or list it in docs/server.md's "
-        f"'{DOCS_SECTION[3:]}' with the reason)")
+    assert_answers_as_tritonserver(case_id, theirs, ours, documented_differences(),
+                                   "docs/server.md", DOCS_SECTION)
 
 
 def test_documented_differences_are_cases():

@@ -138,3 +138,23 @@ def start_tritonserver(model_repository: str | os.PathLike, *args: str,
         server.stop()
         raise
     return server
+
+
+def assert_answers_as_tritonserver(case_id: str, theirs, ours, documented: dict, doc: str,
+                                   section: str) -> None:
+    """The verdict of a parity case: the same status and answer as tritonserver, or a
+    difference that `doc`'s table under `section` lists with both statuses as they are now.
+    `theirs` and `ours` are outcomes with `status` and `same_as()`."""
+    if case_id in documented:
+        their_status, our_status, _why = documented[case_id]
+        assert not ours.same_as(theirs), (
+            f"{case_id} is listed in {doc} as a difference but both answer {ours}: "
+            f"remove it from the table")
+        assert (their_status, our_status) == (theirs.status, ours.status), (
+            f"{doc} lists {case_id} as tritonserver {their_status}, ours "
+            f"{our_status}; they answer {theirs} and {ours}")
+        return
+    assert ours.same_as(theirs), (
+        f"{case_id}: tritonserver answers {theirs}\n"
+        f"triton-ros-server answers {ours}\n(fix it, or list it in {doc}'s "
+        f"'{section.lstrip('# ')}' with the reason)")

@@ -84,9 +84,9 @@ def test_a_new_kind_is_its_module_and_its_registry_line(tmp_path):
     (codec / "points.py").write_text(KIND)
     registry = codec / "registry.py"
     text = registry.read_text()
-    line = "    IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO)}"
+    line = "    IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO, POINTCLOUD)}"
     assert line in text
-    text = text.replace(line, line.replace("CAMERA_INFO)", "CAMERA_INFO, POINTS)"))
+    text = text.replace(line, line.replace("POINTCLOUD)", "POINTCLOUD, POINTS)"))
     registry.write_text(text.replace("from .image import IMAGE\n",
                                      "from .image import IMAGE\nfrom .points import POINTS\n"))
 

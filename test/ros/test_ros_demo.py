@@ -58,7 +58,29 @@ def test_the_demo_scores_every_camera_and_passes():
         worst = float(re.search(r"max ([\d.]+) % of the distance", line).group(1))
         frames = int(re.search(r"(\d+) frames scored", line).group(1))
         assert recall >= 0.95 and worst <= 2.0 and frames >= MIN_FRAMES, line
+    lidar = {m.group(1): m.group(0) for m in re.finditer(
+        r"^  (/robot\d/lidar/detections3d) .*clouds scored.*$", out, re.M)}
+    assert set(lidar) == {"/robot5/lidar/detections3d", "/robot6/lidar/detections3d"}, out
+    for _topic, line in lidar.items():
+        recall = float(re.search(r"recall ([\d.]+)", line).group(1))
+        centre = float(re.search(r"centre error mean ([\d.]+) m", line).group(1))
+        frames = int(re.search(r"(\d+) clouds scored", line).group(1))
+        assert recall >= 0.95 and centre <= 0.2 and frames >= MIN_FRAMES, line
     assert "demo OK" in out
+
+
+class RclSafeDumper(yaml.SafeDumper):
+    """PyYAML's safe dumper, quoting the strings rcl's YAML reads as booleans (y, n, ...: the
+    field names ["x", "y", "z"] of config/inference.yaml's cloud_point_fields), which PyYAML
+    itself reads as strings and so writes plain."""
+
+
+def _represent_str(dumper, value: str):
+    style = "'" if value.lower() in ("y", "n", "yes", "no", "on", "off") else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+RclSafeDumper.add_representer(str, _represent_str)
 
 
 def test_the_demo_fails_when_the_detector_does_not_see(tmp_path):
@@ -66,7 +88,7 @@ def test_the_demo_fails_when_the_detector_does_not_see(tmp_path):
     binding = params["/**"]["ros__parameters"]["cameras"]
     binding.update(model="detector", score_threshold=0.015)        # random weights
     path = tmp_path / "blind.yaml"
-    path.write_text(yaml.safe_dump(params))
+    path.write_text(yaml.dump(params, Dumper=RclSafeDumper))
     result = run_demo("--params-file", str(path))
     out = result.stdout + result.stderr
     assert result.returncode == 1, out

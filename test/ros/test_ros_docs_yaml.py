@@ -8,7 +8,7 @@ For each snippet, the node runs in its own process with the snippet as its ``--p
 (only the ports are overridden on the command line, so that concurrent nodes never collide).
 Frames are published on each binding's topics (a topic pattern gets a concrete name that
 matches it), and a result must come back on the output topic the node logs for it, with the
-frame's header. A synchronized binding (``inputs``) gets a namespace, and every input's topic
+frame's header (a ``pointcloud`` binding gets a small PointCloud2). A synchronized binding (``inputs``) gets a namespace, and every input's topic
 in it a message of the same stamp: an rgb8 image, a 16UC1 depth image (``input_kinds``: depth)
 or a CameraInfo (a ``camera_info`` kind, or a topic named so).
 """
@@ -95,8 +95,9 @@ def test_the_node_starts_with_the_snippet_and_every_binding_publishes(where, tex
                 inputs[t] = (name, settings.get("format", "detections"))
 
         publishers = {t: SyncedPublisher(probe, params[inputs[t][0]], t)
-                      if params[inputs[t][0]].get("inputs") else probe.image_publisher(t)
-                      for t in inputs}
+                      if params[inputs[t][0]].get("inputs") else CloudPublisher(probe, t)
+                      if params[inputs[t][0]].get("input_kind") == "pointcloud"
+                      else probe.image_publisher(t) for t in inputs}
         pixels = np.full((480, 640, 3), 90, np.uint8)
         recorders: dict[str, object] = {}
 
@@ -159,3 +160,26 @@ class SyncedPublisher:
             else:
                 msg = colour
             publisher.publish(msg)
+
+
+class CloudPublisher:
+    """A point cloud topic: a few points, x, y, z, intensity FLOAT32, with the image's header."""
+
+    def __init__(self, probe, topic: str) -> None:
+        from rclpy.qos import qos_profile_sensor_data
+        from sensor_msgs.msg import PointCloud2
+
+        self.publisher = probe.node.create_publisher(PointCloud2, topic, qos_profile_sensor_data)
+
+    def publish(self, colour) -> None:
+        from sensor_msgs.msg import PointCloud2, PointField
+
+        from triton_ros.ros.codec.messages import uint8_array
+
+        points = np.array([[5.0, 0.0, -1.0, 10.0], [5.1, 0.0, 0.0, 10.0]], "<f4")
+        msg = PointCloud2(header=colour.header, height=1, width=2, point_step=16, row_step=32,
+                          is_dense=True)
+        msg.fields = [PointField(name=n, offset=4 * i, datatype=7, count=1)
+                      for i, n in enumerate(("x", "y", "z", "intensity"))]
+        msg.data = uint8_array(points.tobytes())
+        self.publisher.publish(msg)

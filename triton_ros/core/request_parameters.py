@@ -5,8 +5,10 @@ One set of rules for every frontend (gRPC ``ModelInferRequest.parameters``, HTTP
 way it came, as in tritonserver's ``SetInferenceRequestMetadata``:
 
 - ``priority``: a non-negative integer; ``timeout``: a non-negative integer (microseconds);
-- ``sequence_id`` (an unsigned 64-bit integer or a string; a negative int64 is taken as the
-  uint64 it encodes, as tritonserver casts gRPC's int64_param), ``sequence_start``,
+- ``sequence_id`` (an unsigned 64-bit integer or a string of at most 128 bytes, else UNSUPPORTED
+  as tritonserver's ``TRITONSERVER_InferenceRequestSetCorrelationIdString`` answers, whatever
+  the model; a negative int64 is taken as the uint64 it encodes, as tritonserver casts gRPC's
+  int64_param), ``sequence_start``,
   ``sequence_end`` (booleans): Triton's sequence extension, read by the sequence batcher of a
   model with ``sequence_batching`` and ignored by every other model, as tritonserver does;
 - keys starting with ``triton_`` are reserved, except ``triton_enable_empty_final_response``
@@ -23,11 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .errors import invalid_arg
+from .errors import invalid_arg, unsupported
 
 SEQUENCE_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
 _MAX_INT64 = 2 ** 63 - 1
 _MAX_UINT64 = 2 ** 64 - 1
+#: The longest string correlation ID tritonserver takes (bytes).
+MAX_STRING_SEQUENCE_ID = 128
 
 
 @dataclass
@@ -92,6 +96,9 @@ def sequence_id(value: Any) -> int | str:
     """A ``sequence_id`` parameter as the core keeps it: a uint64 or a string. A negative value
     is the uint64 whose two's complement it is (tritonserver casts gRPC's int64_param)."""
     if isinstance(value, str):
+        if len(value.encode(errors="surrogatepass")) > MAX_STRING_SEQUENCE_ID:
+            raise unsupported(f"string correlation ID cannot be longer than "
+                              f"{MAX_STRING_SEQUENCE_ID} characters")
         return value
     if not _is_int(value) or not -_MAX_INT64 - 1 <= value <= _MAX_UINT64:
         raise invalid_arg("invalid value type for 'sequence_id' parameter, expected "

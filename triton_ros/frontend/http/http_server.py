@@ -23,9 +23,10 @@ Routes, methods, status codes and JSON error bodies (``{"error": "..."}``) are T
 
 ``infer`` refuses a decoupled model (501, as tritonserver); ``generate`` takes exactly one
 response of any model and ``generate_stream`` every response of a decoupled one, each as an SSE
-``data:`` event as it comes (an error after the first is an ``{"error": ...}`` event; one
-before any response is a JSON error with its status). A client that closes a stream cancels its
-request.
+``data:`` event as it comes (an error is an ``{"error": ...}`` event; a refusal before
+inference is a JSON error with its status). The model's error answers ``generate`` 400, and
+``generate_stream`` 400 when it comes before any response, whatever its code, as tritonserver
+answers them. A client that closes a stream cancels its request.
 
 Core errors map as in Triton: INVALID_ARG (and UNKNOWN, ALREADY_EXISTS, CANCELLED) -> 400,
 NOT_FOUND -> 404, UNAVAILABLE -> 503, UNSUPPORTED -> 501, INTERNAL -> 500; a wrong method is
@@ -350,6 +351,10 @@ class HttpService:
                 infer_request.cancel()
                 raise
             errors = [r for r in responses if isinstance(r, TritonRosError)]
+            if errors and infer_request.issued:
+                # the model's answer is an error: tritonserver's generate answers it 400,
+                # whatever its code (its enqueue refusals keep theirs, as below)
+                return error_response(400, errors[0].message)
             if errors:
                 raise errors[0]
             if len(responses) != 1:     # tritonserver answers this 200, with the error
@@ -372,7 +377,10 @@ class HttpService:
                     return
                 response, last = await items.get()
 
-        answer = Response(200, b"", content_type=None, headers={"Content-Type": SSE})
+        # An error before any response is answered 400 (its event in the body), as tritonserver
+        # starts the stream with the first response's status.
+        status = 400 if isinstance(first, TritonRosError) else 200
+        answer = Response(status, b"", content_type=None, headers={"Content-Type": SSE})
         answer.stream = events()
         answer.on_close = infer_request.cancel
         return answer

@@ -18,12 +18,13 @@ the output format reads: the reference input's as ``placement``, every input's i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ...core.errors import invalid_arg
+from ...core.datatypes import to_numpy_dtype
+from ...core.errors import TritonRosError, invalid_arg
 from ..codec.base import InputKind, InputPlan, MalformedInput, OutputFormat, OutputPlan
 from ..parameters import BindingConfig
 from ..targets.spec import ModelSpec
@@ -43,6 +44,9 @@ class ModelPlan:
     # Synchronized bindings: every input fed, (model input, its kind's plan, encoder, leading
     # one), in the model's input order; empty for a binding of one input.
     feeds: tuple[tuple[str, InputPlan, Callable[[Any], tuple[np.ndarray, Any]], bool], ...] = ()
+    # Model inputs the input kind fills beside the main one (``companions`` of its plan: a
+    # points tensor's count or mask) -> their numpy types.
+    companion_types: Mapping[str, np.dtype] = field(default_factory=dict)
 
     @property
     def version(self) -> int:
@@ -54,7 +58,12 @@ class ModelPlan:
         if not self.feeds:
             tensor, placement = self.encode(msg)
             batched = self.batching or self.leading_one
-            return {self.input_name: tensor[None] if batched else tensor}, placement, {}
+            tensors = {self.input_name: tensor[None] if batched else tensor}
+            # Inputs filled beside this one (a points tensor's count or mask), in the model's type
+            for name, extra in getattr(placement, "companions", {}).items():
+                extra = extra.astype(self.companion_types[name], copy=False)
+                tensors[name] = extra[None] if batched else extra
+            return tensors, placement, {}
         tensors, placements = {}, {}
         for name, _, encode, leading_one in self.feeds:
             try:
@@ -64,6 +73,11 @@ class ModelPlan:
                 raise
             tensors[name] = tensor[None] if self.batching or leading_one else tensor
         return tensors, placements[self.input_name], placements
+
+
+def companions_of(input_plan: InputPlan) -> tuple[str, ...]:
+    """The model inputs an input plan fills beside its own (none for most kinds)."""
+    return tuple(getattr(input_plan, "companions", ()))
 
 
 def build_plan(config: BindingConfig, spec: ModelSpec, input_kind: InputKind,
@@ -86,6 +100,15 @@ def build_plan(config: BindingConfig, spec: ModelSpec, input_kind: InputKind,
         tensor = required[0]
     others = [t.name for t in spec.inputs if not t.optional and t.name != tensor.name]
     if others:
+        # an input kind may fill inputs beside its own (``companions`` of its plan: a points
+        # tensor's count or mask); any other required input is one the binding cannot feed
+        try:
+            filled = companions_of(input_kind.plan(config.settings_for(input_kind), tensor,
+                                                   model=spec.name))
+        except TritonRosError:             # its own error, raised below when planned
+            filled = ()
+        others = [name for name in others if name not in filled]
+    if others:
         raise invalid_arg(f"model '{spec.name}' also requires input(s) {', '.join(others)}, which "
                           f"an {input_kind.name} binding cannot provide")
     # A model exported with a fixed batch of one and no batching (max_batch_size 0, input
@@ -95,11 +118,18 @@ def build_plan(config: BindingConfig, spec: ModelSpec, input_kind: InputKind,
     if leading_one:
         tensor = replace(tensor, dims=tuple(tensor.dims[1:]))
     input_plan = input_kind.plan(config.settings_for(input_kind), tensor, model=spec.name)
+    companions = companions_of(input_plan)
+    for name in companions:
+        if spec.input(name) is None:
+            raise invalid_arg(f"model '{spec.name}' has no input '{name}' (inputs: "
+                              f"{', '.join(t.name for t in spec.inputs)})")
     return ModelPlan(spec=spec, input_name=tensor.name, batching=spec.max_batch_size > 0,
                      leading_one=leading_one, input=input_plan,
                      encode=input_kind.encoder(input_plan),
                      output=output_format.plan(config.settings_for(output_format), spec,
-                                               input_plan))
+                                               input_plan),
+                     companion_types={n: to_numpy_dtype(spec.input(n).datatype)
+                                      for n in companions})
 
 
 def build_sync_plan(config: BindingConfig, spec: ModelSpec, kinds: Sequence[tuple[str, InputKind]],

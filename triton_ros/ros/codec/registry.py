@@ -22,13 +22,14 @@ from .depth import DEPTH
 from .detection import DETECTIONS
 from .detection3d import DETECTIONS3D
 from .image import IMAGE
+from .pointcloud import POINTCLOUD
 from .segmentation import SEGMENTATION
 from .tensors import TENSORS
 
 # In this order: an ``auto`` topic's type picks the first kind registered for it (images before
 # depth images, compressed images before compressedDepth).
 INPUT_KINDS: dict[str, InputKind] = {kind.name: kind for kind in (
-    IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO)}
+    IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO, POINTCLOUD)}
 OUTPUT_FORMATS: dict[str, OutputFormat] = {fmt.name: fmt for fmt in (
     DETECTIONS, TENSORS, CLASSIFICATION, SEGMENTATION, DETECTIONS3D)}
 # Every kind and format, each declaring its settings (a binding holds them by name)

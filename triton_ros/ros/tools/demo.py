@@ -9,7 +9,9 @@
    endpoint on a free port;
 2. starts robot1's synthetic cameras, robot4's compressed ones (``sensor_msgs/CompressedImage``,
    one JPEG and one PNG) and robot3's RGB-D cameras (one 16UC1 raw, one 32FC1 compressedDepth;
-   depth and CameraInfo stamped up to 3 ms off the colour image's), then
+   depth and CameraInfo stamped up to 3 ms off the colour image's), robot5's and robot6's LiDARs
+   (``synthetic_lidar``, two field layouts, 10 Hz; boxes scored by BEV IoU against the ground
+   truth it publishes, with their centre error), then
    robot2's cameras a few seconds later, as separate processes (at ``--rate`` Hz, several
    resolutions and encodings): the node finds robot2 through its topic pattern while running;
 3. sends gRPC requests to the same detector meanwhile (tritonclient), which share its batcher
@@ -28,7 +30,9 @@
 
 Exits 0 when every camera's detections arrived with recall >= ``--min-recall`` (0.95) and mean
 IoU >= ``--min-iou`` (0.8) against the ground truth, every RGB-D camera's objects with recall >=
-``--min-recall`` within ``--max-position-error`` (2 %) of their distance, every gRPC answer
+``--min-recall`` within ``--max-position-error`` (2 %) of their distance, every LiDAR's boxes
+with recall >= ``--min-recall`` at BEV IoU >= 0.5 and a mean centre error <= ``--max-centre-error-m``
+(0.2 m), every gRPC answer
 found the objects of its frame, and every process exited cleanly; 1 otherwise, saying which.
 """
 from __future__ import annotations
@@ -51,9 +55,10 @@ import numpy as np
 from ..codec.messages import DETECTIONS3D_TYPE, DETECTIONS_TYPE
 from ..package_files import package_file
 from ..ros_process import init_ros, strip_ros_args
-from .detection_metrics import FrameMatcher, Score3D, match
+from .detection_metrics import FrameMatcher, Score3D, ScoreBEV, match
 from .synthetic_cameras import (CLASS_NAMES, DEFAULT_CAMERAS, CameraSpec, RgbdSpec,
                                 SyntheticScene, ground_truth_topic, parse_camera, parse_rgbd)
+from .synthetic_lidar import parse_lidar
 
 ROBOT1 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot1/"))
 ROBOT2 = tuple(c for c in DEFAULT_CAMERAS if c.startswith("robot2/"))
@@ -63,6 +68,11 @@ SYNC_JITTER_MS = 3.0
 # Cameras publishing sensor_msgs/CompressedImage on .../image_raw/compressed, as image_transport
 # does (decoded by the node; batched with the raw cameras' frames in color_detector)
 ROBOT4 = ("robot4/camera_front:640x480:rgb8:jpeg", "robot4/camera_rear:424x240:mono8:png")
+# LiDARs (config/inference.yaml's binding lidar: /robot*/lidar/points -> lidar_detector), two
+# field layouts, 10 Hz; scenes cast once and sent in turn (casting would cost the host more than
+# the node does)
+LIDARS = ("robot5:velodyne", "robot6:f64pad")
+LIDAR_RATE = 10.0
 NODE = "/inference_node"
 GRPC_MODEL = "color_detector"          # the model config/inference.yaml binds the cameras to
 
@@ -139,6 +149,25 @@ class RgbdWatch(CameraWatch):
         return text + f"  {len(last.detections)} objects [{last.header.frame_id}]  {where}"
 
 
+class LidarWatch(CameraWatch):
+    """3D boxes received on one LiDAR's output topic, scored by BEV IoU."""
+
+    def __init__(self, spec) -> None:
+        super().__init__(spec.topic().rsplit("/", 1)[0] + "/detections3d",
+                         FrameMatcher(score=ScoreBEV()))
+        self.spec = spec
+
+    def line(self, interval: float) -> str:
+        rate, lat, last = self._window(interval)
+        score = self.matcher.snapshot()
+        text = (f"  {self.topic:36s} {rate:5.1f} Hz  e2e p50 {lat:6.1f} ms  recall "
+                f"{score.recall:5.3f} (BEV IoU >= 0.5) centre error mean {score.mean_error:4.2f}"
+                f" m max {score.error_max:4.2f} m")
+        if last is None:
+            return text + "  (no detections yet)"
+        return text + f"  {len(last.detections)} boxes [{last.header.frame_id}]"
+
+
 def _start(cmd: list[str], log: Path) -> subprocess.Popen:
     out = open(log, "w")
     return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
@@ -205,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-position-error", type=float, default=0.02,
                         help="fail when an RGB-D camera locates an object farther than this "
                              "fraction of its distance from where it is (default 0.02)")
+    parser.add_argument("--max-centre-error-m", type=float, default=0.2,
+                        help="fail when a LiDAR's boxes are centred farther than this from the "
+                             "ground truth's on average, metres (default 0.2)")
     parser.add_argument("--min-frames", type=int, default=30,
                         help="frames each camera should have scored by the end: the demo runs "
                              "on, up to --grace seconds, until every camera has (default 30)")
@@ -221,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     py = sys.executable
     print(f"triton_ros ROS demo: {args.seconds:g} s, 2 robots x 2 cameras -> inference_node "
           f"({GRPC_MODEL}) and 1 robot x 2 RGB-D cameras -> (rgbd_locator), at {args.rate:g} Hz"
-          f", 1 robot x 2 compressed cameras (JPEG, PNG) -> ({GRPC_MODEL})"
+          f", 1 robot x 2 compressed cameras (JPEG, PNG) -> ({GRPC_MODEL}), 2 robots' LiDARs "
+          f"-> (lidar_detector) at {LIDAR_RATE:g} Hz"
           f"; ROS_DOMAIN_ID={os.environ['ROS_DOMAIN_ID']} (to watch: ros2 topic echo "
           f"/robot1/camera_front/detections, /robot3/rgbd_front/detections3d); logs in {logs}",
           flush=True)
@@ -235,6 +268,14 @@ def main(argv: list[str] | None = None) -> int:
     watches = {s.topic(): CameraWatch(s.topic().rsplit("/", 1)[0] + "/detections") for s in specs}
     rgbd_specs: list[RgbdSpec] = [parse_rgbd(c) for c in ROBOT3]
     rgbd_watches = [RgbdWatch(s, args.max_position_error) for s in rgbd_specs]
+    lidar_watches = [LidarWatch(parse_lidar(t)) for t in LIDARS]
+    for lw in lidar_watches:
+        node.create_subscription(
+            DETECTIONS3D_TYPE, lw.topic,
+            lambda msg, w=lw: (w.on_message(msg, node.get_clock().now().nanoseconds),
+                               w.matcher.on_detections(msg)), 200)
+        node.create_subscription(DETECTIONS3D_TYPE, lw.spec.truth_topic(),
+                                 lw.matcher.on_truth, 200)
     for rw in rgbd_watches:
         node.create_subscription(
             DETECTIONS3D_TYPE, rw.topic,
@@ -280,6 +321,12 @@ def main(argv: list[str] | None = None) -> int:
         cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate",
                                str(args.rate)] + [a for c in ROBOT4 for a in ("--camera", c)],
                               logs / "robot4.log"))
+        print("starting robot5's and robot6's LiDARs (PointCloud2, two field layouts)",
+              flush=True)
+        cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_lidar", "--rate",
+                               str(LIDAR_RATE), "--cycle", "30"]
+                              + [a for t in LIDARS for a in ("--lidar", t)],
+                              logs / "lidars.log"))
         grpc_thread = threading.Thread(target=_grpc_load, daemon=True,
                                        args=(f"127.0.0.1:{port}", grpc_stop, grpc_counts))
         grpc_thread.start()
@@ -292,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
             if elapsed >= args.seconds:
                 # A camera process that started late on a loaded host (robot2 joins seconds in)
                 # gets its frames scored before the end, rather than failing the demo unseen.
-                short = [w.topic for w in list(watches.values()) + rgbd_watches
+                short = [w.topic for w in list(watches.values()) + rgbd_watches + lidar_watches
                          if w.matcher.snapshot().frames < args.min_frames]
                 if not short or elapsed >= args.seconds + args.grace:
                     break
@@ -302,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
                           f"{'has' if len(short) == 1 else 'have'} {args.min_frames} frames "
                           f"scored", flush=True)
                     waiting_for = short
-            if len(cameras) == 3 and elapsed >= robot2_at:
+            if len(cameras) == 4 and elapsed >= robot2_at:
                 print("starting robot2 (the node finds it by its topic pattern)", flush=True)
                 cameras.append(_start([py, "-m", "triton_ros.ros.tools.synthetic_cameras",
                                        "--rate", str(args.rate)]
@@ -312,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"inference_node exited with {node_proc.returncode}")
             if time.monotonic() >= next_report:
                 _report(time.monotonic() - start, status.get("last"), watches, args.interval,
-                        grpc_counts, rgbd_watches)
+                        grpc_counts, rgbd_watches + lidar_watches)
                 next_report += args.interval
             stop.wait(0.1)
         grpc_stop.set()
@@ -373,6 +420,25 @@ def main(argv: list[str] | None = None) -> int:
               f"{score.truths}), precision {score.precision:.3f}, position error mean "
               f"{100 * score.mean_error:.2f} % max {100 * score.error_max:.2f} % of the distance"
               + (f"  <- {', '.join(verdict)}" if verdict else ""))
+        ok = ok and not verdict
+    print(f"\n3D boxes per LiDAR against the ground truth (matched by stamp and frame_id; a box "
+          f"counts when a detection's BEV IoU with it is >= 0.5; the demo fails below recall "
+          f"{args.min_recall:g} or a mean centre error above {args.max_centre_error_m:g} m):")
+    for lw in lidar_watches:
+        score = lw.matcher.snapshot()
+        verdict = []
+        if lw.count == 0 or score.frames == 0:
+            verdict.append("NO FRAMES SCORED")
+        else:
+            if not score.recall >= args.min_recall:
+                verdict.append(f"RECALL BELOW {args.min_recall:g}")
+            if not score.mean_error <= args.max_centre_error_m:
+                verdict.append(f"CENTRE ERROR ABOVE {args.max_centre_error_m:g} m")
+        print(f"  {lw.topic:36s} {lw.count:5d} messages, {score.frames:5d} clouds scored "
+              f"({lw.spec.layout} layout): recall {score.recall:.3f} ({score.matched}/"
+              f"{score.truths}), precision {score.precision:.3f}, mean BEV IoU "
+              f"{score.mean_iou:.3f}, centre error mean {score.mean_error:.3f} m max "
+              f"{score.error_max:.3f} m" + (f"  <- {', '.join(verdict)}" if verdict else ""))
         ok = ok and not verdict
     print(f"gRPC requests answered meanwhile: {grpc_counts['ok']} (failed {grpc_counts['failed']}"
           f"{': ' + grpc_counts['last_error'] if grpc_counts['failed'] else ''}), "

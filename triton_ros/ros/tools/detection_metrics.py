@@ -264,3 +264,68 @@ class Score3D(Score):
     @property
     def mean_error(self) -> float:
         return self.error_sum / self.matched if self.matched else float("nan")
+
+
+# --------------------------------------------------------------------------------------------
+# 3D boxes of a LiDAR: BEV IoU
+# --------------------------------------------------------------------------------------------
+
+def bev_iou(a, b) -> float:
+    """IoU of two rotated footprints (x, y, size_x, size_y, yaw radians), by OpenCV's rotated
+    rectangle intersection."""
+    import math
+
+    import cv2
+    ra = ((float(a[0]), float(a[1])), (float(a[2]), float(a[3])), math.degrees(float(a[4])))
+    rb = ((float(b[0]), float(b[1])), (float(b[2]), float(b[3])), math.degrees(float(b[4])))
+    _, inter = cv2.rotatedRectangleIntersection(ra, rb)
+    common = float(cv2.contourArea(inter)) if inter is not None and len(inter) > 2 else 0.0
+    union = a[2] * a[3] + b[2] * b[3] - common
+    return common / union if union > 0 else 0.0
+
+
+def message_boxes3d(msg) -> tuple[np.ndarray, list[str]]:
+    """A Detection3DArray (or the fallback): [M, 6] x, y, z, size_x, size_y, yaw; class ids."""
+    import math
+    rows, classes = [], []
+    for d in msg.detections:
+        c, q, s = d.bbox.center.position, d.bbox.center.orientation, d.bbox.size
+        yaw = 2 * math.atan2(q.z, q.w) if (q.z or q.w) else 0.0
+        rows.append((c.x, c.y, c.z, s.x, s.y, yaw))
+        best = max(d.results, key=lambda r: r.hypothesis.score) if d.results else None
+        classes.append(best.hypothesis.class_id if best is not None else "")
+    return np.array(rows, np.float64).reshape(-1, 6), classes
+
+
+@dataclass
+class ScoreBEV(Score):
+    """Running totals of one LiDAR: a ground-truth box is found by the detection of best BEV
+    IoU, at least ``min_iou``, greedily (class ignored: the class of a LiDAR box is the
+    model's business); ``error_*``: the found boxes' centre errors in metres (3D)."""
+
+    error_sum: float = 0.0
+    error_max: float = 0.0
+
+    def add(self, truth_msg, detection_msg, *, min_iou: float = 0.5) -> None:
+        truth, _ = message_boxes3d(truth_msg)
+        found, _ = message_boxes3d(detection_msg)
+        pairs = sorted(((bev_iou(truth[i, [0, 1, 3, 4, 5]], found[j, [0, 1, 3, 4, 5]]), i, j)
+                        for i in range(len(truth)) for j in range(len(found))), reverse=True)
+        used_t, used_d = set(), set()
+        self.frames += 1
+        self.truths += len(truth)
+        self.detections += len(found)
+        for iou, i, j in pairs:
+            if iou < min_iou or i in used_t or j in used_d:
+                continue
+            used_t.add(i)
+            used_d.add(j)
+            error = float(np.linalg.norm(truth[i, :3] - found[j, :3]))
+            self.matched += 1
+            self.iou_sum += iou
+            self.error_sum += error
+            self.error_max = max(self.error_max, error)
+
+    @property
+    def mean_error(self) -> float:
+        return self.error_sum / self.matched if self.matched else float("nan")
