@@ -17,6 +17,8 @@ import logging
 import sys
 from pathlib import Path
 
+from .arguments import existing_repository, fraction, number_list, positive
+from .confirmation import QUICK_ROUNDS, ROUNDS
 from .config_search import QUICK, SEARCH_MODES, ConcurrencySweepSettings
 from .errors import AnalyzerError, ExitStatus
 from .measurement import DEFAULT_HEADROOM, DEFAULT_LATENCY_METRIC, Constraints
@@ -24,26 +26,10 @@ from .perf_analyzer import LATENCY_METRICS, NO_STABILITY_CHECK, PerfAnalyzerSett
 from .search_space import SearchLimits
 
 #: ``--quick``: what it changes, so that a sweep ends within about two minutes on 2 cores.
-QUICK_TIME_BUDGET_S = 75.0
+QUICK_TIME_BUDGET_S = 60.0
 QUICK_LIMITS = dict(max_instance_count=4, max_model_batch_size=32)
 QUICK_MAX_CONCURRENCY = 32
 QUICK_MEASUREMENT_INTERVAL_MS = 500
-
-
-def _positive(kind):
-    def parse(text: str):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
-        return value
-    return parse
-
-
-def _fraction(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1), got {text}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,64 +43,71 @@ def build_parser() -> argparse.ArgumentParser:
 
     prof = sub.add_parser("profile", help="sweep a model's configurations (server + "
                                           "perf_analyzer)")
-    prof.add_argument("--model-repository", "-m", action="append", required=True, type=Path,
+    prof.add_argument("--model-repository", "-m", action="append", required=True,
+                      type=existing_repository,
                       help="model repository (repeat for several); only read, never written")
     prof.add_argument("--profile-models", required=True, metavar="MODEL",
                       help="the model to profile")
     _constraint_arguments(prof)
-    prof.add_argument("--latency-headroom", type=_fraction, default=DEFAULT_HEADROOM,
+    prof.add_argument("--latency-headroom", type=fraction, default=DEFAULT_HEADROOM,
                       metavar="FRACTION",
                       help="choose only measurements at most budget*(1-FRACTION), so that "
                            "the recommendation meets the budget when measured again on a noisy "
                            f"host (default {DEFAULT_HEADROOM})")
-    prof.add_argument("--memory-cap-mb", type=_positive(float), default=None,
+    prof.add_argument("--memory-cap-mb", type=positive(float), default=None,
                       help="cap on the server's peak RSS (its processes), MB")
-    prof.add_argument("--gpu-memory-cap-mb", type=_positive(float), default=None,
+    prof.add_argument("--gpu-memory-cap-mb", type=positive(float), default=None,
                       help="cap on the GPU memory of the server's processes, MB")
     prof.add_argument("--output-dir", "--export-path", "-e", type=Path,
                       default=Path("profile_results"), help="where results, plots, reports and "
                       "the recommendation go (default ./profile_results)")
     prof.add_argument("--quick", action="store_true",
-                      help=f"a short sweep (about 2 minutes on 2 cores): quick search, "
+                      help=f"a short sweep (about 3 minutes on 2 cores): quick search, "
                            f"{QUICK_MEASUREMENT_INTERVAL_MS} ms windows without the "
                            f"stability check, concurrency <= {QUICK_MAX_CONCURRENCY}, "
                            f"configurations started within {QUICK_TIME_BUDGET_S:.0f} s, then "
-                           f"the best candidates confirmed with windows twice as long and the "
-                           f"check on")
+                           f"the model's own configuration and the best candidates measured "
+                           f"again in {QUICK_ROUNDS} alternating rounds")
     prof.add_argument("--run-config-search-mode", choices=SEARCH_MODES, default=QUICK,
                       help="quick: hill climbing over every dimension (default); brute: every "
                            "instance kind x count x max batch size")
-    prof.add_argument("--time-budget-s", type=_positive(float), default=None,
+    prof.add_argument("--time-budget-s", type=positive(float), default=None,
                       help="start no configuration that would end after this many seconds")
-    prof.add_argument("--max-configs", type=_positive(int), metavar="N", default=None,
+    prof.add_argument("--max-configs", type=positive(int), metavar="N", default=None,
                       help="measure at most this many configurations (the model's own "
                            "included)")
     d = SearchLimits()
-    prof.add_argument("--run-config-search-min-instance-count", type=_positive(int), metavar="N",
+    prof.add_argument("--run-config-search-min-instance-count", type=positive(int), metavar="N",
                       default=d.min_instance_count)
-    prof.add_argument("--run-config-search-max-instance-count", type=_positive(int), metavar="N",
+    prof.add_argument("--run-config-search-max-instance-count", type=positive(int), metavar="N",
                       default=None, help=f"default {d.max_instance_count}")
-    prof.add_argument("--run-config-search-min-model-batch-size", type=_positive(int), metavar="N",
+    prof.add_argument("--run-config-search-min-model-batch-size", type=positive(int), metavar="N",
                       default=d.min_model_batch_size)
-    prof.add_argument("--run-config-search-max-model-batch-size", type=_positive(int), metavar="N",
+    prof.add_argument("--run-config-search-max-model-batch-size", type=positive(int), metavar="N",
                       default=None, help=f"default {d.max_model_batch_size}")
     prof.add_argument("--max-queue-delay-microseconds", default=None,
+                      type=number_list(int, what="delays (us)", zero_allowed=True),
                       metavar="US,US,...", help="dynamic batcher delays to try (default "
                       + ",".join(str(v) for v in d.max_queue_delays_us) + ")")
-    prof.add_argument("--run-config-search-max-thread-count", type=_positive(int), metavar="N",
+    prof.add_argument("--run-config-search-max-thread-count", type=positive(int), metavar="N",
                       default=None,
                       help="largest ONNX Runtime thread count (default: the CPU count)")
     c = ConcurrencySweepSettings()
-    prof.add_argument("--run-config-search-min-concurrency", type=_positive(int), metavar="N",
+    prof.add_argument("--run-config-search-min-concurrency", type=positive(int), metavar="N",
                       default=c.min_concurrency)
-    prof.add_argument("--run-config-search-max-concurrency", type=_positive(int), metavar="N",
+    prof.add_argument("--run-config-search-max-concurrency", type=positive(int), metavar="N",
                       default=None,
                       help=f"default {c.max_concurrency} ({QUICK_MAX_CONCURRENCY} with --quick)")
-    prof.add_argument("--quick-passes", type=_positive(int), metavar="N", default=None,
+    prof.add_argument("--quick-passes", type=positive(int), metavar="N", default=None,
                       help="rounds of the quick search over all dimensions (default 2)")
-    prof.add_argument("--confirm-candidates", type=_positive(int), metavar="N", default=2,
-                      help="the best N configurations are measured again on a fresh server "
-                           "before one is recommended (default 2)")
+    prof.add_argument("--confirm-candidates", type=positive(int), metavar="N", default=2,
+                      help="the best N configurations of the sweep are measured again, "
+                           "alternating with the model's own, before one is recommended "
+                           "(default 2)")
+    prof.add_argument("--confirm-rounds", type=positive(int), metavar="N", default=None,
+                      help=f"alternating rounds of that confirmation (default {ROUNDS}; "
+                           f"{QUICK_ROUNDS} with --quick); a change is recommended only when "
+                           f"it beat the model's own configuration in every round")
     _perf_arguments(prof)
     prof.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                       help="extra triton-ros-server argument (repeat), e.g. "
@@ -129,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _constraint_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--latency-budget-ms", "--latency-budget", type=_positive(float),
+    p.add_argument("--latency-budget-ms", "--latency-budget", type=positive(float),
                    default=None, help="latency budget, ms (on --latency-metric)")
     p.add_argument("--latency-metric", choices=LATENCY_METRICS, default=DEFAULT_LATENCY_METRIC,
                    help=f"the latency the budget applies to (default {DEFAULT_LATENCY_METRIC}: "
@@ -138,14 +131,14 @@ def _constraint_arguments(p: argparse.ArgumentParser) -> None:
 
 def _perf_arguments(p: argparse.ArgumentParser) -> None:
     d = PerfAnalyzerSettings()
-    p.add_argument("--measurement-interval", type=_positive(int), default=None, metavar="MS",
+    p.add_argument("--measurement-interval", type=positive(int), default=None, metavar="MS",
                    help=f"perf_analyzer's window, ms (default {d.measurement_interval_ms}; "
                         f"{QUICK_MEASUREMENT_INTERVAL_MS} with --quick)")
-    p.add_argument("--stability-percentage", type=_positive(float), default=None,
+    p.add_argument("--stability-percentage", type=positive(float), default=None,
                    help=f"perf_analyzer's -s (default {d.stability_percentage:g}; an unstable "
                         "point is measured again without the check and marked)")
-    p.add_argument("--max-trials", type=_positive(int), default=d.max_trials)
-    p.add_argument("--batch-size", "-b", type=_positive(int), default=d.batch_size,
+    p.add_argument("--max-trials", type=positive(int), default=d.max_trials)
+    p.add_argument("--batch-size", "-b", type=positive(int), default=d.batch_size,
                    help="client batch size of each request")
     p.add_argument("--protocol", choices=("grpc",), default=d.protocol)
     p.add_argument("--input-data", default=d.input_data,
@@ -163,7 +156,7 @@ def profile_options(args: argparse.Namespace):
     defaults = SearchLimits()
     delays = defaults.max_queue_delays_us
     if args.max_queue_delay_microseconds:
-        delays = tuple(int(v) for v in args.max_queue_delay_microseconds.split(","))
+        delays = tuple(args.max_queue_delay_microseconds)
     limits = SearchLimits(
         min_instance_count=args.run_config_search_min_instance_count,
         max_instance_count=args.run_config_search_max_instance_count
@@ -177,7 +170,7 @@ def profile_options(args: argparse.Namespace):
         min_concurrency=args.run_config_search_min_concurrency,
         max_concurrency=args.run_config_search_max_concurrency
         or (QUICK_MAX_CONCURRENCY if quick else ConcurrencySweepSettings().max_concurrency),
-        tries=2 if quick else ConcurrencySweepSettings().tries)
+        tries=ConcurrencySweepSettings().tries)
     d = PerfAnalyzerSettings()
     perf = PerfAnalyzerSettings(
         measurement_interval_ms=args.measurement_interval
@@ -192,13 +185,6 @@ def profile_options(args: argparse.Namespace):
                               headroom=args.latency_headroom,
                               memory_cap_mb=args.memory_cap_mb,
                               gpu_memory_cap_mb=args.gpu_memory_cap_mb)
-    confirm = None
-    if quick:   # the candidates are measured again with windows twice as long, checked
-        confirm = PerfAnalyzerSettings(
-            measurement_interval_ms=2 * perf.measurement_interval_ms,
-            stability_percentage=args.stability_percentage or d.stability_percentage,
-            max_trials=4, batch_size=perf.batch_size, protocol=perf.protocol,
-            input_data=perf.input_data, shapes=perf.shapes, extra_flags=perf.extra_flags)
     return ProfileOptions(
         model_repositories=[p.resolve() for p in args.model_repository],
         model=args.profile_models, output_dir=args.output_dir.resolve(),
@@ -207,7 +193,8 @@ def profile_options(args: argparse.Namespace):
         concurrency=sweep, perf=perf,
         time_budget_s=args.time_budget_s or (QUICK_TIME_BUDGET_S if quick else None),
         max_configs=args.max_configs,
-        confirm_candidates=args.confirm_candidates, confirm_perf=confirm,
+        confirm_candidates=args.confirm_candidates,
+        confirm_rounds=args.confirm_rounds or (QUICK_ROUNDS if quick else ROUNDS),
         server_args=tuple(args.server_arg), progress=not args.no_progress)
 
 
@@ -225,21 +212,38 @@ def run_profile(args: argparse.Namespace) -> int:
         print(f"  {key}: {result.files[key]}", file=out)
     rec = result.recommendation
     if rec is None:
-        print("no configuration measured meets the constraints: no recommendation", file=out)
+        print("no configuration met the constraints (the model's own in most confirmation "
+              "rounds, or any in the sweep): no recommendation", file=out)
         return ExitStatus.NO_RECOMMENDATION
-    m = rec.measurement
-    metric = result.constraints.latency_metric
-    print(f"recommended: {rec.result.variant}: {m.throughput:.1f} infer/s at concurrency "
-          f"{m.concurrency}, {metric} {m.latency(metric):.2f} ms, peak RSS "
-          f"{m.server.peak_rss_mb:.0f} MB"
-          + (f" ({rec.speedup:.2f}x the model's own configuration)" if rec.speedup else ""),
-          file=out)
+    from .recommendation import verdict_lines
+    for line in verdict_lines(rec):
+        print(line, file=out)
     print(f"  config.pbtxt: {result.files['recommended_config']}", file=out)
     return ExitStatus.OK
 
 
+_RANGES = {   # (least, most) option pairs, checked once both are parsed
+    "profile": (("run_config_search_min_instance_count", "run_config_search_max_instance_count"),
+                ("run_config_search_min_model_batch_size",
+                 "run_config_search_max_model_batch_size"),
+                ("run_config_search_min_concurrency", "run_config_search_max_concurrency")),
+    "ros": (("min_cameras", "max_cameras"),),
+}
+
+
+def check_ranges(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A least above its most is a usage error (argparse's exit 2), not an empty sweep."""
+    for low, high in _RANGES.get(args.command, ()):
+        lo, hi = getattr(args, low), getattr(args, high)
+        if lo is not None and hi is not None and lo > hi:
+            parser.error(f"--{low.replace('_', '-')} {lo} is above --{high.replace('_', '-')} "
+                         f"{hi}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    check_ranges(parser, args)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(levelname).1s %(name)s] %(message)s")
     try:

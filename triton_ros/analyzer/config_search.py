@@ -14,8 +14,9 @@ concurrency sweep of each configuration.
   about 1 + sum(values - 1) configurations a round instead of the product of all values.
 
 Each configuration is measured at client concurrencies 1, 2, 4, ... (:func:`sweep_concurrency`)
-until throughput stops growing (by ``min_gain`` over ``tries`` steps, model_analyzer's early
-exit) or a measurement exceeds the constraints (more load only queues longer).
+until throughput stops growing (``tries`` consecutive steps, 3, none of which gains
+``min_gain`` over the best before it: model_analyzer's early exit, made robust to a noisy step)
+or a measurement exceeds the constraints (more load only queues longer).
 """
 from __future__ import annotations
 
@@ -52,18 +53,24 @@ class ConcurrencySweepSettings:
 
 def sweep_concurrency(measure: Callable[[int], Measurement], settings: ConcurrencySweepSettings,
                       constraints: Constraints) -> list[Measurement]:
-    """Measurements at increasing concurrency, stopping early (see the module docstring)."""
+    """Measurements at increasing concurrency, stopping early (see the module docstring): after
+    ``tries`` consecutive steps none of which beat the best before it by ``min_gain`` (one or
+    two noisy steps do not end a sweep whose next step would still have grown), or at a
+    measurement outside the constraints."""
     out: list[Measurement] = []
+    flat = 0
     for concurrency in settings.concurrencies():
         m = measure(concurrency)
+        best_before = max((x.throughput for x in out), default=0.0)
         out.append(m)
         if not constraints.meets(m):
             break
-        if len(out) > settings.tries:
-            before = max(x.throughput for x in out[:-settings.tries])
-            recent = max(x.throughput for x in out[-settings.tries:])
-            if recent <= before * (1.0 + settings.min_gain):
+        if out[:-1] and m.throughput <= best_before * (1.0 + settings.min_gain):
+            flat += 1
+            if flat >= settings.tries:
                 break
+        else:
+            flat = 0
     return out
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import recommendation as recommendation_module
+from .confirmation import Verdict
 from .config_search import QUICK, ConcurrencySweepSettings
 from .measurement import Constraints, RunConfigResult
 from .perf_analyzer import PerfAnalyzerSettings
@@ -27,6 +28,7 @@ class ProfileOptions:
     time_budget_s: float | None = None
     max_configs: int | None = None                    # configurations measured, at most
     confirm_candidates: int = 2
+    confirm_rounds: int = 5                           # alternating rounds
     confirm_perf: PerfAnalyzerSettings | None = None   # None: as ``perf``
     server_args: tuple[str, ...] = ()
     progress: bool = True
@@ -43,3 +45,4 @@ class ProfileResult:
     stopped_by_budget: bool
     options: ProfileOptions
     files: dict[str, Path] = field(default_factory=dict)
+    verdict: Verdict | None = None                     # the confirmation's rounds

@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from . import confirmation
 from . import recommendation as recommendation_module
 from . import report
 from .config_search import (BRUTE, SearchStopped, brute_plan, brute_search, quick_plan_size,
@@ -108,6 +109,7 @@ class Profiler:
         self._space: SearchSpace | None = None
         self._t0 = 0.0
         self._progress: _Progress | None = None
+        self.verdict: confirmation.Verdict | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -157,7 +159,8 @@ class Profiler:
                 self._gpu.close()
             shutil.rmtree(scratch_root, ignore_errors=True)
         result = ProfileResult(self.model, self.results, self._space, self.constraints, rec,
-                               time.monotonic() - self._t0, stopped, self.options)
+                               time.monotonic() - self._t0, stopped, self.options,
+                               verdict=self.verdict)
         if rec is not None:
             config, js = recommendation_module.write(rec, self.model,
                                                      self.out / "recommended" / self.model)
@@ -255,35 +258,77 @@ class Profiler:
     # -- the recommendation ----------------------------------------------------------------
 
     def _confirm(self) -> recommendation_module.Recommendation | None:
-        """Measure the best candidates again, each on a fresh server with ``confirm_perf``, at
-        the concurrency the sweep chose (and lower ones while that misses the constraints);
-        recommend the best confirmed one. The sweep's measurement of a point is one sample on
-        a noisy host: a recommendation must hold when measured again."""
-        ranked = recommendation_module.candidates(self.results, self.constraints)
-        default = recommendation_module.default_best(self.results, self.constraints)
-        if not ranked:
-            return None
+        """The model's own configuration and the sweep's best candidates, each on a fresh
+        server of its own, measured in alternating rounds at the same concurrencies
+        (:mod:`.confirmation`); a change is recommended only when it beats the model's own by
+        more than those rounds' spread, else the model's own is (``keep``)."""
+        default = next(r for r in self.results if r.is_default)
+        ranked = [r for r, _ in recommendation_module.candidates(self.results,
+                                                                 self.constraints)
+                  if not r.is_default][:self.options.confirm_candidates]
+        chosen = [self.constraints.best(r) for r in [default, *ranked]]
+        concurrencies = confirmation.confirmation_concurrencies(
+            [m.concurrency if m is not None else None for m in chosen],
+            least=self.options.concurrency.min_concurrency)
+        if not concurrencies:
+            return None                # nothing met the constraints in the sweep
         perf = PerfAnalyzer(self.options.confirm_perf or self.options.perf,
                             self.logs / "confirmation", executable=self._perf.executable)
-        confirmed = []
-        for result, sweep_best in ranked[:self.options.confirm_candidates]:
-            self._progress.write(f"confirming {result.variant} at concurrency "
-                                 f"{sweep_best.concurrency} on a fresh server")
-            m = self._confirm_one(result, sweep_best, perf)
-            if m is not None:
-                confirmed.append((m.throughput, result, m, sweep_best))
-                self._progress.write(f"  confirmed: {_point(m, self.constraints)}")
-            else:
-                self._progress.write(f"  {result.variant} missed the constraints when measured "
-                                     f"again")
-        if not confirmed:
+        rounds_wanted = self.options.confirm_rounds
+        self._progress.write(
+            f"confirming: {', '.join(r.variant for r in [default, *ranked])} in {rounds_wanted} "
+            f"alternating rounds at concurrency {', '.join(map(str, concurrencies))}, each on "
+            f"a fresh server")
+        servers: list[tuple[confirmation.Rounds, TritonServer]] = []
+        try:
+            for result in [default, *ranked]:
+                server = self._start_confirmation_server(result)
+                if server is not None:
+                    servers.append((confirmation.Rounds(result), server))
+            if not servers or servers[0][0].result is not default:
+                self._progress.write("  the model's own configuration did not start again: "
+                                     "nothing can be confirmed")
+                return None
+            for k in range(rounds_wanted):
+                measured: dict[str, dict[int, Measurement]] = {}
+                for rounds, server in confirmation.round_order(servers, k):
+                    measured[rounds.variant] = {}
+                    for c in confirmation.round_order(concurrencies, k):
+                        m = self._measure_on(server, rounds.result, c, perf)
+                        if m is None:
+                            break
+                        measured[rounds.variant][c] = m
+                        rounds.result.confirmations.append(m)
+                if len(measured.get(default.variant, {})) != len(concurrencies):
+                    continue           # the model's own missed a point: the round is void
+                for rounds, _ in servers:
+                    if len(measured.get(rounds.variant, {})) == len(concurrencies):
+                        rounds.rounds.append(measured[rounds.variant])
+                self._progress.write(f"  round {k + 1}: " + "; ".join(
+                    f"{rounds.variant} " + ", ".join(
+                        f"{measured[rounds.variant][c].throughput:.0f}/s@{c}"
+                        for c in concurrencies if c in measured.get(rounds.variant, {}))
+                    for rounds, _ in servers))
+        finally:
+            for _, server in servers:
+                server.stop()
+        default_rounds = servers[0][0]
+        complete = [r for r, _ in servers[1:]
+                    if len(r.rounds) == len(default_rounds.rounds)]
+        if not default_rounds.rounds:
             return None
-        _, result, m, sweep_best = max(confirmed, key=lambda c: c[0])
-        return recommendation_module.Recommendation(result, m, sweep_best, self.constraints,
-                                                    default)
+        verdict = confirmation.decide(default_rounds, complete, self.constraints,
+                                      self.options.concurrency.min_gain)
+        self.verdict = verdict
+        for comparison in verdict.comparisons:
+            text = (comparison.same_concurrency.text() if comparison.same_concurrency
+                    else "no ratio")
+            self._progress.write(
+                f"  {comparison.variant}: {text} at concurrency {comparison.concurrency}"
+                + ("" if comparison.beats else f": not recommended, {comparison.why_not()}"))
+        return recommendation_module.from_verdict(verdict, self.constraints)
 
-    def _confirm_one(self, result: RunConfigResult, sweep_best: Measurement,
-                     perf: PerfAnalyzer) -> Measurement | None:
+    def _start_confirmation_server(self, result: RunConfigResult) -> TritonServer | None:
         if result.is_default:
             self._scratch.restore_user_config()
         else:
@@ -292,26 +337,25 @@ class Profiler:
                               self.logs / f"server_{result.variant}_confirmation.log",
                               extra_args=self.options.server_args)
         try:
-            server.start()
-            concurrency = sweep_best.concurrency
-            while concurrency >= self.options.concurrency.min_concurrency:
-                monitor = ProcessMonitor(server.pid, gpu=self._gpu).start()
-                try:
-                    p = perf.measure(self.model, server.url, concurrency)
-                finally:
-                    sample = monitor.stop()
-                m = Measurement(result.variant, concurrency, self.options.perf.batch_size, p,
-                                sample)
-                result.confirmations.append(m)
-                if self.constraints.meets(m):
-                    return m
-                concurrency //= 2
+            server.start()          # loads the configuration now: the next one may be written
+            return server
+        except (ModelLoadError, ServerStartError) as exc:
+            self._progress.write(f"  {result.variant} did not start again: {exc}")
+            server.stop()
             return None
-        except (ModelLoadError, ServerStartError, PerfAnalyzerError) as exc:
-            self._progress.write(f"  confirmation failed: {exc}")
+
+    def _measure_on(self, server: TritonServer, result: RunConfigResult, concurrency: int,
+                    perf: PerfAnalyzer) -> Measurement | None:
+        monitor = ProcessMonitor(server.pid, gpu=self._gpu).start()
+        try:
+            p = perf.measure(self.model, server.url, concurrency)
+        except PerfAnalyzerError as exc:
+            self._progress.write(f"  {result.variant} at concurrency {concurrency}: {exc}")
             return None
         finally:
-            server.stop()
+            sample = monitor.stop()
+        return Measurement(result.variant, concurrency, self.options.perf.batch_size, p,
+                           sample)
 
     # -- measuring one configuration -------------------------------------------------------
 

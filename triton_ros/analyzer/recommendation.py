@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .confirmation import Comparison, Verdict
 from .measurement import Constraints, Measurement, RunConfigResult
 from .model_variant import config_text
 from .search_space import describe
@@ -22,19 +23,87 @@ from .search_space import describe
 
 @dataclass(frozen=True)
 class Recommendation:
-    result: RunConfigResult
-    measurement: Measurement                  # the confirmation on a fresh server
-    sweep_measurement: Measurement            # what the sweep measured at its best
+    """The answer: a change that beat the model's own configuration in every confirmation round
+    by more than their spread, or the model's own (``keep``), with the rounds' figures."""
+
+    result: RunConfigResult                   # the configuration to use (the model's own: keep)
+    measurement: Measurement                  # its median confirmation round, at its concurrency
+    sweep_measurement: Measurement | None     # what the sweep measured at its best
     constraints: Constraints
-    default_measurement: Measurement | None   # the user's configuration's best, if it met them
-    confirmed: bool = True                    # False: confirmation was skipped (no time left)
+    default_measurement: Measurement | None   # the model's own, median round, same concurrency
+    verdict: Verdict | None = None
+    confirmed: bool = True
+
+    @property
+    def keep(self) -> bool:
+        return self.verdict is None or self.verdict.keep
+
+    @property
+    def comparison(self) -> Comparison | None:
+        """The recommended change's comparison; with ``keep``, the closest candidate's."""
+        if self.verdict is None:
+            return None
+        return self.verdict.winner or self.verdict.closest()
 
     @property
     def speedup(self) -> float | None:
-        """Sweep throughput over the user's configuration's, both under the constraints."""
-        if self.default_measurement is None or self.default_measurement.throughput <= 0:
+        """The median per-round ratio of the recommended change over the model's own at the
+        same concurrency (None when the answer is to keep it)."""
+        if self.keep or self.comparison.same_concurrency is None:
             return None
-        return self.sweep_measurement.throughput / self.default_measurement.throughput
+        return self.comparison.same_concurrency.median
+
+
+def from_verdict(verdict: Verdict, constraints: Constraints) -> Recommendation | None:
+    """The recommendation the confirmation's rounds support; None when neither a change nor
+    the model's own configuration met the constraints in most rounds."""
+    if verdict.winner is not None:
+        w = verdict.winner
+        c = w.concurrency
+        default_m = verdict.default.median(c) if c in verdict.default.concurrencies() else None
+        return Recommendation(w.candidate.result, w.candidate.median(c),
+                              constraints.best(w.candidate.result), constraints, default_m,
+                              verdict)
+    c = verdict.default_concurrency
+    if c is None:
+        return None
+    m = verdict.default.median(c)
+    return Recommendation(verdict.default.result, m, constraints.best(verdict.default.result),
+                          constraints, m, verdict)
+
+
+def verdict_lines(rec: Recommendation) -> list[str]:
+    """The answer in words, with the rounds' figures (for the console, the header, the page)."""
+    v = rec.verdict
+    metric = rec.constraints.latency_metric
+    m = rec.measurement
+    point = (f"{m.throughput:.1f} infer/s at concurrency {m.concurrency}, {metric} "
+             f"{m.latency(metric):.2f} ms, peak RSS {m.server.peak_rss_mb:.0f} MB")
+    rounds = v.rounds if v is not None else 0
+    if rec.keep:
+        lines = [f"keep your configuration: {rec.result.variant} measured {point} (median of "
+                 f"{rounds} alternating rounds); no change beat it by more than the rounds' "
+                 f"spread"]
+        for c in (v.comparisons if v is not None else ()):
+            ratio = c.same_concurrency.text() if c.same_concurrency else "no figure"
+            lines.append(f"  {c.variant} [{_changes(c.candidate.result)}]: {ratio} of it at "
+                         f"concurrency {c.concurrency}: {c.why_not()}")
+        if v is not None and not v.comparisons:
+            lines.append("  no other configuration met the constraints in the sweep")
+        return lines
+    w = rec.comparison
+    d = rec.default_measurement
+    return [f"recommended: {rec.result.variant} [{_changes(rec.result)}]: "
+            f"{w.same_concurrency.text()} the throughput of the model's own configuration "
+            f"at concurrency {w.concurrency}, in alternating rounds: {point}"
+            + (f"; the model's own {d.throughput:.1f} infer/s, {metric} "
+               f"{d.latency(metric):.2f} ms there" if d is not None else ""),
+            f"  against the model's own best under the constraints in each round: "
+            f"{w.best_vs_best.text()}"]
+
+
+def _changes(result: RunConfigResult) -> str:
+    return ", ".join(f"{k}={v}" for k, v in describe(result.changes).items()) or "as written"
 
 
 def candidates(results: list[RunConfigResult],
@@ -65,10 +134,12 @@ def header(rec: Recommendation, model: str) -> str:
     m = rec.measurement
     metric = rec.constraints.latency_metric
     lines = [
-        f"Recommended by triton-ros-analyzer for model '{model}' ({rec.result.variant}).",
+        (f"Keep: the model's own configuration of '{model}', confirmed by triton-ros-analyzer."
+         if rec.keep else
+         f"Recommended by triton-ros-analyzer for model '{model}' ({rec.result.variant})."),
         f"Constraints: {rec.constraints.describe()}.",
-        ("Confirmed on a fresh server" if rec.confirmed else "Measured (not confirmed)")
-        + f" with perf_analyzer at concurrency {m.concurrency} (batch size "
+        *verdict_lines(rec),
+        f"Median round with perf_analyzer at concurrency {m.concurrency} (batch size "
         f"{m.batch_size}): {m.throughput:.1f} infer/s, p50 {m.latency('p50'):.2f} ms, "
         f"p99 {m.latency('p99'):.2f} ms ({metric} is the constrained metric);",
         f"server peak RSS {m.server.peak_rss_mb:.0f} MB, CPU {m.server.cpu_cores:.2f} cores"
@@ -109,11 +180,22 @@ def _measurement_json(m: Measurement) -> dict:
     }
 
 
+def _comparison_json(c: Comparison) -> dict:
+    return {"variant": c.variant, "changes": describe(c.candidate.result.changes),
+            "concurrency": c.concurrency,
+            "ratio_same_concurrency": c.same_concurrency.as_json() if c.same_concurrency
+            else None,
+            "ratio_vs_model_best": c.best_vs_best.as_json() if c.best_vs_best else None,
+            "beats_model_config": c.beats, "why_not": c.why_not()}
+
+
 def to_json(rec: Recommendation, model: str) -> dict:
     m = rec.measurement
     flags = reproducible_flags(m.perf.command)
+    v = rec.verdict
     return {
         "model": model,
+        "keep_model_config": rec.keep,
         "variant": rec.result.variant,
         "changes": describe(rec.result.changes),
         "constraints": {
@@ -125,9 +207,15 @@ def to_json(rec: Recommendation, model: str) -> dict:
             "gpu_memory_cap_mb": rec.constraints.gpu_memory_cap_mb,
         },
         "measured": _measurement_json(m),
+        "model_config_measured": (_measurement_json(rec.default_measurement)
+                                  if rec.default_measurement is not None else None),
         "confirmed": rec.confirmed,
-        "sweep_measurement": _measurement_json(rec.sweep_measurement),
+        "confirmation_rounds": v.rounds if v is not None else 0,
         "speedup_over_model_config": rec.speedup,
+        "comparisons": [_comparison_json(c) for c in v.comparisons] if v is not None else [],
+        "sweep_measurement": (_measurement_json(rec.sweep_measurement)
+                              if rec.sweep_measurement is not None else None),
+        "answer": verdict_lines(rec),
         "perf_analyzer_flags": flags,
         "host": {"cpu": cpu_model(), "cpus": os.cpu_count()},
     }
