@@ -4,6 +4,7 @@ Works with colcon on an apt-installed ROS 2 (Humble, Jazzy) and with plain pip i
 environment (scripts/setup.sh). data_files installs the launch file, the configuration and the
 bundled model repository into share/triton_ros, where the launch file finds them.
 """
+
 import os
 from glob import glob
 
@@ -43,10 +44,18 @@ setup(
     # serves every other model without it. requirements-torch.txt pins what the tests use.
     # The TensorFlow, LiteRT and forest (FIL) backends likewise (requirements-frameworks.txt).
     # sympy: onnxruntime's quantization (scripts/quantize_color_detector.py) in the tests.
-    extras_require={"test": ["pytest", "sympy"], "torch": ["torch>=2.1"],
-                    "frameworks": ["tensorflow-cpu>=2.16", "ai-edge-litert>=1.2",
-                                   "xgboost>=2.0", "lightgbm>=4.0", "treelite>=4.0",
-                                   "scikit-learn>=1.3"]},
+    extras_require={
+        "test": ["pytest", "sympy"],
+        "torch": ["torch>=2.1"],
+        "frameworks": [
+            "tensorflow-cpu>=2.16",
+            "ai-edge-litert>=1.2",
+            "xgboost>=2.0",
+            "lightgbm>=4.0",
+            "treelite>=4.0",
+            "scikit-learn>=1.3",
+        ],
+    },
     zip_safe=False,
     maintainer="triton_ros developers",
     maintainer_email="dev@triton-ros.invalid",

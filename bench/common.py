@@ -7,6 +7,7 @@ The benchmarks are modules of the ``bench`` namespace package, run from the proj
 that this tree's ``triton_ros`` and ``bench`` are the ones imported, e.g.
 ``.venv/bin/python -m bench.server.request_path``.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,7 @@ def wait_ready(client, timeout: float = 60.0) -> None:
         try:
             if client.is_server_ready():
                 return
-        except Exception:              # not listening yet
+        except Exception:  # not listening yet
             pass
         time.sleep(0.2)
     raise TimeoutError("server did not become ready")
@@ -50,8 +51,11 @@ def wait_ready(client, timeout: float = 60.0) -> None:
 
 def cpu_model() -> str:
     try:
-        return next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                    if line.startswith("model name"))
+        return next(
+            line.split(":", 1)[1].strip()
+            for line in open("/proc/cpuinfo")
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         return "unknown"
 
@@ -68,23 +72,30 @@ def find_perf_analyzer() -> tuple[Path, dict]:
         env = dict(os.environ)
         env["LD_LIBRARY_PATH"] = f"{libs[0]}:{env.get('LD_LIBRARY_PATH', '')}"
         return peer, env
-    raise SystemExit("perf_analyzer not found: run scripts/setup.sh "
-                     "(or ../shared/peer-bench/setup.sh)")
+    raise SystemExit(
+        "perf_analyzer not found: run scripts/setup.sh (or ../shared/peer-bench/setup.sh)"
+    )
 
 
 def machine() -> str:
     """One line: host, CPU model, cores, memory, kernel and Python (a results text's machine)."""
     mem = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
-    return (f"{platform.node()}: {cpu_model()}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, "
-            f"{platform.platform()}, Python {platform.python_version()}")
+    return (
+        f"{platform.node()}: {cpu_model()}, {os.cpu_count()} cores, {mem:.0f} GiB RAM, "
+        f"{platform.platform()}, Python {platform.python_version()}"
+    )
 
 
 def commit(tree: Path = ROOT) -> str:
     """The short commit of a checkout, ``+`` when its tracked files have changes ("?" outside
     git)."""
     try:
-        rev = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
+        rev = subprocess.run(
+            ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(tree), "diff", "--quiet", "HEAD"]).returncode
     except (OSError, subprocess.CalledProcessError):
         return "?"
@@ -98,8 +109,10 @@ def default_out(name: str) -> str:
 
 def machine_lines() -> str:
     """Markdown list items: uname, core count and CPU model."""
-    return (f"- `uname -a`: {' '.join(platform.uname())}\n- `nproc`: {os.cpu_count()}\n"
-            f"- CPU: {cpu_model()}")
+    return (
+        f"- `uname -a`: {' '.join(platform.uname())}\n- `nproc`: {os.cpu_count()}\n"
+        f"- CPU: {cpu_model()}"
+    )
 
 
 def _stat_cpu_seconds(stat: str) -> float:
@@ -135,9 +148,9 @@ def thread_cpu_seconds(pid: int) -> dict[int, tuple[str, float]]:
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             text = open(f"/proc/{pid}/task/{tid}/stat").read()
-        except OSError:                      # ended meanwhile
+        except OSError:  # ended meanwhile
             continue
-        threads[int(tid)] = (text[text.index("(") + 1:text.rindex(")")], _stat_cpu_seconds(text))
+        threads[int(tid)] = (text[text.index("(") + 1 : text.rindex(")")], _stat_cpu_seconds(text))
     return threads
 
 
@@ -147,8 +160,14 @@ class ServerProcess:
     once its gRPC endpoint says so and its HTTP port accepts. ``stop()`` sends SIGINT and
     returns the exit status."""
 
-    def __init__(self, *args: str, log: Path, checkout: Path = ROOT,
-                 env_extra: dict[str, str] | None = None, script: str | None = None) -> None:
+    def __init__(
+        self,
+        *args: str,
+        log: Path,
+        checkout: Path = ROOT,
+        env_extra: dict[str, str] | None = None,
+        script: str | None = None,
+    ) -> None:
         self.grpc_port, self.http_port, self.metrics_port = free_port(), free_port(), free_port()
         env = dict(os.environ)
         env["PYTHONPATH"] = f"{checkout}:{env.get('PYTHONPATH', '')}"
@@ -158,17 +177,28 @@ class ServerProcess:
         self._log = open(log, "w")
         entry = [str(Path(script).resolve())] if script else ["-m", "triton_ros.server_main"]
         self.proc = subprocess.Popen(
-            [sys.executable, *entry, f"--grpc-port={self.grpc_port}",
-             f"--http-port={self.http_port}", f"--metrics-port={self.metrics_port}", *args],
-            stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(checkout))
+            [
+                sys.executable,
+                *entry,
+                f"--grpc-port={self.grpc_port}",
+                f"--http-port={self.http_port}",
+                f"--metrics-port={self.metrics_port}",
+                *args,
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(checkout),
+        )
         import tritonclient.grpc as grpcclient
+
         self.client = grpcclient.InferenceServerClient(self.url("grpc"))
         deadline = time.monotonic() + 120
         while True:
             try:
                 if self.client.is_server_ready() and self._http_up():
                     break
-            except Exception:                # not listening yet
+            except Exception:  # not listening yet
                 pass
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
@@ -211,8 +241,9 @@ def emit(text: str, out: str) -> int:
 def emit_checked(lines: list[str], failures: list[str], out: str) -> int:
     """A results text with its ``## Checks`` section (each failed check, or "all passed"),
     printed and written as :func:`emit` does; a main()'s exit status: 1 when a check failed."""
-    lines = lines + ["", "## Checks", ""] + ([f"- FAILED: {f}" for f in failures]
-                                             or ["- all passed"])
+    lines = (
+        lines + ["", "## Checks", ""] + ([f"- FAILED: {f}" for f in failures] or ["- all passed"])
+    )
     emit("\n".join(lines) + "\n", out)
     return 1 if failures else 0
 
@@ -232,8 +263,16 @@ def stop_run(node, cameras, log, probe, subscriptions) -> None:
         probe.destroy_subscription(sub)
 
 
-def follow_status(probe, node_name: str, subscriptions: list, *, node=None, what: str = "",
-                  log_name: str = "", timeout_s: float = 60.0):
+def follow_status(
+    probe,
+    node_name: str,
+    subscriptions: list,
+    *,
+    node=None,
+    what: str = "",
+    log_name: str = "",
+    timeout_s: float = 60.0,
+):
     """Subscribe ``probe`` to ``/<node_name>/status`` (added to ``subscriptions``); returns
     ``fresh_status(after_ns)``: the first status stamped after ``after_ns`` (node clock).
     RuntimeError when ``node`` (its Popen) exits or no such status comes in ``timeout_s``."""
@@ -242,8 +281,11 @@ def follow_status(probe, node_name: str, subscriptions: list, *, node=None, what
     from triton_ros_interfaces.msg import InferenceStatus
 
     status: dict = {}
-    subscriptions.append(probe.create_subscription(
-        InferenceStatus, f"/{node_name}/status", lambda m: status.__setitem__("last", m), 10))
+    subscriptions.append(
+        probe.create_subscription(
+            InferenceStatus, f"/{node_name}/status", lambda m: status.__setitem__("last", m), 10
+        )
+    )
     see = f"; see {log_name}" if log_name else ""
 
     def fresh_status(after_ns: int):
@@ -256,4 +298,5 @@ def follow_status(probe, node_name: str, subscriptions: list, *, node=None, what
                 raise RuntimeError(f"{what}: the node exited{see}")
             time.sleep(0.02)
         raise RuntimeError(f"{what}: no ~/status from the node{see}")
+
     return fresh_status

@@ -21,6 +21,7 @@ development machines (no GPU, no TensorRT); see docs/backends.md.
 
 Usage: ``python scripts/build_trt_engine.py --onnx model.onnx --out 1/model.plan --int8``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 def is_qdq(onnx_path: Path) -> bool:
     import onnx
+
     model = onnx.load(str(onnx_path), load_external_data=False)
     return any(n.op_type == "QuantizeLinear" for n in model.graph.node)
 
@@ -55,7 +57,7 @@ class CalibrationBatches:
     def next(self) -> np.ndarray | None:
         if self.index + self.batch > len(self.frames):
             return None
-        rows = self.frames[self.index:self.index + self.batch]
+        rows = self.frames[self.index : self.index + self.batch]
         self.index += self.batch
         return rows
 
@@ -67,7 +69,7 @@ def make_calibrator(trt, batches: CalibrationBatches, cache: Path):
         def __init__(self) -> None:
             super().__init__()
             self.stream = CudaStream(0)
-            self.buffer = self.stream.alloc(batches.frames[:batches.batch].nbytes)
+            self.buffer = self.stream.alloc(batches.frames[: batches.batch].nbytes)
 
         def get_batch_size(self) -> int:
             return batches.batch
@@ -93,14 +95,17 @@ def build(args) -> int:
     try:
         import tensorrt as trt
     except ImportError as exc:
-        print(f"build_trt_engine: the tensorrt Python package is needed ({exc}); on a Jetson it "
-              f"comes with JetPack, elsewhere pip install tensorrt on a machine with an NVIDIA "
-              f"GPU", file=sys.stderr)
+        print(
+            f"build_trt_engine: the tensorrt Python package is needed ({exc}); on a Jetson it "
+            f"comes with JetPack, elsewhere pip install tensorrt on a machine with an NVIDIA "
+            f"GPU",
+            file=sys.stderr,
+        )
         return 2
     logger = trt.Logger(trt.Logger.INFO)
     builder = trt.Builder(logger)
     flags = 0
-    if hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH"):   # implicit in TRT 10
+    if hasattr(trt.NetworkDefinitionCreationFlag, "EXPLICIT_BATCH"):  # implicit in TRT 10
         flags = 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
     network = builder.create_network(flags)
     parser = trt.OnnxParser(network, logger)
@@ -117,13 +122,17 @@ def build(args) -> int:
         shape = list(tensor.shape)
         if shape and shape[0] == -1:
             if any(d == -1 for d in shape[1:]):
-                print(f"build_trt_engine: input '{tensor.name}' {shape} has dynamic dimensions "
-                      f"besides the batch; only the batch is profiled here", file=sys.stderr)
+                print(
+                    f"build_trt_engine: input '{tensor.name}' {shape} has dynamic dimensions "
+                    f"besides the batch; only the batch is profiled here",
+                    file=sys.stderr,
+                )
                 return 1
             dynamic = True
             rest = shape[1:]
-            profile.set_shape(tensor.name, [1] + rest, [args.opt_batch] + rest,
-                              [args.max_batch] + rest)
+            profile.set_shape(
+                tensor.name, [1] + rest, [args.opt_batch] + rest, [args.max_batch] + rest
+            )
     if dynamic:
         config.add_optimization_profile(profile)
     if args.fp16:
@@ -134,17 +143,23 @@ def build(args) -> int:
             print("build_trt_engine: QDQ model: explicit INT8 with the model's scales")
         else:
             import quantize_color_detector as quant
-            batches = CalibrationBatches(quant.calibration_frames(args.calibration_frames),
-                                         args.calibration_batch)
+
+            batches = CalibrationBatches(
+                quant.calibration_frames(args.calibration_frames), args.calibration_batch
+            )
             config.int8_calibrator = make_calibrator(trt, batches, args.calibration_cache)
             if dynamic:
                 config.set_calibration_profile(profile)
-            print(f"build_trt_engine: calibrating INT8 on {args.calibration_frames} synthetic "
-                  f"camera frames (cache {args.calibration_cache})")
+            print(
+                f"build_trt_engine: calibrating INT8 on {args.calibration_frames} synthetic "
+                f"camera frames (cache {args.calibration_cache})"
+            )
     engine = builder.build_serialized_network(network, config)
     if engine is None:
-        print("build_trt_engine: TensorRT could not build the engine (its log above says why)",
-              file=sys.stderr)
+        print(
+            "build_trt_engine: TensorRT could not build the engine (its log above says why)",
+            file=sys.stderr,
+        )
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(bytes(engine))
@@ -157,8 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--onnx", type=Path, required=True, help="the ONNX model")
     parser.add_argument("--out", type=Path, required=True, help="the engine, e.g. 1/model.plan")
     parser.add_argument("--fp16", action="store_true", help="allow FP16 layers")
-    parser.add_argument("--int8", action="store_true", help="allow INT8 layers (QDQ: explicit; "
-                        "else calibrated on synthetic camera frames)")
+    parser.add_argument(
+        "--int8",
+        action="store_true",
+        help="allow INT8 layers (QDQ: explicit; else calibrated on synthetic camera frames)",
+    )
     parser.add_argument("--calibration-frames", type=int, default=256)
     parser.add_argument("--calibration-batch", type=int, default=8)
     parser.add_argument("--calibration-cache", type=Path, default=Path("calibration.cache"))

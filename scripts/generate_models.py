@@ -58,6 +58,7 @@
 Usage: ``python scripts/generate_models.py [--check]``. ``--check`` regenerates in memory and
 fails if the committed files differ in graph or weights.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,17 +72,16 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = Path(__file__).resolve().parents[1]
 REPO = ROOT / "model_repository"
 OPSET = 17
-IR_VERSION = 8           # loadable by onnxruntime >= 1.10 (JetPack 5 ships 1.1x)
+IR_VERSION = 8  # loadable by onnxruntime >= 1.10 (JetPack 5 ships 1.1x)
 
 DETECTOR_SIZE = 256
 DETECTOR_STRIDE = 16
 DETECTOR_CLASSES = ["person", "bicycle", "car", "motorcycle", "bus", "truck", "robot", "pallet"]
 COLOR_CLASSES = ["red", "green", "blue", "yellow", "black", "white"]
 SEGMENTER_SIZE = 256
-SEGMENTER_CLASSES = ["background", *COLOR_CLASSES]     # class ids of color_segmenter's masks
-COLOR_MIN_PIXELS = 16.0          # an object smaller than this (model pixels) scores below 1
-DETECTOR_CHANNELS = [(3, 16, 2), (16, 32, 2), (32, 64, 2), (64, 64, 1),
-                     (64, 128, 2), (128, 128, 1)]
+SEGMENTER_CLASSES = ["background", *COLOR_CLASSES]  # class ids of color_segmenter's masks
+COLOR_MIN_PIXELS = 16.0  # an object smaller than this (model pixels) scores below 1
+DETECTOR_CHANNELS = [(3, 16, 2), (16, 32, 2), (32, 64, 2), (64, 64, 1), (64, 128, 2), (128, 128, 1)]
 
 
 def build_detector(seed: int = 20261129) -> onnx.ModelProto:
@@ -91,17 +91,27 @@ def build_detector(seed: int = 20261129) -> onnx.ModelProto:
     for i, (cin, cout, stride) in enumerate(DETECTOR_CHANNELS):
         w = (rng.standard_normal((cout, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9))).astype(np.float32)
         b = (rng.standard_normal(cout) * 0.01).astype(np.float32)
-        inits += [numpy_helper.from_array(w, f"conv{i}.w"), numpy_helper.from_array(b, f"conv{i}.b")]
-        nodes.append(helper.make_node("Conv", [x, f"conv{i}.w", f"conv{i}.b"], [f"conv{i}"],
-                                      kernel_shape=[3, 3], strides=[stride, stride],
-                                      pads=[1, 1, 1, 1]))
+        inits += [
+            numpy_helper.from_array(w, f"conv{i}.w"),
+            numpy_helper.from_array(b, f"conv{i}.b"),
+        ]
+        nodes.append(
+            helper.make_node(
+                "Conv",
+                [x, f"conv{i}.w", f"conv{i}.b"],
+                [f"conv{i}"],
+                kernel_shape=[3, 3],
+                strides=[stride, stride],
+                pads=[1, 1, 1, 1],
+            )
+        )
         nodes.append(helper.make_node("Relu", [f"conv{i}"], [f"act{i}"]))
         x = f"act{i}"
 
     n_cls = len(DETECTOR_CLASSES)
     cin = DETECTOR_CHANNELS[-1][1]
     head_w = (rng.standard_normal((4 + n_cls, cin, 1, 1)) * np.sqrt(1.0 / cin)).astype(np.float32)
-    prior = -np.log((1 - 0.01) / 0.01)           # focal-loss prior: p = 0.01
+    prior = -np.log((1 - 0.01) / 0.01)  # focal-loss prior: p = 0.01
     head_b = np.concatenate([np.zeros(4), np.full(n_cls, prior)]).astype(np.float32)
     inits += [numpy_helper.from_array(head_w, "head.w"), numpy_helper.from_array(head_b, "head.b")]
     nodes.append(helper.make_node("Conv", [x, "head.w", "head.b"], ["head"], kernel_shape=[1, 1]))
@@ -121,8 +131,8 @@ def build_detector(seed: int = 20261129) -> onnx.ModelProto:
         numpy_helper.from_array(np.array([2, 2, n_cls], np.int64), "split_sizes"),
     ]
     nodes += [
-        helper.make_node("Reshape", ["head", "flat_shape"], ["head_flat"]),        # [N, 4+C, cells]
-        helper.make_node("Transpose", ["head_flat"], ["pred"], perm=[0, 2, 1]),    # [N, cells, 4+C]
+        helper.make_node("Reshape", ["head", "flat_shape"], ["head_flat"]),  # [N, 4+C, cells]
+        helper.make_node("Transpose", ["head_flat"], ["pred"], perm=[0, 2, 1]),  # [N, cells, 4+C]
         helper.make_node("Split", ["pred", "split_sizes"], ["xy_raw", "wh_raw", "cls_raw"], axis=2),
         helper.make_node("Sigmoid", ["xy_raw"], ["xy_sig"]),
         helper.make_node("Add", ["xy_sig", "grid_xy"], ["xy_cell"]),
@@ -137,12 +147,19 @@ def build_detector(seed: int = 20261129) -> onnx.ModelProto:
         helper.make_node("Sigmoid", ["cls_raw"], ["scores"]),
     ]
     graph = helper.make_graph(
-        nodes, "detector",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT,
-                                       ["N", 3, DETECTOR_SIZE, DETECTOR_SIZE])],
-        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["N", cells, 4]),
-         helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", cells, n_cls])],
-        initializer=inits)
+        nodes,
+        "detector",
+        [
+            helper.make_tensor_value_info(
+                "images", TensorProto.FLOAT, ["N", 3, DETECTOR_SIZE, DETECTOR_SIZE]
+            )
+        ],
+        [
+            helper.make_tensor_value_info("boxes", TensorProto.FLOAT, ["N", cells, 4]),
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", cells, n_cls]),
+        ],
+        initializer=inits,
+    )
     return _finish(graph)
 
 
@@ -170,18 +187,25 @@ def _color_margins(image: str) -> tuple[list, list]:
         helper.make_node("Min", ["r", "g"], ["min_rg"]),
         helper.make_node("Max", ["r", "g", "b"], ["max_rgb"]),
         helper.make_node("Min", ["r", "g", "b"], ["min_rgb"]),
-        helper.make_node("Sub", ["r", "max_gb"], ["red"]),           # red: R above G and B
+        helper.make_node("Sub", ["r", "max_gb"], ["red"]),  # red: R above G and B
         helper.make_node("Sub", ["g", "max_rb"], ["green"]),
         helper.make_node("Sub", ["b", "max_rg"], ["blue"]),
-        helper.make_node("Sub", ["min_rg", "b"], ["yellow"]),        # yellow: R and G above B
+        helper.make_node("Sub", ["min_rg", "b"], ["yellow"]),  # yellow: R and G above B
         # [N,6,H,W]: "black" holds max(R,G,B), turned into -max(R,G,B) by black_sign, so that
         # margin = value * sign - threshold is > 0 for max(R,G,B) < 0.25; white: min(R,G,B) > 0.8.
-        helper.make_node("Concat", ["red", "green", "blue", "yellow", "max_rgb", "min_rgb"],
-                         ["values"], axis=1),
+        helper.make_node(
+            "Concat", ["red", "green", "blue", "yellow", "max_rgb", "min_rgb"], ["values"], axis=1
+        ),
         helper.make_node("Mul", ["values", "black_sign"], ["signed"]),
         helper.make_node("Sub", ["signed", "thresholds"], ["margin"]),
-        helper.make_node("AveragePool", ["margin"], ["smooth"], kernel_shape=[3, 3],
-                         strides=[1, 1], pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "AveragePool",
+            ["margin"],
+            ["smooth"],
+            kernel_shape=[3, 3],
+            strides=[1, 1],
+            pads=[1, 1, 1, 1],
+        ),
     ]
     return inits, nodes
 
@@ -194,15 +218,18 @@ def _color_mask(image: str) -> tuple[list, list]:
     c = _const
     inits, nodes = _color_margins(image)
     inits += [
-        c("zero", 0.0), c("one", 1.0), c("min_pixels", COLOR_MIN_PIXELS),
+        c("zero", 0.0),
+        c("one", 1.0),
+        c("min_pixels", COLOR_MIN_PIXELS),
         c("class_ids", np.arange(n_cls).reshape(1, n_cls)),
-        c("hw_axes", [2, 3], np.int64), c("last_axis", [2], np.int64),
+        c("hw_axes", [2, 3], np.int64),
+        c("last_axis", [2], np.int64),
     ]
     nodes += [
         helper.make_node("Greater", ["smooth", "zero"], ["mask_bool"]),
         helper.make_node("Cast", ["mask_bool"], ["mask"], to=TensorProto.FLOAT),
-        helper.make_node("ReduceMax", ["mask"], ["rows"], axes=[3], keepdims=0),   # [N,6,H]
-        helper.make_node("ReduceMax", ["mask"], ["cols"], axes=[2], keepdims=0),   # [N,6,W]
+        helper.make_node("ReduceMax", ["mask"], ["rows"], axes=[3], keepdims=0),  # [N,6,H]
+        helper.make_node("ReduceMax", ["mask"], ["cols"], axes=[2], keepdims=0),  # [N,6,W]
         helper.make_node("ArgMax", ["rows"], ["y_first"], axis=2, keepdims=0),
         helper.make_node("ArgMax", ["rows"], ["y_last"], axis=2, keepdims=0, select_last_index=1),
         helper.make_node("ArgMax", ["cols"], ["x_first"], axis=2, keepdims=0),
@@ -211,7 +238,7 @@ def _color_mask(image: str) -> tuple[list, list]:
     for name in ("y_first", "y_last", "x_first", "x_last"):
         nodes.append(helper.make_node("Cast", [name], [name + "_f"], to=TensorProto.FLOAT))
     nodes += [
-        helper.make_node("Add", ["x_last_f", "one"], ["x_end"]),        # exclusive right edge
+        helper.make_node("Add", ["x_last_f", "one"], ["x_end"]),  # exclusive right edge
         helper.make_node("Add", ["y_last_f", "one"], ["y_end"]),
         helper.make_node("ReduceSum", ["mask", "hw_axes"], ["count"], keepdims=0),  # [N,6]
     ]
@@ -224,12 +251,12 @@ def build_color_detector() -> onnx.ModelProto:
     nodes += [
         helper.make_node("Sub", ["x_end", "x_first_f"], ["box_w"]),
         helper.make_node("Sub", ["y_end", "y_first_f"], ["box_h"]),
-        helper.make_node("Mul", ["box_w", "box_h"], ["box_area"]),       # >= 1: never divides by 0
+        helper.make_node("Mul", ["box_w", "box_h"], ["box_area"]),  # >= 1: never divides by 0
         helper.make_node("Div", ["count", "box_area"], ["fill"]),
         helper.make_node("Div", ["count", "min_pixels"], ["size_ratio"]),
         helper.make_node("Min", ["size_ratio", "one"], ["size_score"]),
         helper.make_node("Mul", ["fill", "size_score"], ["score"]),
-        helper.make_node("Min", ["count", "one"], ["present"]),          # 0 for an absent class
+        helper.make_node("Min", ["count", "one"], ["present"]),  # 0 for an absent class
         helper.make_node("Mul", ["x_first_f", "present"], ["x1"]),
         helper.make_node("Mul", ["y_first_f", "present"], ["y1"]),
         helper.make_node("Mul", ["x_end", "present"], ["x2"]),
@@ -241,10 +268,12 @@ def build_color_detector() -> onnx.ModelProto:
         nodes.append(helper.make_node("Unsqueeze", [name, "last_axis"], [name + "_col"]))
     nodes.append(helper.make_node("Concat", [n + "_col" for n in columns], ["detections"], axis=2))
     graph = helper.make_graph(
-        nodes, "color_detector",
+        nodes,
+        "color_detector",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, size, size])],
         [helper.make_tensor_value_info("detections", TensorProto.FLOAT, ["N", n_cls, 6])],
-        initializer=inits)
+        initializer=inits,
+    )
     return _finish(graph)
 
 
@@ -261,14 +290,22 @@ def build_color_segmenter() -> onnx.ModelProto:
         helper.make_node("Mul", ["plane", "background"], ["background_plane"]),
         helper.make_node("Concat", ["background_plane", "smooth"], ["scores"], axis=1),
     ]
-    inits += [_const("first", [0], np.int64), _const("second", [1], np.int64),
-              _const("channel_axis", [1], np.int64)]
+    inits += [
+        _const("first", [0], np.int64),
+        _const("second", [1], np.int64),
+        _const("channel_axis", [1], np.int64),
+    ]
     graph = helper.make_graph(
-        nodes, "color_segmenter",
+        nodes,
+        "color_segmenter",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, size, size])],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT,
-                                       ["N", len(SEGMENTER_CLASSES), size, size])],
-        initializer=inits)
+        [
+            helper.make_tensor_value_info(
+                "scores", TensorProto.FLOAT, ["N", len(SEGMENTER_CLASSES), size, size]
+            )
+        ],
+        initializer=inits,
+    )
     return _finish(graph)
 
 
@@ -280,12 +317,17 @@ def build_rgbd_locator() -> onnx.ModelProto:
     inits += [
         c("xs", np.arange(size).reshape(1, 1, 1, size)),
         c("ys", np.arange(size).reshape(1, 1, size, 1)),
-        c("far", 1e9), c("half_rank", 0.5), c("almost_one", 0.99),
+        c("far", 1e9),
+        c("half_rank", 0.5),
+        c("almost_one", 0.99),
         c("flat_shape", [0, n_cls, pixels // 4], np.int64),
-        c("even_start", [0, 0], np.int64), c("even_end", [size, size], np.int64),
+        c("even_start", [0, 0], np.int64),
+        c("even_end", [size, size], np.int64),
         c("even_step", [2, 2], np.int64),
-        c("k_index", [0, 2, 4, 5], np.int64), c("k_flat", [0, 9], np.int64),
-        c("k_split", [1, 1, 1, 1], np.int64), c("rank_axis", [2], np.int64),
+        c("k_index", [0, 2, 4, 5], np.int64),
+        c("k_flat", [0, 9], np.int64),
+        c("k_split", [1, 1, 1, 1], np.int64),
+        c("rank_axis", [2], np.int64),
         c("depth_zero", 0.0),
     ]
     nodes += [
@@ -301,20 +343,28 @@ def build_rgbd_locator() -> onnx.ModelProto:
         helper.make_node("Div", ["sum_y", "count_1"], ["v"]),
         # Depth is sampled at every other pixel (a quarter of the work for the median): where
         # it is valid, and where the mask eroded by a pixel (its 3x3 all set) holds
-        helper.make_node("Slice", ["DEPTH", "even_start", "even_end", "hw_axes", "even_step"],
-                         ["depth_s"]),
-        helper.make_node("Slice", ["mask", "even_start", "even_end", "hw_axes", "even_step"],
-                         ["mask_s"]),
+        helper.make_node(
+            "Slice", ["DEPTH", "even_start", "even_end", "hw_axes", "even_step"], ["depth_s"]
+        ),
+        helper.make_node(
+            "Slice", ["mask", "even_start", "even_end", "hw_axes", "even_step"], ["mask_s"]
+        ),
         helper.make_node("Greater", ["depth_s", "depth_zero"], ["valid_bool"]),
         helper.make_node("Cast", ["valid_bool"], ["valid"], to=TensorProto.FLOAT),
-        helper.make_node("AveragePool", ["mask"], ["mask_avg"], kernel_shape=[3, 3],
-                         strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "AveragePool",
+            ["mask"],
+            ["mask_avg"],
+            kernel_shape=[3, 3],
+            strides=[2, 2],
+            pads=[1, 1, 1, 1],
+        ),
         helper.make_node("Greater", ["mask_avg", "almost_one"], ["core_bool"]),
         helper.make_node("Cast", ["core_bool"], ["core"], to=TensorProto.FLOAT),
         helper.make_node("Mul", ["core", "valid"], ["core_valid"]),
         helper.make_node("Mul", ["mask_s", "valid"], ["mask_valid"]),
         helper.make_node("ReduceSum", ["core_valid", "hw_axes"], ["core_count"], keepdims=1),
-        helper.make_node("Greater", ["core_count", "zero"], ["use_core"]),      # [N,6,1,1]
+        helper.make_node("Greater", ["core_count", "zero"], ["use_core"]),  # [N,6,1,1]
         helper.make_node("Where", ["use_core", "core_valid", "mask_valid"], ["sample"]),
         helper.make_node("ReduceSum", ["sample", "hw_axes"], ["samples"], keepdims=0),  # [N,6]
         # median of the sampled depths: the smallest ceil(samples / 2) by TopK, the last of them
@@ -326,15 +376,16 @@ def build_rgbd_locator() -> onnx.ModelProto:
         helper.make_node("Mul", ["last_rank", "half_rank"], ["mid_rank"]),
         helper.make_node("Floor", ["mid_rank"], ["rank_f"]),
         helper.make_node("Max", ["rank_f", "zero"], ["rank_clip"]),
-        helper.make_node("Cast", ["rank_clip"], ["rank"], to=TensorProto.INT64),    # [N,6]
-        helper.make_node("ReduceMax", ["rank"], ["top_rank"], keepdims=0),          # scalar
+        helper.make_node("Cast", ["rank_clip"], ["rank"], to=TensorProto.INT64),  # [N,6]
+        helper.make_node("ReduceMax", ["rank"], ["top_rank"], keepdims=0),  # scalar
         helper.make_node("Add", ["top_rank", "one_i"], ["k_scalar"]),
         helper.make_node("Reshape", ["k_scalar", "one_shape"], ["k"]),
-        helper.make_node("TopK", ["depth_flat", "k"], ["smallest", "smallest_i"], axis=2,
-                         largest=0, sorted=1),
+        helper.make_node(
+            "TopK", ["depth_flat", "k"], ["smallest", "smallest_i"], axis=2, largest=0, sorted=1
+        ),
         helper.make_node("Unsqueeze", ["rank", "rank_axis"], ["rank_3d"]),
         helper.make_node("GatherElements", ["smallest", "rank_3d"], ["median_3d"], axis=2),
-        helper.make_node("Squeeze", ["median_3d", "rank_axis"], ["median"]),        # [N,6]
+        helper.make_node("Squeeze", ["median_3d", "rank_axis"], ["median"]),  # [N,6]
         helper.make_node("Min", ["samples", "one"], ["has_depth"]),
         helper.make_node("Min", ["count", "one"], ["present"]),
         helper.make_node("Mul", ["median", "has_depth"], ["z"]),
@@ -351,7 +402,7 @@ def build_rgbd_locator() -> onnx.ModelProto:
         # extent at z, score
         helper.make_node("Sub", ["x_end", "x_first_f"], ["box_w"]),
         helper.make_node("Sub", ["y_end", "y_first_f"], ["box_h"]),
-        helper.make_node("Mul", ["box_w", "box_h"], ["box_area"]),       # >= 1: never divides by 0
+        helper.make_node("Mul", ["box_w", "box_h"], ["box_area"]),  # >= 1: never divides by 0
         helper.make_node("Div", ["count", "box_area"], ["fill"]),
         helper.make_node("Mul", ["box_w", "z"], ["box_w_z"]),
         helper.make_node("Mul", ["box_h", "z"], ["box_h_z"]),
@@ -363,8 +414,11 @@ def build_rgbd_locator() -> onnx.ModelProto:
         helper.make_node("Mul", ["present", "has_depth"], ["found"]),
         helper.make_node("Mul", ["found", "class_ids"], ["class_id"]),
     ]
-    inits += [c("flat_shape_4d", [1, n_cls, 1, 1], np.int64), c("one_i", 1, np.int64),
-              c("one_shape", [1], np.int64)]
+    inits += [
+        c("flat_shape_4d", [1, n_cls, 1, 1], np.int64),
+        c("one_i", 1, np.int64),
+        c("one_shape", [1], np.int64),
+    ]
     columns = ["x", "y", "z", "size_x", "size_y", "size_z", "score", "class_id"]
     for name in columns:
         if name in ("score", "class_id"):
@@ -373,44 +427,56 @@ def build_rgbd_locator() -> onnx.ModelProto:
             nodes.append(helper.make_node("Mul", [name, "found"], [name + "_found"]))
             src = name + "_found"
         nodes.append(helper.make_node("Unsqueeze", [src, "last_axis"], [name + "_col"]))
-    nodes.append(helper.make_node("Concat", [n + "_col" for n in columns], ["detections3d"],
-                                  axis=2))
+    nodes.append(
+        helper.make_node("Concat", [n + "_col" for n in columns], ["detections3d"], axis=2)
+    )
     graph = helper.make_graph(
-        nodes, "rgbd_locator",
-        [helper.make_tensor_value_info("COLOR", TensorProto.FLOAT, ["N", 3, size, size]),
-         helper.make_tensor_value_info("DEPTH", TensorProto.FLOAT, ["N", 1, size, size]),
-         helper.make_tensor_value_info("K", TensorProto.FLOAT, ["N", 3, 3])],
+        nodes,
+        "rgbd_locator",
+        [
+            helper.make_tensor_value_info("COLOR", TensorProto.FLOAT, ["N", 3, size, size]),
+            helper.make_tensor_value_info("DEPTH", TensorProto.FLOAT, ["N", 1, size, size]),
+            helper.make_tensor_value_info("K", TensorProto.FLOAT, ["N", 3, 3]),
+        ],
         [helper.make_tensor_value_info("detections3d", TensorProto.FLOAT, ["N", n_cls, 8])],
-        initializer=inits)
+        initializer=inits,
+    )
     return _finish(graph)
 
 
-LIDAR_GRID = 512                 # cells a side: [-51.2, 51.2) m at 0.2 m
+LIDAR_GRID = 512  # cells a side: [-51.2, 51.2) m at 0.2 m
 LIDAR_CHANNELS = ["occupancy", "max_height", "min_height", "mean_intensity", "density"]
-LIDAR_GROUND_CELLS = 15          # the local ground: the lowest point within this many cells
-LIDAR_MIN_HEIGHT = 0.4           # metres above the local ground an object cell reaches
+LIDAR_GROUND_CELLS = 15  # the local ground: the lowest point within this many cells
+LIDAR_MIN_HEIGHT = 0.4  # metres above the local ground an object cell reaches
 LIDAR_CLASSES = ["obstacle"]
 
 
 def build_lidar_detector() -> onnx.ModelProto:
     size, k = LIDAR_GRID, LIDAR_GROUND_CELLS
-    inits = [_const("starts", [0, 1, 2], np.int64), _const("ends", [1, 2, 3], np.int64),
-             _const("channel_axis", [1], np.int64), _const("one", 1.0), _const("far", 100.0),
-             _const("min_height", LIDAR_MIN_HEIGHT), _const("gain", 10.0)]
+    inits = [
+        _const("starts", [0, 1, 2], np.int64),
+        _const("ends", [1, 2, 3], np.int64),
+        _const("channel_axis", [1], np.int64),
+        _const("one", 1.0),
+        _const("far", 100.0),
+        _const("min_height", LIDAR_MIN_HEIGHT),
+        _const("gain", 10.0),
+    ]
     nodes = []
     for i, name in enumerate(("occ", "maxh", "minh")):
         inits += [_const(f"s{i}", [i], np.int64), _const(f"e{i}", [i + 1], np.int64)]
-        nodes.append(helper.make_node("Slice", ["BEV", f"s{i}", f"e{i}", "channel_axis"],
-                                      [name]))
+        nodes.append(helper.make_node("Slice", ["BEV", f"s{i}", f"e{i}", "channel_axis"], [name]))
     nodes += [
         helper.make_node("Sub", ["one", "occ"], ["empty"]),
         helper.make_node("Mul", ["empty", "far"], ["empty_far"]),
         helper.make_node("Add", ["minh", "empty_far"], ["low"]),
         helper.make_node("Neg", ["low"], ["neg_low"]),
-        helper.make_node("MaxPool", ["neg_low"], ["pool_x"], kernel_shape=[1, k],
-                         pads=[0, k // 2, 0, k // 2]),
-        helper.make_node("MaxPool", ["pool_x"], ["pool_xy"], kernel_shape=[k, 1],
-                         pads=[k // 2, 0, k // 2, 0]),
+        helper.make_node(
+            "MaxPool", ["neg_low"], ["pool_x"], kernel_shape=[1, k], pads=[0, k // 2, 0, k // 2]
+        ),
+        helper.make_node(
+            "MaxPool", ["pool_x"], ["pool_xy"], kernel_shape=[k, 1], pads=[k // 2, 0, k // 2, 0]
+        ),
         helper.make_node("Neg", ["pool_xy"], ["ground4"]),
         helper.make_node("Sub", ["maxh", "ground4"], ["above"]),
         helper.make_node("Sub", ["above", "min_height"], ["margin"]),
@@ -423,24 +489,38 @@ def build_lidar_detector() -> onnx.ModelProto:
     ]
     inits = [i for i in inits if i.name not in ("starts", "ends")]
     graph = helper.make_graph(
-        nodes, "lidar_detector",
-        [helper.make_tensor_value_info("BEV", TensorProto.FLOAT,
-                                       ["N", len(LIDAR_CHANNELS), size, size])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", size, size])
-         for n in ("scores", "heights", "ground")],
-        initializer=inits)
+        nodes,
+        "lidar_detector",
+        [
+            helper.make_tensor_value_info(
+                "BEV", TensorProto.FLOAT, ["N", len(LIDAR_CHANNELS), size, size]
+            )
+        ],
+        [
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", size, size])
+            for n in ("scores", "heights", "ground")
+        ],
+        initializer=inits,
+    )
     return _finish(graph)
 
 
 def build_simple() -> onnx.ModelProto:
     graph = helper.make_graph(
-        [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
-         helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])],
+        [
+            helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+            helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"]),
+        ],
         "simple",
-        [helper.make_tensor_value_info("INPUT0", TensorProto.INT32, ["N", 16]),
-         helper.make_tensor_value_info("INPUT1", TensorProto.INT32, ["N", 16])],
-        [helper.make_tensor_value_info("OUTPUT0", TensorProto.INT32, ["N", 16]),
-         helper.make_tensor_value_info("OUTPUT1", TensorProto.INT32, ["N", 16])])
+        [
+            helper.make_tensor_value_info("INPUT0", TensorProto.INT32, ["N", 16]),
+            helper.make_tensor_value_info("INPUT1", TensorProto.INT32, ["N", 16]),
+        ],
+        [
+            helper.make_tensor_value_info("OUTPUT0", TensorProto.INT32, ["N", 16]),
+            helper.make_tensor_value_info("OUTPUT1", TensorProto.INT32, ["N", 16]),
+        ],
+    )
     return _finish(graph)
 
 
@@ -449,21 +529,33 @@ def build_simple_string() -> onnx.ModelProto:
         return helper.make_node("Cast", [src], [dst], to=to)
 
     graph = helper.make_graph(
-        [cast("INPUT0", "a", TensorProto.INT32), cast("INPUT1", "b", TensorProto.INT32),
-         helper.make_node("Add", ["a", "b"], ["sum"]),
-         helper.make_node("Sub", ["a", "b"], ["diff"]),
-         cast("sum", "OUTPUT0", TensorProto.STRING), cast("diff", "OUTPUT1", TensorProto.STRING)],
+        [
+            cast("INPUT0", "a", TensorProto.INT32),
+            cast("INPUT1", "b", TensorProto.INT32),
+            helper.make_node("Add", ["a", "b"], ["sum"]),
+            helper.make_node("Sub", ["a", "b"], ["diff"]),
+            cast("sum", "OUTPUT0", TensorProto.STRING),
+            cast("diff", "OUTPUT1", TensorProto.STRING),
+        ],
         "simple_string",
-        [helper.make_tensor_value_info("INPUT0", TensorProto.STRING, ["N", 16]),
-         helper.make_tensor_value_info("INPUT1", TensorProto.STRING, ["N", 16])],
-        [helper.make_tensor_value_info("OUTPUT0", TensorProto.STRING, ["N", 16]),
-         helper.make_tensor_value_info("OUTPUT1", TensorProto.STRING, ["N", 16])])
+        [
+            helper.make_tensor_value_info("INPUT0", TensorProto.STRING, ["N", 16]),
+            helper.make_tensor_value_info("INPUT1", TensorProto.STRING, ["N", 16]),
+        ],
+        [
+            helper.make_tensor_value_info("OUTPUT0", TensorProto.STRING, ["N", 16]),
+            helper.make_tensor_value_info("OUTPUT1", TensorProto.STRING, ["N", 16]),
+        ],
+    )
     return _finish(graph)
 
 
 def _finish(graph) -> onnx.ModelProto:
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="triton_ros.generate_models")
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", OPSET)],
+        producer_name="triton_ros.generate_models",
+    )
     model.ir_version = IR_VERSION
     onnx.checker.check_model(model)
     return model
@@ -491,8 +583,9 @@ def _same(a: onnx.ModelProto, b: onnx.ModelProto) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="verify the committed models instead of writing them")
+    parser.add_argument(
+        "--check", action="store_true", help="verify the committed models instead of writing them"
+    )
     args = parser.parse_args(argv)
     status = 0
     for path, build in MODELS.items():
@@ -507,11 +600,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {path.relative_to(ROOT)} ({path.stat().st_size} bytes)")
     if not args.check:
         # The class names of detector, and of color_detector (and detector_pipeline, built on it).
-        for model, classes in (("detector", DETECTOR_CLASSES), ("color_detector", COLOR_CLASSES),
-                               ("detector_pipeline", COLOR_CLASSES),
-                               ("color_segmenter", SEGMENTER_CLASSES),
-                               ("rgbd_locator", COLOR_CLASSES),
-                               ("lidar_detector", LIDAR_CLASSES)):
+        for model, classes in (
+            ("detector", DETECTOR_CLASSES),
+            ("color_detector", COLOR_CLASSES),
+            ("detector_pipeline", COLOR_CLASSES),
+            ("color_segmenter", SEGMENTER_CLASSES),
+            ("rgbd_locator", COLOR_CLASSES),
+            ("lidar_detector", LIDAR_CLASSES),
+        ):
             (REPO / model / "labels.txt").write_text("\n".join(classes) + "\n", encoding="utf-8")
     return status
 

@@ -23,6 +23,7 @@ measure a precision's accuracy against the scenes' ground truth.
 
 Usage: ``python scripts/quantize_color_detector.py --repository /tmp/precision [--frames 64]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,14 +43,14 @@ SOURCE = REPOSITORY / "color_detector"
 MODELS = ("color_detector", "detector")
 PRECISIONS = ("fp32", "fp16", "int8")
 SIZE = 256
-CALIBRATION_SEED = 1000          # frames other than the evaluation's (bench: seeds from 0)
+CALIBRATION_SEED = 1000  # frames other than the evaluation's (bench: seeds from 0)
 
 
-def calibration_frames(count: int, *, seed: int = CALIBRATION_SEED, size: int = SIZE
-                       ) -> np.ndarray:
+def calibration_frames(count: int, *, seed: int = CALIBRATION_SEED, size: int = SIZE) -> np.ndarray:
     """``count`` frames [N, 3, size, size] FP32 in [0, 1] from synthetic camera scenes (a new
     scene every 8 frames, its objects moving between frames), as the detector takes them."""
     from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
+
     spec = parse_camera(f"calibration/camera:{size}x{size}:rgb8")
     frames = []
     for i in range(count):
@@ -62,6 +63,7 @@ def evaluation_set(count: int, *, seed: int = 0, size: int = SIZE):
     """``count`` frames [N, 3, size, size] (as :func:`calibration_frames`, from other scenes)
     and each frame's ground truth (:class:`~triton_ros.ros.tools.synthetic_cameras.GroundTruth`)."""
     from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
+
     spec = parse_camera(f"evaluation/camera:{size}x{size}:rgb8")
     frames, truths = [], []
     for i in range(count):
@@ -71,8 +73,7 @@ def evaluation_set(count: int, *, seed: int = 0, size: int = SIZE):
     return np.stack(frames).transpose(0, 3, 1, 2).astype(np.float32) / np.float32(255.0), truths
 
 
-def score(detections: np.ndarray, truths, *, score_threshold: float = 0.5,
-          min_iou: float = 0.5):
+def score(detections: np.ndarray, truths, *, score_threshold: float = 0.5, min_iou: float = 0.5):
     """Recall, precision and mean IoU (a :class:`~triton_ros.ros.tools.detection_metrics.Score`) of
     color_detector's ``detections`` [N, 6, 6] against the frames' ground truth, decoded and
     matched as the ROS demo does (the node's decoder at the demo's score threshold 0.5, then
@@ -81,10 +82,15 @@ def score(detections: np.ndarray, truths, *, score_threshold: float = 0.5,
     from triton_ros.ros.tools.detection_metrics import Score, match
     from triton_ros.ros.codec.preprocess import Letterbox
     from triton_ros.ros.tools.synthetic_cameras import CLASS_NAMES
-    plan = DetectionPlan(config=DetectionConfig(layout="detections",
-                                                score_threshold=score_threshold),
-                         layout="detections", outputs=("detections",), labels=CLASS_NAMES,
-                         input_width=SIZE, input_height=SIZE)
+
+    plan = DetectionPlan(
+        config=DetectionConfig(layout="detections", score_threshold=score_threshold),
+        layout="detections",
+        outputs=("detections",),
+        labels=CLASS_NAMES,
+        input_width=SIZE,
+        input_height=SIZE,
+    )
     identity = Letterbox(SIZE, SIZE, 1.0, 1.0, 0.0, 0.0)
     total = Score()
     for rows, truth in zip(detections, truths):
@@ -103,24 +109,30 @@ def score(detections: np.ndarray, truths, *, score_threshold: float = 0.5,
 def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
     from onnxruntime.transformers.float16 import convert_float_to_float16
     from onnxruntime.transformers.onnx_model import OnnxModel
+
     model = onnx.ModelProto.FromString(model.SerializeToString())
     for index, node in enumerate(model.graph.node):
         # the casts around the operators kept in FP32 are named after their node: unnamed
         # nodes gave clashing names (onnxruntime 1.23, CPython 3.10's)
         node.name = node.name or f"{node.op_type}_{index}"
     converted = OnnxModel(convert_float_to_float16(model, keep_io_types=True))
-    converted.topological_sort()      # the converter appends the input casts after their users
+    converted.topological_sort()  # the converter appends the input casts after their users
     return converted.model
 
 
 def to_int8(source: Path, dest: Path, frames: np.ndarray) -> None:
-    from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat,
-                                          QuantType, quantize_static)
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     class Frames(CalibrationDataReader):
         def __init__(self) -> None:
-            self._rows = iter(frames[i:i + 1] for i in range(len(frames)))
+            self._rows = iter(frames[i : i + 1] for i in range(len(frames)))
 
         def get_next(self):
             row = next(self._rows, None)
@@ -129,9 +141,16 @@ def to_int8(source: Path, dest: Path, frames: np.ndarray) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         prepared = Path(tmp) / "prepared.onnx"
         quant_pre_process(str(source), str(prepared))
-        quantize_static(str(prepared), str(dest), Frames(), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=CalibrationMethod.MinMax, per_channel=False)
+        quantize_static(
+            str(prepared),
+            str(dest),
+            Frames(),
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,
+            per_channel=False,
+        )
 
 
 def build(out: Path, frames: int, model: str = "color_detector") -> dict[str, Path]:
@@ -152,19 +171,22 @@ def config_for(model: str, name: str, runtime: str) -> str:
     instances and batching; one thread per instance: ONNX Runtime's one intra-op thread, and
     for OpenVINO one stream per instance and as many threads)."""
     text = (REPOSITORY / model / "config.pbtxt").read_text(encoding="utf-8")
-    body = text[text.index(f'name: "{model}"'):]
+    body = text[text.index(f'name: "{model}"') :]
     body = body.replace(f'name: "{model}"', f'name: "{name}"', 1)
     if "parameters {" in body:
-        body = body[:body.index("parameters {")]
+        body = body[: body.index("parameters {")]
     if runtime == "openvino":
-        body = body.replace('backend: "onnxruntime"',
-                            'backend: "openvino"\ndefault_model_filename: "model.onnx"', 1)
+        body = body.replace(
+            'backend: "onnxruntime"', 'backend: "openvino"\ndefault_model_filename: "model.onnx"', 1
+        )
         found = re.search(r"count:\s*(\d+)", body)
         instances = found.group(1) if found else "1"
-        body += ('parameters { key: "PERFORMANCE_HINT" value: { string_value: "LATENCY" } }\n'
-                 f'parameters {{ key: "NUM_STREAMS" value: {{ string_value: "{instances}" }} }}\n'
-                 f'parameters {{ key: "INFERENCE_NUM_THREADS" value: {{ string_value: '
-                 f'"{instances}" }} }}\n')
+        body += (
+            'parameters { key: "PERFORMANCE_HINT" value: { string_value: "LATENCY" } }\n'
+            f'parameters {{ key: "NUM_STREAMS" value: {{ string_value: "{instances}" }} }}\n'
+            f'parameters {{ key: "INFERENCE_NUM_THREADS" value: {{ string_value: '
+            f'"{instances}" }} }}\n'
+        )
     else:
         body += 'parameters { key: "intra_op_thread_count" value: { string_value: "1" } }\n'
     return body
@@ -184,8 +206,9 @@ def write_repository(repository: Path, frames: int, models=("color_detector",)) 
                 labels = REPOSITORY / model / "labels.txt"
                 if labels.is_file():
                     shutil.copyfile(labels, folder / "labels.txt")
-                (folder / "config.pbtxt").write_text(config_for(model, name, runtime),
-                                                     encoding="utf-8")
+                (folder / "config.pbtxt").write_text(
+                    config_for(model, name, runtime), encoding="utf-8"
+                )
                 names.append(name)
         shutil.rmtree(repository / ".onnx")
     return names
@@ -195,12 +218,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--out", type=Path, help="write the ONNX files into this folder")
-    where.add_argument("--repository", type=Path,
-                       help="write a model repository of every precision and runtime")
-    parser.add_argument("--frames", type=int, default=64,
-                        help="calibration frames for INT8 (default 64)")
-    parser.add_argument("--model", choices=MODELS, action="append",
-                        help="bundled model to convert (repeatable; default color_detector)")
+    where.add_argument(
+        "--repository", type=Path, help="write a model repository of every precision and runtime"
+    )
+    parser.add_argument(
+        "--frames", type=int, default=64, help="calibration frames for INT8 (default 64)"
+    )
+    parser.add_argument(
+        "--model",
+        choices=MODELS,
+        action="append",
+        help="bundled model to convert (repeatable; default color_detector)",
+    )
     args = parser.parse_args(argv)
     if args.frames < 1:
         parser.error("--frames must be at least 1")

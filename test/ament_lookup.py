@@ -9,6 +9,7 @@ directory of package ..."), two are MultipleLaunchFilesError. ros2launch is not 
 is launch), so it is reproduced rather than imported; a share directory whose launch/ is a link
 to a directory fails it, as it failed the real command.
 """
+
 from __future__ import annotations
 
 import os
@@ -29,9 +30,13 @@ def share_file_path(package_name: str, file_name: str) -> str:
             if name == file_name:
                 matching_file_paths.append(os.path.join(root, name))
     if len(matching_file_paths) == 0:
-        raise FileNotFoundError(f"file '{file_name}' was not found in the share directory of "
-                                f"package '{package_name}' which is at '{package_share_directory}'")
+        raise FileNotFoundError(
+            f"file '{file_name}' was not found in the share directory of "
+            f"package '{package_name}' which is at '{package_share_directory}'"
+        )
     if len(matching_file_paths) > 1:
-        raise MultipleLaunchFilesError(f"file '{file_name}' was found more than once in the share "
-                                       f"directory of package '{package_name}'")
+        raise MultipleLaunchFilesError(
+            f"file '{file_name}' was found more than once in the share "
+            f"directory of package '{package_name}'"
+        )
     return matching_file_paths[0]

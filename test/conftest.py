@@ -9,6 +9,7 @@
 
 Every test carries exactly one of the markers unit, integration, system (suite_markers.py).
 """
+
 from __future__ import annotations
 
 import os
@@ -34,9 +35,16 @@ class Servers:
     def __init__(self) -> None:
         self.started: list[tuple[ServerProcess, bool]] = []
 
-    def __call__(self, *args: str, wait: bool = True, env: dict | None = None,
-                 quiet: bool = False, timeout: float | None = None,
-                 grpc_port: int | None = None, http_port: int | None = None) -> ServerProcess:
+    def __call__(
+        self,
+        *args: str,
+        wait: bool = True,
+        env: dict | None = None,
+        quiet: bool = False,
+        timeout: float | None = None,
+        grpc_port: int | None = None,
+        http_port: int | None = None,
+    ) -> ServerProcess:
         server = ServerProcess(*args, env=env, grpc_port=grpc_port, http_port=http_port)
         self.started.append((server, quiet))
         if wait:
@@ -49,7 +57,7 @@ class Servers:
     def stop_all(self) -> None:
         for server, quiet in self.started:
             if server.proc.poll() is not None:
-                server.stop()       # it already exited: the test itself checked how
+                server.stop()  # it already exited: the test itself checked how
                 continue
             rc = server.stop()
             assert rc == 0, f"server exited with {rc}:\n{server.log()}"
@@ -93,6 +101,7 @@ def explicit_core(tmp_path: Path):
     """A started core over an empty repository in ``tmp_path`` (``repo_path``), explicit model
     control: a test writes its models there and loads them."""
     from triton_ros.core.server import InferenceServer, ServerOptions
+
     core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
     core.start()
     core.repo_path = tmp_path

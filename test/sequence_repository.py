@@ -3,6 +3,7 @@ test/sequence_models/echo_model.py under a configuration of its own (strategy, c
 implicit state, idle time); :func:`write_sequence_repository` writes them. Runnable by hand to
 serve the same repository with another server (tritonserver) for comparison:
 ``python test/sequence_repository.py DEST``."""
+
 from __future__ import annotations
 
 import shutil
@@ -23,8 +24,9 @@ def _control(name: str, kind: str, spec: str) -> str:
 
 
 def _outputs(names_types: list[tuple[str, str, str]]) -> str:
-    items = ",\n  ".join(f'{{ name: "{n}" data_type: {t} dims: [ {d} ] }}'
-                         for n, t, d in names_types)
+    items = ",\n  ".join(
+        f'{{ name: "{n}" data_type: {t} dims: [ {d} ] }}' for n, t, d in names_types
+    )
     return f"output [\n  {items}\n]\n"
 
 
@@ -47,10 +49,19 @@ sequence_batching {{
   ]
 }}
 {_IO}
-{_outputs([("OUTPUT", "TYPE_INT32", "1"), ("START_OUT", "TYPE_FP32", "1"),
-           ("END_OUT", "TYPE_INT32", "1"), ("READY_OUT", "TYPE_BOOL", "1"),
-           ("CORRID_OUT", "TYPE_UINT64", "1"), ("BATCH", "TYPE_INT32", "2"),
-           ("IDS", "TYPE_STRING", "1")])}
+{
+        _outputs(
+            [
+                ("OUTPUT", "TYPE_INT32", "1"),
+                ("START_OUT", "TYPE_FP32", "1"),
+                ("END_OUT", "TYPE_INT32", "1"),
+                ("READY_OUT", "TYPE_BOOL", "1"),
+                ("CORRID_OUT", "TYPE_UINT64", "1"),
+                ("BATCH", "TYPE_INT32", "2"),
+                ("IDS", "TYPE_STRING", "1"),
+            ]
+        )
+    }
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 """,
     # Oldest strategy over two instances with implicit state: ACC from zeros, BASE from
@@ -78,9 +89,17 @@ sequence_batching {{
   ]
 }}
 {_IO}
-{_outputs([("OUTPUT", "TYPE_INT32", "1"), ("BASE_NEXT", "TYPE_INT64", "2"),
-           ("ACC_OUT", "TYPE_INT32", "1"), ("BATCH", "TYPE_INT32", "2"),
-           ("IDS", "TYPE_STRING", "1")])}
+{
+        _outputs(
+            [
+                ("OUTPUT", "TYPE_INT32", "1"),
+                ("BASE_NEXT", "TYPE_INT64", "2"),
+                ("ACC_OUT", "TYPE_INT32", "1"),
+                ("BATCH", "TYPE_INT32", "2"),
+                ("IDS", "TYPE_STRING", "1"),
+            ]
+        )
+    }
 instance_group [ {{ count: 2 kind: KIND_CPU }} ]
 """,
     # One slot, no batching, a short idle time: the slot changes hands when a sequence idles.
@@ -115,9 +134,18 @@ sequence_batching {{
   ]
 }}
 {_IO}
-{_outputs([("OUTPUT", "TYPE_INT32", "1"), ("START_OUT", "TYPE_INT32", "1"),
-           ("END_OUT", "TYPE_INT32", "1"), ("READY_OUT", "TYPE_INT32", "1"),
-           ("CORRID_OUT", "TYPE_STRING", "1"), ("IDS", "TYPE_STRING", "1")])}
+{
+        _outputs(
+            [
+                ("OUTPUT", "TYPE_INT32", "1"),
+                ("START_OUT", "TYPE_INT32", "1"),
+                ("END_OUT", "TYPE_INT32", "1"),
+                ("READY_OUT", "TYPE_INT32", "1"),
+                ("CORRID_OUT", "TYPE_STRING", "1"),
+                ("IDS", "TYPE_STRING", "1"),
+            ]
+        )
+    }
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 """,
     # String correlation IDs without a CORRID control (tritonserver 2.51's Python backend fails
@@ -135,9 +163,18 @@ sequence_batching {{
   ]
 }}
 {_IO}
-{_outputs([("OUTPUT", "TYPE_INT32", "1"), ("START_OUT", "TYPE_INT32", "1"),
-           ("END_OUT", "TYPE_INT32", "1"), ("READY_OUT", "TYPE_INT32", "1"),
-           ("BATCH", "TYPE_INT32", "2"), ("IDS", "TYPE_STRING", "1")])}
+{
+        _outputs(
+            [
+                ("OUTPUT", "TYPE_INT32", "1"),
+                ("START_OUT", "TYPE_INT32", "1"),
+                ("END_OUT", "TYPE_INT32", "1"),
+                ("READY_OUT", "TYPE_INT32", "1"),
+                ("BATCH", "TYPE_INT32", "2"),
+                ("IDS", "TYPE_STRING", "1"),
+            ]
+        )
+    }
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 """,
     # Oldest strategy with one candidate sequence: a second sequence waits in the backlog until
@@ -172,7 +209,8 @@ def write_sequence_repository(dest: Path, names=None) -> Path:
         if name == "seq_state":
             (folder / "initial_state").mkdir(exist_ok=True)
             (folder / "initial_state" / "base").write_bytes(
-                np.array([100, 200], np.int64).tobytes())
+                np.array([100, 200], np.int64).tobytes()
+            )
     return dest
 
 

@@ -2,6 +2,7 @@
 
 A plain module (not conftest) so that test modules in any folder can import it.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,7 @@ def _ephemeral_low() -> int:
     try:
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     except (OSError, ValueError, IndexError):
-        return 32768                     # Linux's default
+        return 32768  # Linux's default
 
 
 def free_port() -> int:
@@ -60,7 +61,7 @@ def free_port() -> int:
         end = first + width
     while True:
         port = _random.randrange(first, end)
-        if port in _GIVEN:               # never the same port twice in one test process
+        if port in _GIVEN:  # never the same port twice in one test process
             continue
         with socket.socket() as s:
             try:
@@ -76,9 +77,14 @@ class ServerProcess(ManagedProcess):
 
     what = "server"
 
-    def __init__(self, *args: str, env: dict | None = None, grpc_port: int | None = None,
-                 http_port: int | None = None) -> None:
-        self.port = grpc_port or free_port()    # given: a restart on the same ports
+    def __init__(
+        self,
+        *args: str,
+        env: dict | None = None,
+        grpc_port: int | None = None,
+        http_port: int | None = None,
+    ) -> None:
+        self.port = grpc_port or free_port()  # given: a restart on the same ports
         self.url = f"127.0.0.1:{self.port}"
         # HTTP and metrics are on by default: give them free ports too, so that tests (and other
         # agents' servers) never collide on 8000/8002.
@@ -91,23 +97,36 @@ class ServerProcess(ManagedProcess):
             ports += ["--http-port", str(self.http_port)]
         if "--metrics-port" not in args:
             ports += ["--metrics-port", str(self.metrics_port)]
-        cmd = [sys.executable, "-m", "triton_ros.server_main", "--grpc-port", str(self.port),
-               *ports, *args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "triton_ros.server_main",
+            "--grpc-port",
+            str(self.port),
+            *ports,
+            *args,
+        ]
         super().__init__(cmd, log_dir() / f"server-{self.port}.log", env=env)
         # Endpoints start in tritonserver's order (gRPC, HTTP, metrics): the banners to wait for.
         flags = dict(zip(args[::1], args[1::1]))
-        self._banners = [banner for flag, banner in (
-            ("--allow-http", "Started HTTPService at"),
-            ("--allow-metrics", "Started Metrics Service at"))
-            if flags.get(flag, "true").lower() not in ("false", "0", "no", "off")]
+        self._banners = [
+            banner
+            for flag, banner in (
+                ("--allow-http", "Started HTTPService at"),
+                ("--allow-metrics", "Started Metrics Service at"),
+            )
+            if flags.get(flag, "true").lower() not in ("false", "0", "no", "off")
+        ]
         self._live_client = None
 
     def client(self):
         import tritonclient.grpc as grpcclient
+
         return grpcclient.InferenceServerClient(self.url)
 
     def http_client(self, **kwargs):
         import tritonclient.http as httpclient
+
         return httpclient.InferenceServerClient(self.http_url, **kwargs)
 
     def ready(self) -> bool:

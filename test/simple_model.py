@@ -1,6 +1,7 @@
 """Requests of the bundled ``simple`` model, built one way for every test: Triton's add/sub
 example, INPUT0 and INPUT1 ``[N, 16]`` INT32, OUTPUT0 = INPUT0 + INPUT1, OUTPUT1 = INPUT0 -
 INPUT1. A plain module (test/ is on sys.path through its conftest)."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -18,8 +19,15 @@ def simple_array(value: int | None = None, rows: int = 1) -> np.ndarray:
     return np.full((rows, WIDTH), value, np.int32)
 
 
-def simple_inputs(client: Any, a: Any = None, b: Any = None, *, binary: bool = True,
-                  datatype: str = "INT32", names: tuple[str, ...] = INPUTS) -> list:
+def simple_inputs(
+    client: Any,
+    a: Any = None,
+    b: Any = None,
+    *,
+    binary: bool = True,
+    datatype: str = "INT32",
+    names: tuple[str, ...] = INPUTS,
+) -> list:
     """tritonclient InferInputs of ``simple`` (``client``: the module, ``tritonclient.grpc`` or
     ``tritonclient.http``): INPUT0 = ``a``, INPUT1 = ``b`` (``a`` when None). An int is a
     ``[1, 16]`` tensor of it; None for ``a`` is 0, 1, 2...; a shape other than ``[N, 16]`` or a

@@ -10,6 +10,7 @@ by test/conftest.py, fails the collection, naming the tests, when a test carries
 one: a new test cannot slip in unmarked, and ``pytest -m unit`` (or integration, system) always
 selects a complete part of the suite.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -32,7 +33,7 @@ def unmarked(items) -> list[str]:
     return problems
 
 
-@pytest.hookimpl(tryfirst=True)     # before -m deselects: every collected test is checked
+@pytest.hookimpl(tryfirst=True)  # before -m deselects: every collected test is checked
 def pytest_collection_modifyitems(session, config, items) -> None:
     problems = unmarked(items)
     if problems:
@@ -41,4 +42,5 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         raise pytest.UsageError(
             f"{len(problems)} test(s) without exactly one of the markers {', '.join(KINDS)} "
             f"(give the module `pytestmark = pytest.mark.<kind>`, see test/suite_markers.py):"
-            f"\n  {shown}{more}")
+            f"\n  {shown}{more}"
+        )

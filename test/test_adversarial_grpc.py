@@ -5,6 +5,7 @@ then checks that a normal inference right after it still succeeds with the right
 case that broke the server, or left it stalled, fails). Model control cases also check that the
 server stays ready and that no temporary folder of a ``file:`` override is left behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.integration
 
 OK = grpc.StatusCode.OK
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
-NOT_FOUND = grpc.StatusCode.NOT_FOUND        # an unknown model, as tritonserver
+NOT_FOUND = grpc.StatusCode.NOT_FOUND  # an unknown model, as tritonserver
 INTERNAL = grpc.StatusCode.INTERNAL
 UNIMPLEMENTED = grpc.StatusCode.UNIMPLEMENTED
 
@@ -40,10 +41,20 @@ def server(start_module_server, tmp_path_factory):
     repo = copy_models(base / "models")
     tmp = base / "tmp"
     tmp.mkdir()
-    proc = start_module_server("--model-repository", str(repo), "--model-control-mode",
-                               "explicit", "--load-model", "simple", "--load-model",
-                               "simple_string", "--allow-client-shm", "true",
-                               env={"TMPDIR": str(tmp)}, quiet=True)
+    proc = start_module_server(
+        "--model-repository",
+        str(repo),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "simple",
+        "--load-model",
+        "simple_string",
+        "--allow-client-shm",
+        "true",
+        env={"TMPDIR": str(tmp)},
+        quiet=True,
+    )
     proc.repo, proc.tmp = repo, tmp
     return proc
 
@@ -55,7 +66,9 @@ def stub(server):
     channel.close()
 
 
-def _simple_request(a: np.ndarray | None = None, b: np.ndarray | None = None) -> pb.ModelInferRequest:
+def _simple_request(
+    a: np.ndarray | None = None, b: np.ndarray | None = None
+) -> pb.ModelInferRequest:
     a = np.arange(16, dtype=np.int32).reshape(1, 16) if a is None else a
     b = np.ones((1, 16), np.int32) if b is None else b
     msg = pb.ModelInferRequest(model_name="simple")
@@ -93,6 +106,7 @@ def leftover_temp_dirs(server) -> list[str]:
 # Inference requests
 # -------------------------------------------------------------------------------------------
 
+
 def _with_shape(shape, raw: bytes = b"", datatype: str = "INT32") -> pb.ModelInferRequest:
     msg = _simple_request()
     del msg.inputs[0].shape[:]
@@ -124,63 +138,130 @@ def _output_param(key: str, **value) -> pb.ModelInferRequest:
 
 HOSTILE_INFER = {
     "overflowing shape [0, 2**62, 2**62]": (_with_shape([0, 2**62, 2**62]), INVALID, "overflows"),
-    "overflowing shape, typed contents": (_typed_contents([2**31, 2**31, 2**31]), INVALID,
-                                          "overflows"),
-    "overflowing shape, BYTES": (_with_shape([0, 2**62, 2**62], datatype="BYTES"), INVALID,
-                                 "overflows"),
+    "overflowing shape, typed contents": (
+        _typed_contents([2**31, 2**31, 2**31]),
+        INVALID,
+        "overflows",
+    ),
+    "overflowing shape, BYTES": (
+        _with_shape([0, 2**62, 2**62], datatype="BYTES"),
+        INVALID,
+        "overflows",
+    ),
     "40 dimensions": (_with_shape([1] * 40), INVALID, "dimensions"),
     "negative dimension": (_with_shape([1, -16]), INVALID, "dimensions should be specified"),
     "max int64 dimension": (_with_shape([1, 2**63 - 1]), INVALID, "overflows"),
     "raw size mismatch": (_with_shape([1, 16], raw=b"\0" * 7), INVALID, "byte size mismatch"),
-    "unknown datatype": (_with_shape([1, 16], raw=b"\0" * 64, datatype="FP128"), INVALID,
-                         "invalid datatype"),
+    "unknown datatype": (
+        _with_shape([1, 16], raw=b"\0" * 64, datatype="FP128"),
+        INVALID,
+        "invalid datatype",
+    ),
     "BF16 datatype": (_with_shape([1, 16], raw=b"\0" * 32, datatype="BF16"), INVALID, "BF16"),
-    "string classification parameter": (_output_param("classification", string_param="3"),
-                                        INVALID, "classification"),
-    "negative classification": (_output_param("classification", int64_param=-2), INVALID,
-                                "classification"),
-    "bool classification": (_output_param("classification", bool_param=True), INVALID,
-                            "classification"),
-    "string priority": (_param(_simple_request(), "priority", string_param="high"), INVALID,
-                        "priority"),
-    "negative priority": (_param(_simple_request(), "priority", int64_param=-1), INVALID,
-                          "priority"),
+    "string classification parameter": (
+        _output_param("classification", string_param="3"),
+        INVALID,
+        "classification",
+    ),
+    "negative classification": (
+        _output_param("classification", int64_param=-2),
+        INVALID,
+        "classification",
+    ),
+    "bool classification": (
+        _output_param("classification", bool_param=True),
+        INVALID,
+        "classification",
+    ),
+    "string priority": (
+        _param(_simple_request(), "priority", string_param="high"),
+        INVALID,
+        "priority",
+    ),
+    "negative priority": (
+        _param(_simple_request(), "priority", int64_param=-1),
+        INVALID,
+        "priority",
+    ),
     "bool timeout": (_param(_simple_request(), "timeout", bool_param=True), INVALID, "timeout"),
-    "string sequence_start": (_param(_simple_request(), "sequence_start", string_param="yes"),
-                              INVALID, "sequence_start"),
-    "double sequence_id": (_param(_simple_request(), "sequence_id", double_param=1.5), INVALID,
-                           "sequence_id"),
-    "reserved triton_ parameter": (_param(_simple_request(), "triton_frobnicate",
-                                          bool_param=True), INVALID, "reserved"),
+    "string sequence_start": (
+        _param(_simple_request(), "sequence_start", string_param="yes"),
+        INVALID,
+        "sequence_start",
+    ),
+    "double sequence_id": (
+        _param(_simple_request(), "sequence_id", double_param=1.5),
+        INVALID,
+        "sequence_id",
+    ),
+    "reserved triton_ parameter": (
+        _param(_simple_request(), "triton_frobnicate", bool_param=True),
+        INVALID,
+        "reserved",
+    ),
     "string triton_enable_empty_final_response": (
         _param(_simple_request(), "triton_enable_empty_final_response", string_param="yes"),
-        INVALID, "triton_enable_empty_final_response"),
+        INVALID,
+        "triton_enable_empty_final_response",
+    ),
     "raw contents count mismatch": (
         (lambda m: (m.raw_input_contents.append(b"\0" * 64), m)[1])(_simple_request()),
-        INVALID, "raw input contents"),
-    "duplicate input": ((lambda m: (m.inputs.add(name="INPUT0", datatype="INT32", shape=[1, 16]),
-                                    m.raw_input_contents.append(b"\0" * 64), m)[2])(
-        _simple_request()), INVALID, "already exists"),
+        INVALID,
+        "raw input contents",
+    ),
+    "duplicate input": (
+        (
+            lambda m: (
+                m.inputs.add(name="INPUT0", datatype="INT32", shape=[1, 16]),
+                m.raw_input_contents.append(b"\0" * 64),
+                m,
+            )[2]
+        )(_simple_request()),
+        INVALID,
+        "already exists",
+    ),
     "typed contents count lies": (_typed_contents([1, 17]), INVALID, "unexpected number"),
-    "model version not a number": (pb.ModelInferRequest(model_name="simple", model_version="1e3"),
-                                   INVALID, "version"),
-    "model version below -1": (pb.ModelInferRequest(model_name="simple", model_version="-7"),
-                               INVALID, "version"),
-    "unknown requested output": ((lambda m: (m.outputs.add(name="NOPE"), m)[1])(_simple_request()),
-                                 INVALID, "unexpected inference output"),
+    "model version not a number": (
+        pb.ModelInferRequest(model_name="simple", model_version="1e3"),
+        INVALID,
+        "version",
+    ),
+    "model version below -1": (
+        pb.ModelInferRequest(model_name="simple", model_version="-7"),
+        INVALID,
+        "version",
+    ),
+    "unknown requested output": (
+        (lambda m: (m.outputs.add(name="NOPE"), m)[1])(_simple_request()),
+        INVALID,
+        "unexpected inference output",
+    ),
     "unknown model with 8 MB payload": (
-        pb.ModelInferRequest(model_name="no_such_model",
-                             inputs=[pb.ModelInferRequest.InferInputTensor(
-                                 name="X", datatype="UINT8", shape=[8 << 20])],
-                             raw_input_contents=[b"\0" * (8 << 20)]),
-        NOT_FOUND, "unknown model"),
-    "20 000-character model name": (pb.ModelInferRequest(model_name="m" * 20000), NOT_FOUND,
-                                    "more characters"),
-    "wrong datatype for the model": (_with_shape([1, 16], raw=b"\0" * 64, datatype="FP32"),
-                                     INVALID, "data-type"),
+        pb.ModelInferRequest(
+            model_name="no_such_model",
+            inputs=[
+                pb.ModelInferRequest.InferInputTensor(name="X", datatype="UINT8", shape=[8 << 20])
+            ],
+            raw_input_contents=[b"\0" * (8 << 20)],
+        ),
+        NOT_FOUND,
+        "unknown model",
+    ),
+    "20 000-character model name": (
+        pb.ModelInferRequest(model_name="m" * 20000),
+        NOT_FOUND,
+        "more characters",
+    ),
+    "wrong datatype for the model": (
+        _with_shape([1, 16], raw=b"\0" * 64, datatype="FP32"),
+        INVALID,
+        "data-type",
+    ),
     "batch larger than max_batch_size": (
-        _simple_request(np.zeros((9, 16), np.int32), np.zeros((9, 16), np.int32)), INVALID,
-        "batch-size must be <= 8"),
+        _simple_request(np.zeros((9, 16), np.int32), np.zeros((9, 16), np.int32)),
+        INVALID,
+        "batch-size must be <= 8",
+    ),
 }
 
 
@@ -198,7 +279,7 @@ def test_malformed_bytes_tensor_is_invalid(server, stub):
     msg = pb.ModelInferRequest(model_name="simple_string")
     for name in ("INPUT0", "INPUT1"):
         msg.inputs.add(name=name, datatype="BYTES", shape=[1, 16])
-        msg.raw_input_contents.append(b"\xff\xff\xff\x7f" + b"1")   # length runs past the end
+        msg.raw_input_contents.append(b"\xff\xff\xff\x7f" + b"1")  # length runs past the end
     got, details = call_status(stub.ModelInfer, msg)
     assert got == INVALID and "BYTES" in details
     assert_healthy(server, stub)
@@ -209,8 +290,10 @@ def test_sequence_parameters_are_ignored_on_models_without_sequence_batching(ser
     client = grpcclient.InferenceServerClient(server.url)
     a = simple_array()
     inputs = simple_inputs(grpcclient, a)
-    for kwargs in ({"sequence_id": 42, "sequence_start": True},
-                   {"sequence_id": "robot-1", "sequence_end": True}):
+    for kwargs in (
+        {"sequence_id": 42, "sequence_start": True},
+        {"sequence_id": "robot-1", "sequence_end": True},
+    ):
         result = client.infer("simple", inputs, **kwargs)
         np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), 2 * a)
     client.close()
@@ -232,17 +315,22 @@ def test_user_parameters_of_every_type_reach_the_request(server, stub):
 # Log settings
 # -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("setting, value, code", [
-    ("log_verbose_level", {"uint32_param": 2**32 - 1}, INVALID),
-    ("log_verbose_level", {"string_param": "1e20"}, INVALID),
-    ("log_verbose_level", {"bool_param": True}, INVALID),
-    ("log_info", {"uint32_param": 1}, INVALID),
-    ("log_format", {"string_param": "%(message)s" * 1000}, INVALID),
-    ("log_file", {"string_param": "/etc/cron.d/x"}, UNIMPLEMENTED),
-    ("no_such_setting", {"bool_param": True}, INVALID),
-])
-def test_hostile_log_settings_are_refused_and_settings_still_answer(server, stub, setting, value,
-                                                                   code):
+
+@pytest.mark.parametrize(
+    "setting, value, code",
+    [
+        ("log_verbose_level", {"uint32_param": 2**32 - 1}, INVALID),
+        ("log_verbose_level", {"string_param": "1e20"}, INVALID),
+        ("log_verbose_level", {"bool_param": True}, INVALID),
+        ("log_info", {"uint32_param": 1}, INVALID),
+        ("log_format", {"string_param": "%(message)s" * 1000}, INVALID),
+        ("log_file", {"string_param": "/etc/cron.d/x"}, UNIMPLEMENTED),
+        ("no_such_setting", {"bool_param": True}, INVALID),
+    ],
+)
+def test_hostile_log_settings_are_refused_and_settings_still_answer(
+    server, stub, setting, value, code
+):
     request = pb.LogSettingsRequest()
     request.settings[setting].MergeFrom(pb.LogSettingsRequest.SettingValue(**value))
     got, details = call_status(stub.LogSettings, request)
@@ -258,8 +346,12 @@ def test_log_verbose_level_over_http_is_bounded_and_grpc_answers_after(server, s
         with pytest.raises(InferenceServerException) as err:
             http.update_log_settings({"log_verbose_level": value})
         assert "log_verbose_level" in err.value.message()
-    assert stub.LogSettings(pb.LogSettingsRequest(), timeout=10).settings[
-        "log_verbose_level"].uint32_param == 0
+    assert (
+        stub.LogSettings(pb.LogSettingsRequest(), timeout=10)
+        .settings["log_verbose_level"]
+        .uint32_param
+        == 0
+    )
     http.close()
     assert_healthy(server, stub)
 
@@ -267,6 +359,7 @@ def test_log_verbose_level_over_http_is_bounded_and_grpc_answers_after(server, s
 # -------------------------------------------------------------------------------------------
 # Model control
 # -------------------------------------------------------------------------------------------
+
 
 def _load(stub, name: str, config: str | None = None, files: dict | None = None):
     request = pb.RepositoryModelLoadRequest(model_name=name)
@@ -278,11 +371,19 @@ def _load(stub, name: str, config: str | None = None, files: dict | None = None)
 
 
 def _simple_config(**changes) -> str:
-    config = {"name": "simple", "backend": "onnxruntime", "max_batch_size": 8,
-              "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [16]},
-                        {"name": "INPUT1", "data_type": "TYPE_INT32", "dims": [16]}],
-              "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [16]},
-                         {"name": "OUTPUT1", "data_type": "TYPE_INT32", "dims": [16]}]}
+    config = {
+        "name": "simple",
+        "backend": "onnxruntime",
+        "max_batch_size": 8,
+        "input": [
+            {"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [16]},
+            {"name": "INPUT1", "data_type": "TYPE_INT32", "dims": [16]},
+        ],
+        "output": [
+            {"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [16]},
+            {"name": "OUTPUT1", "data_type": "TYPE_INT32", "dims": [16]},
+        ],
+    }
     config.update(changes)
     return json.dumps(config)
 
@@ -303,18 +404,22 @@ def test_loading_an_unknown_name_keeps_the_server_ready(server, stub):
         assert stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready
     index = stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=10)
     assert "wrong_model_name" not in {m.name for m in index.models}
-    stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="wrong_model_name"),
-                               timeout=10)
+    stub.RepositoryModelUnload(
+        pb.RepositoryModelUnloadRequest(model_name="wrong_model_name"), timeout=10
+    )
     assert_healthy(server, stub)
 
 
-@pytest.mark.parametrize("config", [
-    '"parameters": {"config": {{"max_batch_size": "16"}}}',   # Triton's example, verbatim
-    "{not json",
-    '{"max_batch_size": "sixteen"}',
-    '{"no_such_field": 1}',
-    "[]",
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        '"parameters": {"config": {{"max_batch_size": "16"}}}',  # Triton's example, verbatim
+        "{not json",
+        '{"max_batch_size": "sixteen"}',
+        '{"no_such_field": 1}',
+        "[]",
+    ],
+)
 def test_config_override_that_does_not_parse_is_internal_failed_to_poll(server, stub, config):
     got, details = _load(stub, "simple", config=config)
     assert got == INTERNAL, details
@@ -353,17 +458,24 @@ def test_triton_model_control_example_sequence(server, stub):
 ONNX = (MODEL_REPOSITORY / "simple" / "1" / "model.onnx").read_bytes()
 
 
-@pytest.mark.parametrize("files, code, fragment", [
-    ({"file:" + "A" * 256: b"a"}, INTERNAL, "failed to poll from model repository"),
-    ({"file:1/" + "B" * 300: ONNX}, INTERNAL, "failed to poll from model repository"),
-    ({"file:../escape": b"x"}, INVALID, "outside the model directory"),
-    ({"file:/etc/cron.d/x": b"x"}, INVALID, "outside the model directory"),
-    ({"file:1/model.onnx": ONNX, "file:1/model.onnx/x": b"x"}, INVALID, "needs it to be a folder"),
-    ({"file:1/model.onnx": ONNX, "file:1//model.onnx": ONNX}, INVALID, "name the same file"),
-    ({"file:1/model.onnx": ONNX, "file:./1/model.onnx": ONNX}, INVALID, "name the same file"),
-    ({"file:": b"x"}, INVALID, "file override"),
-    ({"file:1/model.onnx": b"not an onnx model"}, INVALID, "load failed for model 'added'"),
-])
+@pytest.mark.parametrize(
+    "files, code, fragment",
+    [
+        ({"file:" + "A" * 256: b"a"}, INTERNAL, "failed to poll from model repository"),
+        ({"file:1/" + "B" * 300: ONNX}, INTERNAL, "failed to poll from model repository"),
+        ({"file:../escape": b"x"}, INVALID, "outside the model directory"),
+        ({"file:/etc/cron.d/x": b"x"}, INVALID, "outside the model directory"),
+        (
+            {"file:1/model.onnx": ONNX, "file:1/model.onnx/x": b"x"},
+            INVALID,
+            "needs it to be a folder",
+        ),
+        ({"file:1/model.onnx": ONNX, "file:1//model.onnx": ONNX}, INVALID, "name the same file"),
+        ({"file:1/model.onnx": ONNX, "file:./1/model.onnx": ONNX}, INVALID, "name the same file"),
+        ({"file:": b"x"}, INVALID, "file override"),
+        ({"file:1/model.onnx": b"not an onnx model"}, INVALID, "load failed for model 'added'"),
+    ],
+)
 def test_hostile_file_overrides_leave_nothing_behind(server, stub, files, code, fragment):
     got, details = _load(stub, "added", config=_simple_config(name="added"), files=files)
     assert got == code, details
@@ -377,8 +489,9 @@ def test_hostile_file_overrides_leave_nothing_behind(server, stub, files, code, 
 
 
 def test_file_override_temp_dir_lives_while_loaded_and_goes_with_unload(server, stub):
-    got, details = _load(stub, "added", config=_simple_config(name="added"),
-                         files={"file:1/model.onnx": ONNX})
+    got, details = _load(
+        stub, "added", config=_simple_config(name="added"), files={"file:1/model.onnx": ONNX}
+    )
     assert got == OK, details
     assert len(leftover_temp_dirs(server)) == 1
     stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="added"), timeout=30)
@@ -386,8 +499,10 @@ def test_file_override_temp_dir_lives_while_loaded_and_goes_with_unload(server, 
     assert_healthy(server, stub)
 
 
-@pytest.mark.parametrize("label", ["/etc/passwd", "../simple_string/config.pbtxt",
-                                   "1/../../simple/config.pbtxt", "labels\0.txt"])
+@pytest.mark.parametrize(
+    "label",
+    ["/etc/passwd", "../simple_string/config.pbtxt", "1/../../simple/config.pbtxt", "labels\0.txt"],
+)
 def test_label_filename_outside_the_model_folder_is_refused(server, stub, label):
     got, details = _load(stub, "simple", config=_labelled(label))
     assert got == INVALID, details
@@ -426,11 +541,12 @@ def test_label_file_inside_the_model_folder_labels_classification(server, stub):
 
 
 def test_unsupported_sequence_batching_field_is_refused_and_the_old_version_keeps_serving(
-        server, stub):
+    server, stub
+):
     config = json.loads(_simple_config())
     config["sequence_batching"] = {"iterative_sequence": True}
     got, details = _load(stub, "simple", config=json.dumps(config))
-    assert got == UNIMPLEMENTED, details          # Triton's UNSUPPORTED on gRPC
+    assert got == UNIMPLEMENTED, details  # Triton's UNSUPPORTED on gRPC
     assert "iterative_sequence is not supported" in details
     assert_healthy(server, stub)
 
@@ -453,6 +569,7 @@ def test_unknown_load_parameter_is_invalid(server, stub):
 # -------------------------------------------------------------------------------------------
 # Response cache and request parameters; hostile requests inside a stream
 # -------------------------------------------------------------------------------------------
+
 
 def test_cached_response_is_never_served_for_other_parameters(start_server, tmp_path):
     """The same input with ``suffix: -bob`` must not get ``suffix: -alice``'s cached answer
@@ -490,8 +607,7 @@ def test_hostile_requests_inside_a_stream_fail_alone(server, stub):
     good = simple_inputs(grpcclient, a)
     bad_shape = grpcclient.InferInput("INPUT0", [0, 2**62, 2**62], "INT32")
     bad_shape._raw_content = b""
-    for bad, fragment in (([bad_shape, good[1]], "overflows"),
-                          (good, "classification")):
+    for bad, fragment in (([bad_shape, good[1]], "overflows"), (good, "classification")):
         if fragment == "classification":
             out = grpcclient.InferRequestedOutput("OUTPUT0")
             out._output.parameters["classification"].string_param = "3"
@@ -522,8 +638,9 @@ def test_ten_thousand_inputs_are_refused_quickly(server, stub):
 
 def test_overlong_model_name_with_file_overrides_leaves_nothing(server, stub):
     name = "m" * 300
-    got, details = _load(stub, name, config=_simple_config(name=name),
-                         files={"file:1/model.onnx": ONNX})
+    got, details = _load(
+        stub, name, config=_simple_config(name=name), files={"file:1/model.onnx": ONNX}
+    )
     assert got == INTERNAL and "failed to poll from model repository" in details
     assert leftover_temp_dirs(server) == []
     assert_healthy(server, stub)

@@ -6,6 +6,7 @@ one) and that a normal inference right after it succeeds.
 TLS, restricted gRPC protocols and the descriptor-exhaustion case are in
 ``test_endpoint_security.py``.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -38,19 +39,28 @@ ADMIN = ("admin-key", "s3cret")
 def server(start_module_server):
     # quiet: hostile input is answered, not a fault (no traceback in the log)
     return start_module_server(
-        "--model-repository", str(MODEL_REPOSITORY),
-        "--http-header-timeout-secs", str(HEADER_TIMEOUT),
-        "--http-idle-timeout-secs", str(IDLE_TIMEOUT),
-        "--http-max-request-size", str(MAX_REQUEST),
-        "--http-max-connections", str(MAX_CONNECTIONS),
-        "--metrics-max-connections", str(METRICS_CONNECTIONS),
-        "--http-restricted-api", f"model-repository,shared-memory:{ADMIN[0]}={ADMIN[1]}",
-        quiet=True)
+        "--model-repository",
+        str(MODEL_REPOSITORY),
+        "--http-header-timeout-secs",
+        str(HEADER_TIMEOUT),
+        "--http-idle-timeout-secs",
+        str(IDLE_TIMEOUT),
+        "--http-max-request-size",
+        str(MAX_REQUEST),
+        "--http-max-connections",
+        str(MAX_CONNECTIONS),
+        "--metrics-max-connections",
+        str(METRICS_CONNECTIONS),
+        "--http-restricted-api",
+        f"model-repository,shared-memory:{ADMIN[0]}={ADMIN[1]}",
+        quiet=True,
+    )
 
 
 # ------------------------------------------------------------------------------------------
 # helpers
 # ------------------------------------------------------------------------------------------
+
 
 def connect(port: int, timeout: float = 20.0) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
@@ -100,8 +110,14 @@ def raw(port: int, data: bytes, timeout: float = 20.0) -> tuple[int, dict[str, s
         return read_response(s)
 
 
-def request(method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None,
-            *, length: int | None = None) -> bytes:
+def request(
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    *,
+    length: int | None = None,
+) -> bytes:
     lines = [f"{method} {path} HTTP/1.1", "Host: t"]
     for k, v in (headers or {}).items():
         lines.append(f"{k}: {v}")
@@ -114,8 +130,12 @@ def request(method: str, path: str, body: bytes = b"", headers: dict[str, str] |
 
 def simple_body(pad: int = 0) -> bytes:
     data = list(range(16))
-    header = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16], "data": data}
-                         for n in ("INPUT0", "INPUT1")]}
+    header = {
+        "inputs": [
+            {"name": n, "datatype": "INT32", "shape": [1, 16], "data": data}
+            for n in ("INPUT0", "INPUT1")
+        ]
+    }
     text = json.dumps(header)
     return (text[:-1] + " " * pad + "}").encode()
 
@@ -146,27 +166,60 @@ DEEP = b'{"inputs":' + b"[" * 30000 + b"]" * 30000 + b"}"
 
 # (id, raw request bytes, expected status)
 FRAMING_CASES = [
-    ("negative-chunk-size", (f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
-                             f"\r\n-5\r\nabcde\r\n0\r\n\r\n").encode(), 400),
-    ("chunk-size-overflow", (f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
-                             f"\r\nffffffffffffffffffffffff\r\nab\r\n0\r\n\r\n").encode(), 400),
-    ("chunk-size-not-hex", (f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
-                            f"\r\nzz\r\nab\r\n0\r\n\r\n").encode(), 400),
+    (
+        "negative-chunk-size",
+        (
+            f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+            f"\r\n-5\r\nabcde\r\n0\r\n\r\n"
+        ).encode(),
+        400,
+    ),
+    (
+        "chunk-size-overflow",
+        (
+            f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+            f"\r\nffffffffffffffffffffffff\r\nab\r\n0\r\n\r\n"
+        ).encode(),
+        400,
+    ),
+    (
+        "chunk-size-not-hex",
+        (
+            f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n"
+            f"\r\nzz\r\nab\r\n0\r\n\r\n"
+        ).encode(),
+        400,
+    ),
     ("content-length-hex", request("POST", INFER, b"{}", {"Content-Length": "0x2"}), 400),
     ("content-length-underscore", request("POST", INFER, b"{}", {"Content-Length": "0_2"}), 400),
     ("content-length-plus", request("POST", INFER, b"{}", {"Content-Length": "+2"}), 400),
     ("content-length-negative", request("POST", INFER, b"{}", {"Content-Length": "-1"}), 400),
-    ("content-length-twice", request("POST", INFER, b"{}",
-                                     {"Content-Length": "2\r\nContent-Length: 3"}), 400),
-    ("content-length-and-chunked", (f"POST {INFER} HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
-                                    f"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n").encode(), 400),
+    (
+        "content-length-twice",
+        request("POST", INFER, b"{}", {"Content-Length": "2\r\nContent-Length: 3"}),
+        400,
+    ),
+    (
+        "content-length-and-chunked",
+        (
+            f"POST {INFER} HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+            f"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+        ).encode(),
+        400,
+    ),
     ("garbage-request-line", b"HELLO THERE\r\n\r\n", 400),
     ("bad-http-version", b"GET /v2/health/live HTTP/9.9\r\nHost: t\r\n\r\n", 400),
     ("header-without-colon", b"GET /v2/health/live HTTP/1.1\r\nHost t\r\n\r\n", 400),
-    ("header-line-too-long", request("GET", "/v2/health/live",
-                                     headers={"X-Big": "a" * 20000}), 400),
-    ("too-many-headers", request("GET", "/v2/health/live",
-                                 headers={f"X-H{i}": "v" for i in range(300)}), 400),
+    (
+        "header-line-too-long",
+        request("GET", "/v2/health/live", headers={"X-Big": "a" * 20000}),
+        400,
+    ),
+    (
+        "too-many-headers",
+        request("GET", "/v2/health/live", headers={f"X-H{i}": "v" for i in range(300)}),
+        400,
+    ),
     ("path-too-long", request("GET", "/v2/models/" + "m" * 20000), 400),
     ("nul-in-path", b"GET /v2/models/a\x00b HTTP/1.1\r\nHost: t\r\n\r\n", 400),
     ("unknown-method", b"BREW /v2/health/live HTTP/1.1\r\nHost: t\r\n\r\n", 400),
@@ -180,35 +233,93 @@ FRAMING_CASES = [
     ("invalid-utf8-json", request("POST", INFER, b'{"inputs": "\xff\xfe"}'), 400),
     ("json-array-body", request("POST", INFER, b"[1, 2, 3]"), 400),
     ("json-trailing-garbage", request("POST", INFER, simple_body() + b"}}}"), 400),
-    ("infer-header-length-underscore", request(
-        "POST", INFER, simple_body(), {"Inference-Header-Content-Length": "0_2"}), 400),
-    ("infer-header-length-hex", request(
-        "POST", INFER, simple_body(), {"Inference-Header-Content-Length": "0x2"}), 400),
-    ("infer-header-length-past-body", request(
-        "POST", INFER, simple_body(), {"Inference-Header-Content-Length": "999999"}), 400),
-    ("binary-size-past-body", request(
-        "POST", INFER, json.dumps({"inputs": [
-            {"name": n, "datatype": "INT32", "shape": [1, 16],
-             "parameters": {"binary_data_size": 10**9}} for n in ("INPUT0", "INPUT1")]}).encode(),
-        {"Inference-Header-Content-Length": str(len(json.dumps({"inputs": [
-            {"name": n, "datatype": "INT32", "shape": [1, 16],
-             "parameters": {"binary_data_size": 10**9}} for n in ("INPUT0", "INPUT1")]})))}), 400),
-    ("corrupt-gzip", request("POST", INFER, b"\x1f\x8b\x08\x00garbage",
-                             {"Content-Encoding": "gzip"}), 400),
-    ("unsupported-encoding", request("POST", INFER, simple_body(), {"Content-Encoding": "br"}),
-     501),
+    (
+        "infer-header-length-underscore",
+        request("POST", INFER, simple_body(), {"Inference-Header-Content-Length": "0_2"}),
+        400,
+    ),
+    (
+        "infer-header-length-hex",
+        request("POST", INFER, simple_body(), {"Inference-Header-Content-Length": "0x2"}),
+        400,
+    ),
+    (
+        "infer-header-length-past-body",
+        request("POST", INFER, simple_body(), {"Inference-Header-Content-Length": "999999"}),
+        400,
+    ),
+    (
+        "binary-size-past-body",
+        request(
+            "POST",
+            INFER,
+            json.dumps(
+                {
+                    "inputs": [
+                        {
+                            "name": n,
+                            "datatype": "INT32",
+                            "shape": [1, 16],
+                            "parameters": {"binary_data_size": 10**9},
+                        }
+                        for n in ("INPUT0", "INPUT1")
+                    ]
+                }
+            ).encode(),
+            {
+                "Inference-Header-Content-Length": str(
+                    len(
+                        json.dumps(
+                            {
+                                "inputs": [
+                                    {
+                                        "name": n,
+                                        "datatype": "INT32",
+                                        "shape": [1, 16],
+                                        "parameters": {"binary_data_size": 10**9},
+                                    }
+                                    for n in ("INPUT0", "INPUT1")
+                                ]
+                            }
+                        )
+                    )
+                )
+            },
+        ),
+        400,
+    ),
+    (
+        "corrupt-gzip",
+        request("POST", INFER, b"\x1f\x8b\x08\x00garbage", {"Content-Encoding": "gzip"}),
+        400,
+    ),
+    (
+        "unsupported-encoding",
+        request("POST", INFER, simple_body(), {"Content-Encoding": "br"}),
+        501,
+    ),
     ("declared-over-limit", request("POST", INFER, b"", length=MAX_REQUEST + 1), 413),
     ("repository-without-key", request("POST", "/v2/repository/index", b"{}"), 403),
-    ("repository-wrong-key", request("POST", "/v2/repository/index", b"{}",
-                                     {ADMIN[0]: "guess"}), 403),
-    ("shm-register-without-key", request(
-        "POST", "/v2/systemsharedmemory/region/r/register",
-        b'{"key": "/x", "offset": 0, "byte_size": 4}'), 403),
+    (
+        "repository-wrong-key",
+        request("POST", "/v2/repository/index", b"{}", {ADMIN[0]: "guess"}),
+        403,
+    ),
+    (
+        "shm-register-without-key",
+        request(
+            "POST",
+            "/v2/systemsharedmemory/region/r/register",
+            b'{"key": "/x", "offset": 0, "byte_size": 4}',
+        ),
+        403,
+    ),
 ]
 
 
-@pytest.mark.parametrize("data,expected", [c[1:] for c in FRAMING_CASES],
-                         ids=[c[0] for c in FRAMING_CASES])
+@pytest.mark.parametrize(
+    "data,expected", [c[1:] for c in FRAMING_CASES], ids=[c[0] for c in FRAMING_CASES]
+)
 def test_malformed_request_gets_its_status(server, data, expected):
     status, _, body = raw(server.http_port, data)
     assert status == expected, body
@@ -216,8 +327,9 @@ def test_malformed_request_gets_its_status(server, data, expected):
 
 
 def test_restricted_api_with_the_header_is_served(server):
-    status, _, body = raw(server.http_port, request("POST", "/v2/repository/index", b"{}",
-                                                    {ADMIN[0]: ADMIN[1]}))
+    status, _, body = raw(
+        server.http_port, request("POST", "/v2/repository/index", b"{}", {ADMIN[0]: ADMIN[1]})
+    )
     assert status == 200, body
     assert {"simple", "detector"} <= {m["name"] for m in json.loads(body)}
     status, _, body = raw(server.http_port, request("POST", "/v2/repository/index", b"{}"))
@@ -240,13 +352,15 @@ def test_large_post_to_health_is_refused_before_its_body(server):
 
 def test_chunked_body_over_the_limit_gets_413(server):
     with connect(server.http_port) as s:
-        s.sendall(f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+        s.sendall(
+            f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        )
         chunk = b"%x\r\n" % (1 << 20) + b"a" * (1 << 20) + b"\r\n"
         try:
             for _ in range(MAX_REQUEST // (1 << 20) + 2):
                 s.sendall(chunk)
         except (BrokenPipeError, ConnectionResetError):
-            pass    # the server answered and closed while we were still sending
+            pass  # the server answered and closed while we were still sending
         status, _, _ = read_response(s)
         assert status == 413
     assert_normal(server)
@@ -255,8 +369,9 @@ def test_chunked_body_over_the_limit_gets_413(server):
 def test_gzip_bomb_gets_413(server):
     bomb = gzip.compress(b"\0" * (MAX_REQUEST * 3))
     assert len(bomb) < 200_000
-    status, _, body = raw(server.http_port, request("POST", INFER, bomb,
-                                                    {"Content-Encoding": "gzip"}))
+    status, _, body = raw(
+        server.http_port, request("POST", INFER, bomb, {"Content-Encoding": "gzip"})
+    )
     assert status == 413, body
     assert_normal(server)
 
@@ -291,7 +406,7 @@ def test_half_sent_headers_are_closed_with_408(server):
         for s in socks:
             s.settimeout(max(0.1, deadline - time.monotonic()))
             status, _, _ = read_response(s)
-            assert status in (408, 503)   # 503: over --http-max-connections, closed at once
+            assert status in (408, 503)  # 503: over --http-max-connections, closed at once
             closed += 1
         assert closed == len(socks)
     finally:
@@ -307,7 +422,7 @@ def test_idle_connection_is_closed_after_the_idle_timeout(server):
         assert status == 200
         s.settimeout(IDLE_TIMEOUT + 30)
         started = time.monotonic()
-        assert s.recv(100) == b""            # closed by the server
+        assert s.recv(100) == b""  # closed by the server
         assert time.monotonic() - started < IDLE_TIMEOUT + 20
     assert_normal(server)
 
@@ -324,7 +439,7 @@ def test_stalled_body_gets_408(server):
 def test_connections_over_the_limit_get_503_and_the_server_recovers(server):
     """50 idle connections at a limit of 40: each of the last 10 evicts the longest idle one
     (503); the 40 left get 408 at the header timeout."""
-    time.sleep(1.0)         # earlier clients' connections are closed on the server's side too
+    time.sleep(1.0)  # earlier clients' connections are closed on the server's side too
     socks = [connect(server.http_port) for _ in range(MAX_CONNECTIONS + 10)]
     try:
         statuses = []
@@ -346,7 +461,9 @@ def test_million_one_byte_chunks_use_bounded_memory(server):
     memory grows by far less than 20 times the data."""
     body = simple_body(pad=1_000_000 - len(simple_body()))
     assert len(body) == 1_000_000
-    payload = b"".join(b"1\r\n" + body[i:i + 1] + b"\r\n" for i in range(len(body))) + b"0\r\n\r\n"
+    payload = (
+        b"".join(b"1\r\n" + body[i : i + 1] + b"\r\n" for i in range(len(body))) + b"0\r\n\r\n"
+    )
 
     def rss_kb() -> int:
         return int(status_of(server)["VmRSS"].split()[0])
@@ -364,8 +481,9 @@ def test_million_one_byte_chunks_use_bounded_memory(server):
     sampler.start()
     try:
         with connect(server.http_port, timeout=120) as s:
-            s.sendall(f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-                      .encode())
+            s.sendall(
+                f"POST {INFER} HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+            )
             s.sendall(payload)
             status, _, out = read_response(s)
     finally:
@@ -382,11 +500,24 @@ def test_health_answers_within_50ms_while_32mb_decodes(server):
     loop: /v2/health/live keeps answering meanwhile."""
     n = 32 * 1024 * 1024 // 5
     elements = b"".join(struct.pack("<I", 1) + b"x" for _ in range(1024)) * (n // 1024)
-    header = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "BYTES",
-                                     "shape": [n // 1024 * 1024],
-                                     "parameters": {"binary_data_size": len(elements)}}]}).encode()
-    big = request("POST", "/v2/models/no_such_model/infer", header + elements,
-                  {"Inference-Header-Content-Length": str(len(header))})
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "datatype": "BYTES",
+                    "shape": [n // 1024 * 1024],
+                    "parameters": {"binary_data_size": len(elements)},
+                }
+            ]
+        }
+    ).encode()
+    big = request(
+        "POST",
+        "/v2/models/no_such_model/infer",
+        header + elements,
+        {"Inference-Header-Content-Length": str(len(header))},
+    )
     result: dict = {}
 
     def send_big():
@@ -404,7 +535,7 @@ def test_health_answers_within_50ms_while_32mb_decodes(server):
             assert status == 200
             time.sleep(0.02)
         thread.join()
-    assert result["answer"][0] == 404           # the unknown model's answer, as tritonserver's
+    assert result["answer"][0] == 404  # the unknown model's answer, as tritonserver's
     assert len(latencies) >= 5, latencies
     latencies.sort()
     assert latencies[len(latencies) // 2] < 0.05, latencies
@@ -416,18 +547,23 @@ def test_health_answers_within_50ms_while_32mb_decodes(server):
 # metrics endpoint
 # ------------------------------------------------------------------------------------------
 
+
 def scrape_ok(server: ServerProcess) -> None:
     with urllib.request.urlopen(server.metrics_url, timeout=30) as r:
         assert r.status == 200
         assert b"nv_inference_request_success{" in r.read()
 
 
-@pytest.mark.parametrize("data,expected", [
-    (request("POST", "/metrics", b"{}"), 405),
-    (request("GET", "/metrics/../v2"), 404),
-    (b"GET /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 0x10\r\n\r\n", 400),
-    (request("POST", "/metrics", length=100 * 1024 * 1024), 405),
-], ids=["post", "other-path", "hex-length", "huge-post"])
+@pytest.mark.parametrize(
+    "data,expected",
+    [
+        (request("POST", "/metrics", b"{}"), 405),
+        (request("GET", "/metrics/../v2"), 404),
+        (b"GET /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 0x10\r\n\r\n", 400),
+        (request("POST", "/metrics", length=100 * 1024 * 1024), 405),
+    ],
+    ids=["post", "other-path", "hex-length", "huge-post"],
+)
 def test_metrics_malformed(server, data, expected):
     status, _, _ = raw(server.metrics_port, data)
     assert status == expected
@@ -436,7 +572,7 @@ def test_metrics_malformed(server, data, expected):
 
 
 def test_metrics_idle_clients_cost_no_threads(server):
-    time.sleep(1.0)         # earlier scrapes' connections are closed on the server's side too
+    time.sleep(1.0)  # earlier scrapes' connections are closed on the server's side too
     threads_before = int(status_of(server)["Threads"])
     socks = [connect(server.metrics_port) for _ in range(100)]
     try:

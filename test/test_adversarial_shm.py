@@ -3,6 +3,7 @@
 Each case registers or uses a region in a hostile way, asserts tritonserver's status, and then
 checks that a normal shared memory inference right after it succeeds with the right answer.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -36,8 +37,14 @@ def _key(tag: str) -> str:
 @pytest.fixture(scope="module")
 def server(start_module_server, tmp_path_factory):
     repo = copy_models(tmp_path_factory.mktemp("adv_shm_models"), "simple")
-    return start_module_server("--model-repository", str(repo), "--allow-client-shm=true",
-                               "--allow-metrics", "false", quiet=True)
+    return start_module_server(
+        "--model-repository",
+        str(repo),
+        "--allow-client-shm=true",
+        "--allow-metrics",
+        "false",
+        quiet=True,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -73,8 +80,12 @@ def call(fn, request) -> tuple[grpc.StatusCode, str]:
 
 
 def register(stub, name: str, key: str, offset: int = 0, byte_size: int = 256):
-    return call(stub.SystemSharedMemoryRegister, pb.SystemSharedMemoryRegisterRequest(
-        name=name, key=key, offset=offset, byte_size=byte_size))
+    return call(
+        stub.SystemSharedMemoryRegister,
+        pb.SystemSharedMemoryRegisterRequest(
+            name=name, key=key, offset=offset, byte_size=byte_size
+        ),
+    )
 
 
 def shm_request(region_name: str, offset: int = 0, byte_size: int = 64, **param_types):
@@ -98,23 +109,25 @@ def assert_healthy(server, stub, region) -> None:
     reply = stub.ModelInfer(shm_request(name, offset=64), timeout=30)
     out = np.frombuffer(reply.raw_output_contents[0], np.int32).reshape(1, 16)
     np.testing.assert_array_equal(out, A + 1)
-    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name=name),
-                                      timeout=10)
+    stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name=name), timeout=10)
     assert stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live
     assert server.proc.poll() is None
 
 
-@pytest.mark.parametrize("key, code", [
-    ("/../../etc/passwd", INTERNAL),
-    ("/dev/zero", INTERNAL),
-    ("", INVALID),
-    ("/", INVALID),
-    ("/a\0b", INTERNAL),
-    ("/" + "k" * 300, INTERNAL),
-    ("/triton_python_backend_shm_region_1", INVALID),
-    ("/triton_ros_py_x", INVALID),
-    ("/no_such_object_here_at_all", INTERNAL),
-])
+@pytest.mark.parametrize(
+    "key, code",
+    [
+        ("/../../etc/passwd", INTERNAL),
+        ("/dev/zero", INTERNAL),
+        ("", INVALID),
+        ("/", INVALID),
+        ("/a\0b", INTERNAL),
+        ("/" + "k" * 300, INTERNAL),
+        ("/triton_python_backend_shm_region_1", INVALID),
+        ("/triton_ros_py_x", INVALID),
+        ("/no_such_object_here_at_all", INTERNAL),
+    ],
+)
 def test_hostile_keys_are_refused(server, stub, region, key, code):
     got, details = register(stub, f"bad_{next(_keys)}", key)
     assert got == code, (key, details)
@@ -144,16 +157,19 @@ def test_symlink_in_dev_shm_is_not_followed(server, stub, region):
     assert_healthy(server, stub, region)
 
 
-@pytest.mark.parametrize("offset, byte_size, code", [
-    # a block the object cannot hold (an empty one too) is tritonserver's INTERNAL
-    (2**64 - 1, 4, INTERNAL),
-    (0, 2**64 - 1, INTERNAL),
-    (2**63, 1, INTERNAL),
-    (200, 100, INTERNAL),         # past the object's end
-    (0, 257, INTERNAL),
-    (0, 0, INTERNAL),
-    (256, 1, INTERNAL),
-])
+@pytest.mark.parametrize(
+    "offset, byte_size, code",
+    [
+        # a block the object cannot hold (an empty one too) is tritonserver's INTERNAL
+        (2**64 - 1, 4, INTERNAL),
+        (0, 2**64 - 1, INTERNAL),
+        (2**63, 1, INTERNAL),
+        (200, 100, INTERNAL),  # past the object's end
+        (0, 257, INTERNAL),
+        (0, 0, INTERNAL),
+        (256, 1, INTERNAL),
+    ],
+)
 def test_hostile_offsets_and_sizes_are_refused(server, stub, region, offset, byte_size, code):
     got, details = register(stub, f"sz_{next(_keys)}", region(), offset, byte_size)
     assert got == code, (offset, byte_size, details)
@@ -179,18 +195,22 @@ def registered(stub, region):
     stub.SystemSharedMemoryUnregister(pb.SystemSharedMemoryUnregisterRequest(name=name))
 
 
-@pytest.mark.parametrize("offset, byte_size, types, code, fragment", [
-    (0, 64, {"shared_memory_byte_size": "string_param"}, INVALID, "invalid value type"),
-    (0, 64, {"shared_memory_offset": "bool_param"}, INVALID, "invalid value type"),
-    (0, -1, {}, INVALID, "byte_size"),
-    (-64, 64, {}, INVALID, "offset"),
-    (256, 64, {}, INVALID, "Invalid offset"),
-    (200, 64, {}, INVALID, "Invalid offset + byte size"),
-    (0, 32, {}, INVALID, "byte size mismatch"),
-    (0, 2**62, {}, INVALID, "byte size"),
-])
-def test_hostile_shared_memory_inputs(server, stub, region, registered, offset, byte_size, types,
-                                      code, fragment):
+@pytest.mark.parametrize(
+    "offset, byte_size, types, code, fragment",
+    [
+        (0, 64, {"shared_memory_byte_size": "string_param"}, INVALID, "invalid value type"),
+        (0, 64, {"shared_memory_offset": "bool_param"}, INVALID, "invalid value type"),
+        (0, -1, {}, INVALID, "byte_size"),
+        (-64, 64, {}, INVALID, "offset"),
+        (256, 64, {}, INVALID, "Invalid offset"),
+        (200, 64, {}, INVALID, "Invalid offset + byte size"),
+        (0, 32, {}, INVALID, "byte size mismatch"),
+        (0, 2**62, {}, INVALID, "byte size"),
+    ],
+)
+def test_hostile_shared_memory_inputs(
+    server, stub, region, registered, offset, byte_size, types, code, fragment
+):
     got, details = call(stub.ModelInfer, shm_request(registered, offset, byte_size, **types))
     assert got == code, details
     assert fragment.lower() in details.lower(), details
@@ -240,7 +260,8 @@ def test_region_truncated_after_registration_is_an_error_not_a_crash(server, stu
 
 
 def test_status_of_a_huge_unknown_name_is_not_found(server, stub, region):
-    got, details = call(stub.SystemSharedMemoryStatus,
-                        pb.SystemSharedMemoryStatusRequest(name="n" * 50_000))
+    got, details = call(
+        stub.SystemSharedMemoryStatus, pb.SystemSharedMemoryStatusRequest(name="n" * 50_000)
+    )
     assert got == NOT_FOUND and len(details) < 4096
     assert_healthy(server, stub, region)

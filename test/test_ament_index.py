@@ -12,6 +12,7 @@ ros2launch's lookup exactly (its docstring cites the source), and it must find e
 here; a share directory whose launch/ is a link to a directory fails it, as it failed the real
 command.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,13 +23,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from ament_index_python.packages import (get_package_prefix, get_package_share_directory,
-                                         get_packages_with_prefixes)
+from ament_index_python.packages import (
+    get_package_prefix,
+    get_package_share_directory,
+    get_packages_with_prefixes,
+)
 
 from ament_lookup import share_file_path
 from server_process import ROOT
 
-PREFIX = Path(sys.prefix)                      # the virtual environment running the tests
+PREFIX = Path(sys.prefix)  # the virtual environment running the tests
 
 # What these tests check is scripts/setup.sh's registration of its environment; under `colcon
 # test` the package is in the workspace's install space instead (test_colcon_workflow.py checks
@@ -36,22 +40,33 @@ PREFIX = Path(sys.prefix)                      # the virtual environment running
 pytestmark = pytest.mark.integration
 in_setup_env = pytest.mark.skipif(
     not (PREFIX / ".stamps" / "ament_index").is_file(),
-    reason="not an environment made by scripts/setup.sh (e.g. run by colcon test)")
+    reason="not an environment made by scripts/setup.sh (e.g. run by colcon test)",
+)
 EXECUTABLES = ("inference_node", "synthetic_cameras", "triton-ros-server", "triton-ros-analyzer")
 
 
 def setup_py_data_files(root: Path = ROOT) -> dict[str, str]:
     """{installed path relative to the prefix: source path relative to root} of setup.py's
     data_files, read as colcon reads them (setup() called with its arguments captured)."""
-    code = ("import runpy, setuptools; captured = {}; "
-            "setuptools.setup = lambda **kw: captured.update(kw); "
-            "runpy.run_path('setup.py', run_name='__main__'); "
-            "print(repr(captured['data_files']))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
-                         timeout=120, check=True).stdout
-    return {os.path.join(dest, os.path.basename(src)): src
-            for dest, sources in ast.literal_eval(out.strip().splitlines()[-1])
-            for src in sources}
+    code = (
+        "import runpy, setuptools; captured = {}; "
+        "setuptools.setup = lambda **kw: captured.update(kw); "
+        "runpy.run_path('setup.py', run_name='__main__'); "
+        "print(repr(captured['data_files']))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    return {
+        os.path.join(dest, os.path.basename(src)): src
+        for dest, sources in ast.literal_eval(out.strip().splitlines()[-1])
+        for src in sources
+    }
 
 
 @pytest.fixture(autouse=True)
@@ -95,8 +110,13 @@ def test_lib_holds_the_executables_ros2_run_starts(executable):
         cmd = [str(PREFIX / "bin" / "python"), "-c", "import triton_ros.ros.inference_node"]
     else:
         cmd = [str(path), "--help"]
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "AMENT_PREFIX_PATH": str(PREFIX)})
+    result = subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "AMENT_PREFIX_PATH": str(PREFIX)},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert executable in result.stdout or executable == "inference_node", result.stdout
 
@@ -104,11 +124,19 @@ def test_lib_holds_the_executables_ros2_run_starts(executable):
 @in_setup_env
 def test_the_packages_files_resolve_through_the_index_outside_the_checkout(tmp_path):
     """Run from elsewhere, package_file finds config through share/triton_ros as installed."""
-    code = ("from ament_index_python.packages import get_package_share_directory as s; "
-            "import pathlib; print(pathlib.Path(s('triton_ros'), 'config', 'inference.yaml')"
-            ".resolve())")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=120, env={**os.environ, "AMENT_PREFIX_PATH": str(PREFIX)})
+    code = (
+        "from ament_index_python.packages import get_package_share_directory as s; "
+        "import pathlib; print(pathlib.Path(s('triton_ros'), 'config', 'inference.yaml')"
+        ".resolve())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "AMENT_PREFIX_PATH": str(PREFIX)},
+    )
     assert out.returncode == 0, out.stderr
     assert Path(out.stdout.strip()) == (ROOT / "config" / "inference.yaml").resolve()
 
@@ -121,7 +149,7 @@ LAUNCH_FILES = sorted(p.name for p in (ROOT / "launch").glob("*.launch.py"))
 def test_ros2_launch_finds_every_launch_file_as_ros2launch_walks_share(launch_file):
     path = Path(share_file_path("triton_ros", launch_file))
     assert path.parent == PREFIX / "share" / "triton_ros" / "launch"
-    assert path.resolve() == (ROOT / "launch" / launch_file).resolve()   # the checkout's file
+    assert path.resolve() == (ROOT / "launch" / launch_file).resolve()  # the checkout's file
 
 
 @in_setup_env
@@ -150,8 +178,9 @@ def test_the_lookup_fails_on_a_linked_directory_as_the_real_command_did(tmp_path
     (tmp_path / "share" / "ament_index" / "resource_index" / "packages" / "triton_ros").touch()
     (share / "launch").symlink_to(ROOT / "launch", target_is_directory=True)
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(tmp_path))
-    assert (Path(get_package_share_directory("triton_ros")) / "launch" / "inference.launch.py"
-            ).is_file()
+    assert (
+        Path(get_package_share_directory("triton_ros")) / "launch" / "inference.launch.py"
+    ).is_file()
     with pytest.raises(FileNotFoundError, match="was not found in the share directory"):
         share_file_path("triton_ros", "inference.launch.py")
 
@@ -161,23 +190,31 @@ SETUP_FUNCTIONS = "sed -n '/^stamp_of()/,/^step_done()/p' \"$REPO/scripts/setup.
 
 def run_ament_step(root: Path, venv: Path) -> str:
     """scripts/setup.d/30-ament-index.sh as scripts/setup.sh sources it, on a copy."""
-    script = (f'set -euo pipefail; ROOT="$1"; VENV="$2"; STAMPS="$VENV/.stamps"; REPO="$3"; '
-              f'eval "$({SETUP_FUNCTIONS})"; source "$ROOT/scripts/setup.d/30-ament-index.sh"')
-    result = subprocess.run(["bash", "-c", script, "step", str(root), str(venv), str(ROOT)],
-                            capture_output=True, text=True, timeout=120)
+    script = (
+        f'set -euo pipefail; ROOT="$1"; VENV="$2"; STAMPS="$VENV/.stamps"; REPO="$3"; '
+        f'eval "$({SETUP_FUNCTIONS})"; source "$ROOT/scripts/setup.d/30-ament-index.sh"'
+    )
+    result = subprocess.run(
+        ["bash", "-c", script, "step", str(root), str(venv), str(ROOT)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
 
-def test_files_added_to_or_removed_from_the_checkout_follow_at_the_next_setup(tmp_path,
-                                                                            monkeypatch):
+def test_files_added_to_or_removed_from_the_checkout_follow_at_the_next_setup(
+    tmp_path, monkeypatch
+):
     root, venv = tmp_path / "repo", tmp_path / "venv"
     for entry in ("setup.py", "setup.cfg", "package.xml", "scripts/setup.d/30-ament-index.sh"):
         (root / entry).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / entry, root / entry)
     for entry in ("resource", "launch", "config", "model_repository"):
-        shutil.copytree(ROOT / entry, root / entry,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            ROOT / entry, root / entry, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     for exe in ("python",) + EXECUTABLES:
@@ -188,9 +225,11 @@ def test_files_added_to_or_removed_from_the_checkout_follow_at_the_next_setup(tm
     monkeypatch.setenv("AMENT_PREFIX_PATH", str(venv))
 
     assert "registering" in run_ament_step(root, venv)
-    assert Path(share_file_path("triton_ros", "inference.launch.py")).resolve() == \
-        (root / "launch" / "inference.launch.py").resolve()
-    assert run_ament_step(root, venv) == ""                  # nothing changed: skipped
+    assert (
+        Path(share_file_path("triton_ros", "inference.launch.py")).resolve()
+        == (root / "launch" / "inference.launch.py").resolve()
+    )
+    assert run_ament_step(root, venv) == ""  # nothing changed: skipped
 
     (root / "launch" / "second.launch.py").write_text("# new\n")
     (root / "model_repository" / "new_model" / "1").mkdir(parents=True)

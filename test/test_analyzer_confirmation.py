@@ -3,6 +3,7 @@ the model's own configuration and the candidates measured in alternating rounds 
 concurrencies; a change is recommended only when it beats the model's own in every round (the
 per-round interval above 1) by at least the minimum gain; otherwise "keep your configuration",
 with the figures. The sweep's early exit does not stop on one or two noisy steps."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,25 +20,37 @@ from triton_ros.core.protos import model_config_pb2 as mc
 
 pytestmark = pytest.mark.unit
 
-BUDGET = Constraints(latency_budget_ms=100.0, headroom=0.2)     # chosen under 80 ms
+BUDGET = Constraints(latency_budget_ms=100.0, headroom=0.2)  # chosen under 80 ms
 
 
 def m(variant: str, concurrency: int, throughput: float, p99: float = 20.0) -> Measurement:
     latency = {"avg": p99 / 3, "p50": p99 / 4, "p90": p99 / 2, "p95": p99 / 1.5, "p99": p99}
-    return Measurement(variant, concurrency, 1,
-                       PerfResult(concurrency, throughput, latency, 0.1, 1.0,
-                                  command=("perf_analyzer", "-m", "m", "--concurrency-range",
-                                           str(concurrency))),
-                       ProcessSample(1.0, 100.0, 100.0, None, 1.0))
+    return Measurement(
+        variant,
+        concurrency,
+        1,
+        PerfResult(
+            concurrency,
+            throughput,
+            latency,
+            0.1,
+            1.0,
+            command=("perf_analyzer", "-m", "m", "--concurrency-range", str(concurrency)),
+        ),
+        ProcessSample(1.0, 100.0, 100.0, None, 1.0),
+    )
 
 
-def rounds(variant: str, per_round: list[dict[int, tuple[float, float]]],
-           changes: dict | None = None) -> cf.Rounds:
+def rounds(
+    variant: str, per_round: list[dict[int, tuple[float, float]]], changes: dict | None = None
+) -> cf.Rounds:
     """``per_round``: for each round, concurrency -> (throughput, p99)."""
-    result = RunConfigResult(variant, {}, changes if changes is not None else {"count": 3},
-                             mc.ModelConfig())
-    return cf.Rounds(result, [{c: m(variant, c, t, p) for c, (t, p) in r.items()}
-                              for r in per_round])
+    result = RunConfigResult(
+        variant, {}, changes if changes is not None else {"count": 3}, mc.ModelConfig()
+    )
+    return cf.Rounds(
+        result, [{c: m(variant, c, t, p) for c, (t, p) in r.items()} for r in per_round]
+    )
 
 
 def default_rounds(figures: list[float], concurrency: int = 8, p99: float = 40.0) -> cf.Rounds:
@@ -57,22 +70,28 @@ def test_a_change_that_wins_every_round_is_recommended_with_the_rounds_ratio():
     # the figures stated are the median round's, of both, at the same concurrency
     assert rec.measurement.throughput == 335 and rec.default_measurement.throughput == 290
     text = "\n".join(verdict_lines(rec))
-    assert "recommended: d_config_1" in text and "1.15x (per round 1.13-1.18x, 4 rounds) the throughput of" in text
+    assert (
+        "recommended: d_config_1" in text
+        and "1.15x (per round 1.13-1.18x, 4 rounds) the throughput of" in text
+    )
     js = to_json(rec, "d")
     assert js["keep_model_config"] is False and js["confirmation_rounds"] == 4
     assert js["comparisons"][0]["ratio_same_concurrency"]["low"] == pytest.approx(ratio.low)
 
 
-@pytest.mark.parametrize("figures, why", [
-    # the issue's runs: 0.85-1.05x of the model's own when measured again
-    ((290, 300, 270, 310), "within the rounds' spread"),
-    # wins on the median but loses one round: inside the spread
-    ((345, 330, 300, 335), "within the rounds' spread"),
-    # wins every round, by less than the minimum gain
-    ((303, 284, 313, 293), "under the minimum gain"),
-    # wins on the median by 23 %, but one round by 0.3 % (a run of this host)
-    ((370, 281, 381, 357), "under the minimum gain"),
-])
+@pytest.mark.parametrize(
+    "figures, why",
+    [
+        # the issue's runs: 0.85-1.05x of the model's own when measured again
+        ((290, 300, 270, 310), "within the rounds' spread"),
+        # wins on the median but loses one round: inside the spread
+        ((345, 330, 300, 335), "within the rounds' spread"),
+        # wins every round, by less than the minimum gain
+        ((303, 284, 313, 293), "under the minimum gain"),
+        # wins on the median by 23 %, but one round by 0.3 % (a run of this host)
+        ((370, 281, 381, 357), "under the minimum gain"),
+    ],
+)
 def test_a_change_inside_the_noise_is_not_recommended_keep_your_configuration(figures, why):
     default = default_rounds([300, 280, 310, 290])
     candidate = rounds("d_config_1", [{8: (t, 40.0)} for t in figures])
@@ -101,7 +120,7 @@ def test_compared_at_the_same_concurrencies_and_against_the_models_own_best():
     """A candidate that beats the model's own at its own concurrency but not the model's own best
     concurrency is not a gain: the user would run the model's own at that one."""
     default = rounds("d_config_default", [{4: (200, 20.0), 8: (300, 40.0)}] * 4, changes={})
-    candidate = rounds("d_config_1", [{4: (240, 20.0), 8: (250, 90.0)}] * 4)   # 90 ms > 80
+    candidate = rounds("d_config_1", [{4: (240, 20.0), 8: (250, 90.0)}] * 4)  # 90 ms > 80
     verdict = cf.decide(default, [candidate], BUDGET, min_gain=0.05)
     c = verdict.comparisons[0]
     assert c.concurrency == 4 and c.same_concurrency.median == pytest.approx(1.2)
@@ -111,11 +130,13 @@ def test_compared_at_the_same_concurrencies_and_against_the_models_own_best():
 
 def test_a_candidate_must_meet_the_constraints_in_most_rounds():
     default = default_rounds([300] * 4)
-    one_spike = rounds("d_config_1", [{8: (400, 40.0)}, {8: (400, 85.0)}, {8: (400, 40.0)},
-                                      {8: (400, 40.0)}])
+    one_spike = rounds(
+        "d_config_1", [{8: (400, 40.0)}, {8: (400, 85.0)}, {8: (400, 40.0)}, {8: (400, 40.0)}]
+    )
     assert not cf.decide(default, [one_spike], BUDGET, min_gain=0.05).keep
-    two_spikes = rounds("d_config_1", [{8: (400, 40.0)}, {8: (400, 85.0)}, {8: (400, 40.0)},
-                                       {8: (400, 90.0)}])
+    two_spikes = rounds(
+        "d_config_1", [{8: (400, 40.0)}, {8: (400, 85.0)}, {8: (400, 40.0)}, {8: (400, 90.0)}]
+    )
     verdict = cf.decide(default, [two_spikes], BUDGET, min_gain=0.05)
     assert verdict.keep and "missed the constraints" in verdict.comparisons[0].why_not()
 
@@ -145,9 +166,18 @@ def test_the_best_of_several_winners_and_the_alternating_order():
 def test_the_sweep_does_not_stop_on_one_or_two_noisy_steps():
     """The issue's default: 186/s at concurrency 4 ended its sweep, where it does 308/s at 8.
     With the --quick settings the sweep goes on past two flat steps and finds 8."""
-    options = profile_options(build_parser().parse_args(
-        ["profile", "-m", str(ROOT / "model_repository"), "--profile-models", "detector",
-         "--quick"]))
+    options = profile_options(
+        build_parser().parse_args(
+            [
+                "profile",
+                "-m",
+                str(ROOT / "model_repository"),
+                "--profile-models",
+                "detector",
+                "--quick",
+            ]
+        )
+    )
     curve = {1: 180, 2: 186, 4: 184, 8: 308, 16: 312, 32: 311}
     asked = []
 
@@ -162,6 +192,7 @@ def test_the_sweep_does_not_stop_on_one_or_two_noisy_steps():
     asked.clear()
     flat = {1: 100, 2: 180, 4: 200, 8: 201, 16: 199, 32: 202, 64: 203, 128: 204}
     curve.update(flat)
-    sweep_concurrency(measure, type(options.concurrency)(max_concurrency=128, tries=3),
-                      Constraints())
+    sweep_concurrency(
+        measure, type(options.concurrency)(max_concurrency=128, tries=3), Constraints()
+    )
     assert asked == [1, 2, 4, 8, 16, 32]

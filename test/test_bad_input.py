@@ -1,5 +1,6 @@
 """Bad input gets Triton's gRPC status and a clear message; the server keeps serving everyone
 else."""
+
 from __future__ import annotations
 
 import threading
@@ -23,7 +24,9 @@ def assert_serves(client) -> None:
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), 2 * a)
 
 
-def raw_request(model: str, inputs: list[tuple[str, str, list[int], bytes]]) -> pb.ModelInferRequest:
+def raw_request(
+    model: str, inputs: list[tuple[str, str, list[int], bytes]]
+) -> pb.ModelInferRequest:
     request = pb.ModelInferRequest(model_name=model)
     for name, datatype, shape, raw in inputs:
         request.inputs.add(name=name, datatype=datatype, shape=shape)
@@ -34,28 +37,66 @@ def raw_request(model: str, inputs: list[tuple[str, str, list[int], bytes]]) -> 
 ONES = np.ones((1, 16), np.int32)
 
 CASES = {
-    "unknown model": (lambda c: c.infer("no_such_model", simple_inputs(grpcclient, ONES, ONES)),
-                      "NOT_FOUND", "Request for unknown model: 'no_such_model' is not found"),
-    "model name with ..": (lambda c: c.infer("../simple", simple_inputs(grpcclient, ONES, ONES)),
-                           "NOT_FOUND", "unknown model"),
-    "unknown version": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, ONES), model_version="7"),
-                        "NOT_FOUND", "version 7 is not found"),
-    "malformed version": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, ONES), model_version="x"),
-                          "INVALID_ARGUMENT", "must be integral"),
-    "wrong datatype": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES.astype(np.float32),
-                                                                  ONES.astype(np.float32), datatype="FP32")),
-                       "INVALID_ARGUMENT", "data-type is 'FP32', but model 'simple' expects 'INT32'"),
-    "wrong shape": (lambda c: c.infer("simple", simple_inputs(grpcclient, np.ones((1, 15), np.int32),
-                                                               np.ones((1, 15), np.int32))),
-                    "INVALID_ARGUMENT", "unexpected shape for input 'INPUT0' for model 'simple'"),
-    "batch too large": (lambda c: c.infer("simple", simple_inputs(grpcclient, np.ones((9, 16), np.int32),
-                                                                   np.ones((9, 16), np.int32))),
-                        "INVALID_ARGUMENT", "batch-size must be <= 8"),
-    "missing input": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, names=("INPUT0",))),
-                      "INVALID_ARGUMENT", "missing required input(s) ['INPUT1']"),
-    "unknown output": (lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, ONES),
-                                         outputs=[grpcclient.InferRequestedOutput("NOPE")]),
-                       "INVALID_ARGUMENT", "unexpected inference output 'NOPE'"),
+    "unknown model": (
+        lambda c: c.infer("no_such_model", simple_inputs(grpcclient, ONES, ONES)),
+        "NOT_FOUND",
+        "Request for unknown model: 'no_such_model' is not found",
+    ),
+    "model name with ..": (
+        lambda c: c.infer("../simple", simple_inputs(grpcclient, ONES, ONES)),
+        "NOT_FOUND",
+        "unknown model",
+    ),
+    "unknown version": (
+        lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, ONES), model_version="7"),
+        "NOT_FOUND",
+        "version 7 is not found",
+    ),
+    "malformed version": (
+        lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, ONES), model_version="x"),
+        "INVALID_ARGUMENT",
+        "must be integral",
+    ),
+    "wrong datatype": (
+        lambda c: c.infer(
+            "simple",
+            simple_inputs(
+                grpcclient, ONES.astype(np.float32), ONES.astype(np.float32), datatype="FP32"
+            ),
+        ),
+        "INVALID_ARGUMENT",
+        "data-type is 'FP32', but model 'simple' expects 'INT32'",
+    ),
+    "wrong shape": (
+        lambda c: c.infer(
+            "simple",
+            simple_inputs(grpcclient, np.ones((1, 15), np.int32), np.ones((1, 15), np.int32)),
+        ),
+        "INVALID_ARGUMENT",
+        "unexpected shape for input 'INPUT0' for model 'simple'",
+    ),
+    "batch too large": (
+        lambda c: c.infer(
+            "simple",
+            simple_inputs(grpcclient, np.ones((9, 16), np.int32), np.ones((9, 16), np.int32)),
+        ),
+        "INVALID_ARGUMENT",
+        "batch-size must be <= 8",
+    ),
+    "missing input": (
+        lambda c: c.infer("simple", simple_inputs(grpcclient, ONES, names=("INPUT0",))),
+        "INVALID_ARGUMENT",
+        "missing required input(s) ['INPUT1']",
+    ),
+    "unknown output": (
+        lambda c: c.infer(
+            "simple",
+            simple_inputs(grpcclient, ONES, ONES),
+            outputs=[grpcclient.InferRequestedOutput("NOPE")],
+        ),
+        "INVALID_ARGUMENT",
+        "unexpected inference output 'NOPE'",
+    ),
 }
 
 
@@ -77,29 +118,55 @@ def stub(bundled_server):
 
 RAW_CASES = {
     "byte count too small": (
-        raw_request("simple", [("INPUT0", "INT32", [1, 16], b"\x00" * 60),
-                               ("INPUT1", "INT32", [1, 16], b"\x00" * 64)]),
-        grpc.StatusCode.INVALID_ARGUMENT, "input byte size mismatch for input 'INPUT0' for model "
-                                          "'simple'. Expected 64, got 60"),
+        raw_request(
+            "simple",
+            [
+                ("INPUT0", "INT32", [1, 16], b"\x00" * 60),
+                ("INPUT1", "INT32", [1, 16], b"\x00" * 64),
+            ],
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60",
+    ),
     "fewer raw contents than inputs": (
-        pb.ModelInferRequest(model_name="simple", inputs=[
-            pb.ModelInferRequest.InferInputTensor(name="INPUT0", datatype="INT32", shape=[1, 16]),
-            pb.ModelInferRequest.InferInputTensor(name="INPUT1", datatype="INT32", shape=[1, 16])],
-            raw_input_contents=[b"\x00" * 64]),
-        grpc.StatusCode.INVALID_ARGUMENT, "raw input contents"),
+        pb.ModelInferRequest(
+            model_name="simple",
+            inputs=[
+                pb.ModelInferRequest.InferInputTensor(
+                    name="INPUT0", datatype="INT32", shape=[1, 16]
+                ),
+                pb.ModelInferRequest.InferInputTensor(
+                    name="INPUT1", datatype="INT32", shape=[1, 16]
+                ),
+            ],
+            raw_input_contents=[b"\x00" * 64],
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "raw input contents",
+    ),
     "truncated BYTES element": (
         raw_request("simple", [("INPUT0", "BYTES", [1, 1], b"\x05\x00\x00\x00ab")]),
-        grpc.StatusCode.INVALID_ARGUMENT, "malformed BYTES tensor"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "malformed BYTES tensor",
+    ),
     "BF16": (
-        raw_request("simple", [("INPUT0", "BF16", [1, 16], b"\x00" * 32),
-                               ("INPUT1", "BF16", [1, 16], b"\x00" * 32)]),
-        grpc.StatusCode.INVALID_ARGUMENT, "BF16"),
+        raw_request(
+            "simple",
+            [("INPUT0", "BF16", [1, 16], b"\x00" * 32), ("INPUT1", "BF16", [1, 16], b"\x00" * 32)],
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "BF16",
+    ),
     "unknown datatype": (
         raw_request("simple", [("INPUT0", "FLOAT", [1, 16], b"\x00" * 64)]),
-        grpc.StatusCode.INVALID_ARGUMENT, "invalid datatype 'FLOAT'"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "invalid datatype 'FLOAT'",
+    ),
     "negative dimension": (
         raw_request("simple", [("INPUT0", "INT32", [-1, 16], b"")]),
-        grpc.StatusCode.INVALID_ARGUMENT, "All input dimensions should be specified"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "All input dimensions should be specified",
+    ),
 }
 
 
@@ -116,14 +183,19 @@ def test_malformed_wire_request_gets_triton_status(bundled_server, stub, case):
 def test_unknown_shared_memory_region_is_not_found(bundled_server, stub):
     # INPUT0 names a region (none can exist: this server does not allow client shared memory);
     # INPUT1's data is the only raw_input_contents entry.
-    shm_input = pb.ModelInferRequest.InferInputTensor(name="INPUT0", datatype="INT32",
-                                                      shape=[1, 16])
+    shm_input = pb.ModelInferRequest.InferInputTensor(
+        name="INPUT0", datatype="INT32", shape=[1, 16]
+    )
     shm_input.parameters["shared_memory_region"].string_param = "region0"
     shm_input.parameters["shared_memory_byte_size"].int64_param = 64
-    request = pb.ModelInferRequest(model_name="simple", inputs=[
-        shm_input,
-        pb.ModelInferRequest.InferInputTensor(name="INPUT1", datatype="INT32", shape=[1, 16])],
-        raw_input_contents=[b"\x00" * 64])
+    request = pb.ModelInferRequest(
+        model_name="simple",
+        inputs=[
+            shm_input,
+            pb.ModelInferRequest.InferInputTensor(name="INPUT1", datatype="INT32", shape=[1, 16]),
+        ],
+        raw_input_contents=[b"\x00" * 64],
+    )
     with pytest.raises(grpc.RpcError) as err:
         stub.ModelInfer(request)
     assert err.value.code() == grpc.StatusCode.NOT_FOUND
@@ -152,7 +224,10 @@ def test_bad_requests_lose_no_other_request(bundled_server):
 
     def bad(i: int) -> None:
         try:
-            client.infer("simple", simple_inputs(grpcclient, np.ones((1, 15), np.int32), np.ones((1, 15), np.int32)))
+            client.infer(
+                "simple",
+                simple_inputs(grpcclient, np.ones((1, 15), np.int32), np.ones((1, 15), np.int32)),
+            )
             failures.append(f"bad request {i} succeeded")
         except InferenceServerException:
             pass

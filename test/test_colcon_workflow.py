@@ -22,6 +22,7 @@ is the workspace's underlay).
   colcon run hides every undeclared distribution (test/declared_only.py, a pytest plugin), so a
   test that needs one fails here too.
 """
+
 from __future__ import annotations
 
 import os
@@ -67,19 +68,26 @@ def with_test_helpers(pythonpath: str = "") -> str:
 
 
 def colcon(ws: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**os.environ, "AMENT_PREFIX_PATH": underlay(),
-           "PATH": f"{PREFIX / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "AMENT_PREFIX_PATH": underlay(),
+        "PATH": f"{PREFIX / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     if args[0] == "test":
         env["PYTHONPATH"] = with_test_helpers(os.environ.get("PYTHONPATH", ""))
     env.pop("PYTEST_ADDOPTS", None)
-    return subprocess.run([str(COLCON), *args], cwd=ws, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [str(COLCON), *args], cwd=ws, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def summary(test_result_output: str) -> tuple[int, int, int, int]:
     """(tests, errors, failures, skipped) of ``colcon test-result``'s summary line."""
-    match = re.search(r"^Summary: (\d+) tests?, (\d+) errors?, (\d+) failures?, (\d+) skipped",
-                      test_result_output, re.M)
+    match = re.search(
+        r"^Summary: (\d+) tests?, (\d+) errors?, (\d+) failures?, (\d+) skipped",
+        test_result_output,
+        re.M,
+    )
     assert match, test_result_output
     return tuple(int(g) for g in match.groups())
 
@@ -101,9 +109,23 @@ def test_build_test_and_test_result(workspace, monkeypatch):
     assert egg_link.read_text().splitlines()[0] == str(ws / "build" / "triton_ros")  # develop
 
     collected = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-rs", "-p", "no:cacheprovider",
-         *SELECTION], cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": with_test_helpers(os.environ.get("PYTHONPATH", ""))})
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            *SELECTION,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": with_test_helpers(os.environ.get("PYTHONPATH", ""))},
+    )
     match = re.search(r"^(\d+)(?:/\d+)? tests? (?:collected|selected)", collected.stdout, re.M)
     assert match, collected.stdout + collected.stderr
     expected = int(match.group(1))
@@ -112,15 +134,20 @@ def test_build_test_and_test_result(workspace, monkeypatch):
     # skipped test to colcon test-result (pytest's JUnit XML), whatever the selection.
     skipped = sum(int(n) for n in re.findall(r"^SKIPPED \[(\d+)\]", collected.stdout, re.M))
 
-    test = colcon(ws, "test", *paths, "--pytest-args", *(" " + a if a.startswith("-") else a
-                                                         for a in SELECTION))
+    test = colcon(
+        ws,
+        "test",
+        *paths,
+        "--pytest-args",
+        *(" " + a if a.startswith("-") else a for a in SELECTION),
+    )
     assert test.returncode == 0, test.stdout + test.stderr
     assert "Ran 0 tests" not in test.stdout + test.stderr
     result = colcon(ws, "test-result", "--verbose")
     assert result.returncode == 0, result.stdout + result.stderr
     tests, errors, failures, skips = summary(result.stdout)
     assert (tests, errors, failures) == (expected + skipped, 0, 0), result.stdout
-    assert skips >= skipped, result.stdout          # and those a skipif marker skips
+    assert skips >= skipped, result.stdout  # and those a skipif marker skips
 
     # A failing test reaches test-result's exit status (what CI jobs check): a plugin given
     # with --pytest-args fails the setup of the one test selected.
@@ -128,12 +155,27 @@ def test_build_test_and_test_result(workspace, monkeypatch):
     plugins.mkdir(exist_ok=True)
     (plugins / "fail_every_test.py").write_text(
         "import pytest\n\n\ndef pytest_runtest_setup(item):\n"
-        "    pytest.fail('made to fail by test_colcon_workflow')\n")
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [str(plugins)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-    failing = colcon(ws, "test", *paths, "--pytest-args", " -p", "declared_only", " -p",
-                     "fail_every_test", " -k", "test_rcl_refuses_what_pyyaml_accepts")
-    assert failing.returncode == 0, failing.stdout + failing.stderr   # colcon test's own status
+        "    pytest.fail('made to fail by test_colcon_workflow')\n"
+    )
+    monkeypatch.setenv(
+        "PYTHONPATH",
+        os.pathsep.join(
+            [str(plugins)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        ),
+    )
+    failing = colcon(
+        ws,
+        "test",
+        *paths,
+        "--pytest-args",
+        " -p",
+        "declared_only",
+        " -p",
+        "fail_every_test",
+        " -k",
+        "test_rcl_refuses_what_pyyaml_accepts",
+    )
+    assert failing.returncode == 0, failing.stdout + failing.stderr  # colcon test's own status
     result = colcon(ws, "test-result")
     assert result.returncode != 0, result.stdout + result.stderr
     assert summary(result.stdout) == (1 + skipped, 1, 0, skipped), result.stdout

@@ -1,4 +1,5 @@
 """The inference core imports no transport: the ROS node and the gRPC endpoint are frontends."""
+
 import subprocess
 import sys
 
@@ -25,7 +26,8 @@ print(",".join(bad))
 
 
 def test_core_imports_neither_grpc_nor_rclpy():
-    result = subprocess.run([sys.executable, "-c", CHECK], cwd=ROOT, capture_output=True, text=True,
-                            timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", CHECK], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "", f"the core imported: {result.stdout.strip()}"

@@ -3,6 +3,7 @@ short, with nothing queued and an instance idle, executes on the thread that sub
 future is answered when ``infer`` returns; a batching delay, a slow model or a large request
 goes through the queue to the instance threads as before; an instance never runs two executions
 at once either way, and the statistics count both alike."""
+
 from __future__ import annotations
 
 import threading
@@ -51,13 +52,18 @@ class Spy:
 
 
 def load(server, name: str, *, width: int = 16, extra: str = "", instances: int = 1) -> list[Spy]:
-    config = "\n".join([
-        'backend: "onnxruntime"', "max_batch_size: 8",
-        f'input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
-        f'{{ name: "INPUT1" data_type: TYPE_FP32 dims: [ {width} ] }} ]',
-        f'output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
-        f'{{ name: "OUTPUT1" data_type: TYPE_FP32 dims: [ {width} ] }} ]',
-        f"instance_group [ {{ count: {instances} kind: KIND_CPU }} ]", extra])
+    config = "\n".join(
+        [
+            'backend: "onnxruntime"',
+            "max_batch_size: 8",
+            f'input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
+            f'{{ name: "INPUT1" data_type: TYPE_FP32 dims: [ {width} ] }} ]',
+            f'output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ {width} ] }}, '
+            f'{{ name: "OUTPUT1" data_type: TYPE_FP32 dims: [ {width} ] }} ]',
+            f"instance_group [ {{ count: {instances} kind: KIND_CPU }} ]",
+            extra,
+        ]
+    )
     write_model(server.repo_path, name, add_sub_graph("FP32", ["N", width]), config)
     server.load_model(name)
     return [Spy(instance) for instance in server.get_model(name).instances]
@@ -65,8 +71,13 @@ def load(server, name: str, *, width: int = 16, extra: str = "", instances: int 
 
 def request(name: str, width: int = 16, seed: int = 0) -> InferRequest:
     rng = np.random.default_rng(seed)
-    return InferRequest(name, {"INPUT0": rng.standard_normal((1, width)).astype(np.float32),
-                               "INPUT1": rng.standard_normal((1, width)).astype(np.float32)})
+    return InferRequest(
+        name,
+        {
+            "INPUT0": rng.standard_normal((1, width)).astype(np.float32),
+            "INPUT1": rng.standard_normal((1, width)).astype(np.float32),
+        },
+    )
 
 
 def check(req: InferRequest, timeout: float = 10.0) -> None:
@@ -123,14 +134,15 @@ def queued(server, name: str, spy: Spy, width: int = 16) -> None:
 
 
 def test_a_batching_delay_keeps_the_queue(server):
-    (spy,) = load(server, "delayed",
-                  extra="dynamic_batching { max_queue_delay_microseconds: 200000 }")
+    (spy,) = load(
+        server, "delayed", extra="dynamic_batching { max_queue_delay_microseconds: 200000 }"
+    )
     warm(server, "delayed")
     queued(server, "delayed", spy)
 
 
 def test_a_large_request_keeps_the_queue(server):
-    width = DIRECT_INPUT_BYTES // 4          # two FP32 inputs of this width: twice the bound
+    width = DIRECT_INPUT_BYTES // 4  # two FP32 inputs of this width: twice the bound
     (spy,) = load(server, "wide", width=width)
     warm(server, "wide", width)
     queued(server, "wide", spy, width)
@@ -162,7 +174,7 @@ def test_an_instance_runs_one_execution_at_a_time(server):
                 req = request("shared", seed=1000 * k + i)
                 server.infer(req)
                 check(req)
-        except BaseException as exc:     # reported by the test thread
+        except BaseException as exc:  # reported by the test thread
             errors.append(exc)
 
     threads = [threading.Thread(target=client, args=(k,), name=f"client-{k}") for k in range(6)]
@@ -185,7 +197,7 @@ def test_a_callback_of_the_answer_may_wait_on_the_same_model(server):
     """The instance's lock is released before the answers go out: a done-callback that waits
     on another request of the same single-instance model gets it answered."""
     load(server, "again")
-    server.get_model("again").direct_execution_ns = 50_000_000    # eligible on a loaded machine
+    server.get_model("again").direct_execution_ns = 50_000_000  # eligible on a loaded machine
     warm(server, "again")
     answered: list[InferRequest] = []
     failures: list[BaseException] = []
@@ -195,12 +207,12 @@ def test_a_callback_of_the_answer_may_wait_on_the_same_model(server):
         try:
             server.infer(inner).result(timeout=20)
             answered.append(inner)
-        except BaseException as exc:    # a callback's exception is only logged: keep it
+        except BaseException as exc:  # a callback's exception is only logged: keep it
             failures.append(exc)
 
     outer = request("again", seed=6)
     outer.future.add_done_callback(on_done)
-    assert server.infer(outer).done()       # executed directly, callback included
+    assert server.infer(outer).done()  # executed directly, callback included
     check(outer)
     assert not failures, failures
     (inner,) = answered
@@ -212,7 +224,7 @@ def test_unloading_while_clients_execute_directly(server):
     answered, correctly or with the status of a model that is not there (never left waiting),
     and the instances are closed only after the direct executions on them end."""
     load(server, "churn", instances=2)
-    server.get_model("churn").direct_execution_ns = 50_000_000    # eligible on a loaded machine
+    server.get_model("churn").direct_execution_ns = 50_000_000  # eligible on a loaded machine
     warm(server, "churn")
     stop = threading.Event()
     answered = [0] * 4
@@ -229,7 +241,7 @@ def test_unloading_while_clients_execute_directly(server):
             except TritonRosError as exc:
                 refused.append(exc.code)
                 continue
-            except BaseException as exc:    # a hang (timeout) or anything unexpected
+            except BaseException as exc:  # a hang (timeout) or anything unexpected
                 errors.append(exc)
                 return
             try:

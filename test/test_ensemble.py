@@ -3,6 +3,7 @@ the bundled detector_pipeline against its steps run by hand (ONNX Runtime + nump
 the ground truth of synthetic frames, error
 propagation, DAGs with outputs from different steps, nested ensembles, load-time validation,
 statistics and explicit-mode loading."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +20,7 @@ from server_process import MODEL_REPOSITORY, ROOT
 pytestmark = pytest.mark.integration
 
 ENSEMBLE_MODELS = ROOT / "test" / "ensemble_models"
-SCORE_THRESHOLD = 0.5        # model_repository/detector_postprocess/config.pbtxt
+SCORE_THRESHOLD = 0.5  # model_repository/detector_postprocess/config.pbtxt
 MAX_DETECTIONS = 100
 SIZE = 256
 
@@ -27,30 +28,47 @@ SIZE = 256
 @pytest.fixture(scope="module")
 def server(start_module_server):
     """The bundled repository and the ensembles of test/ensemble_models (read only)."""
-    return start_module_server("--model-repository", str(MODEL_REPOSITORY),
-                               "--model-repository", str(ENSEMBLE_MODELS), timeout=120)
+    return start_module_server(
+        "--model-repository",
+        str(MODEL_REPOSITORY),
+        "--model-repository",
+        str(ENSEMBLE_MODELS),
+        timeout=120,
+    )
 
 
 @pytest.fixture(scope="module")
 def detector_session():
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    return ort.InferenceSession(str(MODEL_REPOSITORY / "color_detector" / "1" / "model.onnx"),
-                                options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        str(MODEL_REPOSITORY / "color_detector" / "1" / "model.onnx"),
+        options,
+        providers=["CPUExecutionProvider"],
+    )
 
 
 # ------------------------------------------------------------------------------------------
 # The pipeline's steps by hand
 # ------------------------------------------------------------------------------------------
 
+
 def reference_detections(rows: np.ndarray) -> np.ndarray:
     """Threshold, clip, best first: written plainly, one loop."""
-    kept = sorted((tuple(float(v) for v in row) for row in rows
-                   if row[4] >= np.float32(SCORE_THRESHOLD)), key=lambda r: (-r[4], r[5]))
+    kept = sorted(
+        (tuple(float(v) for v in row) for row in rows if row[4] >= np.float32(SCORE_THRESHOLD)),
+        key=lambda r: (-r[4], r[5]),
+    )
     out = np.zeros((MAX_DETECTIONS, 6), np.float32)
     for i, (x1, y1, x2, y2, score, cls) in enumerate(kept[:MAX_DETECTIONS]):
-        out[i] = (min(max(x1, 0), SIZE), min(max(y1, 0), SIZE), min(max(x2, 0), SIZE),
-                  min(max(y2, 0), SIZE), score, cls)
+        out[i] = (
+            min(max(x1, 0), SIZE),
+            min(max(y1, 0), SIZE),
+            min(max(x2, 0), SIZE),
+            min(max(y2, 0), SIZE),
+            score,
+            cls,
+        )
     return out
 
 
@@ -89,14 +107,17 @@ def _ints(name: str, array: np.ndarray) -> grpcclient.InferInput:
 # Tests
 # ------------------------------------------------------------------------------------------
 
+
 def test_pipeline_metadata_is_the_ros_contract(server):
     client = server.client()
     meta = client.get_model_metadata("detector_pipeline")
     assert meta.platform == "ensemble"
-    assert [(i.name, i.datatype, list(i.shape)) for i in meta.inputs] == \
-        [("images", "UINT8", [-1, 256, 256, 3])]
-    assert [(o.name, o.datatype, list(o.shape)) for o in meta.outputs] == \
-        [("detections", "FP32", [-1, 100, 6])]
+    assert [(i.name, i.datatype, list(i.shape)) for i in meta.inputs] == [
+        ("images", "UINT8", [-1, 256, 256, 3])
+    ]
+    assert [(o.name, o.datatype, list(o.shape)) for o in meta.outputs] == [
+        ("detections", "FP32", [-1, 100, 6])
+    ]
     assert client.get_model_config("detector_pipeline").config.max_batch_size == 16
 
 
@@ -124,19 +145,29 @@ def test_pipeline_with_concurrent_clients(server, detector_session):
         client = grpcclient.InferenceServerClient(server.url)
         for i in range(4):
             images = _images(seed * 100 + i, n=1 + (i % 2))
-            np.testing.assert_allclose(_infer_pipeline(client, images),
-                                       pipeline_by_hand(detector_session, images), rtol=0, atol=1e-5)
+            np.testing.assert_allclose(
+                _infer_pipeline(client, images),
+                pipeline_by_hand(detector_session, images),
+                rtol=0,
+                atol=1e-5,
+            )
         return 4
 
     client = server.client()
-    before = {s.name: s.inference_stats.success.count
-              for s in client.get_inference_statistics().model_stats}
+    before = {
+        s.name: s.inference_stats.success.count
+        for s in client.get_inference_statistics().model_stats
+    }
     with ThreadPoolExecutor(4) as pool:
         sent = sum(f.result(timeout=240) for f in [pool.submit(worker, s) for s in range(4)])
     after = {s.name: s for s in client.get_inference_statistics().model_stats}
     # Statistics for the ensemble and for each of its steps.
-    for name in ("detector_pipeline", "detector_preprocess", "color_detector",
-                 "detector_postprocess"):
+    for name in (
+        "detector_pipeline",
+        "detector_preprocess",
+        "color_detector",
+        "detector_postprocess",
+    ):
         assert after[name].inference_stats.success.count - before[name] == sent, name
     ensemble = after["detector_pipeline"]
     assert ensemble.execution_count >= sent
@@ -148,7 +179,7 @@ def test_step_error_becomes_the_ensemble_error(server):
     a = np.arange(16, dtype=np.int32).reshape(1, 16)
     with pytest.raises(InferenceServerException) as info:
         client.infer("add_then_double", [_ints("A", a), _ints("B", -2 * a)])
-    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"   # the step's own code
+    assert info.value.status() == "StatusCode.INVALID_ARGUMENT"  # the step's own code
     assert info.value.message().startswith("in ensemble 'add_then_double', ")
     assert "checked_double got a negative value" in info.value.message()
     stats = client.get_inference_statistics("add_then_double").model_stats[0].inference_stats
@@ -162,8 +193,11 @@ def test_outputs_from_different_steps_and_requested_subset(server):
     result = client.infer("add_then_double", [_ints("A", a), _ints("B", b)])
     np.testing.assert_array_equal(result.as_numpy("DOUBLED_SUM"), 2 * (a + b))
     np.testing.assert_array_equal(result.as_numpy("DIFFERENCE"), a - b)
-    only = client.infer("add_then_double", [_ints("A", a), _ints("B", b)],
-                        outputs=[grpcclient.InferRequestedOutput("DIFFERENCE")])
+    only = client.infer(
+        "add_then_double",
+        [_ints("A", a), _ints("B", b)],
+        outputs=[grpcclient.InferRequestedOutput("DIFFERENCE")],
+    )
     assert only.as_numpy("DOUBLED_SUM") is None
     np.testing.assert_array_equal(only.as_numpy("DIFFERENCE"), a - b)
 
@@ -183,15 +217,26 @@ def test_bad_request_to_an_ensemble_is_refused(server):
     assert "missing required input(s) ['B']" in info.value.message()
 
 
-@pytest.mark.parametrize("name,reason", [
-    ("bad_mapping", "in ensemble bad_mapping, ensemble tensor A is mapping to non-existing input "
-                    "INPUT_NOPE in model simple"),
-    ("bad_dtype", "in ensemble bad_dtype, ensemble tensor A: inconsistent data type: TYPE_FP32 is "
-                  "inferred from model bad_dtype while TYPE_INT32 is inferred from model simple"),
-    ("unwritten_output", "output 'OUT' for ensemble 'unwritten_output' is not written"),
-    ("missing_step_model", "ensemble 'missing_step_model' depends on 'no_such_model' which has no "
-                           "loaded version"),
-])
+@pytest.mark.parametrize(
+    "name,reason",
+    [
+        (
+            "bad_mapping",
+            "in ensemble bad_mapping, ensemble tensor A is mapping to non-existing input "
+            "INPUT_NOPE in model simple",
+        ),
+        (
+            "bad_dtype",
+            "in ensemble bad_dtype, ensemble tensor A: inconsistent data type: TYPE_FP32 is "
+            "inferred from model bad_dtype while TYPE_INT32 is inferred from model simple",
+        ),
+        ("unwritten_output", "output 'OUT' for ensemble 'unwritten_output' is not written"),
+        (
+            "missing_step_model",
+            "ensemble 'missing_step_model' depends on 'no_such_model' which has no loaded version",
+        ),
+    ],
+)
 def test_invalid_ensembles_fail_to_load_with_the_reason(server, name, reason):
     client = server.client()
     assert not client.is_model_ready(name)
@@ -202,13 +247,18 @@ def test_invalid_ensembles_fail_to_load_with_the_reason(server, name, reason):
 
 
 def test_explicit_load_of_an_ensemble_loads_its_composing_models(start_server):
-    server = start_server("--model-repository", str(MODEL_REPOSITORY),
-                          "--model-control-mode", "explicit")
+    server = start_server(
+        "--model-repository", str(MODEL_REPOSITORY), "--model-control-mode", "explicit"
+    )
     client = server.client()
     assert not client.is_model_ready("color_detector")
     client.load_model("detector_pipeline")
-    for name in ("detector_pipeline", "detector_preprocess", "color_detector",
-                 "detector_postprocess"):
+    for name in (
+        "detector_pipeline",
+        "detector_preprocess",
+        "color_detector",
+        "detector_postprocess",
+    ):
         assert client.is_model_ready(name), name
     assert not client.is_model_ready("simple") and not client.is_model_ready("detector")
     detections = _infer_pipeline(client, _images(seed=3, n=1))

@@ -8,6 +8,7 @@
   pins (selected from requirements.txt by the Dockerfile's own pattern), the package without ROS,
   then ``triton-ros-server`` serves the bundled detector to tritonclient.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def fleet_params() -> dict:
     doc = (ROOT / "docs" / "fleet.md").read_text()
-    section = doc[doc.index("## On each robot"):doc.index("## What the node does")]
+    section = doc[doc.index("## On each robot") : doc.index("## What the node does")]
     block = re.search(r"^```yaml\n(.*?)^```", section, re.M | re.S)
     assert block, "docs/fleet.md 'On each robot' has its params file"
     return yaml.safe_load(block.group(1))["/**"]["ros__parameters"]
@@ -47,8 +48,7 @@ def flat(d: dict, prefix: str = ""):
 
 
 def test_the_fleet_params_are_parameters_of_the_node(tmp_path, monkeypatch):
-    from triton_ros.ros.parameters import (BINDING_PARAMS, NODE_PARAMS, binding_config,
-                                           check_value)
+    from triton_ros.ros.parameters import BINDING_PARAMS, NODE_PARAMS, binding_config, check_value
 
     params = fleet_params()
     monkeypatch.setenv("TRITON_INFER_KEY", "from-the-environment")
@@ -62,7 +62,7 @@ def test_the_fleet_params_are_parameters_of_the_node(tmp_path, monkeypatch):
         raw = {s.name: s.default for s in BINDING_PARAMS}
         for name, value in params[binding].items():
             assert name in specs, f"'{binding}.{name}' is not a binding parameter"
-            if name.startswith("tls_"):                 # the doc's paths, made real here
+            if name.startswith("tls_"):  # the doc's paths, made real here
                 path = tmp_path / Path(value).name
                 path.write_text("PEM")
                 value = str(path)
@@ -70,7 +70,7 @@ def test_the_fleet_params_are_parameters_of_the_node(tmp_path, monkeypatch):
         config = binding_config(binding, raw)
         assert config.remote is not None and len(config.remote.urls) == 2
         assert config.remote.header_value == "from-the-environment"
-        assert "from-the-environment" not in repr(config)   # the header value is not printed
+        assert "from-the-environment" not in repr(config)  # the header value is not printed
         monkeypatch.delenv("TRITON_INFER_KEY")
         with pytest.raises(Exception, match="TRITON_INFER_KEY"):
             binding_config(binding, raw)
@@ -85,7 +85,7 @@ def test_kserve_manifests_fit_triton_ros_server():
     (container,) = runtime["spec"]["containers"]
     assert container["command"] == ["triton-ros-server"]
     args = build_parser().parse_args(container["args"])
-    assert args.model_repository == ["/mnt/models"]     # where KServe puts storageUri
+    assert args.model_repository == ["/mnt/models"]  # where KServe puts storageUri
     assert args.grpc_address == args.http_address == args.metrics_address == "0.0.0.0"
     (port,) = container["ports"]
     assert port["name"] == "h2c" and port["containerPort"] == args.grpc_port
@@ -94,8 +94,9 @@ def test_kserve_manifests_fit_triton_ros_server():
     model = service["spec"]["predictor"]["model"]
     assert model["runtime"] == runtime["metadata"]["name"]
     assert model["protocolVersion"] in runtime["spec"]["protocolVersions"]
-    assert model["modelFormat"]["name"] in {f["name"] for f in
-                                            runtime["spec"]["supportedModelFormats"]}
+    assert model["modelFormat"]["name"] in {
+        f["name"] for f in runtime["spec"]["supportedModelFormats"]
+    }
     assert model["ports"][0]["containerPort"] == args.grpc_port
 
 
@@ -111,8 +112,7 @@ def copy_as_the_image_does(dockerfile: str, workdir: Path) -> None:
             if dest.endswith("/") or len(sources) > 1:
                 target = target / Path(source).name
             if (ROOT / source).is_dir():
-                shutil.copytree(ROOT / source, target,
-                                ignore=shutil.ignore_patterns("__pycache__"))
+                shutil.copytree(ROOT / source, target, ignore=shutil.ignore_patterns("__pycache__"))
             else:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(ROOT / source, target)
@@ -125,48 +125,75 @@ def test_dockerfile_steps_in_a_fresh_environment(tmp_path):
     workdir = tmp_path / "image"
     copy_as_the_image_does(dockerfile, workdir)
     pattern = re.search(r"grep -E '([^']+)'", dockerfile).group(1)
-    pins = [line for line in (ROOT / "requirements.txt").read_text().splitlines()
-            if re.match(pattern, line)]
-    assert any(p.startswith("tritonclient[") for p in pins) and \
-        any(p.startswith("onnxruntime==") for p in pins), pins
+    pins = [
+        line
+        for line in (ROOT / "requirements.txt").read_text().splitlines()
+        if re.match(pattern, line)
+    ]
+    assert any(p.startswith("tritonclient[") for p in pins) and any(
+        p.startswith("onnxruntime==") for p in pins
+    ), pins
     assert not any(p.startswith("ros-") for p in pins)
     # The image's steps run on the image's Python (its FROM line); the suite of another Python
     # has checked the Dockerfile above and leaves the install to that one (a fresh environment
     # costs half a minute of CPU).
     image_python = re.search(r"^FROM python:(\d+\.\d+)", dockerfile, re.M).group(1)
     if image_python != "%d.%d" % sys.version_info[:2]:
-        pytest.skip(f"the image runs CPython {image_python} (the Dockerfile's FROM); this is "
-                    f"CPython {sys.version_info[0]}.{sys.version_info[1]}")
+        pytest.skip(
+            f"the image runs CPython {image_python} (the Dockerfile's FROM); this is "
+            f"CPython {sys.version_info[0]}.{sys.version_info[1]}"
+        )
     (tmp_path / "requirements-server.txt").write_text("\n".join(pins) + "\n")
     venv = tmp_path / "venv"
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-           "--disable-pip-version-check"]
-    subprocess.run(pip + ["-r", str(tmp_path / "requirements-server.txt")], check=True,
-                   timeout=900)
+    pip = [
+        str(venv / "bin" / "python"),
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+    ]
+    subprocess.run(pip + ["-r", str(tmp_path / "requirements-server.txt")], check=True, timeout=900)
     # As in the image: a wheel build (PEP 517), so the console scripts land in bin/ whatever
     # pip's version (pip < 23.1 would otherwise run `setup.py install`, which honours setup.cfg's
     # ament layout and puts them under lib/triton_ros/ instead).
-    subprocess.run(pip + ["--no-deps", "--use-pep517", "."], check=True, timeout=600,
-                   cwd=workdir)
+    subprocess.run(pip + ["--no-deps", "--use-pep517", "."], check=True, timeout=600, cwd=workdir)
     python = str(venv / "bin" / "python")
     assert subprocess.run([python, "-c", "import rclpy"], capture_output=True).returncode != 0
     port = free_port()
     server = subprocess.Popen(
-        [str(venv / "bin" / "triton-ros-server"), "--model-repository",
-         str(ROOT / "model_repository"), "--grpc-port", str(port), "--http-port",
-         str(free_port()), "--metrics-port", str(free_port()), "--model-control-mode",
-         "explicit", "--load-model", "detector"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path)
+        [
+            str(venv / "bin" / "triton-ros-server"),
+            "--model-repository",
+            str(ROOT / "model_repository"),
+            "--grpc-port",
+            str(port),
+            "--http-port",
+            str(free_port()),
+            "--metrics-port",
+            str(free_port()),
+            "--model-control-mode",
+            "explicit",
+            "--load-model",
+            "detector",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=tmp_path,
+    )
     try:
         import tritonclient.grpc as grpcclient
+
         client = grpcclient.InferenceServerClient(f"127.0.0.1:{port}")
+
         def ready() -> bool:
             assert server.poll() is None, server.communicate()[0]
             try:
                 return client.is_model_ready("detector")
-            except Exception:                  # not listening yet
+            except Exception:  # not listening yet
                 return False
 
         wait_until(ready, 120, "the container's server ready", interval=0.2)

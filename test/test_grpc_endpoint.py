@@ -1,5 +1,6 @@
 """Every GRPCInferenceService RPC, with tritonclient over 127.0.0.1 against a real server
 process."""
+
 from __future__ import annotations
 
 import queue
@@ -21,8 +22,20 @@ from simple_model import simple_inputs
 
 pytestmark = pytest.mark.integration
 
-NUMERIC_TYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
-                 "FP16", "FP32", "FP64"]
+NUMERIC_TYPES = [
+    "BOOL",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "FP16",
+    "FP32",
+    "FP64",
+]
 
 
 def identity_config(name: str, datatype: str) -> str:
@@ -55,14 +68,18 @@ def client(server):
 def sample(datatype: str, rows: int = 2) -> np.ndarray:
     rng = np.random.default_rng(7)
     if datatype == "BYTES":
-        return np.array([[f"r{r}c{c}".encode() for c in range(3)] for r in range(rows)], dtype=np.object_)
+        return np.array(
+            [[f"r{r}c{c}".encode() for c in range(3)] for r in range(rows)], dtype=np.object_
+        )
     if datatype == "BOOL":
         return rng.random((rows, 3)) > 0.5
     dtype = {"FP16": np.float16, "FP32": np.float32, "FP64": np.float64}.get(datatype)
     if dtype is not None:
         return rng.random((rows, 3)).astype(dtype)
     info = np.iinfo(getattr(np, datatype.lower()))
-    return rng.integers(info.min, info.max, (rows, 3), dtype=getattr(np, datatype.lower()), endpoint=True)
+    return rng.integers(
+        info.min, info.max, (rows, 3), dtype=getattr(np, datatype.lower()), endpoint=True
+    )
 
 
 def test_health_and_server_metadata(client):
@@ -81,13 +98,18 @@ def test_model_metadata_and_config(client):
     md = client.get_model_metadata("detector")
     assert md.name == "detector" and list(md.versions) == ["1"]
     assert md.platform == "onnxruntime_onnx"
-    assert [(t.name, t.datatype, list(t.shape)) for t in md.inputs] == [("images", "FP32", [-1, 3, 256, 256])]
-    assert [(t.name, list(t.shape)) for t in md.outputs] == [("boxes", [-1, 256, 4]), ("scores", [-1, 256, 8])]
+    assert [(t.name, t.datatype, list(t.shape)) for t in md.inputs] == [
+        ("images", "FP32", [-1, 3, 256, 256])
+    ]
+    assert [(t.name, list(t.shape)) for t in md.outputs] == [
+        ("boxes", [-1, 256, 4]),
+        ("scores", [-1, 256, 8]),
+    ]
     config = client.get_model_config("detector").config
     assert config.max_batch_size == 16
     assert list(config.dynamic_batching.preferred_batch_size) == [4, 8]
     assert config.instance_group[0].count == 2
-    assert config.version_policy.HasField("latest")           # normalized like Triton's
+    assert config.version_policy.HasField("latest")  # normalized like Triton's
     with pytest.raises(InferenceServerException) as err:
         client.get_model_metadata("no_such_model")
     assert err.value.status() == "StatusCode.NOT_FOUND"
@@ -98,8 +120,9 @@ def test_detector_outputs_equal_onnxruntime_run_directly(client):
     x = grpcclient.InferInput("images", list(images.shape), "FP32")
     x.set_data_from_numpy(images)
     result = client.infer("detector", [x])
-    session = ort.InferenceSession(str(MODEL_REPOSITORY / "detector" / "1" / "model.onnx"),
-                                   providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(
+        str(MODEL_REPOSITORY / "detector" / "1" / "model.onnx"), providers=["CPUExecutionProvider"]
+    )
     boxes, scores = session.run(["boxes", "scores"], {"images": images})
     np.testing.assert_allclose(result.as_numpy("boxes"), boxes, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(result.as_numpy("scores"), scores, rtol=1e-5, atol=1e-6)
@@ -141,16 +164,19 @@ def test_typed_contents_are_accepted(server):
 
 def test_requested_outputs_and_classification(client):
     inputs = []
-    for name, data in (("INPUT0", np.arange(16, dtype=np.int32)[None]),
-                       ("INPUT1", np.ones((1, 16), np.int32))):
+    for name, data in (
+        ("INPUT0", np.arange(16, dtype=np.int32)[None]),
+        ("INPUT1", np.ones((1, 16), np.int32)),
+    ):
         t = grpcclient.InferInput(name, [1, 16], "INT32")
         t.set_data_from_numpy(data)
         inputs.append(t)
     only1 = client.infer("simple", inputs, outputs=[grpcclient.InferRequestedOutput("OUTPUT1")])
     assert only1.as_numpy("OUTPUT0") is None
     np.testing.assert_array_equal(only1.as_numpy("OUTPUT1"), np.arange(16)[None] - 1)
-    top = client.infer("simple", inputs,
-                       outputs=[grpcclient.InferRequestedOutput("OUTPUT0", class_count=2)])
+    top = client.infer(
+        "simple", inputs, outputs=[grpcclient.InferRequestedOutput("OUTPUT0", class_count=2)]
+    )
     # Triton's classification format: "value:index" for the top-k, largest first.
     assert [v.decode() for v in top.as_numpy("OUTPUT0")[0]] == ["16.000000:15", "15.000000:14"]
 
@@ -165,7 +191,7 @@ def test_stream_infer_answers_every_request(client):
             expected[str(i)] = 2 * i
         bad = grpcclient.InferInput("INPUT0", [1, 16], "INT32")
         bad.set_data_from_numpy(np.zeros((1, 16), np.int32))
-        client.async_stream_infer("simple", [bad], request_id="bad")   # missing INPUT1
+        client.async_stream_infer("simple", [bad], request_id="bad")  # missing INPUT1
         seen, errors = {}, []
         for _ in range(11):
             result, error = responses.get(timeout=60)
@@ -192,7 +218,10 @@ def test_statistics_have_triton_fields(client):
     assert stats.inference_count == before.inference_count + 3
     assert stats.execution_count >= before.execution_count + 1
     assert stats.last_inference > 0
-    assert sum(b.compute_infer.count * b.batch_size for b in stats.batch_stats) == stats.inference_count
+    assert (
+        sum(b.compute_infer.count * b.batch_size for b in stats.batch_stats)
+        == stats.inference_count
+    )
     assert stats.inference_stats.queue.count == stats.inference_stats.success.count
     every = client.get_inference_statistics()
     assert {s.name for s in every.model_stats} >= {"detector", "simple"}
@@ -216,8 +245,11 @@ def test_async_infer_many_concurrent_clients(client):
     results: queue.Queue = queue.Queue()
     sent = {}
     for i in range(40):
-        client.async_infer("simple", simple_inputs(grpcclient, i),
-                           partial(lambda i, result, error: results.put((i, result, error)), i))
+        client.async_infer(
+            "simple",
+            simple_inputs(grpcclient, i),
+            partial(lambda i, result, error: results.put((i, result, error)), i),
+        )
         sent[i] = 2 * i
     for _ in range(40):
         i, result, error = results.get(timeout=60)

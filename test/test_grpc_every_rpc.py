@@ -7,6 +7,7 @@ client sends) and once with a meaningful one where that exists; the server must 
 call with a status (never INTERNAL or UNKNOWN, the codes of a fault of ours), keep its log
 free of tracebacks and of a line per call, and serve a normal inference afterwards.
 """
+
 from __future__ import annotations
 
 import grpc
@@ -19,7 +20,7 @@ from server_process import MODEL_REPOSITORY
 pytestmark = pytest.mark.integration
 
 SERVICE = pb.DESCRIPTOR.services_by_name["GRPCInferenceService"]
-CALLS = 20                               # per RPC: the issue's 20 calls gave 240 log lines
+CALLS = 20  # per RPC: the issue's 20 calls gave 240 log lines
 FAULT_CODES = (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
 
 
@@ -34,12 +35,14 @@ def _call(channel, method, request, timeout: float = 30.0):
     reply_class = getattr(pb, method.output_type.name)
     try:
         if method.client_streaming or method.server_streaming:
-            rpc = channel.stream_stream(path, request_serializer=serialize,
-                                        response_deserializer=reply_class.FromString)
+            rpc = channel.stream_stream(
+                path, request_serializer=serialize, response_deserializer=reply_class.FromString
+            )
             replies = list(rpc(iter([request]), timeout=timeout))
             return grpc.StatusCode.OK, replies
-        rpc = channel.unary_unary(path, request_serializer=serialize,
-                                  response_deserializer=reply_class.FromString)
+        rpc = channel.unary_unary(
+            path, request_serializer=serialize, response_deserializer=reply_class.FromString
+        )
         return grpc.StatusCode.OK, rpc(request, timeout=timeout)
     except grpc.RpcError as err:
         return err.code(), err.details()
@@ -69,16 +72,22 @@ MEANINGFUL = {
 @pytest.fixture(scope="module")
 def server(start_module_server, tmp_path_factory):
     trace_file = tmp_path_factory.mktemp("every_rpc") / "trace.json"
-    return start_module_server("--model-repository", str(MODEL_REPOSITORY),
-                               "--model-control-mode", "explicit", "--load-model", "simple",
-                               "--trace-config", f"triton,file={trace_file}")
+    return start_module_server(
+        "--model-repository",
+        str(MODEL_REPOSITORY),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "simple",
+        "--trace-config",
+        f"triton,file={trace_file}",
+    )
 
 
 def test_the_service_descriptor_lists_the_rpcs_we_know():
     """A guard that the enumeration below sees the service at all (and TraceSetting in it)."""
     names = {m.name for m in SERVICE.methods}
-    assert {"ServerLive", "ModelInfer", "ModelStreamInfer", "TraceSetting",
-            "LogSettings"} <= names
+    assert {"ServerLive", "ModelInfer", "ModelStreamInfer", "TraceSetting", "LogSettings"} <= names
 
 
 @pytest.mark.parametrize("method", list(SERVICE.methods), ids=lambda m: m.name)
@@ -121,9 +130,13 @@ def test_trace_setting_is_implemented(server):
             code, reply = _call(channel, method, request)
             assert code == grpc.StatusCode.OK, reply
             assert {k: list(v.value) for k, v in reply.settings.items()} == {
-                "trace_level": ["OFF"], "trace_rate": ["1000"], "trace_count": ["-1"],
-                "log_frequency": ["0"], "trace_file": [str(server_trace_file(server))],
-                "trace_mode": ["triton"]}
+                "trace_level": ["OFF"],
+                "trace_rate": ["1000"],
+                "trace_count": ["-1"],
+                "log_frequency": ["0"],
+                "trace_file": [str(server_trace_file(server))],
+                "trace_mode": ["triton"],
+            }
     finally:
         channel.close()
 

@@ -1,6 +1,7 @@
 """The gRPC inference path: large payloads never hold up other clients, the stream backlog is
 bounded, and the bytes-level codec (tensors as views of the message, outputs appended to the
 reply) agrees with protobuf. Real server processes over 127.0.0.1, real tritonclient."""
+
 from __future__ import annotations
 
 import queue
@@ -45,9 +46,11 @@ def bytes_request(model: str, elements: int, size: int = 11) -> pb.ModelInferReq
     item = struct.pack("<I", size) + b"x" * size
     return pb.ModelInferRequest(
         model_name=model,
-        inputs=[pb.ModelInferRequest.InferInputTensor(name="INPUT0", datatype="BYTES",
-                                                      shape=[elements])],
-        raw_input_contents=[item * elements])
+        inputs=[
+            pb.ModelInferRequest.InferInputTensor(name="INPUT0", datatype="BYTES", shape=[elements])
+        ],
+        raw_input_contents=[item * elements],
+    )
 
 
 def live_latencies_while(stub, busy: threading.Event) -> list[float]:
@@ -96,16 +99,21 @@ def test_server_live_answers_while_a_32mb_bytes_request_decodes(server):
     assert result["error"].code() == grpc.StatusCode.INVALID_ARGUMENT, result["error"]
     # The big request took long enough to be probed many times; no probe waited for it.
     assert took > 0.3 and len(latencies) >= 10, (took, len(latencies))
-    print(f"\nbig request {took:.2f} s; ServerLive n={len(latencies)} max "
-          f"{1e3 * max(latencies):.1f} ms p50 {1e3 * float(np.median(latencies)):.1f} ms")
+    print(
+        f"\nbig request {took:.2f} s; ServerLive n={len(latencies)} max "
+        f"{1e3 * max(latencies):.1f} ms p50 {1e3 * float(np.median(latencies)):.1f} ms"
+    )
     assert max(latencies) < 0.25 * took, (max(latencies), took)
 
 
 def test_large_bytes_tensors_round_trip(server):
     """Large BYTES inputs and outputs (decoded and encoded off the event loop) come back intact."""
-    stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(
-        server.url, options=[("grpc.max_send_message_length", -1),
-                             ("grpc.max_receive_message_length", -1)]))
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(
+        grpc.insecure_channel(
+            server.url,
+            options=[("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)],
+        )
+    )
     request = bytes_request("bytes_identity", 50_000)
     response = stub.ModelInfer(request, timeout=120)
     assert list(response.outputs[0].shape) == [50_000]
@@ -114,7 +122,8 @@ def test_large_bytes_tensors_round_trip(server):
 
 def test_large_request_for_an_unknown_model_is_refused_before_decoding(server):
     stub = service_pb2_grpc.GRPCInferenceServiceStub(
-        grpc.insecure_channel(server.url, options=[("grpc.max_send_message_length", -1)]))
+        grpc.insecure_channel(server.url, options=[("grpc.max_send_message_length", -1)])
+    )
     request = bytes_request("no_such_model", 2_000_000)
     with pytest.raises(grpc.RpcError) as err:
         stub.ModelInfer(request, timeout=120)
@@ -130,24 +139,31 @@ def test_stream_backlog_is_bounded_and_every_response_arrives(server):
     """A client writes many more requests than the backlog without reading: the server stops
     reading at the bound (HTTP/2 flow control then holds the client back); once the client
     reads, every response arrives, in full and right."""
-    stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(
-        server.url, options=[("grpc.max_receive_message_length", -1)]))
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(
+        grpc.insecure_channel(server.url, options=[("grpc.max_receive_message_length", -1)])
+    )
     total = STREAM_BACKLOG * 4
-    size = 256 << 10                 # total 64 MiB: far more than the transport buffers
+    size = 256 << 10  # total 64 MiB: far more than the transport buffers
     sent = []
 
     def requests():
         for i in range(total):
             payload = str(i).encode().rjust(size, b".")
-            msg = pb.ModelInferRequest(model_name="bytes_identity", id=str(i), inputs=[
-                pb.ModelInferRequest.InferInputTensor(name="INPUT0", datatype="BYTES",
-                                                      shape=[1])],
-                raw_input_contents=[struct.pack("<I", size) + payload])
+            msg = pb.ModelInferRequest(
+                model_name="bytes_identity",
+                id=str(i),
+                inputs=[
+                    pb.ModelInferRequest.InferInputTensor(
+                        name="INPUT0", datatype="BYTES", shape=[1]
+                    )
+                ],
+                raw_input_contents=[struct.pack("<I", size) + payload],
+            )
             sent.append(i)
             yield msg
 
     responses = stub.ModelStreamInfer(requests(), timeout=300)
-    time.sleep(2.0)          # the client reads nothing meanwhile
+    time.sleep(2.0)  # the client reads nothing meanwhile
     assert len(sent) < total, "the server read every request although none was answered"
     seen = set()
     for r in responses:
@@ -163,11 +179,18 @@ def test_stream_backlog_is_bounded_and_every_response_arrives(server):
 def test_stream_with_a_malformed_request_answers_it_and_goes_on(server):
     stub = service_pb2_grpc.GRPCInferenceServiceStub(grpc.insecure_channel(server.url))
     client = server.client()
-    good = pb.ModelInferRequest(model_name="simple", id="good", inputs=[
-        pb.ModelInferRequest.InferInputTensor(name=n, datatype="INT32", shape=[1, 16])
-        for n in ("INPUT0", "INPUT1")], raw_input_contents=[bytes(64), bytes(64)])
-    bad = pb.ModelInferRequest(model_name="simple", id="bad", inputs=good.inputs[:1],
-                               raw_input_contents=[bytes(64)])
+    good = pb.ModelInferRequest(
+        model_name="simple",
+        id="good",
+        inputs=[
+            pb.ModelInferRequest.InferInputTensor(name=n, datatype="INT32", shape=[1, 16])
+            for n in ("INPUT0", "INPUT1")
+        ],
+        raw_input_contents=[bytes(64), bytes(64)],
+    )
+    bad = pb.ModelInferRequest(
+        model_name="simple", id="bad", inputs=good.inputs[:1], raw_input_contents=[bytes(64)]
+    )
     replies = list(stub.ModelStreamInfer(iter([bad, good]), timeout=60))
     by_id = {r.infer_response.id: r for r in replies}
     assert by_id["good"].error_message == ""
@@ -178,9 +201,16 @@ def test_stream_with_a_malformed_request_answers_it_and_goes_on(server):
 # ------------------------------------------------------------------- the codec, without a server
 def test_parse_takes_raw_contents_as_views_and_the_rest_with_protobuf():
     raws = [np.arange(12, dtype=np.float32).tobytes(), b"", b"\x01\x02"]
-    msg = pb.ModelInferRequest(model_name="m", model_version="2", id="x" * 300, inputs=[
-        pb.ModelInferRequest.InferInputTensor(name=f"I{i}", datatype="UINT8", shape=[1])
-        for i in range(3)], raw_input_contents=raws)
+    msg = pb.ModelInferRequest(
+        model_name="m",
+        model_version="2",
+        id="x" * 300,
+        inputs=[
+            pb.ModelInferRequest.InferInputTensor(name=f"I{i}", datatype="UINT8", shape=[1])
+            for i in range(3)
+        ],
+        raw_input_contents=raws,
+    )
     msg.parameters["priority"].int64_param = 3
     msg.outputs.add(name="O")
     data = msg.SerializeToString()
@@ -193,17 +223,20 @@ def test_parse_takes_raw_contents_as_views_and_the_rest_with_protobuf():
     assert parsed == expected
 
 
-@pytest.mark.parametrize("data", [b"\x0a\x05ab", b"\x3a\xff\xff\xff\xff\x0f", b"\x0b", b"\xff",
-                                  b"\x0a\x80"])
+@pytest.mark.parametrize(
+    "data", [b"\x0a\x05ab", b"\x3a\xff\xff\xff\xff\x0f", b"\x0b", b"\xff", b"\x0a\x80"]
+)
 def test_parse_refuses_malformed_bytes(data):
     with pytest.raises(grpc_codec.MalformedMessage):
         grpc_codec.parse_infer_request(data)
 
 
 def test_serialized_response_equals_protobufs():
-    outputs = {"a": np.arange(6, dtype=np.float32).reshape(2, 3)[1:],
-               "b": np.array([b"x", b"yz"], dtype=np.object_),
-               "empty": np.zeros((0, 4), np.int64)}
+    outputs = {
+        "a": np.arange(6, dtype=np.float32).reshape(2, 3)[1:],
+        "b": np.array([b"x", b"yz"], dtype=np.object_),
+        "empty": np.zeros((0, 4), np.int64),
+    }
     resp = InferResponse("m", 3, "id7", outputs, {"flag": True, "n": 5})
     data = grpc_codec.serialize_infer_response(resp)
     assert pb.ModelInferResponse.FromString(data) == grpc_codec.encode_infer_response(resp)
@@ -256,6 +289,7 @@ def test_loop_handoff_runs_every_call_in_order_with_few_wakeups():
             for i, f in enumerate(futures):
                 f.set_result(i)
                 handoff.post(seen.append, i)
+
         worker = threading.Thread(target=complete)
         worker.start()
         done = await asyncio.wait_for(asyncio.gather(*waiters), 30)
@@ -281,7 +315,7 @@ def test_loop_handoff_runs_every_call_in_order_with_few_wakeups():
 def test_bytes_that_are_no_request_get_internal_and_the_server_serves_on(server, size):
     channel = grpc.insecure_channel(server.url)
     call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
-    garbage = b"\x0a\xff" + b"\xff" * size              # a field length past the end
+    garbage = b"\x0a\xff" + b"\xff" * size  # a field length past the end
     with pytest.raises(grpc.RpcError) as err:
         call(garbage, timeout=30)
     assert err.value.code() == grpc.StatusCode.INTERNAL

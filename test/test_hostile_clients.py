@@ -5,6 +5,7 @@ minimum body rate), half-sent connections holding the metrics port, 2000 concurr
 model configuration whose delay overflowed the batcher's waits, and the memory kept after large
 requests.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,16 +31,18 @@ from test_adversarial_http import INFER, assert_normal, connect, read_response, 
 pytestmark = pytest.mark.integration
 
 MAX_CONNECTIONS = 30
-METRICS_CONNECTIONS = 64          # the default --metrics-max-connections
+METRICS_CONNECTIONS = 64  # the default --metrics-max-connections
 
 
 @pytest.fixture(scope="module")
 def server(start_module_server, tmp_path_factory):
     repo = copy_models(tmp_path_factory.mktemp("hostile") / "models")
-    write_model(repo, "identity_fp32", identity_graph("FP32", [-1]),
-                identity_config("identity_fp32"))
-    s = start_module_server("--model-repository", str(repo),
-                            "--http-max-connections", str(MAX_CONNECTIONS))
+    write_model(
+        repo, "identity_fp32", identity_graph("FP32", [-1]), identity_config("identity_fp32")
+    )
+    s = start_module_server(
+        "--model-repository", str(repo), "--http-max-connections", str(MAX_CONNECTIONS)
+    )
     yield s
     assert s.stop() == 0, s.log()
     assert_quiet(s)
@@ -65,14 +68,19 @@ def hang_up(s: socket.socket, reset: bool) -> None:
 
 def assert_aborted(server: ServerProcess, expected: float) -> None:
     """The aborted count reaches ``expected`` (the server sees the closes from its loop)."""
-    wait_until(lambda: closed_counts(server)["aborted"] >= expected, 10,
-               f"{expected} aborted connections counted", interval=0.1)
+    wait_until(
+        lambda: closed_counts(server)["aborted"] >= expected,
+        10,
+        f"{expected} aborted connections counted",
+        interval=0.1,
+    )
     assert closed_counts(server)["aborted"] == expected
 
 
 # ------------------------------------------------------------------------------------------
 # 1. aborted bodies
 # ------------------------------------------------------------------------------------------
+
 
 def test_aborted_bodies_are_counted_without_a_traceback(server):
     """Head and part of a body, then FIN (5 times) or RST (5 times): each closes quietly, is
@@ -81,7 +89,7 @@ def test_aborted_bodies_are_counted_without_a_traceback(server):
     for i in range(10):
         s = connect(server.http_port)
         s.sendall(request("POST", INFER, length=100_000) + b'{"inputs": [' + b" " * 5000)
-        time.sleep(0.2)                  # the server is inside the body when it goes
+        time.sleep(0.2)  # the server is inside the body when it goes
         hang_up(s, reset=bool(i % 2))
     assert_normal(server)
     assert_aborted(server, before + 10)
@@ -92,15 +100,30 @@ def test_clients_gone_while_a_large_answer_is_written_are_counted_quietly(server
     """A 20 MB answer whose client reads a little of it and closes (FIN, RST): no traceback
     (aiohttp's ClientConnectionResetError out of the response's writes), counted as aborted."""
     data = np.arange(5_000_000, dtype=np.float32).tobytes()
-    header = json.dumps({
-        "inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [5_000_000],
-                    "parameters": {"binary_data_size": len(data)}}],
-        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}).encode()
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "INPUT0",
+                    "datatype": "FP32",
+                    "shape": [5_000_000],
+                    "parameters": {"binary_data_size": len(data)},
+                }
+            ],
+            "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+        }
+    ).encode()
     before = closed_counts(server)["aborted"]
     for i in range(4):
         s = connect(server.http_port)
-        s.sendall(request("POST", "/v2/models/identity_fp32/infer", header + data,
-                          {"Inference-Header-Content-Length": str(len(header))}))
+        s.sendall(
+            request(
+                "POST",
+                "/v2/models/identity_fp32/infer",
+                header + data,
+                {"Inference-Header-Content-Length": str(len(header))},
+            )
+        )
         assert s.recv(100).startswith(b"HTTP/1.1 200")
         hang_up(s, reset=bool(i % 2))
     assert_normal(server)
@@ -111,6 +134,7 @@ def test_clients_gone_while_a_large_answer_is_written_are_counted_quietly(server
 # ------------------------------------------------------------------------------------------
 # 4. trickled bodies at the connection limit
 # ------------------------------------------------------------------------------------------
+
 
 class Trickler:
     """A connection that sends a request head at once, then one body byte every 2 s."""
@@ -139,7 +163,7 @@ def test_trickled_bodies_do_not_lock_out_a_new_client(server):
     """30 clients trickling a body at --http-max-connections 30: new clients are served at
     once (the first evicts the longest-waiting trickler with 503; the next ones take the
     place a closed client left), not refused."""
-    time.sleep(1.0)          # earlier tests' connections are closed on the server's side too
+    time.sleep(1.0)  # earlier tests' connections are closed on the server's side too
     before = closed_counts(server)
     tricklers = [Trickler(server.http_port) for _ in range(MAX_CONNECTIONS)]
     stop = threading.Event()
@@ -155,7 +179,7 @@ def test_trickled_bodies_do_not_lock_out_a_new_client(server):
         time.sleep(0.5)
         for _ in range(3):
             started = time.monotonic()
-            assert_normal(server)    # its own connection, and a second one from the client
+            assert_normal(server)  # its own connection, and a second one from the client
             assert time.monotonic() - started < 5.0
         # the evicted: tricklers (those waiting longest), or the connection of a client before
         # whose close the server had not seen yet
@@ -175,8 +199,7 @@ def test_trickled_bodies_do_not_lock_out_a_new_client(server):
 def test_trickled_body_is_cut_at_the_minimum_rate(start_server):
     """Below the connection limit, a body trickled at 0.5 byte a second ends with 408 once the
     first --http-header-timeout-secs are over (--http-min-body-rate 500), not after 60 s."""
-    s = start_server("--model-repository", str(MODEL_REPOSITORY),
-                     "--http-header-timeout-secs", "1")
+    s = start_server("--model-repository", str(MODEL_REPOSITORY), "--http-header-timeout-secs", "1")
     t = Trickler(s.http_port)
     started = time.monotonic()
     t.tick()
@@ -191,6 +214,7 @@ def test_trickled_body_is_cut_at_the_minimum_rate(start_server):
 # ------------------------------------------------------------------------------------------
 # 5. the metrics port held by half-sent and idle connections
 # ------------------------------------------------------------------------------------------
+
 
 def test_scrape_is_served_while_half_sent_connections_hold_the_metrics_port(server):
     socks = []
@@ -210,7 +234,7 @@ def test_scrape_is_served_while_half_sent_connections_hold_the_metrics_port(serv
     finally:
         for s in socks:
             s.close()
-    assert closed_counts(server, "metrics")["evicted"] >= 11     # 10 over the limit, 1 scrape
+    assert closed_counts(server, "metrics")["evicted"] >= 11  # 10 over the limit, 1 scrape
     assert_normal(server)
     assert_quiet(server)
 
@@ -218,6 +242,7 @@ def test_scrape_is_served_while_half_sent_connections_hold_the_metrics_port(serv
 # ------------------------------------------------------------------------------------------
 # 6. 2000 concurrent gRPC calls
 # ------------------------------------------------------------------------------------------
+
 
 def test_2000_concurrent_grpc_calls_are_all_answered(server):
     """2000 ModelInfer calls at once on two channels: each is answered, or refused with
@@ -263,26 +288,44 @@ def test_2000_concurrent_grpc_calls_are_all_answered(server):
 # 3. a configuration value that killed the model's threads
 # ------------------------------------------------------------------------------------------
 
-IDENTITY = {"name": "identity_fp32", "backend": "onnxruntime", "max_batch_size": 8,
-            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
-            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}]}
+IDENTITY = {
+    "name": "identity_fp32",
+    "backend": "onnxruntime",
+    "max_batch_size": 8,
+    "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+    "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+}
 
 
 def test_overflowing_delay_is_refused_and_the_longest_one_serves(start_server, repo_copy):
     write_model(repo_copy, "identity_fp32", identity_graph("FP32", ["N", 4]), None)
-    s = start_server("--model-repository", str(repo_copy), "--model-control-mode", "explicit",
-                     "--load-model", "simple")
+    s = start_server(
+        "--model-repository",
+        str(repo_copy),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "simple",
+    )
     client = s.http_client(network_timeout=60)
-    for value in (2 ** 63 - 1, 2 ** 64 - 1, 10 ** 16):
+    for value in (2**63 - 1, 2**64 - 1, 10**16):
         config = dict(IDENTITY, dynamic_batching={"max_queue_delay_microseconds": str(value)})
         with pytest.raises(InferenceServerException) as err:
             client.load_model("identity_fp32", config=json.dumps(config))
         assert "dynamic_batching.max_queue_delay_microseconds must be at most" in str(err.value)
         assert err.value.status() == "400"
     with pytest.raises(InferenceServerException) as err:
-        client.load_model("identity_fp32", config=json.dumps(dict(
-            IDENTITY, dynamic_batching={"default_queue_policy": {
-                "default_timeout_microseconds": str(2 ** 64 - 1)}})))
+        client.load_model(
+            "identity_fp32",
+            config=json.dumps(
+                dict(
+                    IDENTITY,
+                    dynamic_batching={
+                        "default_queue_policy": {"default_timeout_microseconds": str(2**64 - 1)}
+                    },
+                )
+            ),
+        )
     assert "default_queue_policy.default_timeout_microseconds" in str(err.value)
     assert_normal(s)
 
@@ -319,16 +362,18 @@ def test_overflowing_delay_is_refused_and_the_longest_one_serves(start_server, r
 # 7. memory after large requests
 # ------------------------------------------------------------------------------------------
 
+
 def rss_mb(pid: int) -> float:
     with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * 4096 / 2 ** 20
+        return int(f.read().split()[1]) * 4096 / 2**20
 
 
 def test_memory_goes_back_after_large_requests(start_server, repo_copy):
     """15 requests of 30 MB over HTTP, then 15 over gRPC: within 15 s of idle the server's RSS
     is back within 50 MB of what it was before them (it kept 150-250 MB more)."""
-    write_model(repo_copy, "identity_fp32", identity_graph("FP32", [-1]),
-                identity_config("identity_fp32"))
+    write_model(
+        repo_copy, "identity_fp32", identity_graph("FP32", [-1]), identity_config("identity_fp32")
+    )
     s = start_server("--model-repository", str(repo_copy))
     data = np.random.default_rng(0).random(30_000_000 // 4, dtype=np.float32)
     http = s.http_client(network_timeout=120)
@@ -341,20 +386,27 @@ def test_memory_goes_back_after_large_requests(start_server, repo_copy):
         client.infer("identity_fp32", [x])
     time.sleep(1.0)
     baseline = rss_mb(s.proc.pid)
-    for client, module, kwargs in ((http, httpclient, {"binary_data": True}),
-                                   (grpc, grpcclient, {})):
+    for client, module, kwargs in (
+        (http, httpclient, {"binary_data": True}),
+        (grpc, grpcclient, {}),
+    ):
         for _ in range(15):
             x = module.InferInput("INPUT0", [data.size], "FP32")
             x.set_data_from_numpy(data, **kwargs)
-            result = client.infer("identity_fp32", [x],
-                                  outputs=[module.InferRequestedOutput("OUTPUT0", **kwargs)])
+            result = client.infer(
+                "identity_fp32", [x], outputs=[module.InferRequestedOutput("OUTPUT0", **kwargs)]
+            )
             assert np.array_equal(result.as_numpy("OUTPUT0"), data)
     http.close()
     grpc.close()
     loaded = rss_mb(s.proc.pid)
     try:
-        wait_until(lambda: rss_mb(s.proc.pid) <= baseline + 50, 15.0,
-                   "the RSS back within 50 MB of its baseline", interval=0.5)
+        wait_until(
+            lambda: rss_mb(s.proc.pid) <= baseline + 50,
+            15.0,
+            "the RSS back within 50 MB of its baseline",
+            interval=0.5,
+        )
     except AssertionError as exc:
         raise AssertionError(f"{exc}: {(baseline, loaded, rss_mb(s.proc.pid))}") from None
     assert_normal(s)

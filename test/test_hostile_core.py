@@ -1,5 +1,6 @@
 """The core's answers to hostile input, in process on the real core and real models: readiness
 from memory, the cache key and request parameters, message bounds."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,11 @@ pytestmark = pytest.mark.unit
 
 @pytest.fixture
 def core():
-    server = InferenceServer(ServerOptions((str(MODEL_REPOSITORY),), model_control_mode="explicit",
-                                           startup_models=("simple",)))
+    server = InferenceServer(
+        ServerOptions(
+            (str(MODEL_REPOSITORY),), model_control_mode="explicit", startup_models=("simple",)
+        )
+    )
     server.start()
     yield server
     server.stop()
@@ -42,8 +46,9 @@ def test_failed_load_of_an_unknown_name_leaves_no_trace(core):
         with pytest.raises(TritonRosError) as err:
             core.load_model(f"ghost{i}")
         assert err.value.code is StatusCode.INTERNAL
-        assert err.value.message == (f"failed to load 'ghost{i}', failed to poll from model "
-                                     f"repository")
+        assert err.value.message == (
+            f"failed to load 'ghost{i}', failed to poll from model repository"
+        )
     assert core.is_ready()
     assert not any(e.name.startswith("ghost") for e in core.repository_index())
     assert not any(name.startswith("ghost") for name in core.repository._records)
@@ -57,20 +62,45 @@ def _request(**parameters) -> InferRequest:
 
 
 def test_cache_key_covers_request_parameters_and_their_types():
-    keys = {request_cache_key("simple", 1, _request(**p)) for p in (
-        {}, {"tag": "alice"}, {"tag": "bob"}, {"n": 1}, {"n": 1.0}, {"n": True}, {"n": "1"},
-        {"tag": "alice", "n": 1})}
+    keys = {
+        request_cache_key("simple", 1, _request(**p))
+        for p in (
+            {},
+            {"tag": "alice"},
+            {"tag": "bob"},
+            {"n": 1},
+            {"n": 1.0},
+            {"n": True},
+            {"n": "1"},
+            {"tag": "alice", "n": 1},
+        )
+    }
     assert len(keys) == 8
-    assert (request_cache_key("simple", 1, _request(a=1, b=2))
-            == request_cache_key("simple", 1, _request(b=2, a=1)))
+    assert request_cache_key("simple", 1, _request(a=1, b=2)) == request_cache_key(
+        "simple", 1, _request(b=2, a=1)
+    )
 
 
-@pytest.mark.parametrize("params", [
-    {"priority": "1"}, {"priority": True}, {"priority": -1}, {"priority": 2**64},
-    {"timeout": 1.5}, {"timeout": -5}, {"sequence_id": 1.5}, {"sequence_id": None},
-    {"sequence_start": 1}, {"sequence_end": "true"}, {"triton_x": 1}, {"tag": None},
-    {"tag": [1, 2]}, {"tag": {"a": 1}}, {"big": 2**70},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"priority": "1"},
+        {"priority": True},
+        {"priority": -1},
+        {"priority": 2**64},
+        {"timeout": 1.5},
+        {"timeout": -5},
+        {"sequence_id": 1.5},
+        {"sequence_id": None},
+        {"sequence_start": 1},
+        {"sequence_end": "true"},
+        {"triton_x": 1},
+        {"tag": None},
+        {"tag": [1, 2]},
+        {"tag": {"a": 1}},
+        {"big": 2**70},
+    ],
+)
 def test_every_parameter_type_is_checked(params):
     with pytest.raises(TritonRosError) as err:
         split_request_parameters(params)
@@ -78,16 +108,32 @@ def test_every_parameter_type_is_checked(params):
 
 
 def test_valid_parameters_split_into_priority_timeout_and_the_models():
-    got = split_request_parameters({"priority": 2, "timeout": 100, "sequence_id": "r1",
-                                    "sequence_start": True, "sequence_end": False, "tag": "bob",
-                                    "gain": 0.5, "flag": True})
+    got = split_request_parameters(
+        {
+            "priority": 2,
+            "timeout": 100,
+            "sequence_id": "r1",
+            "sequence_start": True,
+            "sequence_end": False,
+            "tag": "bob",
+            "gain": 0.5,
+            "flag": True,
+        }
+    )
     assert (got.priority, got.timeout_us) == (2, 100)
     assert got.user == {"tag": "bob", "gain": 0.5, "flag": True}
 
 
-@pytest.mark.parametrize("sequence_id, refused", [
-    ("x" * 128, False), ("x" * 129, True), ("\u00e9" * 64, False), ("\u00e9" * 65, True),
-    ("x" * (1 << 20), True)])
+@pytest.mark.parametrize(
+    "sequence_id, refused",
+    [
+        ("x" * 128, False),
+        ("x" * 129, True),
+        ("\u00e9" * 64, False),
+        ("\u00e9" * 65, True),
+        ("x" * (1 << 20), True),
+    ],
+)
 def test_a_string_sequence_id_is_at_most_128_bytes(sequence_id, refused):
     """tritonserver refuses a longer one (UNSUPPORTED, before any model sees it); the parity
     cases grpc-string-id-129 and http-huge-string-id in test_tritonserver_sequence_parity.py
@@ -115,6 +161,7 @@ def test_error_messages_are_bounded():
 
 def test_overflowing_shape_is_refused_by_the_core(core):
     from triton_ros.core.datatypes import check_input_shape, tensor_from_bytes
+
     for shape in ([0, 2**62, 2**62], [2**40, 2**40], [1] * 33):
         with pytest.raises(TritonRosError) as err:
             tensor_from_bytes(b"", "INT32", tuple(shape), input_name="X", model_name="m")
@@ -124,12 +171,13 @@ def test_overflowing_shape_is_refused_by_the_core(core):
 
 def test_every_numpy_dtype_gets_its_protocol_name_or_a_typed_refusal():
     from triton_ros.core.datatypes import _NP_OF, from_numpy_dtype
-    for name, dtype in _NP_OF.items():                      # the reverse lookup, both ways
+
+    for name, dtype in _NP_OF.items():  # the reverse lookup, both ways
         assert from_numpy_dtype(dtype) == name
-        assert from_numpy_dtype(dtype.type) == name          # a scalar type as well as a dtype
+        assert from_numpy_dtype(dtype.type) == name  # a scalar type as well as a dtype
     assert from_numpy_dtype(np.dtype("S7")) == from_numpy_dtype(np.dtype("U3")) == "BYTES"
     for bad in (np.dtype(">i4"), np.dtype(np.complex64), np.dtype([("a", "i4")])):
-        with pytest.raises(TritonRosError) as err:           # big-endian, complex, structured
+        with pytest.raises(TritonRosError) as err:  # big-endian, complex, structured
             from_numpy_dtype(bad)
         assert err.value.code is StatusCode.INVALID_ARG
 
@@ -154,8 +202,9 @@ def test_random_malformed_grpc_requests_never_get_internal(core):
             if rng.random() < 0.9:
                 msg.raw_input_contents.append(bytes(int(rng.choice([0, 3, 4, 64, 65, 128]))))
         if rng.random() < 0.3:
-            msg.parameters[str(rng.choice(["priority", "timeout", "sequence_id", "tag"]))] \
-                .string_param = "x"
+            msg.parameters[
+                str(rng.choice(["priority", "timeout", "sequence_id", "tag"]))
+            ].string_param = "x"
         if rng.random() < 0.2:
             msg.outputs.add(name=str(rng.choice(["OUTPUT0", "NOPE"])))
         try:
@@ -184,23 +233,36 @@ def test_random_malformed_http_requests_never_get_internal(core):
     for _i in range(500):
         inputs = []
         for name in rng.choice(["INPUT0", "INPUT1", "X"], size=int(rng.integers(0, 4))):
-            item = {"name": str(name), "datatype": str(rng.choice(["INT32", "FP32", "BYTES", "?"])),
-                    "shape": [values[int(rng.integers(len(values)))]
-                              for _ in range(int(rng.integers(0, 4)))]}
+            item = {
+                "name": str(name),
+                "datatype": str(rng.choice(["INT32", "FP32", "BYTES", "?"])),
+                "shape": [
+                    values[int(rng.integers(len(values)))] for _ in range(int(rng.integers(0, 4)))
+                ],
+            }
             if rng.random() < 0.7:
                 item["data"] = values[int(rng.integers(len(values)))]
             if rng.random() < 0.3:
-                item["parameters"] = {str(rng.choice(["binary_data_size", "shared_memory_region",
-                                                      "x"])): values[int(rng.integers(len(values)))]}
+                item["parameters"] = {
+                    str(rng.choice(["binary_data_size", "shared_memory_region", "x"])): values[
+                        int(rng.integers(len(values)))
+                    ]
+                }
             inputs.append(item)
         header = {"inputs": inputs}
         if rng.random() < 0.3:
-            header["parameters"] = {str(rng.choice(["priority", "timeout", "sequence_start",
-                                                    "triton_x", "tag"])):
-                                    values[int(rng.integers(len(values)))]}
+            header["parameters"] = {
+                str(
+                    rng.choice(["priority", "timeout", "sequence_start", "triton_x", "tag"])
+                ): values[int(rng.integers(len(values)))]
+            }
         if rng.random() < 0.3:
-            header["outputs"] = [{"name": "OUTPUT0", "parameters": {
-                "classification": values[int(rng.integers(len(values)))]}}]
+            header["outputs"] = [
+                {
+                    "name": "OUTPUT0",
+                    "parameters": {"classification": values[int(rng.integers(len(values)))]},
+                }
+            ]
         body = json.dumps(header).encode()
         try:
             request, _ = decode_infer_request("simple", -1, body, None, core.shared_memory)
@@ -217,10 +279,16 @@ def test_random_malformed_http_requests_never_get_internal(core):
 # An instance thread that dies (issue 34): never a silent hang
 # ------------------------------------------------------------------------------------------
 
+
 def _queued_identity(repo, count: int) -> None:
     """An identity model whose requests always queue (a batching delay: no direct execution)."""
     from model_factory import identity_graph, write_model
-    write_model(repo, "m", identity_graph("FP32", ["N", 4]), f"""
+
+    write_model(
+        repo,
+        "m",
+        identity_graph("FP32", ["N", 4]),
+        f"""
 name: "m"
 backend: "onnxruntime"
 max_batch_size: 8
@@ -228,7 +296,8 @@ input [ {{ name: "INPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 output [ {{ name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] }} ]
 instance_group [ {{ count: {count} kind: KIND_CPU }} ]
 dynamic_batching {{ max_queue_delay_microseconds: 100 }}
-""")
+""",
+    )
 
 
 def _identity_request() -> InferRequest:
@@ -240,6 +309,7 @@ def _inject_next_batch(monkeypatch, fault):
     the calls so far): installed before the model loads, so even an instance thread's first
     call does."""
     from triton_ros.core.dynamic_batch_scheduler import DynamicBatchScheduler
+
     real = DynamicBatchScheduler.next_batch
     calls = []
 
@@ -253,7 +323,8 @@ def _inject_next_batch(monkeypatch, fault):
 
 
 def test_a_dying_instance_thread_fails_what_waits_and_the_model_is_unavailable(
-        explicit_core, caplog, monkeypatch):
+    explicit_core, caplog, monkeypatch
+):
     """The only instance thread dies (here a MemoryError injected where it takes its next
     batch) while requests wait: they fail with UNAVAILABLE naming the cause, the model is no
     longer ready (its repository entry says why), later requests fail at once, and the cause
@@ -284,7 +355,7 @@ def test_a_dying_instance_thread_fails_what_waits_and_the_model_is_unavailable(
     assert not explicit_core.model_ready("m")
     entry = next(e for e in explicit_core.repository_index() if e.name == "m")
     assert entry.state == "UNAVAILABLE" and "MemoryError: injected" in entry.reason
-    with pytest.raises(TritonRosError) as err:      # at once, as for any unready model
+    with pytest.raises(TritonRosError) as err:  # at once, as for any unready model
         explicit_core.infer_sync(_identity_request(), timeout=5)
     assert err.value.code is StatusCode.NOT_FOUND
     tracebacks = [r for r in caplog.records if r.exc_info]
@@ -295,6 +366,7 @@ def test_a_dying_instance_thread_fails_what_waits_and_the_model_is_unavailable(
 def test_the_other_instances_serve_when_one_thread_dies(explicit_core, monkeypatch):
     """With two instances, one thread dying leaves the other to serve every request; the
     model stays ready."""
+
     def dies_once(real, n):
         if n == 1:
             raise RuntimeError("injected")
@@ -317,6 +389,7 @@ def test_an_unknown_model_is_not_found_by_its_type(core, name):
     serve, carried by the error's type and code (the frontends map the code, never the text);
     statistics are INVALID_ARG, as tritonserver answers them."""
     from triton_ros.core.errors import UnknownModelError
+
     for lookup in (core.get_model, core.model_metadata, core.model_config):
         with pytest.raises(UnknownModelError) as err:
             lookup(name)

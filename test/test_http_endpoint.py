@@ -1,5 +1,6 @@
 """The KServe v2 HTTP/REST endpoint of a real triton-ros-server, through tritonclient.http,
 raw HTTP requests and perf_analyzer -i http."""
+
 from __future__ import annotations
 
 import http.client
@@ -35,8 +36,9 @@ class Raw:
         host, port = url.split(":")
         self.conn = http.client.HTTPConnection(host, int(port), timeout=60)
 
-    def request(self, method: str, path: str, body: bytes | str | None = None,
-                headers: dict | None = None) -> tuple[int, dict, bytes]:
+    def request(
+        self, method: str, path: str, body: bytes | str | None = None, headers: dict | None = None
+    ) -> tuple[int, dict, bytes]:
         self.conn.request(method, path, body=body, headers=headers or {})
         response = self.conn.getresponse()
         return response.status, dict(response.getheaders()), response.read()
@@ -54,6 +56,7 @@ def _error(body: bytes) -> str:
 # ------------------------------------------------------------------------------------------
 # Health, metadata, configuration, statistics
 # ------------------------------------------------------------------------------------------
+
 
 def test_health_and_metadata(bundled_server):
     c = bundled_server.http_client()
@@ -85,8 +88,10 @@ def test_infer_json_binary_classification_compression(bundled_server):
     for binary_in in (False, True):
         for binary_out in (False, True):
             inputs, a, b = _simple_inputs(binary_in, n=2)
-            outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary_out),
-                       httpclient.InferRequestedOutput("OUTPUT1", binary_data=not binary_out)]
+            outputs = [
+                httpclient.InferRequestedOutput("OUTPUT0", binary_data=binary_out),
+                httpclient.InferRequestedOutput("OUTPUT1", binary_data=not binary_out),
+            ]
             result = c.infer("simple", inputs, outputs=outputs, request_id="r-1")
             np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
             np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
@@ -99,31 +104,50 @@ def test_infer_json_binary_classification_compression(bundled_server):
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
     # ... and JSON by default when the request does not ask for binary
     raw = Raw(bundled_server.http_url)
-    status, headers, reply = raw.request("POST", "/v2/models/simple/infer", json.dumps(
-        {"id": "j", "inputs": [{"name": n, "datatype": "INT32", "shape": [16], "data": [[1] * 16]}
-                               for n in ("INPUT0", "INPUT1")]}).replace('"shape": [16]',
-                                                                        '"shape": [1, 16]'))
+    status, headers, reply = raw.request(
+        "POST",
+        "/v2/models/simple/infer",
+        json.dumps(
+            {
+                "id": "j",
+                "inputs": [
+                    {"name": n, "datatype": "INT32", "shape": [16], "data": [[1] * 16]}
+                    for n in ("INPUT0", "INPUT1")
+                ],
+            }
+        ).replace('"shape": [16]', '"shape": [1, 16]'),
+    )
     raw.close()
     assert status == 200 and headers["Content-Type"] == "application/json"
     doc = json.loads(reply)
     assert doc["id"] == "j" and [o["name"] for o in doc["outputs"]] == ["OUTPUT0", "OUTPUT1"]
-    assert doc["outputs"][0] == {"name": "OUTPUT0", "datatype": "INT32", "shape": [1, 16],
-                                 "data": [2] * 16}
+    assert doc["outputs"][0] == {
+        "name": "OUTPUT0",
+        "datatype": "INT32",
+        "shape": [1, 16],
+        "data": [2] * 16,
+    }
     # FP32 images, classification extension, gzip request and deflate response
     images = np.random.default_rng(0).random((2, 3, 256, 256), dtype=np.float32)
     x = httpclient.InferInput("images", list(images.shape), "FP32")
     x.set_data_from_numpy(images)
     plain = c.infer("detector", [x])
-    compressed = c.infer("detector", [x], request_compression_algorithm="gzip",
-                         response_compression_algorithm="deflate")
+    compressed = c.infer(
+        "detector",
+        [x],
+        request_compression_algorithm="gzip",
+        response_compression_algorithm="deflate",
+    )
     np.testing.assert_array_equal(plain.as_numpy("boxes"), compressed.as_numpy("boxes"))
     g = bundled_server.client()
     gx = grpcclient.InferInput("images", list(images.shape), "FP32")
     gx.set_data_from_numpy(images)
-    np.testing.assert_allclose(g.infer("detector", [gx]).as_numpy("scores"),
-                               plain.as_numpy("scores"), rtol=1e-5, atol=1e-6)
-    top = c.infer("detector", [x], outputs=[httpclient.InferRequestedOutput("scores",
-                                                                            class_count=2)])
+    np.testing.assert_allclose(
+        g.infer("detector", [gx]).as_numpy("scores"), plain.as_numpy("scores"), rtol=1e-5, atol=1e-6
+    )
+    top = c.infer(
+        "detector", [x], outputs=[httpclient.InferRequestedOutput("scores", class_count=2)]
+    )
     classes = top.as_numpy("scores")
     assert classes.shape == (2, 2) and classes.dtype == np.object_
     assert all(len(item.split(b":")) >= 2 for item in classes.reshape(-1))
@@ -136,9 +160,20 @@ def test_statistics_routes(bundled_server):
     c.infer("simple", inputs)
     after = c.get_inference_statistics("simple", "1")["model_stats"][0]
     assert after["name"] == "simple" and after["version"] == "1"
-    assert after["inference_stats"]["success"]["count"] == before["inference_stats"]["success"]["count"] + 1
-    for key in ("success", "fail", "queue", "compute_input", "compute_infer", "compute_output",
-                "cache_hit", "cache_miss"):
+    assert (
+        after["inference_stats"]["success"]["count"]
+        == before["inference_stats"]["success"]["count"] + 1
+    )
+    for key in (
+        "success",
+        "fail",
+        "queue",
+        "compute_input",
+        "compute_infer",
+        "compute_output",
+        "cache_hit",
+        "cache_miss",
+    ):
         assert set(after["inference_stats"][key]) == {"count", "ns"}
     assert after["batch_stats"][0]["batch_size"] == 1
     every = c.get_inference_statistics()["model_stats"]
@@ -155,6 +190,7 @@ def test_statistics_routes(bundled_server):
 # Bad input: Triton's status codes, and the server keeps serving
 # ------------------------------------------------------------------------------------------
 
+
 def _binary_body(header: dict, *tensors: np.ndarray) -> tuple[bytes, int]:
     head = json.dumps(header).encode()
     return head + b"".join(t.tobytes() for t in tensors), len(head)
@@ -163,8 +199,17 @@ def _binary_body(header: dict, *tensors: np.ndarray) -> tuple[bytes, int]:
 def test_bad_requests_get_triton_status_codes_and_server_keeps_serving(bundled_server):
     raw = Raw(bundled_server.http_url)
     a = np.zeros((1, 16), np.int32)
-    good = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16],
-                        "parameters": {"binary_data_size": 64}} for n in ("INPUT0", "INPUT1")]}
+    good = {
+        "inputs": [
+            {
+                "name": n,
+                "datatype": "INT32",
+                "shape": [1, 16],
+                "parameters": {"binary_data_size": 64},
+            }
+            for n in ("INPUT0", "INPUT1")
+        ]
+    }
     body, hlen = _binary_body(good, a, a)
     ok_headers = {"Inference-Header-Content-Length": str(hlen)}
 
@@ -173,37 +218,123 @@ def test_bad_requests_get_triton_status_codes_and_server_keeps_serving(bundled_s
         ("POST", "/v2/models/simple/infer", b"{not json", {}, 400, "parse"),
         ("POST", "/v2/models/simple/infer", b"[1, 2]", {}, 400, "object"),
         ("POST", "/v2/models/simple/infer", b"", {}, 400, "parse"),
-        ("POST", "/v2/models/simple/infer", body, {"Inference-Header-Content-Length": "abc"},
-         400, "Inference-Header-Content-Length"),
-        ("POST", "/v2/models/simple/infer", body,
-         {"Inference-Header-Content-Length": str(len(body) + 5)}, 400, "inference header size"),
-        ("POST", "/v2/models/simple/infer", body,
-         {"Inference-Header-Content-Length": str(hlen - 3)}, 400, "parse"),
+        (
+            "POST",
+            "/v2/models/simple/infer",
+            body,
+            {"Inference-Header-Content-Length": "abc"},
+            400,
+            "Inference-Header-Content-Length",
+        ),
+        (
+            "POST",
+            "/v2/models/simple/infer",
+            body,
+            {"Inference-Header-Content-Length": str(len(body) + 5)},
+            400,
+            "inference header size",
+        ),
+        (
+            "POST",
+            "/v2/models/simple/infer",
+            body,
+            {"Inference-Header-Content-Length": str(hlen - 3)},
+            400,
+            "parse",
+        ),
         ("POST", "/v2/models/simple/infer", body[:-10], ok_headers, 400, "additional bytes"),
         ("POST", "/v2/models/simple/infer", body + b"xx", ok_headers, 400, "additional input data"),
         ("POST", "/v2/models/simple/infer", body, {}, 400, "parse"),  # binary without the header
         ("POST", "/v2/models/unknown/infer", body, ok_headers, 404, "unknown model"),
         ("POST", "/v2/models/simple/versions/3/infer", body, ok_headers, 404, "version 3"),
-        ("POST", "/v2/models/simple/infer",
-         json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 8],
-                                 "data": list(range(8))},
-                                {"name": "INPUT1", "datatype": "INT32", "shape": [1, 8],
-                                 "data": list(range(8))}]}), {}, 400, "unexpected shape"),
-        ("POST", "/v2/models/simple/infer",
-         json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16],
-                                 "data": list(range(15))}]}), {}, 400, "shape does not match"),
-        ("POST", "/v2/models/simple/infer",
-         json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16]}]}), {},
-         400, "Input must set only one"),
-        ("POST", "/v2/models/simple/infer",
-         json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [1, 16],
-                                 "data": [0.5] * 16},
-                                {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16],
-                                 "data": [1] * 16}]}), {}, 400, "data-type"),
-        ("POST", "/v2/models/simple/infer",
-         json.dumps({"inputs": [], "outputs": [{"name": "NOPE"}]}), {}, 400, ""),
-        ("POST", "/v2/models/simple/infer", body,
-         {**ok_headers, "Content-Encoding": "br"}, 501, "Unsupported compression"),
+        (
+            "POST",
+            "/v2/models/simple/infer",
+            json.dumps(
+                {
+                    "inputs": [
+                        {
+                            "name": "INPUT0",
+                            "datatype": "INT32",
+                            "shape": [1, 8],
+                            "data": list(range(8)),
+                        },
+                        {
+                            "name": "INPUT1",
+                            "datatype": "INT32",
+                            "shape": [1, 8],
+                            "data": list(range(8)),
+                        },
+                    ]
+                }
+            ),
+            {},
+            400,
+            "unexpected shape",
+        ),
+        (
+            "POST",
+            "/v2/models/simple/infer",
+            json.dumps(
+                {
+                    "inputs": [
+                        {
+                            "name": "INPUT0",
+                            "datatype": "INT32",
+                            "shape": [1, 16],
+                            "data": list(range(15)),
+                        }
+                    ]
+                }
+            ),
+            {},
+            400,
+            "shape does not match",
+        ),
+        (
+            "POST",
+            "/v2/models/simple/infer",
+            json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16]}]}),
+            {},
+            400,
+            "Input must set only one",
+        ),
+        (
+            "POST",
+            "/v2/models/simple/infer",
+            json.dumps(
+                {
+                    "inputs": [
+                        {
+                            "name": "INPUT0",
+                            "datatype": "FP32",
+                            "shape": [1, 16],
+                            "data": [0.5] * 16,
+                        },
+                        {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": [1] * 16},
+                    ]
+                }
+            ),
+            {},
+            400,
+            "data-type",
+        ),
+        (
+            "POST",
+            "/v2/models/simple/infer",
+            json.dumps({"inputs": [], "outputs": [{"name": "NOPE"}]}),
+            {},
+            400,
+            "",
+        ),
+        (
+            "POST",
+            "/v2/models/simple/infer",
+            body,
+            {**ok_headers, "Content-Encoding": "br"},
+            501,
+            "Unsupported compression",
+        ),
         ("GET", "/v2/models/simple/infer", None, {}, 405, "Method Not Allowed"),
         ("POST", "/v2/models/simple", b"", {}, 405, "Method Not Allowed"),
         ("GET", "/v2/repository/index", None, {}, 405, "Method Not Allowed"),
@@ -231,16 +362,29 @@ def test_bad_requests_get_triton_status_codes_and_server_keeps_serving(bundled_s
 def test_keep_alive_expect_continue_and_chunked(bundled_server):
     host, port = bundled_server.http_url.split(":")
     a = np.ones((1, 16), np.int32)
-    header = {"inputs": [{"name": n, "datatype": "INT32", "shape": [1, 16],
-                          "parameters": {"binary_data_size": 64}} for n in ("INPUT0", "INPUT1")],
-              "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}]}
+    header = {
+        "inputs": [
+            {
+                "name": n,
+                "datatype": "INT32",
+                "shape": [1, 16],
+                "parameters": {"binary_data_size": 64},
+            }
+            for n in ("INPUT0", "INPUT1")
+        ],
+        "outputs": [{"name": "OUTPUT0", "parameters": {"binary_data": True}}],
+    }
     body, hlen = _binary_body(header, a, a)
     with socket.create_connection((host, int(port))) as s:
         f = s.makefile("rb")
         # Expect: 100-continue (libcurl does this for large bodies) on a persistent connection
-        s.sendall((f"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Length: "
-                   f"{len(body)}\r\nInference-Header-Content-Length: {hlen}\r\n"
-                   f"Expect: 100-continue\r\n\r\n").encode())
+        s.sendall(
+            (
+                f"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                f"{len(body)}\r\nInference-Header-Content-Length: {hlen}\r\n"
+                f"Expect: 100-continue\r\n\r\n"
+            ).encode()
+        )
         assert f.readline().startswith(b"HTTP/1.1 100")
         f.readline()
         s.sendall(body)
@@ -257,10 +401,14 @@ def test_keep_alive_expect_continue_and_chunked(bundled_server):
         np.testing.assert_array_equal(np.frombuffer(payload[json_len:], np.int32), (a + a)[0])
         # then a chunked request on the same connection
         chunks = [body[:10], body[10:100], body[100:]]
-        s.sendall((f"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
-                   f"chunked\r\nInference-Header-Content-Length: {hlen}\r\n\r\n").encode()
-                  + b"".join(f"{len(c):x}\r\n".encode() + c + b"\r\n" for c in chunks)
-                  + b"0\r\n\r\n")
+        s.sendall(
+            (
+                f"POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+                f"chunked\r\nInference-Header-Content-Length: {hlen}\r\n\r\n"
+            ).encode()
+            + b"".join(f"{len(c):x}\r\n".encode() + c + b"\r\n" for c in chunks)
+            + b"0\r\n\r\n"
+        )
         assert f.readline().startswith(b"HTTP/1.1 200")
 
 
@@ -281,6 +429,7 @@ def test_http_endpoint_in_process_classes(tmp_path):
         inputs, a, b = _simple_inputs(True)
         np.testing.assert_array_equal(c.infer("simple", inputs).as_numpy("OUTPUT1"), a - b)
         from prometheus_text import scrape
+
         families = scrape(f"http://{metrics_server.target}/metrics")
         assert families["nv_inference_request_success"].value(model="simple", version="1") == 1
     finally:
@@ -293,14 +442,21 @@ def test_http_endpoint_in_process_classes(tmp_path):
 # Repository API (explicit mode)
 # ------------------------------------------------------------------------------------------
 
+
 def test_repository_index_load_unload(start_server, repo_copy):
     repo = repo_copy
-    server = start_server("--model-repository", str(repo), "--model-control-mode", "explicit",
-                          "--load-model", "simple")
+    server = start_server(
+        "--model-repository",
+        str(repo),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "simple",
+    )
     c = server.http_client()
     index = {e["name"]: e for e in c.get_model_repository_index()}
     assert index["simple"] == {"name": "simple", "version": "1", "state": "READY"}
-    assert index["detector"] == {"name": "detector"}   # never loaded: name only, as in Triton
+    assert index["detector"] == {"name": "detector"}  # never loaded: name only, as in Triton
     c.load_model("detector")
     assert c.is_model_ready("detector")
     listed = {e["name"]: e for e in c.get_model_repository_index(query_params=None)}
@@ -314,11 +470,21 @@ def test_repository_index_load_unload(start_server, repo_copy):
     assert index["detector"]["state"] == "UNAVAILABLE" and index["detector"]["reason"] == "unloaded"
 
     # load with a config override and files (Triton's "config" + base64 "file:" parameters)
-    config = json.dumps({"name": "added", "backend": "onnxruntime", "max_batch_size": 8,
-                         "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [16]},
-                                   {"name": "INPUT1", "data_type": "TYPE_INT32", "dims": [16]}],
-                         "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [16]},
-                                    {"name": "OUTPUT1", "data_type": "TYPE_INT32", "dims": [16]}]})
+    config = json.dumps(
+        {
+            "name": "added",
+            "backend": "onnxruntime",
+            "max_batch_size": 8,
+            "input": [
+                {"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [16]},
+                {"name": "INPUT1", "data_type": "TYPE_INT32", "dims": [16]},
+            ],
+            "output": [
+                {"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [16]},
+                {"name": "OUTPUT1", "data_type": "TYPE_INT32", "dims": [16]},
+            ],
+        }
+    )
     onnx = (MODEL_REPOSITORY / "simple" / "1" / "model.onnx").read_bytes()
     c.load_model("added", config=config, files={"file:1/model.onnx": onnx})
     inputs, a, b = _simple_inputs(True)
@@ -336,8 +502,11 @@ def test_repository_index_load_unload(start_server, repo_copy):
         assert got == status and fragment in _error(reply), reply
     got, _, reply = raw.request("POST", "/v2/repository/models/nothere/load", b"")
     assert got >= 400 and "nothere" in _error(reply)
-    got, _, reply = raw.request("POST", "/v2/repository/models/simple/unload",
-                                b'{"parameters": {"unload_dependents": "no"}}')
+    got, _, reply = raw.request(
+        "POST",
+        "/v2/repository/models/simple/unload",
+        b'{"parameters": {"unload_dependents": "no"}}',
+    )
     assert got == 400 and "unload_dependents" in _error(reply)
     got, _, reply = raw.request("POST", "/v2/repository/myrepo/index", b"")
     assert got == 501 and "repository_name" in _error(reply)
@@ -349,18 +518,38 @@ def test_repository_index_load_unload(start_server, repo_copy):
 # perf_analyzer -i http
 # ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(not PERF_ANALYZER.exists(), reason="perf_analyzer is set up on x86_64 only")
 def test_perf_analyzer_http(bundled_server):
     before = bundled_server.http_client().get_inference_statistics("simple")["model_stats"][0]
     result = subprocess.run(
-        [str(PERF_ANALYZER), "-m", "simple", "-i", "http", "-u", bundled_server.http_url,
-         "--concurrency-range", "4", "--measurement-interval", "1000", "--max-trials", "3",
-         "-s", "100000"],
-        capture_output=True, text=True, timeout=240)
+        [
+            str(PERF_ANALYZER),
+            "-m",
+            "simple",
+            "-i",
+            "http",
+            "-u",
+            bundled_server.http_url,
+            "--concurrency-range",
+            "4",
+            "--measurement-interval",
+            "1000",
+            "--max-trials",
+            "3",
+            "-s",
+            "100000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Throughput" in result.stdout
     after = bundled_server.http_client().get_inference_statistics("simple")["model_stats"][0]
-    sent = after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"]
+    sent = (
+        after["inference_stats"]["success"]["count"] - before["inference_stats"]["success"]["count"]
+    )
     assert sent > 0
     assert after["inference_stats"]["fail"]["count"] == before["inference_stats"]["fail"]["count"]
 
@@ -368,6 +557,7 @@ def test_perf_analyzer_http(bundled_server):
 # ------------------------------------------------------------------------------------------
 # The endpoint's event loop: uvloop's where installed, the standard one when forced (or absent)
 # ------------------------------------------------------------------------------------------
+
 
 def test_http_loop_is_uvloop_unless_the_standard_loop_is_forced(monkeypatch):
     import asyncio
@@ -393,8 +583,9 @@ def test_http_loop_is_uvloop_unless_the_standard_loop_is_forced(monkeypatch):
 
 def test_the_standard_asyncio_loop_serves_inference_and_metrics(start_server):
     """An apt-installed ROS 2 without python3-uvloop serves on asyncio's loop: same answers."""
-    server = start_server("--model-repository", str(MODEL_REPOSITORY),
-                          env={"TRITON_ROS_HTTP_LOOP": "asyncio"})
+    server = start_server(
+        "--model-repository", str(MODEL_REPOSITORY), env={"TRITON_ROS_HTTP_LOOP": "asyncio"}
+    )
     client = server.http_client()
     inputs, a, b = _simple_inputs(binary=True, n=2)
     result = client.infer("simple", inputs)

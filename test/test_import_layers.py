@@ -6,6 +6,7 @@ every import counts, those inside functions and behind TYPE_CHECKING too).
 
 The second test shows that the check can fail: on a copy of the package with one import added
 that closes a cycle and runs up the layers, the same contracts break and name it."""
+
 from __future__ import annotations
 
 import shutil
@@ -17,7 +18,7 @@ from importlinter.application import output, use_cases
 
 pytestmark = pytest.mark.unit
 
-configuration.configure()              # what lint-imports does first: the built-in adapters
+configuration.configure()  # what lint-imports does first: the built-in adapters
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / ".importlinter"
@@ -39,8 +40,9 @@ def test_no_cycle_and_imports_run_down():
 def test_a_cycle_and_an_upward_import_are_caught(tmp_path, monkeypatch):
     # The copy gets a name of its own: the real triton_ros is already imported in this process.
     house = tmp_path / "house"
-    shutil.copytree(ROOT / "triton_ros", house,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        ROOT / "triton_ros", house, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     latency = house / "ros" / "monitoring" / "latency.py"
     # monitoring (low) -> binding (high), and binding already imports monitoring: a circle
     latency.write_text(latency.read_text() + "\nfrom ..binding import source  # noqa\n")

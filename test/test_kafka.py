@@ -8,6 +8,7 @@ in-flight bound and a full model queue retried; two servers sharing a group's pa
 killed mid-stream (every request answered at least once, the rest taken over); the broker
 restarted (the server reconnects and serves new requests); the result sink.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,13 @@ import tritonclient.http as httpclient
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from onnx import helper
 
-from kafka_broker import (TEST_FETCH_WAIT_MS, TEST_SESSION_TIMEOUT_MS, KafkaBroker,
-                          aiokafka_clients, read_records)
+from kafka_broker import (
+    TEST_FETCH_WAIT_MS,
+    TEST_SESSION_TIMEOUT_MS,
+    KafkaBroker,
+    aiokafka_clients,
+    read_records,
+)
 from model_factory import ONNX_TYPES, save, slow_graph
 from processes import wait_until
 from server_process import ServerProcess, copy_models
@@ -34,19 +40,37 @@ from prometheus_text import scrape
 
 pytestmark = pytest.mark.integration
 
-TYPES = ("BOOL", "INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64",
-         "FP16", "FP32", "FP64", "BYTES")
-FETCH_WAIT_MS = TEST_FETCH_WAIT_MS     # Tansu holds an empty fetch this long (kafka_broker.py)
+TYPES = (
+    "BOOL",
+    "INT8",
+    "INT16",
+    "INT32",
+    "INT64",
+    "UINT8",
+    "UINT16",
+    "UINT32",
+    "UINT64",
+    "FP16",
+    "FP32",
+    "FP64",
+    "BYTES",
+)
+FETCH_WAIT_MS = TEST_FETCH_WAIT_MS  # Tansu holds an empty fetch this long (kafka_broker.py)
 
 
 # ------------------------------------------------------------------------------------------
 # Models, broker, servers
 # ------------------------------------------------------------------------------------------
 
+
 def write_identity_all(repo) -> None:
     """``identity_all``: OUTPUT_<T> = INPUT_<T> for every Triton datatype, shape [2, 3]."""
-    nodes, inputs, outputs, config = [], [], [], ['name: "identity_all"', 'backend: "onnxruntime"',
-                                                  "max_batch_size: 0"]
+    nodes, inputs, outputs, config = (
+        [],
+        [],
+        [],
+        ['name: "identity_all"', 'backend: "onnxruntime"', "max_batch_size: 0"],
+    )
     for t in TYPES:
         nodes.append(helper.make_node("Identity", [f"INPUT_{t}"], [f"OUTPUT_{t}"]))
         inputs.append(helper.make_tensor_value_info(f"INPUT_{t}", ONNX_TYPES[t], [2, 3]))
@@ -54,8 +78,10 @@ def write_identity_all(repo) -> None:
         dtype = "STRING" if t == "BYTES" else t
         config.append(f'input {{ name: "INPUT_{t}" data_type: TYPE_{dtype} dims: [2, 3] }}')
         config.append(f'output {{ name: "OUTPUT_{t}" data_type: TYPE_{dtype} dims: [2, 3] }}')
-    save(helper.make_graph(nodes, "identity_all", inputs, outputs),
-         repo / "identity_all" / "1" / "model.onnx")
+    save(
+        helper.make_graph(nodes, "identity_all", inputs, outputs),
+        repo / "identity_all" / "1" / "model.onnx",
+    )
     (repo / "identity_all" / "config.pbtxt").write_text("\n".join(config) + "\n")
 
 
@@ -91,10 +117,21 @@ def broker():
 
 
 def kafka_args(broker: KafkaBroker, repo, topics: str, group: str, *extra: str) -> list[str]:
-    return ["--model-repository", str(repo), "--kafka-brokers", broker.bootstrap,
-            "--kafka-request-topics", topics, "--kafka-group-id", group,
-            "--kafka-session-timeout-ms", str(TEST_SESSION_TIMEOUT_MS),
-            "--kafka-fetch-wait-max-ms", str(FETCH_WAIT_MS), *extra]
+    return [
+        "--model-repository",
+        str(repo),
+        "--kafka-brokers",
+        broker.bootstrap,
+        "--kafka-request-topics",
+        topics,
+        "--kafka-group-id",
+        group,
+        "--kafka-session-timeout-ms",
+        str(TEST_SESSION_TIMEOUT_MS),
+        "--kafka-fetch-wait-max-ms",
+        str(FETCH_WAIT_MS),
+        *extra,
+    ]
 
 
 _ASSIGNED = re.compile(r"Kafka partitions assigned: (.*)$", re.M)
@@ -110,17 +147,25 @@ def assignment(server: ServerProcess) -> set[str] | None:
 
 def wait_assigned(*servers: ServerProcess, partitions: int, timeout: float = 30.0) -> None:
     """Until the servers' latest assignments split ``partitions`` partitions between them."""
+
     def split() -> bool:
         sets = [assignment(s) for s in servers]
-        return all(s is not None for s in sets) and sum(len(s) for s in sets) == partitions \
-            and len(set().union(*sets)) == partitions and all(sets)
+        return (
+            all(s is not None for s in sets)
+            and sum(len(s) for s in sets) == partitions
+            and len(set().union(*sets)) == partitions
+            and all(sets)
+        )
 
     try:
-        wait_until(split, timeout, f"{partitions} partitions split between the servers",
-                   interval=0.1)
+        wait_until(
+            split, timeout, f"{partitions} partitions split between the servers", interval=0.1
+        )
     except AssertionError as exc:
-        raise TimeoutError(f"{exc}: assignments {[assignment(s) for s in servers]}:\n"
-                           + "\n".join(s.log()[-2000:] for s in servers)) from None
+        raise TimeoutError(
+            f"{exc}: assignments {[assignment(s) for s in servers]}:\n"
+            + "\n".join(s.log()[-2000:] for s in servers)
+        ) from None
 
 
 def metric(server: ServerProcess, name: str, **labels) -> float:
@@ -128,8 +173,11 @@ def metric(server: ServerProcess, name: str, **labels) -> float:
     family = scrape(server.metrics_url).get(name)
     if family is None:
         return 0.0
-    return sum(v for key, v in family.samples.items()
-               if all(dict(key).get(k) == w for k, w in labels.items()))
+    return sum(
+        v
+        for key, v in family.samples.items()
+        if all(dict(key).get(k) == w for k, w in labels.items())
+    )
 
 
 @pytest.fixture(scope="module")
@@ -137,8 +185,18 @@ def server(broker, repo):
     """One server consuming ``requests`` (2 partitions), no default reply topic, at most 4
     requests of a partition in flight."""
     broker.create_topic("requests", 2)
-    s = ServerProcess(*kafka_args(broker, repo, "requests", "shared", "--id", "shared",
-                                  "--kafka-max-inflight-per-partition", "4"))
+    s = ServerProcess(
+        *kafka_args(
+            broker,
+            repo,
+            "requests",
+            "shared",
+            "--id",
+            "shared",
+            "--kafka-max-inflight-per-partition",
+            "4",
+        )
+    )
     s.wait_live()
     wait_assigned(s, partitions=2)
     yield s
@@ -151,24 +209,40 @@ def server(broker, repo):
 # Clients (confluent-kafka here; aiokafka where marked)
 # ------------------------------------------------------------------------------------------
 
-def request(inputs: dict[str, tuple[str, np.ndarray]], *, model: str, binary: bool | set,
-            correlation: str, reply_topic: str | None, outputs: list[str] | None = None,
-            binary_outputs: bool | set = False) -> tuple[bytes, list]:
+
+def request(
+    inputs: dict[str, tuple[str, np.ndarray]],
+    *,
+    model: str,
+    binary: bool | set,
+    correlation: str,
+    reply_topic: str | None,
+    outputs: list[str] | None = None,
+    binary_outputs: bool | set = False,
+) -> tuple[bytes, list]:
     """A request record's value and headers, built by tritonclient's own HTTP body writer;
     ``binary`` and ``binary_outputs``: all tensors, or those named, in binary."""
     infer_inputs = []
     for name, (datatype, array) in inputs.items():
         i = httpclient.InferInput(name, list(array.shape), datatype)
-        i.set_data_from_numpy(array, binary_data=binary if isinstance(binary, bool)
-                              else name in binary)
+        i.set_data_from_numpy(
+            array, binary_data=binary if isinstance(binary, bool) else name in binary
+        )
         infer_inputs.append(i)
     infer_outputs = None
     if outputs is not None:
-        infer_outputs = [httpclient.InferRequestedOutput(
-            o, binary_data=binary_outputs if isinstance(binary_outputs, bool)
-            else o in binary_outputs) for o in outputs]
+        infer_outputs = [
+            httpclient.InferRequestedOutput(
+                o,
+                binary_data=binary_outputs
+                if isinstance(binary_outputs, bool)
+                else o in binary_outputs,
+            )
+            for o in outputs
+        ]
     body, json_size = httpclient.InferenceServerClient.generate_request_body(
-        infer_inputs, outputs=infer_outputs, request_id=correlation)
+        infer_inputs, outputs=infer_outputs, request_id=correlation
+    )
     headers = [("model-name", model.encode()), ("correlation-id", correlation.encode())]
     if reply_topic:
         headers.append(("reply-topic", reply_topic.encode()))
@@ -180,7 +254,8 @@ def request(inputs: dict[str, tuple[str, np.ndarray]], *, model: str, binary: bo
 def parse_reply(value: bytes, headers: dict[str, bytes]):
     length = headers.get("inference-header-content-length")
     return httpclient.InferenceServerClient.parse_response_body(
-        value, header_length=int(length) if length else None)
+        value, header_length=int(length) if length else None
+    )
 
 
 class Collector:
@@ -191,12 +266,17 @@ class Collector:
         self.records: list[tuple[bytes | None, bytes, dict[str, bytes], float]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._consumer = Consumer({"bootstrap.servers": broker.bootstrap,
-                                   "group.id": f"collector-{uuid.uuid4()}",
-                                   "fetch.wait.max.ms": FETCH_WAIT_MS,
-                                   "enable.auto.commit": False})
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING)
-                               for p in range(partitions)])
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": f"collector-{uuid.uuid4()}",
+                "fetch.wait.max.ms": FETCH_WAIT_MS,
+                "enable.auto.commit": False,
+            }
+        )
+        self._consumer.assign(
+            [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+        )
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
@@ -205,14 +285,16 @@ class Collector:
             m = self._consumer.poll(0.1)
             if m is None or m.error() is not None:
                 continue
-            with self._lock:         # the record's CreateTime: when its producer made it
-                self.records.append((m.key(), m.value(), dict(m.headers() or []),
-                                     m.timestamp()[1] / 1000.0))
+            with self._lock:  # the record's CreateTime: when its producer made it
+                self.records.append(
+                    (m.key(), m.value(), dict(m.headers() or []), m.timestamp()[1] / 1000.0)
+                )
         self._consumer.close()
 
     def wait(self, n: int, timeout: float = 30.0) -> list:
         """The records received, once there are ``n`` of them or ``timeout`` has passed (the
         caller checks what came)."""
+
         def enough() -> bool:
             with self._lock:
                 return len(self.records) >= n
@@ -251,21 +333,30 @@ def check_add_sub(value: bytes, headers: dict, i: int) -> None:
 # Every tensor type (aiokafka as the client)
 # ------------------------------------------------------------------------------------------
 
+
 def every_type_values() -> dict[str, np.ndarray]:
     def ints(dtype):
         info = np.iinfo(dtype)
         return np.array([[info.min, info.max, 0], [1, info.max - 1, info.min + 1]], dtype=dtype)
+
     return {
         "BOOL": np.array([[True, False, True], [False, False, True]]),
-        **{t: ints(np.dtype(t.lower())) for t in ("INT8", "INT16", "INT32", "INT64", "UINT8",
-                                                  "UINT16", "UINT32", "UINT64")},
+        **{
+            t: ints(np.dtype(t.lower()))
+            for t in ("INT8", "INT16", "INT32", "INT64", "UINT8", "UINT16", "UINT32", "UINT64")
+        },
         "FP16": np.array([[1.5, -2.25, 65504], [6.1e-05, np.inf, np.nan]], dtype=np.float16),
-        "FP32": np.array([[1.5, -2.25, 3.4028235e38], [1.4e-45, -0.0, 123456.79]],
-                         dtype=np.float32),
+        "FP32": np.array(
+            [[1.5, -2.25, 3.4028235e38], [1.4e-45, -0.0, 123456.79]], dtype=np.float32
+        ),
         "FP64": np.array([[1.7976931348623157e308, 5e-324, -1.0], [np.pi, 0.1, -1e-300]]),
-        "BYTES": np.array([[b"", b"hello", "\u00fcnic\u00f8de".encode()],
-                           [b"x" * 300, b"a b", "nul\x00 tab\t \u20ac".encode()]],
-                          dtype=np.object_),     # UTF-8: what ONNX string tensors hold
+        "BYTES": np.array(
+            [
+                [b"", b"hello", "\u00fcnic\u00f8de".encode()],
+                [b"x" * 300, b"a b", "nul\x00 tab\t \u20ac".encode()],
+            ],
+            dtype=np.object_,
+        ),  # UTF-8: what ONNX string tensors hold
     }
 
 
@@ -279,21 +370,30 @@ def test_one_message_of_every_tensor_type(broker, server):
     json_values = values
     broker.create_topic("types-replies", 1)
     sent = {
-        "json": request({f"INPUT_{t}": (t, v) for t, v in json_values.items()},
-                        model="identity_all", binary={"INPUT_FP16"}, correlation="json",
-                        reply_topic="types-replies", outputs=[f"OUTPUT_{t}" for t in json_values],
-                        binary_outputs={"OUTPUT_FP16"}),
-        "binary": request({f"INPUT_{t}": (t, v) for t, v in values.items()},
-                          model="identity_all", binary=True, correlation="binary",
-                          reply_topic="types-replies",
-                          outputs=[f"OUTPUT_{t}" for t in values], binary_outputs=True),
+        "json": request(
+            {f"INPUT_{t}": (t, v) for t, v in json_values.items()},
+            model="identity_all",
+            binary={"INPUT_FP16"},
+            correlation="json",
+            reply_topic="types-replies",
+            outputs=[f"OUTPUT_{t}" for t in json_values],
+            binary_outputs={"OUTPUT_FP16"},
+        ),
+        "binary": request(
+            {f"INPUT_{t}": (t, v) for t, v in values.items()},
+            model="identity_all",
+            binary=True,
+            correlation="binary",
+            reply_topic="types-replies",
+            outputs=[f"OUTPUT_{t}" for t in values],
+            binary_outputs=True,
+        ),
     }
 
     async def exchange():
         async with aiokafka_clients(broker.bootstrap, "types-replies") as (producer, consumer):
             for name, (value, headers) in sent.items():
-                await producer.send_and_wait("requests", value, key=name.encode(),
-                                             headers=headers)
+                await producer.send_and_wait("requests", value, key=name.encode(), headers=headers)
             got = {}
             deadline = time.monotonic() + 30
             while len(got) < len(sent) and time.monotonic() < deadline:
@@ -307,7 +407,7 @@ def test_one_message_of_every_tensor_type(broker, server):
     assert set(got) == {"json", "binary"}
     for name, expected in (("json", json_values), ("binary", values)):
         key, value, headers = got[name]
-        assert key == name.encode()                       # replies keyed as the request
+        assert key == name.encode()  # replies keyed as the request
         assert headers["triton-status"] == b"OK", value
         assert headers["model-name"] == b"identity_all"
         assert headers["triton-server-id"] == b"shared"
@@ -317,8 +417,9 @@ def test_one_message_of_every_tensor_type(broker, server):
             assert out.shape == (2, 3), t
             if t == "BYTES":
                 # tritonclient gives JSON BYTES as str, binary ones as bytes
-                assert [x.encode() if isinstance(x, str) else bytes(x) for x in out.ravel()] \
-                    == [bytes(x) for x in array.ravel()]
+                assert [x.encode() if isinstance(x, str) else bytes(x) for x in out.ravel()] == [
+                    bytes(x) for x in array.ravel()
+                ]
             else:
                 assert out.dtype == array.dtype, t
                 np.testing.assert_array_equal(out, array, err_msg=t)
@@ -328,10 +429,16 @@ def test_one_message_of_every_tensor_type(broker, server):
 # A flood of malformed messages
 # ------------------------------------------------------------------------------------------
 
+
 def malformed_records(reply_topic: str) -> list[tuple[str, bytes | None, list]]:
     """(what, value, headers) of records that cannot be read, each with a correlation id."""
-    good_json = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16],
-                                        "data": list(range(16))}]}).encode()
+    good_json = json.dumps(
+        {
+            "inputs": [
+                {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16], "data": list(range(16))}
+            ]
+        }
+    ).encode()
     with_reply = [("reply-topic", reply_topic.encode())]
     model = [("model-name", b"simple")]
     return [
@@ -341,14 +448,24 @@ def malformed_records(reply_topic: str) -> list[tuple[str, bytes | None, list]]:
         ("no model", good_json, with_reply),
         ("unknown datatype", good_json.replace(b"INT32", b"FP99"), with_reply + model),
         ("shape and data differ", good_json.replace(b"[1, 16]", b"[2, 16]"), with_reply + model),
-        ("header length too long", good_json,
-         with_reply + model + [("inference-header-content-length", b"99999")]),
-        ("header length not a number", good_json,
-         with_reply + model + [("inference-header-content-length", b"12abc")]),
-        ("binary data missing", good_json.replace(b'"data": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, '
-                                                  b'11, 12, 13, 14, 15]',
-                                                  b'"parameters": {"binary_data_size": 64}'),
-         with_reply + model),
+        (
+            "header length too long",
+            good_json,
+            with_reply + model + [("inference-header-content-length", b"99999")],
+        ),
+        (
+            "header length not a number",
+            good_json,
+            with_reply + model + [("inference-header-content-length", b"12abc")],
+        ),
+        (
+            "binary data missing",
+            good_json.replace(
+                b'"data": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]',
+                b'"parameters": {"binary_data_size": 64}',
+            ),
+            with_reply + model,
+        ),
         ("empty value", None, with_reply + model),
         ("random bytes", os.urandom(200), with_reply + model),
         ("deep nesting", b'{"inputs": ' + b"[" * 5000 + b"]" * 5000 + b"}", with_reply + model),
@@ -372,19 +489,33 @@ def test_a_flood_of_malformed_messages(broker, server):
         for _what, value, headers in kinds:
             corr = f"bad-{n}"
             n += 1
-            p.produce("requests", value, key=f"k{n % 5}".encode(),
-                      headers=headers + [("correlation-id", corr.encode())])
+            p.produce(
+                "requests",
+                value,
+                key=f"k{n % 5}".encode(),
+                headers=headers + [("correlation-id", corr.encode())],
+            )
             expected_dlq += 1
             if any(h == ("reply-topic", b"flood-replies") for h in headers):
                 expected_errors += 1
         for i in range(c * valid // copies, (c + 1) * valid // copies):
-            value, headers = request(add_sub_inputs(i), model="simple", binary=i % 2 == 0,
-                                     correlation=f"good-{i}", reply_topic="flood-replies")
+            value, headers = request(
+                add_sub_inputs(i),
+                model="simple",
+                binary=i % 2 == 0,
+                correlation=f"good-{i}",
+                reply_topic="flood-replies",
+            )
             p.produce("requests", value, key=f"k{i % 5}".encode(), headers=headers)
         p.poll(0)
         # an unknown model is well-formed: answered NOT_FOUND, not a dead letter
-        value, headers = request(add_sub_inputs(0), model="no_such_model", binary=False,
-                                 correlation=f"unknown-{c}", reply_topic="flood-replies")
+        value, headers = request(
+            add_sub_inputs(0),
+            model="no_such_model",
+            binary=False,
+            correlation=f"unknown-{c}",
+            reply_topic="flood-replies",
+        )
         p.produce("requests", value, key=b"k0", headers=headers)
     assert p.flush(10) == 0
 
@@ -416,16 +547,17 @@ def test_a_flood_of_malformed_messages(broker, server):
     # an unreadable reply-topic header is malformed too; a request without one has no reply
     assert reasons == {b"malformed": expected_dlq - copies, b"no_reply_topic": copies}
     failed = metric(server, "nv_kafka_messages_failed", topic="requests") - failed_before
-    assert failed == expected_dlq + copies        # dead letters and the unknown model's errors
+    assert failed == expected_dlq + copies  # dead letters and the unknown model's errors
     log = server.log()
     assert "Traceback" not in log
-    assert log.count("sent to the dead-letter topic") <= 3 * len(kinds)    # throttled
+    assert log.count("sent to the dead-letter topic") <= 3 * len(kinds)  # throttled
     assert server.proc.poll() is None
 
 
 # ------------------------------------------------------------------------------------------
 # Order per key, bounded in flight, a full model queue
 # ------------------------------------------------------------------------------------------
+
 
 def test_order_per_key_with_bounded_in_flight_and_a_full_model_queue(broker, server):
     """Two keys of 40 requests each to a model that queues at most 2: the 4 per partition
@@ -449,9 +581,13 @@ def test_order_per_key_with_bounded_in_flight_and_a_full_model_queue(broker, ser
     for i in range(per_key):
         for k, key in enumerate(keys):
             n = k * 1000 + i
-            value, headers = request({"INPUT0": ("FP32", np.array([[n]], np.float32))},
-                                     model="queued", binary=False, correlation=str(n),
-                                     reply_topic="order-replies")
+            value, headers = request(
+                {"INPUT0": ("FP32", np.array([[n]], np.float32))},
+                model="queued",
+                binary=False,
+                correlation=str(n),
+                reply_topic="order-replies",
+            )
             # one key a partition (as librdkafka's partitioner would, with other keys)
             p.produce("requests", value, key=key.encode(), partition=k, headers=headers)
     assert p.flush(10) == 0
@@ -469,7 +605,7 @@ def test_order_per_key_with_bounded_in_flight_and_a_full_model_queue(broker, ser
     for k, key in enumerate(keys):
         assert order[key.encode()] == [k * 1000 + i for i in range(per_key)]
     assert metric(server, "nv_kafka_requests_retried", topic="requests") > retried_before
-    assert max(samples) <= 2 * 4            # 2 partitions x --kafka-max-inflight-per-partition
+    assert max(samples) <= 2 * 4  # 2 partitions x --kafka-max-inflight-per-partition
     # every answered request's offset is committed: the consumer lag (librdkafka's statistics,
     # from the committed offsets, every 2 s) of both partitions comes down to 0
     lags: dict = {}
@@ -488,12 +624,25 @@ def test_order_per_key_with_bounded_in_flight_and_a_full_model_queue(broker, ser
 # Two servers in one group; one killed mid-stream
 # ------------------------------------------------------------------------------------------
 
+
 def test_two_servers_share_partitions_and_survive_a_kill(broker, repo):
     broker.create_topic("stream", 4)
     broker.create_topic("stream-replies", 1)
-    servers = [ServerProcess(*kafka_args(broker, repo, "stream", "pair", "--id", name,
-                                         "--kafka-reply-topic", "stream-replies"))
-               for name in ("a", "b")]
+    servers = [
+        ServerProcess(
+            *kafka_args(
+                broker,
+                repo,
+                "stream",
+                "pair",
+                "--id",
+                name,
+                "--kafka-reply-topic",
+                "stream-replies",
+            )
+        )
+        for name in ("a", "b")
+    ]
     a, b = servers
     try:
         for s in servers:
@@ -505,19 +654,28 @@ def test_two_servers_share_partitions_and_survive_a_kill(broker, repo):
         total, killed_at = 240, 80
         kill_time = None
         for i in range(total):
-            value, headers = request(add_sub_inputs(i), model="simple", binary=i % 2 == 1,
-                                     correlation=str(i), reply_topic=None)
+            value, headers = request(
+                add_sub_inputs(i),
+                model="simple",
+                binary=i % 2 == 1,
+                correlation=str(i),
+                reply_topic=None,
+            )
             p.produce("stream", value, key=f"robot-{i % 12}".encode(), headers=headers)
             p.poll(0)
             time.sleep(0.01)
             if i == killed_at:
                 # wait until a has answered something, then kill it mid-stream
-                wait_until(lambda: any(h.get("triton-server-id") == b"a"
-                                       for _, _, h, _ in replies.wait(0, 0)),
-                           20, "a reply from server a")
+                wait_until(
+                    lambda: any(
+                        h.get("triton-server-id") == b"a" for _, _, h, _ in replies.wait(0, 0)
+                    ),
+                    20,
+                    "a reply from server a",
+                )
                 a.proc.send_signal(signal.SIGKILL)
                 a.proc.wait()
-                kill_time = time.time()        # wall clock, as the records' CreateTime
+                kill_time = time.time()  # wall clock, as the records' CreateTime
         assert p.flush(10) == 0
 
         answered: dict[int, list] = {}
@@ -525,14 +683,13 @@ def test_two_servers_share_partitions_and_survive_a_kill(broker, repo):
         def all_answered() -> bool:
             answered.clear()
             for _key, value, headers, at in replies.wait(0, 0):
-                answered.setdefault(int(headers["correlation-id"]), []).append(
-                    (value, headers, at))
+                answered.setdefault(int(headers["correlation-id"]), []).append((value, headers, at))
             return len(answered) == total
 
         try:
             wait_until(all_answered, 45, "every request answered", interval=0.2)
         except AssertionError:
-            pass                               # the check below names the missing ones
+            pass  # the check below names the missing ones
         replies.close()
         missing = sorted(set(range(total)) - set(answered))
         assert not missing, f"not answered: {missing}\n{b.log()[-3000:]}"
@@ -543,12 +700,12 @@ def test_two_servers_share_partitions_and_survive_a_kill(broker, repo):
         for got in answered.values():
             for _, headers, at in got:
                 by_server.setdefault(headers["triton-server-id"], []).append(at)
-        assert by_server.get(b"a") and by_server.get(b"b")       # both served
+        assert by_server.get(b"a") and by_server.get(b"b")  # both served
         # a's replies were all produced before it was killed (some reach us after)
         assert all(at < kill_time for at in by_server[b"a"])
-        assert assignment(b) == first_a | first_b                # b took a's partitions over
+        assert assignment(b) == first_a | first_b  # b took a's partitions over
         duplicates = sum(len(g) - 1 for g in answered.values())
-        assert duplicates < total                                  # at least once, not all twice
+        assert duplicates < total  # at least once, not all twice
         assert metric(b, "nv_kafka_messages_received", topic="stream") > 0
     finally:
         rc = b.stop()
@@ -561,6 +718,7 @@ def test_two_servers_share_partitions_and_survive_a_kill(broker, repo):
 # The broker restarted
 # ------------------------------------------------------------------------------------------
 
+
 def test_broker_restart(repo, tmp_path):
     """Memory storage: a restarted broker has lost every topic, message, group and offset.
     What holds: the server stays up, logs the loss (throttled) and counts it, reconnects, and
@@ -570,13 +728,15 @@ def test_broker_restart(repo, tmp_path):
     try:
         broker.create_topic("req", 1)
         broker.create_topic("rep", 1)
-        server = ServerProcess(*kafka_args(broker, repo, "req", "restart", "--kafka-reply-topic",
-                                           "rep"))
+        server = ServerProcess(
+            *kafka_args(broker, repo, "req", "restart", "--kafka-reply-topic", "rep")
+        )
         server.wait_live()
         wait_assigned(server, partitions=1)
         p, replies = producer(broker), Collector(broker, "rep")
-        value, headers = request(add_sub_inputs(1), model="simple", binary=False,
-                                 correlation="before", reply_topic=None)
+        value, headers = request(
+            add_sub_inputs(1), model="simple", binary=False, correlation="before", reply_topic=None
+        )
         p.produce("req", value, headers=headers)
         p.flush(10)
         [(_, v, h, _)] = replies.wait(1)
@@ -590,21 +750,27 @@ def test_broker_restart(repo, tmp_path):
         broker.create_topic("rep", 1)
         replies = Collector(broker, "rep")
         for i in range(5):
-            value, headers = request(add_sub_inputs(i), model="simple", binary=False,
-                                     correlation=f"after-{i}", reply_topic=None)
+            value, headers = request(
+                add_sub_inputs(i),
+                model="simple",
+                binary=False,
+                correlation=f"after-{i}",
+                reply_topic=None,
+            )
             p.produce("req", value, headers=headers)
         assert p.flush(20) == 0
         got = replies.wait(5, timeout=45)
         replies.close()
-        assert sorted(h["correlation-id"] for _, _, h, _ in got) == \
-            [f"after-{i}".encode() for i in range(5)], server.log()[-3000:]
+        assert sorted(h["correlation-id"] for _, _, h, _ in got) == [
+            f"after-{i}".encode() for i in range(5)
+        ], server.log()[-3000:]
         for _, v, h, _ in got:
             check_add_sub(v, h, int(h["correlation-id"].decode().split("-")[1]))
         assert server.proc.poll() is None
         assert metric(server, "nv_kafka_client_errors") > 0
         log = server.log()
         assert "Traceback" not in log
-        assert log.count("Kafka client") < 40          # throttled, not a line per retry
+        assert log.count("Kafka client") < 40  # throttled, not a line per retry
     finally:
         if server is not None:
             assert server.stop() == 0
@@ -612,8 +778,11 @@ def test_broker_restart(repo, tmp_path):
 
 
 def test_a_bad_client_property_is_refused_at_start(broker, repo):
-    server = ServerProcess(*kafka_args(broker, repo, "requests", "bad",
-                                       "--kafka-consumer-config", "no.such.property=1"))
+    server = ServerProcess(
+        *kafka_args(
+            broker, repo, "requests", "bad", "--kafka-consumer-config", "no.such.property=1"
+        )
+    )
     assert server.proc.wait(60) == 1
     log = server.log()
     server.stop()
@@ -624,6 +793,7 @@ def test_a_bad_client_property_is_refused_at_start(broker, repo):
 # The result sink
 # ------------------------------------------------------------------------------------------
 
+
 def test_result_sink_keyed_results_and_a_missing_broker(broker):
     from triton_ros.frontend.kafka.options import KafkaOptions
     from triton_ros.frontend.kafka.result_sink import KafkaResultSink
@@ -633,12 +803,19 @@ def test_result_sink_keyed_results_and_a_missing_broker(broker):
     sent = []
     for i in range(30):
         key = f"robot{i % 2}/cam{i % 3}"
-        assert sink.publish(key, {"seq": i, "detections": [{"label": "cup", "score": 0.5}]},
-                            headers={"binding": "cam"})
+        assert sink.publish(
+            key,
+            {"seq": i, "detections": [{"label": "cup", "score": 0.5}]},
+            headers={"binding": "cam"},
+        )
         sent.append((key, i))
     sink.close()
-    assert (sink.stats.published, sink.stats.delivered, sink.stats.failed,
-            sink.stats.dropped) == (30, 30, 0, 0)
+    assert (sink.stats.published, sink.stats.delivered, sink.stats.failed, sink.stats.dropped) == (
+        30,
+        30,
+        0,
+        0,
+    )
 
     records = read_records(broker.bootstrap, "results", 3, lambda out: len(out) >= 30, 20)
     assert len(records) == 30
@@ -650,13 +827,18 @@ def test_result_sink_keyed_results_and_a_missing_broker(broker):
         by_key.setdefault(r.key.decode(), []).append(body["seq"])
         partitions.setdefault(r.key.decode(), set()).add(r.partition)
     for key in by_key:
-        assert by_key[key] == [i for k, i in sent if k == key]     # in order per key
-        assert len(partitions[key]) == 1                          # one partition per key
+        assert by_key[key] == [i for k, i in sent if k == key]  # in order per key
+        assert len(partitions[key]) == 1  # one partition per key
 
     # no broker there: publish never blocks, a full queue drops, undelivered ones are counted
     from server_process import free_port
-    away = KafkaResultSink(KafkaOptions(brokers=f"127.0.0.1:{free_port()}"), "results",
-                           max_queued=2, delivery_timeout_ms=500)
+
+    away = KafkaResultSink(
+        KafkaOptions(brokers=f"127.0.0.1:{free_port()}"),
+        "results",
+        max_queued=2,
+        delivery_timeout_ms=500,
+    )
     t0 = time.monotonic()
     results = [away.publish("robot0/cam0", b"x") for _ in range(3)]
     assert time.monotonic() - t0 < 0.5

@@ -1,5 +1,6 @@
 """Prometheus metrics of a real triton-ros-server, scraped and parsed with a plain text parser
 while gRPC and HTTP clients load it; counters must agree exactly with ModelStatistics."""
+
 from __future__ import annotations
 
 import shutil
@@ -19,10 +20,15 @@ from simple_model import simple_array, simple_inputs
 pytestmark = pytest.mark.integration
 
 MODEL_FAMILIES = (
-    "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
-    "nv_inference_exec_count", "nv_inference_request_duration_us",
-    "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
-    "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us",
+    "nv_inference_request_success",
+    "nv_inference_request_failure",
+    "nv_inference_count",
+    "nv_inference_exec_count",
+    "nv_inference_request_duration_us",
+    "nv_inference_queue_duration_us",
+    "nv_inference_compute_input_duration_us",
+    "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us",
     "nv_inference_pending_request_count",
 )
 COUNTERS = MODEL_FAMILIES[:-1]
@@ -44,7 +50,10 @@ def test_metric_families_types_and_labels(bundled_server):
         value = families[fam].value()
         assert value >= 0
     assert 0.0 <= families["nv_cpu_utilization"].value() <= 1.0
-    assert families["nv_cpu_memory_used_bytes"].value() <= families["nv_cpu_memory_total_bytes"].value()
+    assert (
+        families["nv_cpu_memory_used_bytes"].value()
+        <= families["nv_cpu_memory_total_bytes"].value()
+    )
     # model and version labels on every model series; the four failure reasons from the start
     for model in ("simple", "detector"):
         assert families["nv_inference_request_success"].get(model=model, version="1") is not None
@@ -60,8 +69,9 @@ def test_metrics_endpoint_errors(bundled_server):
         urllib.request.urlopen(base + "/nothing", timeout=10)
     assert info.value.code == 404
     with pytest.raises(urllib.error.HTTPError) as info:
-        urllib.request.urlopen(urllib.request.Request(bundled_server.metrics_url, data=b"x"),
-                               timeout=10)
+        urllib.request.urlopen(
+            urllib.request.Request(bundled_server.metrics_url, data=b"x"), timeout=10
+        )
     assert info.value.code == 405
     assert "nv_inference_count" in scrape(bundled_server.metrics_url)
 
@@ -73,9 +83,15 @@ def test_counters_agree_with_statistics_under_concurrent_load(start_server, repo
     # A model whose every request times out in the queue (1 us): failures with reason REJECTED.
     timeout_dir = repo / "simple_timeout"
     shutil.copytree(repo / "simple", timeout_dir)
-    text = (timeout_dir / "config.pbtxt").read_text().replace('name: "simple"', 'name: "simple_timeout"')
-    text += ("dynamic_batching { default_queue_policy { timeout_action: REJECT "
-             "default_timeout_microseconds: 1 } }\n")
+    text = (
+        (timeout_dir / "config.pbtxt")
+        .read_text()
+        .replace('name: "simple"', 'name: "simple_timeout"')
+    )
+    text += (
+        "dynamic_batching { default_queue_policy { timeout_action: REJECT "
+        "default_timeout_microseconds: 1 } }\n"
+    )
     (timeout_dir / "config.pbtxt").write_text(text)
     server = start_server("--model-repository", str(repo))
 
@@ -93,7 +109,10 @@ def test_counters_agree_with_statistics_under_concurrent_load(start_server, repo
             bad = i % 10 == 3
             model = "simple_timeout" if i % 10 == 7 else "simple"
             try:
-                client.infer(model, simple_inputs(module, simple_array(rows=1 + (i % 3))[:, :8 if bad else None]))
+                client.infer(
+                    model,
+                    simple_inputs(module, simple_array(rows=1 + (i % 3))[:, : 8 if bad else None]),
+                )
                 with lock:
                     counts["ok"] += 1
             except InferenceServerException as exc:
@@ -122,8 +141,11 @@ def test_counters_agree_with_statistics_under_concurrent_load(start_server, repo
 
     scraper_thread = threading.Thread(target=scraper)
     scraper_thread.start()
-    workers = [threading.Thread(target=client_thread, args=(kind, i))
-               for kind in ("grpc", "http") for i in range(2)]
+    workers = [
+        threading.Thread(target=client_thread, args=(kind, i))
+        for kind in ("grpc", "http")
+        for i in range(2)
+    ]
     for w in workers:
         w.start()
     for w in workers:
@@ -148,31 +170,38 @@ def test_counters_agree_with_statistics_under_concurrent_load(start_server, repo
         assert sum(failures.values()) == inf["fail"]["count"]
         assert families["nv_inference_count"].value(**labels) == s["inference_count"]
         assert families["nv_inference_exec_count"].value(**labels) == s["execution_count"]
-        for fam, field in (("nv_inference_request_duration_us", "success"),
-                           ("nv_inference_queue_duration_us", "queue"),
-                           ("nv_inference_compute_input_duration_us", "compute_input"),
-                           ("nv_inference_compute_infer_duration_us", "compute_infer"),
-                           ("nv_inference_compute_output_duration_us", "compute_output")):
+        for fam, field in (
+            ("nv_inference_request_duration_us", "success"),
+            ("nv_inference_queue_duration_us", "queue"),
+            ("nv_inference_compute_input_duration_us", "compute_input"),
+            ("nv_inference_compute_infer_duration_us", "compute_infer"),
+            ("nv_inference_compute_output_duration_us", "compute_output"),
+        ):
             assert families[fam].value(**labels) == inf[field]["ns"] // 1000, fam
         assert families["nv_inference_pending_request_count"].value(**labels) == 0
 
     simple = families["nv_inference_request_failure"].by("reason", model="simple", version="1")
-    timeout = families["nv_inference_request_failure"].by("reason", model="simple_timeout",
-                                                           version="1")
+    timeout = families["nv_inference_request_failure"].by(
+        "reason", model="simple_timeout", version="1"
+    )
     # what the clients saw, by reason: malformed requests are OTHER, queue timeouts REJECTED
     assert simple["OTHER"] == counts["bad"] and simple["REJECTED"] == 0
     assert timeout["REJECTED"] == counts["rejected"] and timeout["OTHER"] == 0
     assert counts["rejected"] > 0
-    assert families["nv_inference_request_success"].value(model="simple", version="1") == counts["ok"]
+    assert (
+        families["nv_inference_request_success"].value(model="simple", version="1") == counts["ok"]
+    )
     # batch sizes 1..3 were sent: inference_count counts rows, success counts requests
-    assert stats["simple"]["inference_count"] > stats["simple"]["inference_stats"]["success"]["count"]
+    assert (
+        stats["simple"]["inference_count"] > stats["simple"]["inference_stats"]["success"]["count"]
+    )
 
 
 def test_parser_rejects_malformed_text():
     with pytest.raises(ValueError):
         parse("nv_x 1\n")  # no TYPE
     with pytest.raises(ValueError):
-        parse("# TYPE a counter\na{x=\"1\"} 1\na{x=\"1\"} 2\n")  # duplicate series
+        parse('# TYPE a counter\na{x="1"} 1\na{x="1"} 2\n')  # duplicate series
     families = parse('# HELP a h\n# TYPE a gauge\na{l="q\\"\\\\"} 2.5\n')
     assert families["a"].value(l='q"\\') == 2.5
 
@@ -189,7 +218,12 @@ def test_grafana_dashboard_uses_exported_metrics():
     used = {name for e in exprs for name in re.findall(r"\b(?:nv|triton_ros)_[a-z_]+", e)}
     assert used and used <= set(FAMILIES), used - set(FAMILIES)
     # every per-model and per-interval family of Triton's the server exports has a panel
-    assert {f for f in FAMILIES if f.startswith("nv_")} - used <= {"nv_cache_hit_duration_per_model",
-                                    "nv_cache_miss_duration_per_model", "nv_cache_num_hits",
-                                    "nv_cache_num_misses", "nv_cache_num_lookups",
-                                    "nv_cache_lookup_duration", "nv_cache_insertion_duration"}
+    assert {f for f in FAMILIES if f.startswith("nv_")} - used <= {
+        "nv_cache_hit_duration_per_model",
+        "nv_cache_miss_duration_per_model",
+        "nv_cache_num_hits",
+        "nv_cache_num_misses",
+        "nv_cache_num_lookups",
+        "nv_cache_lookup_duration",
+        "nv_cache_insertion_duration",
+    }

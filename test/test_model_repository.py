@@ -1,5 +1,6 @@
 """Model repository and control modes (none / poll / explicit), version policies, auto-complete and
 load failures, through a real server process and tritonclient."""
+
 from __future__ import annotations
 
 import json
@@ -23,10 +24,12 @@ pytestmark = pytest.mark.integration
 def add_const_graph(k: float):
     """OUTPUT0 = INPUT0 + k (FP32 [N,4]): tells versions apart."""
     return helper.make_graph(
-        [helper.make_node("Add", ["INPUT0", "k"], ["OUTPUT0"])], f"add{k}",
+        [helper.make_node("Add", ["INPUT0", "k"], ["OUTPUT0"])],
+        f"add{k}",
         [helper.make_tensor_value_info("INPUT0", TensorProto.FLOAT, ["N", 4])],
         [helper.make_tensor_value_info("OUTPUT0", TensorProto.FLOAT, ["N", 4])],
-        initializer=[numpy_helper.from_array(np.array([k], np.float32), "k")])
+        initializer=[numpy_helper.from_array(np.array([k], np.float32), "k")],
+    )
 
 
 def versioned_model(repo, name: str, versions=(1, 2, 3), policy: str = "") -> None:
@@ -58,6 +61,7 @@ def index(client) -> dict[str, list[tuple[str, str, str]]]:
 
 # ------------------------------------------------------------------ failures never block others
 
+
 def test_a_broken_model_is_listed_with_its_reason_and_others_serve(start_server, repo_copy):
     broken = repo_copy / "broken"
     (broken / "1").mkdir(parents=True)
@@ -65,35 +69,46 @@ def test_a_broken_model_is_listed_with_its_reason_and_others_serve(start_server,
     server = start_server("--model-repository", str(repo_copy))
     client = server.client()
     states = index(client)
-    (version, state, reason), = states["broken"]
+    ((version, state, reason),) = states["broken"]
     assert state == "UNAVAILABLE"
     assert "failed to parse" in reason and "broken" in reason
     assert states["detector"] == [("1", "READY", "")]
     assert client.is_model_ready("simple")
-    assert not client.is_server_ready()        # strict readiness: one model is not ready
-    assert "broken" in server.log() and "UNAVAILABLE" in server.log()   # start-up table
+    assert not client.is_server_ready()  # strict readiness: one model is not ready
+    assert "broken" in server.log() and "UNAVAILABLE" in server.log()  # start-up table
 
 
-@pytest.mark.parametrize("config, reason", [
-    ('name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
-     'dynamic_batching { preferred_batch_size: [ 16 ] }',
-     "preferred size must be <= max batch size for bad, got 16 > 8"),
-    ('name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 4\n'
-     'sequence_batching { iterative_sequence: true }',
-     "sequence_batching.iterative_sequence is not supported"),
-    ('name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 4\n'
-     'instance_group [ { kind: KIND_GPU count: 1 } ]',
-     "has kind KIND_GPU but no GPUs are available"),
-    ('name: "other_name"\nbackend: "onnxruntime"',
-     "unexpected directory name 'bad' for model 'other_name'"),
-    ('name: "bad"\nbackend: "tensorflow"', "not supported for TensorFlow model 'bad'"),
-    ('name: "bad"\nbackend: "pytorch"', "config.pbtxt must list its inputs and outputs"),
-])
+@pytest.mark.parametrize(
+    "config, reason",
+    [
+        (
+            'name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 8\n'
+            "dynamic_batching { preferred_batch_size: [ 16 ] }",
+            "preferred size must be <= max batch size for bad, got 16 > 8",
+        ),
+        (
+            'name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 4\n'
+            "sequence_batching { iterative_sequence: true }",
+            "sequence_batching.iterative_sequence is not supported",
+        ),
+        (
+            'name: "bad"\nbackend: "onnxruntime"\nmax_batch_size: 4\n'
+            "instance_group [ { kind: KIND_GPU count: 1 } ]",
+            "has kind KIND_GPU but no GPUs are available",
+        ),
+        (
+            'name: "other_name"\nbackend: "onnxruntime"',
+            "unexpected directory name 'bad' for model 'other_name'",
+        ),
+        ('name: "bad"\nbackend: "tensorflow"', "not supported for TensorFlow model 'bad'"),
+        ('name: "bad"\nbackend: "pytorch"', "config.pbtxt must list its inputs and outputs"),
+    ],
+)
 def test_invalid_configs_fail_with_a_clear_reason(start_server, repo_copy, config, reason):
     write_model(repo_copy, "bad", add_sub_graph(), config)
     server = start_server("--model-repository", str(repo_copy))
     client = server.client()
-    (_, state, got), = index(client)["bad"]
+    ((_, state, got),) = index(client)["bad"]
     assert state == "UNAVAILABLE"
     assert reason in got
     assert client.is_model_ready("simple")
@@ -112,18 +127,24 @@ def test_model_in_two_repositories_is_a_duplicate(start_server, repo_copy, tmp_p
     shutil.copytree(repo_copy / "simple", other / "simple")
     server = start_server("--model-repository", str(repo_copy), "--model-repository", str(other))
     client = server.client()
-    assert index(client)["simple"] == [("", "UNAVAILABLE", "model appears in two or more repositories")]
+    assert index(client)["simple"] == [
+        ("", "UNAVAILABLE", "model appears in two or more repositories")
+    ]
     assert client.is_model_ready("detector")
 
 
 # ------------------------------------------------------------------ version policies
 
-@pytest.mark.parametrize("policy, loaded, latest", [
-    ("", ["3"], 3.0),
-    ("version_policy: { latest: { num_versions: 2 } }", ["2", "3"], 3.0),
-    ("version_policy: { all: { } }", ["1", "2", "3"], 3.0),
-    ("version_policy: { specific: { versions: [ 1, 2 ] } }", ["1", "2"], 2.0),
-])
+
+@pytest.mark.parametrize(
+    "policy, loaded, latest",
+    [
+        ("", ["3"], 3.0),
+        ("version_policy: { latest: { num_versions: 2 } }", ["2", "3"], 3.0),
+        ("version_policy: { all: { } }", ["1", "2", "3"], 3.0),
+        ("version_policy: { specific: { versions: [ 1, 2 ] } }", ["1", "2"], 2.0),
+    ],
+)
 def test_version_policies(start_server, tmp_path, policy, loaded, latest):
     repo = tmp_path / "repo"
     versioned_model(repo, "ver", policy=policy)
@@ -142,6 +163,7 @@ def test_version_policies(start_server, tmp_path, policy, loaded, latest):
 
 # ------------------------------------------------------------------ auto-complete
 
+
 def test_onnx_model_without_config_is_auto_completed(start_server, tmp_path):
     repo = tmp_path / "repo"
     write_model(repo, "auto", add_sub_graph(), None)
@@ -149,7 +171,7 @@ def test_onnx_model_without_config_is_auto_completed(start_server, tmp_path):
     client = server.client()
     config = client.get_model_config("auto").config
     assert config.name == "auto" and config.backend == "onnxruntime"
-    assert config.max_batch_size == 4                  # Triton's default-max-batch-size
+    assert config.max_batch_size == 4  # Triton's default-max-batch-size
     assert config.HasField("dynamic_batching")
     assert [(i.name, list(i.dims)) for i in config.input] == [("INPUT0", [4]), ("INPUT1", [4])]
     assert [o.name for o in config.output] == ["OUTPUT0", "OUTPUT1"]
@@ -164,29 +186,37 @@ def test_onnx_model_without_config_is_auto_completed(start_server, tmp_path):
 
 def test_partial_config_is_completed(start_server, tmp_path):
     repo = tmp_path / "repo"
-    write_model(repo, "partial", add_sub_graph(), 'max_batch_size: 2\ninstance_group [ { count: 1 } ]')
+    write_model(
+        repo, "partial", add_sub_graph(), "max_batch_size: 2\ninstance_group [ { count: 1 } ]"
+    )
     server = start_server("--model-repository", str(repo))
     config = server.client().get_model_config("partial").config
     assert config.max_batch_size == 2 and len(config.input) == 2
-    assert config.instance_group[0].count == 1 and config.instance_group[0].kind == 2   # KIND_CPU
+    assert config.instance_group[0].count == 1 and config.instance_group[0].kind == 2  # KIND_CPU
 
 
 def test_strict_model_config_refuses_a_missing_config(start_server, tmp_path):
     repo = tmp_path / "repo"
     write_model(repo, "auto", add_sub_graph(), None)
     server = start_server("--model-repository", str(repo), "--strict-model-config=true")
-    (_, state, reason), = index(server.client())["auto"]
+    ((_, state, reason),) = index(server.client())["auto"]
     assert state == "UNAVAILABLE" and "config.pbtxt is required" in reason
 
 
 # ------------------------------------------------------------------ explicit mode
 
+
 def test_explicit_mode_load_unload(start_server, repo_copy):
-    server = start_server("--model-repository", str(repo_copy), "--model-control-mode=explicit",
-                          "--load-model", "simple")
+    server = start_server(
+        "--model-repository",
+        str(repo_copy),
+        "--model-control-mode=explicit",
+        "--load-model",
+        "simple",
+    )
     client = server.client()
     assert client.is_model_ready("simple") and not client.is_model_ready("detector")
-    assert index(client)["detector"] == [("", "", "")]        # present, never loaded
+    assert index(client)["detector"] == [("", "", "")]  # present, never loaded
     client.load_model("detector")
     assert client.is_model_ready("detector")
     client.unload_model("simple")
@@ -201,8 +231,9 @@ def test_explicit_mode_load_unload(start_server, repo_copy):
 
 
 def test_explicit_mode_load_star_loads_everything(start_server, repo_copy):
-    server = start_server("--model-repository", str(repo_copy), "--model-control-mode", "explicit",
-                          "--load-model=*")
+    server = start_server(
+        "--model-repository", str(repo_copy), "--model-control-mode", "explicit", "--load-model=*"
+    )
     client = server.client()
     assert client.is_model_ready("simple") and client.is_model_ready("detector")
 
@@ -211,21 +242,33 @@ def test_load_with_config_override_and_files(start_server, repo_copy, tmp_path):
     server = start_server("--model-repository", str(repo_copy), "--model-control-mode=explicit")
     client = server.client()
     config = {
-        "name": "simple", "backend": "onnxruntime", "max_batch_size": 2,
-        "input": [{"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [16]},
-                  {"name": "INPUT1", "data_type": "TYPE_INT32", "dims": [16]}],
-        "output": [{"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [16]},
-                   {"name": "OUTPUT1", "data_type": "TYPE_INT32", "dims": [16]}]}
+        "name": "simple",
+        "backend": "onnxruntime",
+        "max_batch_size": 2,
+        "input": [
+            {"name": "INPUT0", "data_type": "TYPE_INT32", "dims": [16]},
+            {"name": "INPUT1", "data_type": "TYPE_INT32", "dims": [16]},
+        ],
+        "output": [
+            {"name": "OUTPUT0", "data_type": "TYPE_INT32", "dims": [16]},
+            {"name": "OUTPUT1", "data_type": "TYPE_INT32", "dims": [16]},
+        ],
+    }
     client.load_model("simple", config=json.dumps(config))
     assert client.get_model_config("simple").config.max_batch_size == 2
 
     # A model that exists only in the request: config + file:1/model.onnx
     onnx_path = save(add_const_graph(5.0), tmp_path / "upload" / "model.onnx")
-    upload = {"name": "uploaded", "backend": "onnxruntime", "max_batch_size": 4,
-              "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
-              "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}]}
-    client.load_model("uploaded", config=json.dumps(upload),
-                      files={"file:1/model.onnx": onnx_path.read_bytes()})
+    upload = {
+        "name": "uploaded",
+        "backend": "onnxruntime",
+        "max_batch_size": 4,
+        "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+        "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+    }
+    client.load_model(
+        "uploaded", config=json.dumps(upload), files={"file:1/model.onnx": onnx_path.read_bytes()}
+    )
     assert infer_const(client, "uploaded") == 5.0
 
 
@@ -245,12 +288,14 @@ def test_load_of_a_broken_model_reports_the_failure(start_server, repo_copy):
 
 # ------------------------------------------------------------------ poll mode
 
+
 def test_poll_mode_follows_the_repository(start_server, repo_copy, tmp_path):
     repo = tmp_path / "polled"
     repo.mkdir()
     shutil.copytree(repo_copy / "simple", repo / "simple")
-    server = start_server("--model-repository", str(repo), "--model-control-mode=poll",
-                          "--repository-poll-secs=0.5")
+    server = start_server(
+        "--model-repository", str(repo), "--model-control-mode=poll", "--repository-poll-secs=0.5"
+    )
     client = server.client()
     assert client.is_model_ready("simple")
     with pytest.raises(InferenceServerException) as err:
@@ -270,7 +315,7 @@ def test_poll_mode_follows_the_repository(start_server, repo_copy, tmp_path):
         while not stop.is_set():
             try:
                 assert infer_const(c, "ver") in (1.0, 2.0)
-            except Exception as exc:        # noqa: BLE001 - collected and asserted below
+            except Exception as exc:  # noqa: BLE001 - collected and asserted below
                 failures.append(repr(exc))
 
     sender = threading.Thread(target=traffic)
@@ -288,5 +333,7 @@ def test_poll_mode_follows_the_repository(start_server, repo_copy, tmp_path):
     shutil.rmtree(repo / "simple")
     wait_until(lambda: not client.is_model_ready("simple"))
     # not ready while UNLOADING already; then the unload ends
-    wait_until(lambda: index(client)["simple"] == [("1", "UNAVAILABLE", "unloaded")],
-               what=f"simple unloaded: {index(client)['simple']}")
+    wait_until(
+        lambda: index(client)["simple"] == [("1", "UNAVAILABLE", "unloaded")],
+        what=f"simple unloaded: {index(client)['simple']}",
+    )

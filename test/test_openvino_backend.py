@@ -2,6 +2,7 @@
 with OpenVINO's own converter) and ONNX, served by a real server over gRPC and HTTP, the outputs
 compared with ONNX Runtime run directly on the source ONNX model; auto-complete, batching
 (dynamic and fixed batch dimensions), Triton's parameters, load failures."""
+
 from __future__ import annotations
 
 import shutil
@@ -69,7 +70,8 @@ parameters { key: "NUM_STREAMS" value: { string_value: "1" } }
     # an IR exported with a fixed batch of 1: reshaped to a dynamic batch at load
     export_ir(COLOR, repo / "ir_fixed_batch" / "1", input=[1, 3, 256, 256])
     (repo / "ir_fixed_batch" / "config.pbtxt").write_text(
-        (repo / "ir_color" / "config.pbtxt").read_text().replace("count: 2", "count: 1"))
+        (repo / "ir_color" / "config.pbtxt").read_text().replace("count: 2", "count: 1")
+    )
     # Triton's fixed batch of max_batch_size, smaller batches padded
     export_ir(COLOR, repo / "ir_padded" / "1", input=[1, 3, 256, 256])
     (repo / "ir_padded" / "config.pbtxt").write_text("""
@@ -83,14 +85,16 @@ parameters { key: "ENABLE_BATCH_PADDING" value: { string_value: "YES" } }
     for name, text in {
         "bad_hint": 'parameters { key: "PERFORMANCE_HINT" value: { string_value: "FAST" } }',
         "bad_streams": 'parameters { key: "NUM_STREAMS" value: { string_value: "many" } }',
-        "bad_kind": 'instance_group [ { count: 1 kind: KIND_GPU gpus: [ ] } ]',
+        "bad_kind": "instance_group [ { count: 1 kind: KIND_GPU gpus: [ ] } ]",
         "bad_device": 'parameters { key: "TARGET_DEVICE" value: { string_value: "NPU" } }',
         "bad_input": "",
     }.items():
         shutil.copytree(repo / "ir_color" / "1", repo / name / "1")
-        config = ('backend: "openvino"\nmax_batch_size: 8\n'
-                  'input [ { name: "images" data_type: TYPE_FP32 dims: [ 3, 256, 256 ] } ]\n'
-                  'output [ { name: "detections" data_type: TYPE_FP32 dims: [ 6, 6 ] } ]\n')
+        config = (
+            'backend: "openvino"\nmax_batch_size: 8\n'
+            'input [ { name: "images" data_type: TYPE_FP32 dims: [ 3, 256, 256 ] } ]\n'
+            'output [ { name: "detections" data_type: TYPE_FP32 dims: [ 6, 6 ] } ]\n'
+        )
         if name == "bad_input":
             config = config.replace('name: "images"', 'name: "pixels"')
         if name == "bad_kind":
@@ -111,9 +115,10 @@ def run_onnxruntime(path: Path, feed: dict[str, np.ndarray]) -> list[np.ndarray]
 
 def images(n: int, seed: int) -> np.ndarray:
     from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
+
     scene = SyntheticScene(parse_camera("r/c:256x256:rgb8"), seed)
     frames = [scene.render(0.1 * i)[0] for i in range(n)]
-    return (np.stack(frames).transpose(0, 3, 1, 2).astype(np.float32) / 255.0)
+    return np.stack(frames).transpose(0, 3, 1, 2).astype(np.float32) / 255.0
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
@@ -138,8 +143,10 @@ def test_an_auto_completed_ir_matches_onnxruntime_on_the_source_model(server, pr
 def test_two_inputs_two_outputs_onnx_read_by_openvino(server):
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     b = np.full((3, 4), 0.25, np.float32)
-    inputs = [httpclient.InferInput("INPUT0", [3, 4], "FP32"),
-              httpclient.InferInput("INPUT1", [3, 4], "FP32")]
+    inputs = [
+        httpclient.InferInput("INPUT0", [3, 4], "FP32"),
+        httpclient.InferInput("INPUT1", [3, 4], "FP32"),
+    ]
     inputs[0].set_data_from_numpy(a)
     inputs[1].set_data_from_numpy(b)
     result = server.http_client().infer("onnx_add_sub", inputs)
@@ -179,8 +186,9 @@ def test_fixed_batch_with_padding_answers_smaller_batches(server):
 
 
 def test_load_failures_say_what_is_wrong_and_the_rest_serves(server):
-    states = {m.name: (m.state, m.reason)
-              for m in server.client().get_model_repository_index().models}
+    states = {
+        m.name: (m.state, m.reason) for m in server.client().get_model_repository_index().models
+    }
     expected = {
         "bad_hint": "LATENCY/THROUGHPUT/CUMULATIVE_THROUGHPUT, got fast",
         "bad_streams": "AUTO/NUMA/<int_value>, got many",
@@ -206,13 +214,15 @@ def test_parameters_reach_the_compiled_model(explicit_core, ov_repo):
     assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
     shutil.copytree(ov_repo / "ir_color", repo / "bf16")
     config = repo / "bf16" / "config.pbtxt"
-    config.write_text(config.read_text() + 'parameters { key: "HINT_BF16" value: { string_value: '
-                      '"YES" } }\n')
+    config.write_text(
+        config.read_text() + 'parameters { key: "HINT_BF16" value: { string_value: "YES" } }\n'
+    )
     explicit_core.load_model("bf16")
     compiled = explicit_core.get_model("bf16").backend.compiled
     has_bf16 = "BF16" in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
     assert compiled.get_property("INFERENCE_PRECISION_HINT") == (
-        ov.Type.bf16 if has_bf16 else ov.Type.f32)
+        ov.Type.bf16 if has_bf16 else ov.Type.f32
+    )
     shutil.copytree(ov_repo / "onnx_add_sub", repo / "latency")
     explicit_core.load_model("latency")
     compiled = explicit_core.get_model("latency").backend.compiled
@@ -223,6 +233,7 @@ def test_kind_gpu_is_refused_as_triton_does(explicit_core, ov_repo):
     from triton_ros.core.backends.openvino_backend import OpenVINOModel
     from triton_ros.core.errors import TritonRosError
     from triton_ros.core.model_config import load_model_config
+
     folder = ov_repo / "ir_color"
     config = load_model_config("ir_color", folder)
     model = OpenVINOModel(config, version=1, model_path=folder, version_path=folder / "1")

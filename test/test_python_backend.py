@@ -1,5 +1,6 @@
 """Triton Python models (test/python_models, written as Triton's documentation writes them) served
 by a real ``triton-ros-server`` and checked with tritonclient over 127.0.0.1."""
+
 from __future__ import annotations
 
 import os
@@ -27,9 +28,10 @@ def server(start_module_server, tmp_path_factory):
     shutil.copytree(PYTHON_MODELS, repo)
     server = start_module_server("--model-repository", str(repo), timeout=120)
     yield server
-    assert server.stop() == 0, server.log()     # stopped here to check what it left behind
-    assert not [f for f in os.listdir("/dev/shm") if f.startswith(f"triton_ros_py_{server.proc.pid}_")], \
-        "shared memory segments left behind"
+    assert server.stop() == 0, server.log()  # stopped here to check what it left behind
+    assert not [
+        f for f in os.listdir("/dev/shm") if f.startswith(f"triton_ros_py_{server.proc.pid}_")
+    ], "shared memory segments left behind"
 
 
 def _input(name: str, array: np.ndarray, datatype: str) -> grpcclient.InferInput:
@@ -53,8 +55,9 @@ def test_add_sub_runs_unchanged(server):
     assert params["instance"].string_param == "add_sub_0_0"  # initialize() got Triton's keys
     assert params["kind"].string_param == "CPU"
     # Only the requested output comes back.
-    only = client.infer("add_sub", _add_sub_inputs(a, b),
-                        outputs=[grpcclient.InferRequestedOutput("OUTPUT1")])
+    only = client.infer(
+        "add_sub", _add_sub_inputs(a, b), outputs=[grpcclient.InferRequestedOutput("OUTPUT1")]
+    )
     assert only.as_numpy("OUTPUT0") is None
     np.testing.assert_array_equal(only.as_numpy("OUTPUT1"), a - b)
 
@@ -84,7 +87,9 @@ def test_error_response_fails_only_its_request(server):
             results[name] = exc
 
     # preferred_batch_size 2 with a long queue delay: the two requests execute together.
-    threads = [threading.Thread(target=call, args=(n, d)) for n, d in (("good", good), ("bad", bad))]
+    threads = [
+        threading.Thread(target=call, args=(n, d)) for n, d in (("good", good), ("bad", bad))
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -128,7 +133,9 @@ def test_crash_is_isolated_and_the_instance_restarts(server, mode, what):
     assert what in info.value.message()
     # The server keeps answering other models, and the crashed model serves again (new stub).
     a = np.ones(4, np.float32)
-    np.testing.assert_array_equal(client.infer("add_sub", _add_sub_inputs(a, a)).as_numpy("OUTPUT0"), 2 * a)
+    np.testing.assert_array_equal(
+        client.infer("add_sub", _add_sub_inputs(a, a)).as_numpy("OUTPUT0"), 2 * a
+    )
     again = client.infer("crashy", [_input("MODE", np.array([0], np.int32), "INT32")])
     assert int(again.as_numpy("PID")[0]) != pid_before
     assert client.is_model_ready("crashy")
@@ -136,11 +143,15 @@ def test_crash_is_isolated_and_the_instance_restarts(server, mode, what):
 
 def test_hang_past_the_timeout_is_killed_and_restarted(server):
     client = server.client()
-    pid_before = int(client.infer("hang", [_input("SECONDS", np.array([0], np.float32), "FP32")])
-                     .as_numpy("PID")[0])
+    pid_before = int(
+        client.infer("hang", [_input("SECONDS", np.array([0], np.float32), "FP32")]).as_numpy(
+            "PID"
+        )[0]
+    )
     with pytest.raises(InferenceServerException) as info:
-        client.infer("hang", [_input("SECONDS", np.array([3600], np.float32), "FP32")],
-                     client_timeout=120)
+        client.infer(
+            "hang", [_input("SECONDS", np.array([3600], np.float32), "FP32")], client_timeout=120
+        )
     assert info.value.status() == "StatusCode.INTERNAL"
     assert "execute_timeout_seconds" in info.value.message()
     after = client.infer("hang", [_input("SECONDS", np.array([0], np.float32), "FP32")])
@@ -154,22 +165,31 @@ def test_bls_exec_calls_another_model(server):
     a = np.array([1, 2, 3, 4], np.float32)
     b = np.array([4, 3, 2, 1], np.float32)
     name = np.array([b"add_sub"], dtype=np.object_)
-    result = client.infer("bls_add_sub", [_input("MODEL_NAME", name, "BYTES"),
-                                          *_add_sub_inputs(a, b)])
+    result = client.infer(
+        "bls_add_sub", [_input("MODEL_NAME", name, "BYTES"), *_add_sub_inputs(a, b)]
+    )
     np.testing.assert_array_equal(result.as_numpy("OUTPUT0"), a + b)
     np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), a - b)
     with pytest.raises(InferenceServerException) as info:
-        client.infer("bls_add_sub", [_input("MODEL_NAME", np.array([b"no_such_model"], np.object_),
-                                            "BYTES"), *_add_sub_inputs(a, b)])
+        client.infer(
+            "bls_add_sub",
+            [
+                _input("MODEL_NAME", np.array([b"no_such_model"], np.object_), "BYTES"),
+                *_add_sub_inputs(a, b),
+            ],
+        )
     assert "no_such_model" in info.value.message()
 
 
 def test_bytes_tensors_and_request_parameters(server):
     client = server.client()
-    text = np.array([[b"camera", b"lidar", b""], [b"imu", b"gps\x00bin", b"odom"]], dtype=np.object_)
+    text = np.array(
+        [[b"camera", b"lidar", b""], [b"imu", b"gps\x00bin", b"odom"]], dtype=np.object_
+    )
     result = client.infer("strings", [_input("TEXT", text, "BYTES")], parameters={"suffix": "!"})
-    expected = np.array([[b"CAMERA!", b"LIDAR!", b"!"], [b"IMU!", b"GPS\x00BIN!", b"ODOM!"]],
-                        dtype=np.object_)
+    expected = np.array(
+        [[b"CAMERA!", b"LIDAR!", b"!"], [b"IMU!", b"GPS\x00BIN!", b"ODOM!"]], dtype=np.object_
+    )
     assert result.as_numpy("UPPER").tolist() == expected.tolist()
 
 
@@ -177,8 +197,10 @@ def test_two_instances_execute_in_parallel(server, tmp_path):
     client = server.client()
     directory = np.array([str(tmp_path).encode()], dtype=np.object_)
     with ThreadPoolExecutor(2) as pool:
-        futures = [pool.submit(client.infer, "parallel", [_input("DIR", directory, "BYTES")])
-                   for _ in range(2)]
+        futures = [
+            pool.submit(client.infer, "parallel", [_input("DIR", directory, "BYTES")])
+            for _ in range(2)
+        ]
         pids = {int(f.result(timeout=120).as_numpy("PID")[0]) for f in futures}
     assert len(pids) == 2, "the two requests ran in two different stub processes at once"
 
@@ -207,8 +229,13 @@ def test_concurrent_clients_get_their_own_results(server):
 def test_unknown_input_is_refused_before_the_model(server):
     client = server.client()
     with pytest.raises(InferenceServerException) as info:
-        client.infer("add_sub", [_input("INPUT0", np.ones(4, np.float32), "FP32"),
-                                 _input("BOGUS", np.ones(4, np.float32), "FP32")])
+        client.infer(
+            "add_sub",
+            [
+                _input("INPUT0", np.ones(4, np.float32), "FP32"),
+                _input("BOGUS", np.ones(4, np.float32), "FP32"),
+            ],
+        )
     assert info.value.status() == "StatusCode.INVALID_ARGUMENT"
 
 
@@ -226,17 +253,27 @@ def test_instance_that_cannot_restart_makes_the_model_unavailable(server):
     assert "the device this model drives is gone" in index["fragile"].reason
     with pytest.raises(InferenceServerException) as info:
         client.infer("fragile", mode(0))
-    assert info.value.status() == "StatusCode.NOT_FOUND"     # Triton: no available versions
+    assert info.value.status() == "StatusCode.NOT_FOUND"  # Triton: no available versions
     assert "has no available versions" in info.value.message()
     a = np.ones(4, np.float32)
-    np.testing.assert_array_equal(client.infer("add_sub", _add_sub_inputs(a, a)).as_numpy("OUTPUT1"), 0 * a)
+    np.testing.assert_array_equal(
+        client.infer("add_sub", _add_sub_inputs(a, a)).as_numpy("OUTPUT1"), 0 * a
+    )
 
 
 def test_unload_finalizes_and_reaps_the_stubs_and_reload_serves(start_server, tmp_path):
     repo = tmp_path / "models"
     shutil.copytree(PYTHON_MODELS, repo)
-    server = start_server("--model-repository", str(repo), "--model-control-mode", "explicit",
-                          "--load-model", "crashy", "--load-model", "add_sub")
+    server = start_server(
+        "--model-repository",
+        str(repo),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "crashy",
+        "--load-model",
+        "add_sub",
+    )
     client = server.client()
     mode = [_input("MODE", np.array([0], np.int32), "INT32")]
     pid = int(client.infer("crashy", mode).as_numpy("PID")[0])
@@ -262,12 +299,20 @@ def test_async_execute_with_async_exec_response_sender_and_dlpack(server):
 def test_a_model_loads_another_model(start_server, tmp_path):
     repo = tmp_path / "models"
     shutil.copytree(PYTHON_MODELS, repo)
-    server = start_server("--model-repository", str(repo), "--model-control-mode", "explicit",
-                          "--load-model", "controller")
+    server = start_server(
+        "--model-repository",
+        str(repo),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "controller",
+    )
     client = server.client()
     assert not client.is_model_ready("add_sub")
     name = np.array([b"add_sub"], dtype=np.object_)
     assert client.infer("controller", [_input("NAME", name, "BYTES")]).as_numpy("READY")[0]
     assert client.is_model_ready("add_sub")
     a = np.ones(4, np.float32)
-    np.testing.assert_array_equal(client.infer("add_sub", _add_sub_inputs(a, a)).as_numpy("OUTPUT0"), 2 * a)
+    np.testing.assert_array_equal(
+        client.infer("add_sub", _add_sub_inputs(a, a)).as_numpy("OUTPUT0"), 2 * a
+    )

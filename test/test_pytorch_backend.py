@@ -4,6 +4,7 @@ eagerly; Triton's naming conventions, batching, instance kinds and parameters.
 
 torch is an optional extra: these tests need it and skip without it (CPython 3.10 here: no CPU
 wheel of torch for 3.10 is reachable on these machines; see docs/backends.md)."""
+
 from __future__ import annotations
 
 import threading
@@ -15,8 +16,10 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip(
-    "torch", reason="torch is not installed (an optional extra; CPython 3.10 has no CPU wheel "
-                    "of torch reachable here, see docs/backends.md)")
+    "torch",
+    reason="torch is not installed (an optional extra; CPython 3.10 has no CPU wheel "
+    "of torch reachable here, see docs/backends.md)",
+)
 
 import tritonclient.grpc as grpcclient  # noqa: E402
 import tritonclient.http as httpclient  # noqa: E402
@@ -53,51 +56,93 @@ def torch_repo(tmp_path_factory) -> Path:
     detector = Detector().eval()
     write(repo, "ts_indexed", detector, detector_config("ts_indexed"))
     # forward()'s argument names; outputs by the configuration's order
-    write(repo, "ts_named", detector, detector_config(
-        "ts_named", ("image", "gain", "pooled", "heat", "count")))
+    write(
+        repo,
+        "ts_named",
+        detector,
+        detector_config("ts_named", ("image", "gain", "pooled", "heat", "count")),
+    )
     # no config.pbtxt at all: auto-complete must say what is missing
     write(repo, "ts_no_config", detector, None)
     write(repo, "ts_gpu", detector, detector_config("ts_gpu", instances="count: 1 kind: KIND_GPU"))
     # KIND_MODEL: the module stays where it was saved, the inputs are CPU tensors
-    write(repo, "ts_kind_model", detector, detector_config(
-        "ts_kind_model", instances="count: 1 kind: KIND_MODEL"))
-    write(repo, "ts_introspect", Introspect(), """
+    write(
+        repo,
+        "ts_kind_model",
+        detector,
+        detector_config("ts_kind_model", instances="count: 1 kind: KIND_MODEL"),
+    )
+    write(
+        repo,
+        "ts_introspect",
+        Introspect(),
+        """
 platform: "pytorch_libtorch"
 max_batch_size: 4
 input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_INT32 dims: [ 1 ] },
          { name: "OUTPUT__1" data_type: TYPE_INT32 dims: [ 1 ] } ]
-""")
-    write(repo, "ts_introspect_no_inference_mode", Introspect(), """
+""",
+    )
+    write(
+        repo,
+        "ts_introspect_no_inference_mode",
+        Introspect(),
+        """
 platform: "pytorch_libtorch"
 max_batch_size: 4
 input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 1 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_INT32 dims: [ 1 ] },
          { name: "OUTPUT__1" data_type: TYPE_INT32 dims: [ 1 ] } ]
 parameters { key: "INFERENCE_MODE" value: { string_value: "false" } }
-""")
-    write(repo, "ts_dict", DictInput(), """
+""",
+    )
+    write(
+        repo,
+        "ts_dict",
+        DictInput(),
+        """
 backend: "pytorch"
 max_batch_size: 0
 input [ { name: "a" data_type: TYPE_FP32 dims: [ 2, 3 ] },
         { name: "b" data_type: TYPE_FP32 dims: [ 2, 3 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 2, 3 ] } ]
-""")
-    write(repo, "ts_words", Words(), """
+""",
+    )
+    write(
+        repo,
+        "ts_words",
+        Words(),
+        """
 backend: "pytorch"
 max_batch_size: 0
 input [ { name: "INPUT__0" data_type: TYPE_STRING dims: [ -1 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_STRING dims: [ -1 ] } ]
-""")
-    write(repo, "ts_bad_parameter", detector, detector_config("ts_bad_parameter", extra=(
-        'parameters { key: "DISABLE_OPTIMIZED_EXECUTION"\n'
-        '             value: { string_value: "maybe" } }\n')))
-    write(repo, "ts_too_few_inputs", detector, """
+""",
+    )
+    write(
+        repo,
+        "ts_bad_parameter",
+        detector,
+        detector_config(
+            "ts_bad_parameter",
+            extra=(
+                'parameters { key: "DISABLE_OPTIMIZED_EXECUTION"\n'
+                '             value: { string_value: "maybe" } }\n'
+            ),
+        ),
+    )
+    write(
+        repo,
+        "ts_too_few_inputs",
+        detector,
+        """
 platform: "pytorch_libtorch"
 max_batch_size: 8
 input [ { name: "INPUT__0" data_type: TYPE_FP32 dims: [ 3, -1, -1 ] } ]
 output [ { name: "OUTPUT__0" data_type: TYPE_FP32 dims: [ 8 ] } ]
-""")
+""",
+    )
     return repo
 
 
@@ -114,14 +159,18 @@ def eager(image: np.ndarray, gain: np.ndarray) -> list[np.ndarray]:
 
 def frames(n: int, h: int, w: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return (rng.random((n, 3, h, w), dtype=np.float32),
-            rng.uniform(0.5, 2.0, (n, 1)).astype(np.float32))
+    return (
+        rng.random((n, 3, h, w), dtype=np.float32),
+        rng.uniform(0.5, 2.0, (n, 1)).astype(np.float32),
+    )
 
 
 def infer(client, module, model: str, image: np.ndarray, gain: np.ndarray, names):
     i0, i1, o0, o1, o2 = names
-    inputs = [module.InferInput(i0, list(image.shape), "FP32"),
-              module.InferInput(i1, list(gain.shape), "FP32")]
+    inputs = [
+        module.InferInput(i0, list(image.shape), "FP32"),
+        module.InferInput(i1, list(gain.shape), "FP32"),
+    ]
     inputs[0].set_data_from_numpy(image)
     inputs[1].set_data_from_numpy(gain)
     result = client.infer(model, inputs)
@@ -129,15 +178,17 @@ def infer(client, module, model: str, image: np.ndarray, gain: np.ndarray, names
 
 
 def index(server) -> dict[str, tuple[str, str]]:
-    return {m.name: (m.state, m.reason)
-            for m in server.client().get_model_repository_index().models}
+    return {
+        m.name: (m.state, m.reason) for m in server.client().get_model_repository_index().models
+    }
 
 
 NAMED = ("image", "gain", "pooled", "heat", "count")
 
 
-@pytest.mark.parametrize("model, names", [("ts_indexed", INDEXED), ("ts_named", NAMED),
-                                          ("ts_kind_model", INDEXED)])
+@pytest.mark.parametrize(
+    "model, names", [("ts_indexed", INDEXED), ("ts_named", NAMED), ("ts_kind_model", INDEXED)]
+)
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_outputs_match_the_module_run_eagerly_at_every_shape(server, model, names, protocol):
     client = server.client() if protocol == "grpc" else server.http_client()
@@ -169,7 +220,7 @@ def test_concurrent_requests_are_batched_and_each_gets_its_own_rows(server):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
     after = client.get_inference_statistics("ts_indexed", as_json=True)
-    stat = lambda s, key: int(s["model_stats"][0].get(key, 0))   # noqa: E731
+    stat = lambda s, key: int(s["model_stats"][0].get(key, 0))  # noqa: E731
     inferences = stat(after, "inference_count") - stat(stats_before, "inference_count")
     executions = stat(after, "execution_count") - stat(stats_before, "execution_count")
     assert inferences == sum(len(image) for image, _ in requests)
@@ -181,17 +232,20 @@ def test_no_gradient_and_inference_mode_by_default_and_off_by_parameter(server):
     x = grpcclient.InferInput("INPUT__0", [2, 1], "FP32")
     x.set_data_from_numpy(np.zeros((2, 1), np.float32))
     on = client.infer("ts_introspect", [x])
-    assert on.as_numpy("OUTPUT__0").ravel().tolist() == [0, 0]      # no grad
-    assert on.as_numpy("OUTPUT__1").ravel().tolist() == [1, 1]      # inference tensors
+    assert on.as_numpy("OUTPUT__0").ravel().tolist() == [0, 0]  # no grad
+    assert on.as_numpy("OUTPUT__1").ravel().tolist() == [1, 1]  # inference tensors
     off = client.infer("ts_introspect_no_inference_mode", [x])
-    assert off.as_numpy("OUTPUT__0").ravel().tolist() == [0, 0]     # still no grad
+    assert off.as_numpy("OUTPUT__0").ravel().tolist() == [0, 0]  # still no grad
     assert off.as_numpy("OUTPUT__1").ravel().tolist() == [0, 0]
 
 
 def test_a_single_dict_argument_gets_the_inputs_by_name(server):
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     b = np.full((2, 3), 0.5, np.float32)
-    inputs = [httpclient.InferInput("a", [2, 3], "FP32"), httpclient.InferInput("b", [2, 3], "FP32")]
+    inputs = [
+        httpclient.InferInput("a", [2, 3], "FP32"),
+        httpclient.InferInput("b", [2, 3], "FP32"),
+    ]
     inputs[0].set_data_from_numpy(a)
     inputs[1].set_data_from_numpy(b)
     out = server.http_client().infer("ts_dict", inputs).as_numpy("OUTPUT__0")
@@ -245,11 +299,17 @@ def test_intra_op_threads_are_set_on_each_instance_thread(explicit_core):
     model's count (torch keeps it per thread)."""
     repo = explicit_core.repo_path
     for name, count in (("one", 1), ("two", 2)):
-        write(repo, name, Detector().eval(), detector_config(
-            name, instances="count: 1 kind: KIND_CPU").replace(
-            'string_value: "1"', f'string_value: "{count}"'))
+        write(
+            repo,
+            name,
+            Detector().eval(),
+            detector_config(name, instances="count: 1 kind: KIND_CPU").replace(
+                'string_value: "1"', f'string_value: "{count}"'
+            ),
+        )
         explicit_core.load_model(name)
     from triton_ros.core.infer_request import InferRequest
+
     seen = {}
 
     def run(name):
@@ -273,6 +333,7 @@ def test_kind_gpu_without_cuda_fails_the_instance_with_what_to_do(tmp_path):
     from triton_ros.core.backends.pytorch_backend import PyTorchModel
     from triton_ros.core.errors import StatusCode, TritonRosError
     from triton_ros.core.model_config import load_model_config
+
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device (test/gpu/test_gpu_pytorch.py)")
     folder = write(tmp_path, "g", Detector().eval(), detector_config("g"))

@@ -3,6 +3,7 @@ scripts/quantize_color_detector.py (INT8 calibrated on synthetic camera frames),
 Runtime and by OpenVINO from one server: each answers as its runtime does run directly, and
 finds the objects of synthetic_cameras' scenes (recall, mean IoU against the ground truth, scored
 as the ROS demo scores) within 0.05 of FP32."""
+
 from __future__ import annotations
 
 import sys
@@ -31,8 +32,9 @@ pytestmark = pytest.mark.integration
 def repository(tmp_path_factory) -> Path:
     repo = tmp_path_factory.mktemp("precision")
     names = quant.write_repository(repo, 16)
-    assert sorted(names) == sorted(f"color_detector_{p}{s}" for p in ("fp32", "fp16", "int8")
-                                   for s in ("", "_openvino"))
+    assert sorted(names) == sorted(
+        f"color_detector_{p}{s}" for p in ("fp32", "fp16", "int8") for s in ("", "_openvino")
+    )
     return repo
 
 
@@ -57,13 +59,14 @@ def test_the_models_are_what_their_names_say(repository):
 def direct(model_file: Path, runtime: str, frames: np.ndarray) -> np.ndarray:
     if runtime == "onnxruntime":
         session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
-        run = lambda x: session.run(None, {"images": x})[0]   # noqa: E731
+        run = lambda x: session.run(None, {"images": x})[0]  # noqa: E731
     else:
-        compiled = ov.Core().compile_model(str(model_file), "CPU",
-                                           {"INFERENCE_PRECISION_HINT": "f32"})
+        compiled = ov.Core().compile_model(
+            str(model_file), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+        )
         request = compiled.create_infer_request()
-        run = lambda x: request.infer({"images": x})[0]   # noqa: E731
-    return np.concatenate([run(frames[i:i + 8]) for i in range(0, len(frames), 8)])
+        run = lambda x: request.infer({"images": x})[0]  # noqa: E731
+    return np.concatenate([run(frames[i : i + 8]) for i in range(0, len(frames), 8)])
 
 
 def served(server, name: str, frames: np.ndarray, protocol: str) -> np.ndarray:
@@ -71,7 +74,7 @@ def served(server, name: str, frames: np.ndarray, protocol: str) -> np.ndarray:
     client = server.client() if protocol == "grpc" else server.http_client()
     out = []
     for i in range(0, len(frames), 8):
-        x = frames[i:i + 8]
+        x = frames[i : i + 8]
         inp = module.InferInput("images", list(x.shape), "FP32")
         inp.set_data_from_numpy(x)
         out.append(client.infer(name, [inp]).as_numpy("detections"))
@@ -79,8 +82,9 @@ def served(server, name: str, frames: np.ndarray, protocol: str) -> np.ndarray:
 
 
 @pytest.mark.parametrize("runtime, protocol", [("onnxruntime", "grpc"), ("openvino", "http")])
-def test_each_precision_answers_as_its_runtime_and_keeps_its_accuracy(server, repository,
-                                                                       runtime, protocol):
+def test_each_precision_answers_as_its_runtime_and_keeps_its_accuracy(
+    server, repository, runtime, protocol
+):
     frames, truths = quant.evaluation_set(48)
     suffix = "_openvino" if runtime == "openvino" else ""
     scores = {}

@@ -6,6 +6,7 @@ The tensors of a response are views of the batch's output buffer, which ONNX Run
 its arena: a response kept alive by a cycle keeps the buffer of its whole batch from being reused
 until the collector runs, and the arena grows for the next batches meanwhile. Real server
 classes in this process (so that its collector can be inspected), real clients over 127.0.0.1."""
+
 from __future__ import annotations
 
 import gc
@@ -67,15 +68,18 @@ def _simple(module, i: int):
 @pytest.mark.parametrize("protocol", ["grpc", "http"])
 def test_infer_leaves_no_cycle(servers, protocol):
     _, grpc_server, http_server = servers
-    module, endpoint = ((grpcclient, grpc_server) if protocol == "grpc"
-                        else (httpclient, http_server))
+    module, endpoint = (
+        (grpcclient, grpc_server) if protocol == "grpc" else (httpclient, http_server)
+    )
     client = module.InferenceServerClient(endpoint.target)
 
     def run():
         for i in range(20):
             inputs, expected = _simple(module, i)
-            np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"),
-                                          expected)
+            np.testing.assert_array_equal(
+                client.infer("simple", inputs).as_numpy("OUTPUT0"), expected
+            )
+
     try:
         assert _garbage_after(run) == []
     finally:
@@ -101,6 +105,7 @@ def test_grpc_stream_infer_leaves_no_cycle(servers):
             got[int(result.get_response().id)] = result.as_numpy("OUTPUT0")
         for i, want in enumerate(expected):
             np.testing.assert_array_equal(got[i], want)
+
     try:
         assert _garbage_after(run) == []
     finally:
@@ -117,9 +122,12 @@ def test_ensemble_steps_leave_no_cycle(servers):
 
     def run():
         for _ in range(5):
-            response = core.infer_sync(InferRequest(model_name="detector_pipeline",
-                                                    inputs={tensor.name: image}), timeout=60)
+            response = core.infer_sync(
+                InferRequest(model_name="detector_pipeline", inputs={tensor.name: image}),
+                timeout=60,
+            )
             assert response.outputs
+
     assert _garbage_after(run) == []
 
 
@@ -127,10 +135,15 @@ def test_decoupled_and_sequence_requests_leave_no_cycle():
     """A decoupled model's stream (responses through the request's sink and response factory)
     and a stateful model's sequence (slots, state) free their requests by reference counting."""
     from server_process import ROOT
+
     repository = ROOT / "examples" / "client_examples_repository"
-    core = InferenceServer(ServerOptions(model_repositories=(str(repository),),
-                                         model_control_mode="explicit",
-                                         startup_models=("square_int32", "simple_sequence")))
+    core = InferenceServer(
+        ServerOptions(
+            model_repositories=(str(repository),),
+            model_control_mode="explicit",
+            startup_models=("square_int32", "simple_sequence"),
+        )
+    )
     core.start()
     server = GrpcServer(core, address="127.0.0.1", port=0)
     server.start()
@@ -146,11 +159,17 @@ def test_decoupled_and_sequence_requests_leave_no_cycle():
             client.async_stream_infer("square_int32", [square], request_id=f"s{i}")
             sequence = grpcclient.InferInput("INPUT", [1, 1], "INT32")
             sequence.set_data_from_numpy(np.full([1, 1], i, np.int32))
-            client.async_stream_infer("simple_sequence", [sequence], sequence_id=77,
-                                      sequence_start=i == 0, sequence_end=i == 9)
+            client.async_stream_infer(
+                "simple_sequence",
+                [sequence],
+                sequence_id=77,
+                sequence_start=i == 0,
+                sequence_end=i == 9,
+            )
         for _ in range(30):
             result, error = results.get(timeout=30)
             assert error is None, error
+
     try:
         assert _garbage_after(run) == []
     finally:

@@ -6,6 +6,7 @@ Triton's restricted-protocol header, a misconfigured replica, shared memory, and
 reaches an error message or the endpoints' figures. The node-level tests are in
 test/ros/test_ros_remote.py.
 """
+
 from __future__ import annotations
 
 import signal
@@ -18,8 +19,12 @@ from remote_helpers import GrpcProxy, TcpProxy, have_openssl, make_certs
 from processes import wait_until
 from server_process import MODEL_REPOSITORY, ServerProcess, copy_models
 from triton_ros.core.errors import StatusCode, TritonRosError
-from triton_ros.ros.targets.remote.config import (PROBE_BACKOFF_MAX_S, PROBE_BACKOFF_MIN_S,
-                                                  RemoteConfig, parse_url)
+from triton_ros.ros.targets.remote.config import (
+    PROBE_BACKOFF_MAX_S,
+    PROBE_BACKOFF_MIN_S,
+    RemoteConfig,
+    parse_url,
+)
 from triton_ros.ros.targets.remote.errors import NO_ENDPOINT, TIMEOUT, RemoteError
 from triton_ros.ros.targets.remote.model import RemoteModel
 
@@ -30,9 +35,18 @@ SECRET = "s3cr3t-value-never-logged"
 X = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
 
 
-SERVER_ARGS = ("--model-repository", str(MODEL_REPOSITORY), "--model-control-mode", "explicit",
-               "--load-model", "detector", "--allow-client-shm", "true", "--allow-metrics",
-               "false")
+SERVER_ARGS = (
+    "--model-repository",
+    str(MODEL_REPOSITORY),
+    "--model-control-mode",
+    "explicit",
+    "--load-model",
+    "detector",
+    "--allow-client-shm",
+    "true",
+    "--allow-metrics",
+    "false",
+)
 
 
 def server(*extra: str, grpc_port: int | None = None, http_port: int | None = None):
@@ -79,6 +93,7 @@ def detector(start_module_server):
 def expected(detector):
     """The detector's outputs for X, from a plain tritonclient call."""
     import tritonclient.grpc as grpcclient
+
     x = grpcclient.InferInput("images", list(X.shape), "FP32")
     x.set_data_from_numpy(X)
     result = detector.client().infer("detector", [x])
@@ -88,8 +103,13 @@ def expected(detector):
 def test_urls_are_checked():
     assert parse_url("grpc://127.0.0.1:8001").protocol == "grpc"
     assert parse_url("https://edge:443").tls
-    for bad in ("127.0.0.1:8001", "tcp://a:1", "grpc://host", "http://a:1/v2",
-                "grpc://user:pw@a:1"):
+    for bad in (
+        "127.0.0.1:8001",
+        "tcp://a:1",
+        "grpc://host",
+        "http://a:1/v2",
+        "grpc://user:pw@a:1",
+    ):
         with pytest.raises(TritonRosError) as info:
             parse_url(bad)
         assert info.value.code == StatusCode.INVALID_ARG
@@ -100,8 +120,9 @@ def test_urls_are_checked():
         RemoteModel("m", -1, RemoteConfig(urls=("grpc://a:1",), tls_ca_file="/nonexistent"))
 
 
-@pytest.mark.parametrize("scheme,shm", [("grpc", "auto"), ("grpc", "off"), ("http", "auto"),
-                                        ("http", "off")])
+@pytest.mark.parametrize(
+    "scheme,shm", [("grpc", "auto"), ("grpc", "off"), ("http", "auto"), ("http", "off")]
+)
 def test_same_outputs_as_a_direct_call(detector, expected, scheme, shm):
     s = detector
     url = f"{scheme}://{s.url if scheme == 'grpc' else s.http_url}"
@@ -113,8 +134,7 @@ def test_same_outputs_as_a_direct_call(detector, expected, scheme, shm):
         assert model.version == 1
         result = infer(model)
         for name in ("boxes", "scores"):
-            np.testing.assert_allclose(result.outputs[name], expected[name], rtol=1e-5,
-                                       atol=1e-6)
+            np.testing.assert_allclose(result.outputs[name], expected[name], rtol=1e-5, atol=1e-6)
         assert result.model_version == 1
         (health,) = model.endpoints()
         assert health.shared_memory == (shm == "auto")
@@ -124,15 +144,24 @@ def test_same_outputs_as_a_direct_call(detector, expected, scheme, shm):
 
 
 def test_shared_memory_refused_falls_back_to_the_wire(expected):
-    s = ServerProcess("--model-repository", str(MODEL_REPOSITORY), "--model-control-mode",
-                      "explicit", "--load-model", "detector", "--allow-metrics", "false")
+    s = ServerProcess(
+        "--model-repository",
+        str(MODEL_REPOSITORY),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "detector",
+        "--allow-metrics",
+        "false",
+    )
     s.wait_live()
     try:
         model, logs = remote([f"grpc://{s.url}"])
         try:
             wait_until(model.ready, what="the endpoint up")
-            np.testing.assert_allclose(infer(model).outputs["boxes"], expected["boxes"],
-                                       rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                infer(model).outputs["boxes"], expected["boxes"], rtol=1e-5, atol=1e-6
+            )
             assert not model.endpoints()[0].shared_memory
             assert "refused shared memory" in logs.text()
         finally:
@@ -149,7 +178,7 @@ def test_failover_restart_and_all_down_then_up():
         for _ in range(20):
             infer(model)
         health = {h.url: h for h in model.endpoints()}
-        assert all(h.requests > 0 for h in health.values()), health   # both are used
+        assert all(h.requests > 0 for h in health.values()), health  # both are used
 
         # kill one under load: requests keep being answered by the other within 2 s
         a.proc.kill()
@@ -171,8 +200,9 @@ def test_failover_restart_and_all_down_then_up():
         # restart it on the same port: it is used again
         a2 = server(grpc_port=a.port)
         try:
-            wait_until(lambda: states(model)[f"grpc://{a.url}"] == "up", 20,
-                       "the restarted endpoint up")
+            wait_until(
+                lambda: states(model)[f"grpc://{a.url}"] == "up", 20, "the restarted endpoint up"
+            )
             before = {h.url: h.requests for h in model.endpoints()}
             for _ in range(20):
                 infer(model)
@@ -211,9 +241,12 @@ def test_failover_restart_and_all_down_then_up():
 
 def test_slow_and_hung_remotes_time_out_and_the_other_serves():
     fast, slow = server(), server()
-    proxy = TcpProxy(slow.port, delay_s=1.0)          # every answer of this one is 1 s late
-    model, logs = remote([f"grpc://{fast.url}", f"grpc://127.0.0.1:{proxy.port}"],
-                         timeout_ms=600, shared_memory="off")
+    proxy = TcpProxy(slow.port, delay_s=1.0)  # every answer of this one is 1 s late
+    model, logs = remote(
+        [f"grpc://{fast.url}", f"grpc://127.0.0.1:{proxy.port}"],
+        timeout_ms=600,
+        shared_memory="off",
+    )
     try:
         wait_until(lambda: model.ready(), what="an endpoint up")
         t0 = time.monotonic()
@@ -222,7 +255,7 @@ def test_slow_and_hung_remotes_time_out_and_the_other_serves():
             try:
                 infer(model)
                 answered += 1
-            except RemoteError as exc:                    # a request the slow one held too long
+            except RemoteError as exc:  # a request the slow one held too long
                 assert exc.kind == TIMEOUT, exc
                 lost += 1
         health = {h.url: h for h in model.endpoints()}
@@ -273,34 +306,50 @@ def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
     try:
         model, logs = remote([f"grpc://{good.url}", f"grpc://{wrong.url}"])
         try:
-            wait_until(lambda: states(model)[f"grpc://{wrong.url}"] == "mismatch"
-                 and states(model)[f"grpc://{good.url}"] == "up", 20, "mismatch detected")
+            wait_until(
+                lambda: (
+                    states(model)[f"grpc://{wrong.url}"] == "mismatch"
+                    and states(model)[f"grpc://{good.url}"] == "up"
+                ),
+                20,
+                "mismatch detected",
+            )
             for _ in range(10):
                 infer(model)
             assert model.endpoints()[1].requests == 0
             # the field that differs, with both values (inputs and outputs are the same)
-            assert (f"different configuration than the reference grpc://{good.url}: "
-                    f"max_batch_size: 16 at grpc://{good.url}, 8 at grpc://{wrong.url}; it is "
-                    f"not used") in logs.text(), logs.text()
-            (_, state, reason), = [e for e in model.describe_endpoints() if e[0].endswith(
-                wrong.url)]
+            assert (
+                f"different configuration than the reference grpc://{good.url}: "
+                f"max_batch_size: 16 at grpc://{good.url}, 8 at grpc://{wrong.url}; it is "
+                f"not used"
+            ) in logs.text(), logs.text()
+            ((_, state, reason),) = [
+                e for e in model.describe_endpoints() if e[0].endswith(wrong.url)
+            ]
             assert state == "mismatch" and "max_batch_size: 16 at" in reason
             # at start, the disagreement is told with which one is the reference
-            assert (f"the replicas disagree about the model's configuration: grpc://{good.url} "
-                    f"(the reference) serves every frame, grpc://{wrong.url} is not used") in \
-                logs.text()
+            assert (
+                f"the replicas disagree about the model's configuration: grpc://{good.url} "
+                f"(the reference) serves every frame, grpc://{wrong.url} is not used"
+            ) in logs.text()
         finally:
             model.stop()
         # the wrong replica listed first is the reference: the right one is "mismatch", and the
         # warning says the reference may be the misconfigured one
         model, logs = remote([f"grpc://{wrong.url}", f"grpc://{good.url}"])
         try:
-            wait_until(lambda: states(model)[f"grpc://{good.url}"] == "mismatch", 20,
-                 "the right replica marked mismatch")
+            wait_until(
+                lambda: states(model)[f"grpc://{good.url}"] == "mismatch",
+                20,
+                "the right replica marked mismatch",
+            )
             assert model.config.max_batch_size == 8
             warning = [t for level, t in logs.lines if level == "warn" and "disagree" in t]
-            assert warning and f"grpc://{wrong.url} (the reference) serves every frame" in \
-                warning[0] and f"if grpc://{wrong.url} is the misconfigured replica" in warning[0]
+            assert (
+                warning
+                and f"grpc://{wrong.url} (the reference) serves every frame" in warning[0]
+                and f"if grpc://{wrong.url} is the misconfigured replica" in warning[0]
+            )
         finally:
             model.stop()
         # a replica without the model at all is down, with the reason
@@ -313,7 +362,7 @@ def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
         other.start()
         try:
             time.sleep(1.0)
-            (url, state, reason), = other.describe_endpoints()
+            ((url, state, reason),) = other.describe_endpoints()
             assert state == "down" and "no_such_model" in reason
             with pytest.raises(RemoteError):
                 _ = other.config
@@ -328,24 +377,25 @@ def test_a_replica_with_another_model_configuration_is_not_used(tmp_path):
 def test_tls_and_restricted_protocol_header(tmp_path, detector, expected, caplog):
     certs = make_certs(tmp_path / "certs")
     s = detector
-    mutual = GrpcProxy(s.url, certs=certs, require_client_cert=True,
-                       header=("infer-key", SECRET))
+    mutual = GrpcProxy(s.url, certs=certs, require_client_cert=True, header=("infer-key", SECRET))
     https = TcpProxy(s.http_port, certs=certs)
     try:
+
         def check(urls, expect_up: bool, **settings):
             model, logs = remote(urls, shared_memory="off", **settings)
             try:
                 if expect_up:
                     wait_until(model.ready, 20, f"{urls} up")
-                    np.testing.assert_allclose(infer(model).outputs["boxes"], expected["boxes"],
-                                               rtol=1e-5, atol=1e-6)
+                    np.testing.assert_allclose(
+                        infer(model).outputs["boxes"], expected["boxes"], rtol=1e-5, atol=1e-6
+                    )
                 else:
                     time.sleep(1.5)
                     assert not model.ready()
                     with pytest.raises(RemoteError) as info:
                         infer(model)
                     assert info.value.kind == NO_ENDPOINT
-                    (_, state, reason), = model.describe_endpoints()
+                    ((_, state, reason),) = model.describe_endpoints()
                     assert state == "down"
                     return reason
                 everything = logs.text() + repr(model.endpoints()) + repr(model.settings)
@@ -354,15 +404,26 @@ def test_tls_and_restricted_protocol_header(tmp_path, detector, expected, caplog
                 model.stop()
 
         grpcs = [f"grpcs://127.0.0.1:{mutual.port}"]
-        right = dict(tls_ca_file=str(certs["ca.pem"]), tls_cert_file=str(certs["client.pem"]),
-                     tls_key_file=str(certs["client.key"]), header_key="infer-key",
-                     header_value=SECRET)
+        right = dict(
+            tls_ca_file=str(certs["ca.pem"]),
+            tls_cert_file=str(certs["client.pem"]),
+            tls_key_file=str(certs["client.key"]),
+            header_key="infer-key",
+            header_value=SECRET,
+        )
         check(grpcs, True, **right)
         # wrong CA: the server's certificate is not trusted
         check(grpcs, False, **{**right, "tls_ca_file": str(certs["other_ca.pem"])})
         # a client certificate the server does not trust
-        check(grpcs, False, **{**right, "tls_cert_file": str(certs["rogue.pem"]),
-                               "tls_key_file": str(certs["rogue.key"])})
+        check(
+            grpcs,
+            False,
+            **{
+                **right,
+                "tls_cert_file": str(certs["rogue.pem"]),
+                "tls_key_file": str(certs["rogue.key"]),
+            },
+        )
         # the right certificates, the wrong header value: refused, and the value is not shown
         rejected = mutual.rejected
         reason = check(grpcs, False, **{**right, "header_value": "wrong"})
@@ -387,8 +448,11 @@ def test_the_grpc_channel_backs_off_no_longer_than_the_probes(monkeypatch):
     from triton_ros.ros.targets.remote.clients import client_for
 
     made = {}
-    monkeypatch.setattr(grpc_aio, "InferenceServerClient",
-                        lambda target, **kwargs: made.update(kwargs, target=target))
+    monkeypatch.setattr(
+        grpc_aio,
+        "InferenceServerClient",
+        lambda target, **kwargs: made.update(kwargs, target=target),
+    )
     url = "grpc://127.0.0.1:1"
     client_for(parse_url(url), RemoteConfig(urls=(url,)))._connect()
     args = dict(made["channel_args"])
@@ -408,14 +472,18 @@ def test_recovery_after_a_long_outage_is_quick():
         s.proc.wait()
         wait_until(lambda: not model.ready(), 10, "down")
         # the outage lasts until the probes (and the channel, bounded alike) wait their longest
-        wait_until(lambda: all(ep.backoff_s() >= PROBE_BACKOFF_MAX_S for ep in model._pool),
-                   30, "the probes backed off to their bound", interval=0.1)
+        wait_until(
+            lambda: all(ep.backoff_s() >= PROBE_BACKOFF_MAX_S for ep in model._pool),
+            30,
+            "the probes backed off to their bound",
+            interval=0.1,
+        )
         s2 = server(grpc_port=s.port)
         try:
             back = time.monotonic()
             wait_until(model.ready, 15, "up again after the outage")
             infer(model)
-            assert time.monotonic() - back < 10.0      # probes back off to 4 s at most
+            assert time.monotonic() - back < 10.0  # probes back off to 4 s at most
         finally:
             s2.stop()
     finally:
@@ -432,12 +500,14 @@ def test_a_kserve_server_without_the_model_configuration_extension(detector, exp
         wait_until(model.ready, 20, "up from metadata")
         config = model.config
         assert config.max_batch_size == 1
-        assert [(t.name, t.datatype, t.dims) for t in config.inputs] == \
-            [("images", "FP32", (3, 256, 256))]
+        assert [(t.name, t.datatype, t.dims) for t in config.inputs] == [
+            ("images", "FP32", (3, 256, 256))
+        ]
         assert {t.name for t in config.outputs} == {"boxes", "scores"}
         assert "planning from its metadata" in logs.text()
-        np.testing.assert_allclose(infer(model).outputs["scores"], expected["scores"],
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            infer(model).outputs["scores"], expected["scores"], rtol=1e-5, atol=1e-6
+        )
     finally:
         model.stop()
         proxy.close()
@@ -448,11 +518,15 @@ def test_an_endpoint_failing_every_request_is_marked_down(detector):
     failing endpoint is a server of its own behind a proxy that refuses ModelInfer."""
     good, bad_backend = detector, server()
     bad = GrpcProxy(bad_backend.url, unimplemented=("ModelInfer",))
-    model, logs = remote([f"grpc://127.0.0.1:{bad.port}", f"grpc://{good.url}"],
-                         shared_memory="off")
+    model, logs = remote(
+        [f"grpc://127.0.0.1:{bad.port}", f"grpc://{good.url}"], shared_memory="off"
+    )
     try:
-        wait_until(lambda: set(states(model).values()) == {"up"}, 20,
-                   f"both up: {model.describe_endpoints()}")
+        wait_until(
+            lambda: set(states(model).values()) == {"up"},
+            20,
+            f"both up: {model.describe_endpoints()}",
+        )
         errors = 0
         for _ in range(30):
             try:
@@ -476,8 +550,16 @@ def test_a_stateful_models_sequence_reaches_the_remote_server(scheme):
     tritonclient sends it: the remote tracker keeps one camera's tracks across requests, a
     request of an unknown sequence is refused there with Triton's status, and the spec says the
     model is stateful."""
-    s = ServerProcess("--model-repository", str(MODEL_REPOSITORY), "--model-control-mode",
-                      "explicit", "--load-model", "tracker", "--allow-metrics", "false")
+    s = ServerProcess(
+        "--model-repository",
+        str(MODEL_REPOSITORY),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "tracker",
+        "--allow-metrics",
+        "false",
+    )
     s.wait_live()
     logs = Logs()
     url = f"{scheme}://{s.url if scheme == 'grpc' else s.http_url}"
@@ -486,19 +568,22 @@ def test_a_stateful_models_sequence_reaches_the_remote_server(scheme):
     try:
         wait_until(model.ready, what="the endpoint up")
         spec = model.describe()
-        assert spec.stateful and spec.sequence_idle_us == 10_000_000 and \
-            not spec.string_sequence_ids
+        assert (
+            spec.stateful and spec.sequence_idle_us == 10_000_000 and not spec.string_sequence_ids
+        )
         ids = []
-        for f in range(3):                       # one object moving right, one camera
+        for f in range(3):  # one object moving right, one camera
             rows = np.zeros((1, 6, 6), np.float32)
             rows[0, 0] = (10 + 4 * f, 10, 40 + 4 * f, 40, 1.0, 0)
-            result = model.infer({"detections": rows}, ("track_ids",),
-                                 sequence=(4242, f == 0, f == 2)).result(10)
+            result = model.infer(
+                {"detections": rows}, ("track_ids",), sequence=(4242, f == 0, f == 2)
+            ).result(10)
             ids.append(int(result.outputs["track_ids"][0, 0]))
         assert ids == [1, 1, 1], ids
-        with pytest.raises(TritonRosError) as info:       # ended: unknown without START
-            model.infer({"detections": rows}, ("track_ids",),
-                        sequence=(4242, False, False)).result(10)
+        with pytest.raises(TritonRosError) as info:  # ended: unknown without START
+            model.infer({"detections": rows}, ("track_ids",), sequence=(4242, False, False)).result(
+                10
+            )
         assert info.value.code == StatusCode.INVALID_ARG
         assert "must specify the START flag" in info.value.message
     finally:

@@ -1,5 +1,6 @@
 """The triton-ros-server command: start-up table, graceful stop, flags, and perf_analyzer
 against it."""
+
 from __future__ import annotations
 
 import http.client
@@ -34,9 +35,15 @@ def test_start_up_table_lists_models_and_states(bundled_server):
 def _signal_once_completed(server, client, count: int, sig: int = signal.SIGINT) -> float:
     """Send ``sig`` once ``count`` requests of the model 'slow' have completed (the others are
     queued or executing by then); return when it was sent (time.monotonic)."""
-    wait_until(lambda: client.get_inference_statistics("slow").model_stats[0]
-               .inference_stats.success.count >= count, 120, f"{count} requests completed",
-               interval=0.01)
+    wait_until(
+        lambda: (
+            client.get_inference_statistics("slow").model_stats[0].inference_stats.success.count
+            >= count
+        ),
+        120,
+        f"{count} requests completed",
+        interval=0.01,
+    )
     sent = time.monotonic()
     server.proc.send_signal(sig)
     return sent
@@ -77,7 +84,7 @@ def test_idle_connections_do_not_hold_the_stop_back(start_server, tmp_path):
     write_model(repo, "slow", slow_graph(), slow_config("slow", max_batch_size=1))
     server = start_server("--model-repository", str(repo), "--exit-timeout-secs", "60")
     idle_http = server.http_client()
-    assert idle_http.is_server_live()           # its keep-alive connection stays open, idle
+    assert idle_http.is_server_live()  # its keep-alive connection stays open, idle
     idle_grpc = server.client()
     assert idle_grpc.is_server_live()
     scrape = http.client.HTTPConnection("127.0.0.1", server.metrics_port, timeout=60)
@@ -137,8 +144,8 @@ def test_open_streams_end_at_stop_and_every_request_is_answered(start_server, tm
             if error is not None:
                 assert "Server is stopping" in error.message(), error.message()
                 if error.status() == "StatusCode.UNAVAILABLE":
-                    break                      # the stream's end
-                continue                       # one it took but had not queued yet
+                    break  # the stream's end
+                continue  # one it took but had not queued yet
             answered.append(float(result.as_numpy("OUTPUT0")[0, 0]))
         assert answered == list(range(len(answered))) and answered, answered
     finally:
@@ -147,17 +154,38 @@ def test_open_streams_end_at_stop_and_every_request_is_answered(start_server, tm
 
 
 def test_invalid_flag_value_is_refused():
-    result = subprocess.run([sys.executable, "-m", "triton_ros.server_main", "--model-repository",
-                             str(MODEL_REPOSITORY), "--strict-model-config=maybe"],
-                            capture_output=True, text=True, cwd=ROOT, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.server_main",
+            "--model-repository",
+            str(MODEL_REPOSITORY),
+            "--strict-model-config=maybe",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "expected true or false" in result.stderr
 
 
 def test_missing_repository_is_an_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "triton_ros.server_main", "--model-repository",
-                             str(tmp_path / "nope")], capture_output=True, text=True, cwd=ROOT,
-                            timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.server_main",
+            "--model-repository",
+            str(tmp_path / "nope"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert result.returncode == 1
     assert "does not exist" in result.stderr
 
@@ -165,10 +193,29 @@ def test_missing_repository_is_an_error(tmp_path):
 def test_perf_analyzer_runs_unchanged_against_the_server(bundled_server):
     analyzer = perf_analyzer()
     result = subprocess.run(
-        [str(analyzer), "-m", "detector", "-i", "grpc", "-u", bundled_server.url,
-         "--concurrency-range", "4", "--measurement-interval", "1500", "--input-data", "zero",
-         "-s", "100000", "--max-trials", "4"],
-        capture_output=True, text=True, timeout=240)
+        [
+            str(analyzer),
+            "-m",
+            "detector",
+            "-i",
+            "grpc",
+            "-u",
+            bundled_server.url,
+            "--concurrency-range",
+            "4",
+            "--measurement-interval",
+            "1500",
+            "--input-data",
+            "zero",
+            "-s",
+            "100000",
+            "--max-trials",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     match = re.search(r"Concurrency: 4, throughput: ([\d.]+) infer/sec", result.stdout)
     assert match and float(match.group(1)) > 0, result.stdout

@@ -1,5 +1,6 @@
 """Triton's system shared memory extension over gRPC and HTTP, with real tritonclient clients,
 regions made by tritonclient.utils.shared_memory, real server processes and perf_analyzer."""
+
 from __future__ import annotations
 
 import base64
@@ -17,8 +18,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 import tritonclient.utils.shared_memory as shm
 from tritonclient.grpc import service_pb2 as pb
-from tritonclient.utils import (InferenceServerException, serialize_byte_tensor,
-                                serialized_byte_size)
+from tritonclient.utils import InferenceServerException, serialize_byte_tensor, serialized_byte_size
 
 from server_process import ROOT, ServerProcess, copy_models
 from triton_ros.core.errors import StatusCode, TritonRosError
@@ -33,17 +33,26 @@ PERF_ANALYZER = ROOT / ".venv" / "bin" / "perf_analyzer"
 PROTOCOLS = ("grpc", "http")
 # Keys are unique to this test process: /dev/shm is shared with everything else on the machine.
 _keys = itertools.count()
-A = np.arange(16, dtype=np.int32)[None]           # INPUT0
-B = np.full((1, 16), 3, dtype=np.int32)           # INPUT1
-NBYTES = A.nbytes                                 # 64
+A = np.arange(16, dtype=np.int32)[None]  # INPUT0
+B = np.full((1, 16), 3, dtype=np.int32)  # INPUT1
+NBYTES = A.nbytes  # 64
 
 # Triton's status for each core code, as each tritonclient reports it.
 STATUS = {
-    "grpc": {"NOT_FOUND": "StatusCode.NOT_FOUND", "INVALID_ARG": "StatusCode.INVALID_ARGUMENT",
-             "INTERNAL": "StatusCode.INTERNAL", "ALREADY_EXISTS": "StatusCode.ALREADY_EXISTS",
-             "UNSUPPORTED": "StatusCode.UNIMPLEMENTED"},
-    "http": {"NOT_FOUND": "404", "INVALID_ARG": "400", "INTERNAL": "500", "ALREADY_EXISTS": "400",
-             "UNSUPPORTED": "501"},
+    "grpc": {
+        "NOT_FOUND": "StatusCode.NOT_FOUND",
+        "INVALID_ARG": "StatusCode.INVALID_ARGUMENT",
+        "INTERNAL": "StatusCode.INTERNAL",
+        "ALREADY_EXISTS": "StatusCode.ALREADY_EXISTS",
+        "UNSUPPORTED": "StatusCode.UNIMPLEMENTED",
+    },
+    "http": {
+        "NOT_FOUND": "404",
+        "INVALID_ARG": "400",
+        "INTERNAL": "500",
+        "ALREADY_EXISTS": "400",
+        "UNSUPPORTED": "501",
+    },
 }
 
 
@@ -54,8 +63,15 @@ def small_repository(dest):
 @pytest.fixture(scope="module")
 def shm_server(start_module_server, tmp_path_factory):
     repo = small_repository(tmp_path_factory.mktemp("shm_models"))
-    return start_module_server("--model-repository", str(repo), "--allow-client-shm=true",
-                               "--allow-metrics", "false", "--log-verbose", "1")
+    return start_module_server(
+        "--model-repository",
+        str(repo),
+        "--allow-client-shm=true",
+        "--allow-metrics",
+        "false",
+        "--log-verbose",
+        "1",
+    )
 
 
 class Client:
@@ -72,20 +88,36 @@ class Client:
         else:
             reply = self.client.get_system_shared_memory_status(name, as_json=True)
             regions = list(reply.get("regions", {}).values())
-        return sorted(({"name": r["name"], "key": r["key"], "offset": int(r.get("offset", 0)),
-                        "byte_size": int(r["byte_size"])} for r in regions),
-                      key=lambda r: r["name"])
+        return sorted(
+            (
+                {
+                    "name": r["name"],
+                    "key": r["key"],
+                    "offset": int(r.get("offset", 0)),
+                    "byte_size": int(r["byte_size"]),
+                }
+                for r in regions
+            ),
+            key=lambda r: r["name"],
+        )
 
     def input(self, name: str, array: np.ndarray, datatype: str = "INT32"):
         tensor = self.mod.InferInput(name, list(array.shape), datatype)
         if self.protocol == "http":
-            tensor.set_data_from_numpy(array, binary_data=False)   # JSON next to shm inputs
+            tensor.set_data_from_numpy(array, binary_data=False)  # JSON next to shm inputs
         else:
             tensor.set_data_from_numpy(array)
         return tensor
 
-    def shm_input(self, name: str, region: str, byte_size: int, offset: int = 0,
-                  shape=(1, 16), datatype: str = "INT32"):
+    def shm_input(
+        self,
+        name: str,
+        region: str,
+        byte_size: int,
+        offset: int = 0,
+        shape=(1, 16),
+        datatype: str = "INT32",
+    ):
         tensor = self.mod.InferInput(name, list(shape), datatype)
         tensor.set_shared_memory(region, byte_size, offset=offset)
         return tensor
@@ -150,10 +182,14 @@ def int32_io(client: Client, regions: Regions):
     shm.set_shared_memory_region(ip, [B], offset=NBYTES)
     client.client.register_system_shared_memory("ip", ip_key, 2 * NBYTES)
     client.client.register_system_shared_memory("op", op_key, 2 * NBYTES)
-    inputs = [client.shm_input("INPUT0", "ip", NBYTES),
-              client.shm_input("INPUT1", "ip", NBYTES, offset=NBYTES)]
-    outputs = [client.shm_output("OUTPUT0", "op", NBYTES),
-               client.shm_output("OUTPUT1", "op", NBYTES, offset=NBYTES)]
+    inputs = [
+        client.shm_input("INPUT0", "ip", NBYTES),
+        client.shm_input("INPUT1", "ip", NBYTES, offset=NBYTES),
+    ]
+    outputs = [
+        client.shm_output("OUTPUT0", "op", NBYTES),
+        client.shm_output("OUTPUT1", "op", NBYTES, offset=NBYTES),
+    ]
     return op, inputs, outputs
 
 
@@ -161,23 +197,30 @@ def int32_io(client: Client, regions: Regions):
 # Register, status, unregister
 # ------------------------------------------------------------------------------------------
 
+
 def test_register_status_unregister(client, regions):
     _, key_a = regions.create("a", 64)
     _, key_b = regions.create("b", 128)
     c = client.client
     c.register_system_shared_memory("a", key_a, 64)
-    c.register_system_shared_memory("b", key_b, 32, offset=72)   # an offset off any page boundary
+    c.register_system_shared_memory("b", key_b, 32, offset=72)  # an offset off any page boundary
     a = {"name": "a", "key": key_a, "offset": 0, "byte_size": 64}
     b = {"name": "b", "key": key_b, "offset": 72, "byte_size": 32}
     assert client.status() == [a, b]
     assert client.status("b") == [b]
-    client.expect_error("ALREADY_EXISTS", "shared memory region 'a' already in manager",
-                        lambda: c.register_system_shared_memory("a", key_b, 16))
-    client.expect_error("NOT_FOUND", "Unable to find system shared memory region: 'nope'",
-                        lambda: client.status("nope"))
+    client.expect_error(
+        "ALREADY_EXISTS",
+        "shared memory region 'a' already in manager",
+        lambda: c.register_system_shared_memory("a", key_b, 16),
+    )
+    client.expect_error(
+        "NOT_FOUND",
+        "Unable to find system shared memory region: 'nope'",
+        lambda: client.status("nope"),
+    )
     c.unregister_system_shared_memory("a")
     assert client.status() == [b]
-    c.unregister_system_shared_memory("a")            # unknown name: nothing to do, as in Triton
+    c.unregister_system_shared_memory("a")  # unknown name: nothing to do, as in Triton
     c.unregister_system_shared_memory()
     assert client.status() == []
 
@@ -195,17 +238,19 @@ def test_one_registry_for_both_protocols(shm_server, regions):
 # Inference with tensors in shared memory
 # ------------------------------------------------------------------------------------------
 
+
 def test_int32_inputs_and_outputs_in_shared_memory(client, regions):
     op, inputs, outputs = int32_io(client, regions)
     result = client.client.infer("simple", inputs, outputs=outputs)
     np.testing.assert_array_equal(shm.get_contents_as_numpy(op, np.int32, [1, 16]), A + B)
     np.testing.assert_array_equal(
-        shm.get_contents_as_numpy(op, np.int32, [1, 16], offset=NBYTES), A - B)
+        shm.get_contents_as_numpy(op, np.int32, [1, 16], offset=NBYTES), A - B
+    )
     for name in ("OUTPUT0", "OUTPUT1"):
         out = result.get_output(name)
         if client.protocol == "grpc":
             assert (out.datatype, list(out.shape)) == ("INT32", [1, 16])
-        else:   # listed without data or binary_data_size, as in Triton
+        else:  # listed without data or binary_data_size, as in Triton
             assert out == {"name": name, "datatype": "INT32", "shape": [1, 16]}
     if client.protocol == "grpc":
         # Triton's gRPC frontend keeps one (empty) raw_output_contents entry per output.
@@ -234,7 +279,7 @@ def test_bytes_inputs_and_outputs_in_shared_memory(client, regions):
         inputs.append(client.shm_input(name, name.lower(), size, datatype="BYTES"))
     outputs = []
     for name, expected in (("OUTPUT0", numbers0 + numbers1), ("OUTPUT1", numbers0 - numbers1)):
-        size = serialized_byte_size(serialize_byte_tensor(strings(expected)))   # no spare byte
+        size = serialized_byte_size(serialize_byte_tensor(strings(expected)))  # no spare byte
         handles[name], key = regions.create(name.lower(), size)
         c.register_system_shared_memory(name.lower(), key, size)
         outputs.append(client.shm_output(name, name.lower(), size))
@@ -251,11 +296,13 @@ def test_some_tensors_in_shared_memory_and_some_not(client, regions):
     shm.set_shared_memory_region(ip, [A])
     client.client.register_system_shared_memory("ip", ip_key, NBYTES)
     client.client.register_system_shared_memory("op", op_key, NBYTES)
-    for order in ((0, 1), (1, 0)):       # the shm input first, then last
+    for order in ((0, 1), (1, 0)):  # the shm input first, then last
         tensors = [client.shm_input("INPUT0", "ip", NBYTES), client.input("INPUT1", B)]
         result = client.client.infer(
-            "simple", [tensors[i] for i in order],
-            outputs=[client.shm_output("OUTPUT0", "op", NBYTES), client.output("OUTPUT1")])
+            "simple",
+            [tensors[i] for i in order],
+            outputs=[client.shm_output("OUTPUT0", "op", NBYTES), client.output("OUTPUT1")],
+        )
         np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), A - B)
         np.testing.assert_array_equal(shm.get_contents_as_numpy(op, np.int32, [1, 16]), A + B)
         shm.set_shared_memory_region(op, [np.zeros((1, 16), np.int32)])
@@ -280,7 +327,8 @@ def test_stream_infer_writes_outputs_into_shared_memory(shm_server, regions):
     assert good[0].get_response().id == "good"
     np.testing.assert_array_equal(shm.get_contents_as_numpy(op, np.int32, [1, 16]), A + B)
     np.testing.assert_array_equal(
-        shm.get_contents_as_numpy(op, np.int32, [1, 16], offset=NBYTES), A - B)
+        shm.get_contents_as_numpy(op, np.int32, [1, 16], offset=NBYTES), A - B
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -288,30 +336,62 @@ def test_stream_infer_writes_outputs_into_shared_memory(shm_server, regions):
 # ------------------------------------------------------------------------------------------
 
 BAD_INFERENCE = {
-    "unknown region": (lambda c: ([c.shm_input("INPUT0", "nope", NBYTES),
-                                   c.shm_input("INPUT1", "ip", NBYTES)], None),
-                       "NOT_FOUND", "Unable to find shared memory region: 'nope'"),
-    "offset past the region": (lambda c: ([c.shm_input("INPUT0", "ip", NBYTES, offset=2 * NBYTES),
-                                           c.shm_input("INPUT1", "ip", NBYTES)], None),
-                               "INVALID_ARG", "Invalid offset for shared memory region: 'ip'"),
-    "block past the region": (lambda c: ([c.shm_input("INPUT0", "ip", NBYTES, offset=NBYTES + 4),
-                                          c.shm_input("INPUT1", "ip", NBYTES)], None),
-                              "INVALID_ARG",
-                              "Invalid offset + byte size for shared memory region: 'ip'"),
-    "input byte size mismatch": (lambda c: ([c.shm_input("INPUT0", "ip", NBYTES - 4),
-                                             c.shm_input("INPUT1", "ip", NBYTES)], None),
-                                 "INVALID_ARG", "input byte size mismatch for input 'INPUT0' for "
-                                                "model 'simple'. Expected 64, got 60"),
-    "output region too small": (lambda c: ([c.shm_input("INPUT0", "ip", NBYTES),
-                                            c.shm_input("INPUT1", "ip", NBYTES)],
-                                           [c.shm_output("OUTPUT0", "op", NBYTES - 1)]),
-                                "INTERNAL", "shared memory size specified with the request for "
-                                            "output 'OUTPUT0' (63 bytes) should be at least 64 "
-                                            "bytes to hold the results"),
-    "unknown output region": (lambda c: ([c.shm_input("INPUT0", "ip", NBYTES),
-                                          c.shm_input("INPUT1", "ip", NBYTES)],
-                                         [c.shm_output("OUTPUT0", "nope", NBYTES)]),
-                              "NOT_FOUND", "Unable to find shared memory region: 'nope'"),
+    "unknown region": (
+        lambda c: (
+            [c.shm_input("INPUT0", "nope", NBYTES), c.shm_input("INPUT1", "ip", NBYTES)],
+            None,
+        ),
+        "NOT_FOUND",
+        "Unable to find shared memory region: 'nope'",
+    ),
+    "offset past the region": (
+        lambda c: (
+            [
+                c.shm_input("INPUT0", "ip", NBYTES, offset=2 * NBYTES),
+                c.shm_input("INPUT1", "ip", NBYTES),
+            ],
+            None,
+        ),
+        "INVALID_ARG",
+        "Invalid offset for shared memory region: 'ip'",
+    ),
+    "block past the region": (
+        lambda c: (
+            [
+                c.shm_input("INPUT0", "ip", NBYTES, offset=NBYTES + 4),
+                c.shm_input("INPUT1", "ip", NBYTES),
+            ],
+            None,
+        ),
+        "INVALID_ARG",
+        "Invalid offset + byte size for shared memory region: 'ip'",
+    ),
+    "input byte size mismatch": (
+        lambda c: (
+            [c.shm_input("INPUT0", "ip", NBYTES - 4), c.shm_input("INPUT1", "ip", NBYTES)],
+            None,
+        ),
+        "INVALID_ARG",
+        "input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60",
+    ),
+    "output region too small": (
+        lambda c: (
+            [c.shm_input("INPUT0", "ip", NBYTES), c.shm_input("INPUT1", "ip", NBYTES)],
+            [c.shm_output("OUTPUT0", "op", NBYTES - 1)],
+        ),
+        "INTERNAL",
+        "shared memory size specified with the request for "
+        "output 'OUTPUT0' (63 bytes) should be at least 64 "
+        "bytes to hold the results",
+    ),
+    "unknown output region": (
+        lambda c: (
+            [c.shm_input("INPUT0", "ip", NBYTES), c.shm_input("INPUT1", "ip", NBYTES)],
+            [c.shm_output("OUTPUT0", "nope", NBYTES)],
+        ),
+        "NOT_FOUND",
+        "Unable to find shared memory region: 'nope'",
+    ),
 }
 
 
@@ -321,11 +401,13 @@ def test_bad_shared_memory_inference_gets_triton_status(client, regions, case):
     shm.set_shared_memory_region(op, [np.full((1, 16), -1, np.int32)])
     make, code, fragment = BAD_INFERENCE[case]
     inputs, outputs = make(client)
-    client.expect_error(code, fragment, lambda: client.client.infer("simple", inputs,
-                                                                    outputs=outputs))
+    client.expect_error(
+        code, fragment, lambda: client.client.infer("simple", inputs, outputs=outputs)
+    )
     # A failed request writes nothing into the client's output region.
-    np.testing.assert_array_equal(shm.get_contents_as_numpy(op, np.int32, [1, 16]),
-                                  np.full((1, 16), -1, np.int32))
+    np.testing.assert_array_equal(
+        shm.get_contents_as_numpy(op, np.int32, [1, 16]), np.full((1, 16), -1, np.int32)
+    )
     client.assert_serves()
 
 
@@ -341,29 +423,43 @@ SHM_INPUT = {"name": "INPUT0", "datatype": "INT32", "shape": [1, 16]}
 JSON_INPUT = {**SHM_INPUT, "data": [0] * 16}
 MALFORMED_HTTP = {
     "offset without region": (
-        [{**JSON_INPUT, "parameters": {"shared_memory_offset": 4}}], None,
+        [{**JSON_INPUT, "parameters": {"shared_memory_offset": 4}}],
+        None,
         "'shared_memory_offset' can not be specified without 'shared_memory_region' parameter "
-        "for tensor 'INPUT0'"),
+        "for tensor 'INPUT0'",
+    ),
     "region without byte size": (
-        [{**SHM_INPUT, "parameters": {"shared_memory_region": "r"}}], None,
-        "'shared_memory_byte_size' must be specified along with 'shared_memory_region'"),
+        [{**SHM_INPUT, "parameters": {"shared_memory_region": "r"}}],
+        None,
+        "'shared_memory_byte_size' must be specified along with 'shared_memory_region'",
+    ),
     "region not a string": (
-        [{**SHM_INPUT, "parameters": {**SHM, "shared_memory_region": 3}}], None,
-        "Unable to parse 'shared_memory_region'"),
+        [{**SHM_INPUT, "parameters": {**SHM, "shared_memory_region": 3}}],
+        None,
+        "Unable to parse 'shared_memory_region'",
+    ),
     "region and data": (
-        [{**JSON_INPUT, "parameters": SHM}], None,
+        [{**JSON_INPUT, "parameters": SHM}],
+        None,
         "Input must set only one of the following fields: 'data', 'binary_data_size' in "
         "'parameters', 'shared_memory_region' in 'parameters'. But set 'data' "
-        "'shared_memory_region'"),
+        "'shared_memory_region'",
+    ),
     "output in shm and binary": (
-        [], [{"name": "OUTPUT0", "parameters": {**SHM, "binary_data": True}}],
-        "Output can't set both 'shared_memory_region' and 'binary_data'"),
+        [],
+        [{"name": "OUTPUT0", "parameters": {**SHM, "binary_data": True}}],
+        "Output can't set both 'shared_memory_region' and 'binary_data'",
+    ),
     "output in shm and classification": (
-        [], [{"name": "OUTPUT0", "parameters": {**SHM, "classification": 2}}],
-        "Output can't set both 'shared_memory_region' and 'classification'"),
+        [],
+        [{"name": "OUTPUT0", "parameters": {**SHM, "classification": 2}}],
+        "Output can't set both 'shared_memory_region' and 'classification'",
+    ),
     "negative byte size": (
-        [], [{"name": "OUTPUT0", "parameters": {**SHM, "shared_memory_byte_size": -1}}],
-        "Unable to parse 'shared_memory_byte_size'"),
+        [],
+        [{"name": "OUTPUT0", "parameters": {**SHM, "shared_memory_byte_size": -1}}],
+        "Unable to parse 'shared_memory_byte_size'",
+    ),
 }
 
 
@@ -384,28 +480,45 @@ def test_malformed_grpc_shared_memory_parameters():
         return msg
 
     cases = [
-        (request(shared_memory_region=("int64_param", 1), shared_memory_byte_size=("int64_param", 64)),
-         "invalid value type for 'shared_memory_region' parameter for tensor 'INPUT0', expected "
-         "string_param."),
-        (request(shared_memory_region=("string_param", "r"),
-                 shared_memory_byte_size=("string_param", "64")),
-         "invalid value type for 'shared_memory_byte_size' parameter for tensor 'INPUT0', "
-         "expected int64_param."),
-        (request(shared_memory_byte_size=("int64_param", 64)),
-         "'shared_memory_byte_size' can not be specified without 'shared_memory_region'"),
+        (
+            request(
+                shared_memory_region=("int64_param", 1), shared_memory_byte_size=("int64_param", 64)
+            ),
+            "invalid value type for 'shared_memory_region' parameter for tensor 'INPUT0', expected "
+            "string_param.",
+        ),
+        (
+            request(
+                shared_memory_region=("string_param", "r"),
+                shared_memory_byte_size=("string_param", "64"),
+            ),
+            "invalid value type for 'shared_memory_byte_size' parameter for tensor 'INPUT0', "
+            "expected int64_param.",
+        ),
+        (
+            request(shared_memory_byte_size=("int64_param", 64)),
+            "'shared_memory_byte_size' can not be specified without 'shared_memory_region'",
+        ),
     ]
-    with_contents = request(shared_memory_region=("string_param", "r"),
-                            shared_memory_byte_size=("int64_param", 64))
+    with_contents = request(
+        shared_memory_region=("string_param", "r"), shared_memory_byte_size=("int64_param", 64)
+    )
     with_contents.inputs[0].contents.int_contents.extend([0] * 16)
-    cases.append((with_contents, "unexpected 'content' provided when using shared memory for "
-                                 "input tensor 'INPUT0' for model 'simple'"))
+    cases.append(
+        (
+            with_contents,
+            "unexpected 'content' provided when using shared memory for "
+            "input tensor 'INPUT0' for model 'simple'",
+        )
+    )
     in_shm_and_classified = pb.ModelInferRequest(model_name="simple")
     out = in_shm_and_classified.outputs.add(name="OUTPUT0")
     out.parameters["shared_memory_region"].string_param = "r"
     out.parameters["shared_memory_byte_size"].int64_param = 64
     out.parameters["classification"].int64_param = 2
-    cases.append((in_shm_and_classified,
-                  "output can't set both 'shared_memory_region' and 'classification'"))
+    cases.append(
+        (in_shm_and_classified, "output can't set both 'shared_memory_region' and 'classification'")
+    )
     for msg, fragment in cases:
         with pytest.raises(TritonRosError) as err:
             grpc_codec.decode_infer_request(msg)
@@ -416,15 +529,27 @@ def test_bad_registrations_get_triton_status(client, regions):
     c = client.client
     _, key = regions.create("r", 64)
     c.register_system_shared_memory("r", key, 64)
-    client.expect_error("ALREADY_EXISTS", "shared memory region 'r' already in manager",
-                        lambda: c.register_system_shared_memory("r", key, 64))
+    client.expect_error(
+        "ALREADY_EXISTS",
+        "shared memory region 'r' already in manager",
+        lambda: c.register_system_shared_memory("r", key, 64),
+    )
     missing = f"/triton_ros_test_{os.getpid()}_missing"
-    client.expect_error("INTERNAL", f"Unable to open shared memory region: '{missing}'",
-                        lambda: c.register_system_shared_memory("m", missing, 64))
-    client.expect_error("INTERNAL", f"Invalid shared memory region: '{key}'",
-                        lambda: c.register_system_shared_memory("big", key, 64, offset=8))
-    client.expect_error("INVALID_ARG", "reserved prefix 'triton_ros_py_'",
-                        lambda: c.register_system_shared_memory("p", "/triton_ros_py_x", 64))
+    client.expect_error(
+        "INTERNAL",
+        f"Unable to open shared memory region: '{missing}'",
+        lambda: c.register_system_shared_memory("m", missing, 64),
+    )
+    client.expect_error(
+        "INTERNAL",
+        f"Invalid shared memory region: '{key}'",
+        lambda: c.register_system_shared_memory("big", key, 64, offset=8),
+    )
+    client.expect_error(
+        "INVALID_ARG",
+        "reserved prefix 'triton_ros_py_'",
+        lambda: c.register_system_shared_memory("p", "/triton_ros_py_x", 64),
+    )
     assert [r["name"] for r in client.status()] == ["r"]
     client.assert_serves()
 
@@ -442,7 +567,9 @@ def test_http_routes_methods_and_bodies(shm_server, regions):
     base = "/v2/systemsharedmemory"
     assert call("POST", f"{base}/region/r/register", {"key": key, "byte_size": 64}) == (200, None)
     assert call("GET", f"{base}/region/r/status") == (
-        200, [{"name": "r", "key": key, "offset": 0, "byte_size": 64}])
+        200,
+        [{"name": "r", "key": key, "offset": 0, "byte_size": 64}],
+    )
     assert call("POST", f"{base}/status")[0] == 405
     assert call("GET", f"{base}/region/r/unregister")[0] == 405
     status, reply = call("POST", f"{base}/region/s/register", {"byte_size": 64})
@@ -466,10 +593,18 @@ def test_truncated_object_is_an_error_not_a_crash(client, regions):
     op, inputs, outputs = int32_io(client, regions)
     for key in regions.keys:
         os.truncate(f"/dev/shm{key}", 0)
-    client.expect_error("INVALID_ARG", "was truncated to 0 bytes",
-                        lambda: client.client.infer("simple", inputs, outputs=outputs))
-    client.expect_error("INVALID_ARG", "was truncated to 0 bytes", lambda: client.client.infer(
-        "simple", [client.input("INPUT0", A), client.input("INPUT1", B)], outputs=outputs))
+    client.expect_error(
+        "INVALID_ARG",
+        "was truncated to 0 bytes",
+        lambda: client.client.infer("simple", inputs, outputs=outputs),
+    )
+    client.expect_error(
+        "INVALID_ARG",
+        "was truncated to 0 bytes",
+        lambda: client.client.infer(
+            "simple", [client.input("INPUT0", A), client.input("INPUT1", B)], outputs=outputs
+        ),
+    )
     client.assert_serves()
 
 
@@ -491,23 +626,31 @@ def test_unregistering_while_requests_are_in_flight(shm_server, regions):
                 try:
                     c.register_system_shared_memory(name, key, 2 * NBYTES)
                 except InferenceServerException:
-                    pass          # already registered
+                    pass  # already registered
             c.unregister_system_shared_memory("op" if len(outcomes) % 2 else "ip")
 
     def infer() -> None:
         c = shm_server.client()
-        inputs = [client.shm_input("INPUT0", "ip", NBYTES),
-                  client.shm_input("INPUT1", "ip", NBYTES, offset=NBYTES)]
+        inputs = [
+            client.shm_input("INPUT0", "ip", NBYTES),
+            client.shm_input("INPUT1", "ip", NBYTES, offset=NBYTES),
+        ]
         for _ in range(25):
             try:
                 # OUTPUT1 comes back in the response: it shows the inputs were read whole.
-                result = c.infer("simple", inputs, outputs=[
-                    client.shm_output("OUTPUT0", "op", NBYTES), client.output("OUTPUT1")])
+                result = c.infer(
+                    "simple",
+                    inputs,
+                    outputs=[client.shm_output("OUTPUT0", "op", NBYTES), client.output("OUTPUT1")],
+                )
                 np.testing.assert_array_equal(result.as_numpy("OUTPUT1"), A - B)
                 outcomes.append("ok")
             except InferenceServerException as exc:
-                outcomes.append(exc.status() if "Unable to find shared memory region"
-                                in exc.message() else exc.message())
+                outcomes.append(
+                    exc.status()
+                    if "Unable to find shared memory region" in exc.message()
+                    else exc.message()
+                )
 
     toggler = threading.Thread(target=toggle)
     toggler.start()
@@ -546,6 +689,7 @@ def test_output_block_outlives_unregister():
 # Disabled by default; CUDA shared memory; metadata
 # ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_cuda_shared_memory_is_unsupported(shm_server, protocol):
     """As tritonserver without a GPU: no regions, and a register is INVALID_ARG."""
@@ -553,10 +697,12 @@ def test_cuda_shared_memory_is_unsupported(shm_server, protocol):
     c = client.client
     status = c.get_cuda_shared_memory_status()
     assert (status == []) if protocol == "http" else (len(status.regions) == 0)
-    c.unregister_cuda_shared_memory()          # nothing to unregister (the examples call it)
-    client.expect_error("INVALID_ARG", "no CUDA device",
-                        lambda: c.register_cuda_shared_memory("cuda0", cuda_handle(protocol), 0,
-                                                              64))
+    c.unregister_cuda_shared_memory()  # nothing to unregister (the examples call it)
+    client.expect_error(
+        "INVALID_ARG",
+        "no CUDA device",
+        lambda: c.register_cuda_shared_memory("cuda0", cuda_handle(protocol), 0, 64),
+    )
 
 
 def cuda_handle(protocol: str) -> bytes:
@@ -565,19 +711,25 @@ def cuda_handle(protocol: str) -> bytes:
 
 
 def test_client_shared_memory_is_off_by_default(start_server, tmp_path):
-    server = start_server("--model-repository", str(small_repository(tmp_path)),
-                          "--allow-metrics", "false")
-    message = ("Client shared memory is disabled. Start the server with "
-               "'--allow-client-shm=true' to enable.")
+    server = start_server(
+        "--model-repository", str(small_repository(tmp_path)), "--allow-metrics", "false"
+    )
+    message = (
+        "Client shared memory is disabled. Start the server with "
+        "'--allow-client-shm=true' to enable."
+    )
     for protocol in PROTOCOLS:
         client = Client(server, protocol)
         c = client.client
-        client.expect_error("UNSUPPORTED", message,
-                            lambda: c.register_system_shared_memory("r", "/anything", 64))
-        c.unregister_system_shared_memory()     # nothing to unregister, as in tritonserver
-        client.expect_error("INVALID_ARG", "no CUDA device",      # tritonserver's answer
-                            lambda: c.register_cuda_shared_memory("cuda0", cuda_handle(protocol),
-                                                                  0, 64))
+        client.expect_error(
+            "UNSUPPORTED", message, lambda: c.register_system_shared_memory("r", "/anything", 64)
+        )
+        c.unregister_system_shared_memory()  # nothing to unregister, as in tritonserver
+        client.expect_error(
+            "INVALID_ARG",
+            "no CUDA device",  # tritonserver's answer
+            lambda: c.register_cuda_shared_memory("cuda0", cuda_handle(protocol), 0, 64),
+        )
         assert client.status() == []
         client.assert_serves()
     assert "system_shared_memory" in server.client().get_server_metadata().extensions
@@ -592,22 +744,43 @@ def test_server_metadata_lists_system_shared_memory(shm_server):
 # perf_analyzer --shared-memory system
 # ------------------------------------------------------------------------------------------
 
+
 @pytest.mark.skipif(not PERF_ANALYZER.exists(), reason="perf_analyzer is set up on x86_64 only")
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_perf_analyzer_shared_memory_system(shm_server, protocol):
     client = Client(shm_server, protocol)
+
     def stats():
-        return shm_server.client().get_inference_statistics("simple").model_stats[0] \
-            .inference_stats
+        return shm_server.client().get_inference_statistics("simple").model_stats[0].inference_stats
+
     before = stats()
     url = shm_server.url if protocol == "grpc" else shm_server.http_url
     registered = "shared_memory] registered system shared memory region"
     log_before = shm_server.log().count(registered)
     result = subprocess.run(
-        [str(PERF_ANALYZER), "-m", "simple", "-i", protocol, "-u", url,
-         "--shared-memory", "system", "--concurrency-range", "2",
-         "--measurement-interval", "1000", "--max-trials", "3", "-s", "100000"],
-        capture_output=True, text=True, timeout=240)
+        [
+            str(PERF_ANALYZER),
+            "-m",
+            "simple",
+            "-i",
+            protocol,
+            "-u",
+            url,
+            "--shared-memory",
+            "system",
+            "--concurrency-range",
+            "2",
+            "--measurement-interval",
+            "1000",
+            "--max-trials",
+            "3",
+            "-s",
+            "100000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Throughput" in result.stdout
     after = stats()

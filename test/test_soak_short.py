@@ -6,6 +6,7 @@ loses no good request. The health latency target is relaxed here (a loaded 2-cor
 the rest are the soak's own; the RSS check spans the 15 s after the warm-up (memory over time is
 the full soak's figure).
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -22,10 +23,32 @@ pytestmark = pytest.mark.integration
 def test_short_soak_meets_its_targets(tmp_path):
     results = tmp_path / "soak.md"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.soak.soak", "--duration", "25", "--warmup", "10",
-         "--reload-every", "5", "--rate", "20", "--hostile-every", "0.2",
-         "--health-p99-ms", "1000", "--rss-tolerance", "0.25", "--results", str(results)],
-        capture_output=True, text=True, timeout=400, cwd=ROOT)
+        [
+            sys.executable,
+            "-m",
+            "bench.soak.soak",
+            "--duration",
+            "25",
+            "--warmup",
+            "10",
+            "--reload-every",
+            "5",
+            "--rate",
+            "20",
+            "--hostile-every",
+            "0.2",
+            "--health-p99-ms",
+            "1000",
+            "--rss-tolerance",
+            "0.25",
+            "--results",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
+    )
     report = results.read_text() if results.exists() else proc.stdout
     assert proc.returncode == 0, f"{report}\n{proc.stderr[-3000:]}"
     assert "## Verdict: PASS" in report

@@ -1,5 +1,6 @@
 """TensorRT backend: the engine-independent logic on a hand-built engine description (TensorRT
 cannot run on this machine), and a real server refusing a plan cleanly without TensorRT."""
+
 from __future__ import annotations
 
 import enum
@@ -13,8 +14,15 @@ from tritonclient.grpc import model_config_pb2 as mc
 from server_process import copy_models
 from simple_model import simple_array, simple_inputs
 from triton_ros.core.backends.tensorrt_backend import (
-    ProfileShapes, auto_complete_from_engine, binding_plan,
-    check_config, describe_engine, engine_max_batch_size, instance_profiles, select_profile)
+    ProfileShapes,
+    auto_complete_from_engine,
+    binding_plan,
+    check_config,
+    describe_engine,
+    engine_max_batch_size,
+    instance_profiles,
+    select_profile,
+)
 from triton_ros.core.errors import StatusCode, TritonRosError
 from triton_ros.core.model_config import load_model_config
 
@@ -37,8 +45,8 @@ class EngineLike:
     """The named-tensor surface of a tensorrt.ICudaEngine, as plain data."""
 
     def __init__(self, tensors, profiles):
-        self._tensors = tensors            # name -> (Mode, DType, shape)
-        self._profiles = profiles          # [ {name: (min, opt, max)} ]
+        self._tensors = tensors  # name -> (Mode, DType, shape)
+        self._profiles = profiles  # [ {name: (min, opt, max)} ]
         self.num_io_tensors = len(tensors)
         self.num_optimization_profiles = len(profiles)
 
@@ -64,11 +72,16 @@ class EngineLike:
 def detector_engine() -> EngineLike:
     """A detector plan with two profiles: batch 1..4 and 5..16."""
     return EngineLike(
-        {"images": (Mode.INPUT, DType.FLOAT, (-1, 3, 256, 256)),
-         "boxes": (Mode.OUTPUT, DType.FLOAT, (-1, 256, 4)),
-         "scores": (Mode.OUTPUT, DType.HALF, (-1, 256, 8))},
-        [{"images": ((1, 3, 256, 256), (2, 3, 256, 256), (4, 3, 256, 256))},
-         {"images": ((5, 3, 256, 256), (8, 3, 256, 256), (16, 3, 256, 256))}])
+        {
+            "images": (Mode.INPUT, DType.FLOAT, (-1, 3, 256, 256)),
+            "boxes": (Mode.OUTPUT, DType.FLOAT, (-1, 256, 4)),
+            "scores": (Mode.OUTPUT, DType.HALF, (-1, 256, 8)),
+        },
+        [
+            {"images": ((1, 3, 256, 256), (2, 3, 256, 256), (4, 3, 256, 256))},
+            {"images": ((5, 3, 256, 256), (8, 3, 256, 256), (16, 3, 256, 256))},
+        ],
+    )
 
 
 def config(tmp_path, text: str):
@@ -95,9 +108,11 @@ def test_describe_engine_reads_tensors_and_profiles():
     assert [(t.name, t.is_input, t.datatype, t.shape) for t in desc.tensors] == [
         ("images", True, "FP32", (-1, 3, 256, 256)),
         ("boxes", False, "FP32", (-1, 256, 4)),
-        ("scores", False, "FP16", (-1, 256, 8))]
-    assert desc.profiles[1]["images"] == ProfileShapes((5, 3, 256, 256), (8, 3, 256, 256),
-                                                       (16, 3, 256, 256))
+        ("scores", False, "FP16", (-1, 256, 8)),
+    ]
+    assert desc.profiles[1]["images"] == ProfileShapes(
+        (5, 3, 256, 256), (8, 3, 256, 256), (16, 3, 256, 256)
+    )
     assert engine_max_batch_size(desc) == 16
 
 
@@ -111,15 +126,24 @@ def test_matching_configuration_is_accepted(tmp_path):
     check_config(config(tmp_path, CONFIG), describe_engine(detector_engine()))
 
 
-@pytest.mark.parametrize("change,message", [
-    (("TYPE_FP16, dims: [ 256, 8 ]", "TYPE_FP32, dims: [ 256, 8 ]"),
-     "unexpected datatype TYPE_FP16 for output 'scores', expecting TYPE_FP32"),
-    (("dims: [ 256, 4 ]", "dims: [ 128, 4 ]"),
-     "output 'boxes' dims [256, 4] don't match configuration dims [128, 4]"),
-    (('name: "images"', 'name: "image"'), "unexpected inference input 'image'"),
-    (("max_batch_size: 16", "max_batch_size: 32"),
-     "max_batch_size 32 but the engine's optimization profiles allow at most 16"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (
+            ("TYPE_FP16, dims: [ 256, 8 ]", "TYPE_FP32, dims: [ 256, 8 ]"),
+            "unexpected datatype TYPE_FP16 for output 'scores', expecting TYPE_FP32",
+        ),
+        (
+            ("dims: [ 256, 4 ]", "dims: [ 128, 4 ]"),
+            "output 'boxes' dims [256, 4] don't match configuration dims [128, 4]",
+        ),
+        (('name: "images"', 'name: "image"'), "unexpected inference input 'image'"),
+        (
+            ("max_batch_size: 16", "max_batch_size: 32"),
+            "max_batch_size 32 but the engine's optimization profiles allow at most 16",
+        ),
+    ],
+)
 def test_mismatching_configuration_is_refused(tmp_path, change, message):
     with pytest.raises(TritonRosError) as info:
         check_config(config(tmp_path, CONFIG.replace(*change)), describe_engine(detector_engine()))
@@ -131,9 +155,12 @@ def test_auto_complete_fills_io_and_batching():
     warnings = auto_complete_from_engine(proto, describe_engine(detector_engine()))
     assert proto.max_batch_size == 4 and proto.HasField("dynamic_batching") and warnings
     assert [(i.name, list(i.dims), mc.DataType.Name(i.data_type)) for i in proto.input] == [
-        ("images", [3, 256, 256], "TYPE_FP32")]
-    assert [(o.name, list(o.dims)) for o in proto.output] == [("boxes", [256, 4]),
-                                                             ("scores", [256, 8])]
+        ("images", [3, 256, 256], "TYPE_FP32")
+    ]
+    assert [(o.name, list(o.dims)) for o in proto.output] == [
+        ("boxes", [256, 4]),
+        ("scores", [256, 8]),
+    ]
 
 
 def test_profile_selection_follows_the_batch_shape():
@@ -157,12 +184,14 @@ def test_instance_profiles_default_to_all_and_are_checked():
 
 def test_binding_plan_sizes_every_buffer():
     desc = describe_engine(detector_engine())
-    plan = binding_plan(desc, {"images": (5, 3, 256, 256)},
-                        {"boxes": (5, 256, 4), "scores": (5, 256, 8)})
+    plan = binding_plan(
+        desc, {"images": (5, 3, 256, 256)}, {"boxes": (5, 256, 4), "scores": (5, 256, 8)}
+    )
     assert [(b.name, b.is_input, b.shape, b.nbytes) for b in plan] == [
         ("images", True, (5, 3, 256, 256), 5 * 3 * 256 * 256 * 4),
         ("boxes", False, (5, 256, 4), 5 * 256 * 4 * 4),
-        ("scores", False, (5, 256, 8), 5 * 256 * 8 * 2)]
+        ("scores", False, (5, 256, 8), 5 * 256 * 8 * 2),
+    ]
     with pytest.raises(TritonRosError) as info:
         binding_plan(desc, {"images": (5, 3, 256, 256)}, {"boxes": (-1, 4), "scores": (5, 256, 8)})
     assert info.value.code == StatusCode.UNSUPPORTED
@@ -181,7 +210,8 @@ def test_plan_without_tensorrt_fails_to_load_and_the_rest_serves(start_server, t
     assert client.is_model_ready("simple")
     data = simple_array()
     np.testing.assert_array_equal(
-        client.infer("simple", simple_inputs(grpcclient, data)).as_numpy("OUTPUT0"), 2 * data)
+        client.infer("simple", simple_inputs(grpcclient, data)).as_numpy("OUTPUT0"), 2 * data
+    )
 
 
 def test_tensorrt_parameters_are_checked_and_unread_ones_named(caplog):
@@ -189,16 +219,22 @@ def test_tensorrt_parameters_are_checked_and_unread_ones_named(caplog):
 
     def config(**params):
         return SimpleNamespace(name="trt", parameters=params)
+
     with caplog.at_level("WARNING"):
         check_parameters(config(execution_context_allocation_strategy="STATIC"))
     assert not caplog.records
     with caplog.at_level("WARNING"):
-        check_parameters(config(execution_context_allocation_strategy="ON_PROFILE_CHANGE",
-                                execution_policy="BLOCKING"))
+        check_parameters(
+            config(
+                execution_context_allocation_strategy="ON_PROFILE_CHANGE",
+                execution_policy="BLOCKING",
+            )
+        )
     messages = [r.getMessage() for r in caplog.records]
     assert any("'ON_PROFILE_CHANGE' is not supported" in m for m in messages), messages
-    assert any("'execution_policy' are not read by the tensorrt backend" in m
-               for m in messages), messages
+    assert any("'execution_policy' are not read by the tensorrt backend" in m for m in messages), (
+        messages
+    )
     with pytest.raises(TritonRosError) as info:
         check_parameters(config(execution_context_allocation_strategy="DYNAMIC"))
     assert info.value.code == StatusCode.INVALID_ARG
@@ -207,11 +243,13 @@ def test_tensorrt_parameters_are_checked_and_unread_ones_named(caplog):
 
 def test_a_bad_tensorrt_parameter_is_named_even_without_tensorrt(tmp_path):
     from triton_ros.core.server import InferenceServer, ServerOptions
+
     (tmp_path / "trt" / "1").mkdir(parents=True)
     (tmp_path / "trt" / "1" / "model.plan").write_bytes(b"not a real engine")
     (tmp_path / "trt" / "config.pbtxt").write_text(
         CONFIG + 'parameters { key: "execution_context_allocation_strategy" '
-                 'value: { string_value: "DYNAMIC" } }\n')
+        'value: { string_value: "DYNAMIC" } }\n'
+    )
     core = InferenceServer(ServerOptions((str(tmp_path),), model_control_mode="explicit"))
     core.start()
     try:

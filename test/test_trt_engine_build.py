@@ -2,6 +2,7 @@
 calibrator (the synthetic camera frames INT8 ONNX is calibrated on), QDQ detection, and its exit
 status and message where tensorrt is missing. The engine build itself needs a GPU and TensorRT
 (docs/backends.md)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -28,7 +29,7 @@ def test_calibration_batches_are_full_contiguous_batches_of_the_frames():
     while (rows := batches.next()) is not None:
         assert rows.flags.c_contiguous and rows.shape == (8, 3, 256, 256)
         got.append(rows)
-    assert len(got) == 2                                  # the last 4 frames are dropped
+    assert len(got) == 2  # the last 4 frames are dropped
     np.testing.assert_array_equal(np.concatenate(got), frames[:16])
     with pytest.raises(ValueError):
         build_trt_engine.CalibrationBatches(frames[:3], 8)
@@ -43,8 +44,9 @@ def test_qdq_models_are_told_from_float_ones(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("tensorrt") is not None, reason="tensorrt is here")
 def test_without_tensorrt_it_exits_2_saying_what_is_needed(tmp_path, capsys):
     source = ROOT / "model_repository" / "color_detector" / "1" / "model.onnx"
-    rc = build_trt_engine.main(["--onnx", str(source), "--out", str(tmp_path / "model.plan"),
-                                "--int8"])
+    rc = build_trt_engine.main(
+        ["--onnx", str(source), "--out", str(tmp_path / "model.plan"), "--int8"]
+    )
     assert rc == 2
     assert "the tensorrt Python package is needed" in capsys.readouterr().err
     assert not (tmp_path / "model.plan").exists()

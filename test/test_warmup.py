@@ -1,5 +1,6 @@
 """Model warmup: a version is READY only after its model_warmup samples ran on every instance; a
 failing sample fails the load with a clear reason. Real server, real onnxruntime."""
+
 from __future__ import annotations
 
 import threading
@@ -68,14 +69,19 @@ def test_load_waits_for_warmup(start_server, tmp_path):
     """While a slow warmup runs the version is LOADING and not ready; READY only after it."""
     repo = tmp_path / "models"
     repo.mkdir()
-    _model_with_warmup(repo, "detector", "slow", """
+    _model_with_warmup(
+        repo,
+        "detector",
+        "slow",
+        """
 model_warmup {
   name: "images"
   batch_size: 4
   count: 25
   inputs { key: "images" value { data_type: TYPE_FP32 dims: [ 3, 256, 256 ] random_data: true } }
 }
-""")
+""",
+    )
     server = start_server("--model-repository", str(repo), "--model-control-mode", "explicit")
     c = server.http_client()
     observations: list[tuple[str, bool]] = []
@@ -104,44 +110,65 @@ model_warmup {
     assert all(state != "READY" for state, _ in observations[:first_loading])
     assert c.is_model_ready("slow")
     assert [e["state"] for e in c.get_model_repository_index() if e["name"] == "slow"] == ["READY"]
-    assert server.log().count("is running warmup sample 'images' (25 iterations)") == 2  # 2 instances
+    assert (
+        server.log().count("is running warmup sample 'images' (25 iterations)") == 2
+    )  # 2 instances
 
 
-@pytest.mark.parametrize("warmup, reason", [
-    ("""model_warmup { name: "missing" batch_size: 1
+@pytest.mark.parametrize(
+    "warmup, reason",
+    [
+        (
+            """model_warmup { name: "missing" batch_size: 1
          inputs { key: "INPUT0"
                   value { data_type: TYPE_INT32 dims: [ 16 ] input_data_file: "nope" } }
          inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
-     "cannot read input_data_file 'nope'"),
-    ("""model_warmup { name: "short" batch_size: 1
+            "cannot read input_data_file 'nope'",
+        ),
+        (
+            """model_warmup { name: "short" batch_size: 1
          inputs { key: "INPUT0"
                   value { data_type: TYPE_INT32 dims: [ 16 ] input_data_file: "short" } }
          inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
-     "warmup setting expects 64 bytes, but the data provided from short only has 8 bytes"),
-    ("""model_warmup { name: "half" batch_size: 1
+            "warmup setting expects 64 bytes, but the data provided from short only has 8 bytes",
+        ),
+        (
+            """model_warmup { name: "half" batch_size: 1
          inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
-     "failed to run warmup sample 'half'"),
-    ("""model_warmup { name: "dims" batch_size: 1
+            "failed to run warmup sample 'half'",
+        ),
+        (
+            """model_warmup { name: "dims" batch_size: 1
          inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 8 ] zero_data: true } }
          inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
-     "has dims [8], the model expects [16]"),
-    ("""model_warmup { name: "type" batch_size: 1
+            "has dims [8], the model expects [16]",
+        ),
+        (
+            """model_warmup { name: "type" batch_size: 1
          inputs { key: "INPUT0" value { data_type: TYPE_FP32 dims: [ 16 ] zero_data: true } }
          inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
-     "has data_type TYPE_FP32, the model expects TYPE_INT32"),
-    ("""model_warmup { name: "nodata" batch_size: 1
+            "has data_type TYPE_FP32, the model expects TYPE_INT32",
+        ),
+        (
+            """model_warmup { name: "nodata" batch_size: 1
          inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 16 ] } } }""",
-     "to have input_data_type set"),
-    ("""model_warmup { name: "escape" batch_size: 1
+            "to have input_data_type set",
+        ),
+        (
+            """model_warmup { name: "escape" batch_size: 1
          inputs { key: "INPUT0"
                   value { data_type: TYPE_INT32 dims: [ 16 ] input_data_file: "../config.pbtxt" } }
          inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
-     "must be a file name inside the model's 'warmup' directory"),
-    ("""model_warmup { name: "big" batch_size: 9
+            "must be a file name inside the model's 'warmup' directory",
+        ),
+        (
+            """model_warmup { name: "big" batch_size: 9
          inputs { key: "INPUT0" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } }
          inputs { key: "INPUT1" value { data_type: TYPE_INT32 dims: [ 16 ] zero_data: true } } }""",
-     "larger than max_batch_size 8"),
-])
+            "larger than max_batch_size 8",
+        ),
+    ],
+)
 def test_failing_warmup_fails_the_load(start_server, tmp_path, warmup, reason):
     repo = tmp_path / "models"
     repo.mkdir()
@@ -149,8 +176,14 @@ def test_failing_warmup_fails_the_load(start_server, tmp_path, warmup, reason):
     (repo / "bad" / "warmup").mkdir()
     (repo / "bad" / "warmup" / "short").write_bytes(b"12345678")
     copy_models(repo, "simple")
-    server = start_server("--model-repository", str(repo), "--model-control-mode", "explicit",
-                          "--load-model", "simple")
+    server = start_server(
+        "--model-repository",
+        str(repo),
+        "--model-control-mode",
+        "explicit",
+        "--load-model",
+        "simple",
+    )
     c = server.http_client()
     with pytest.raises(InferenceServerException) as info:
         c.load_model("bad")

@@ -1,5 +1,6 @@
 """TorchScript test models (needs torch): shared by test/test_pytorch_backend.py and the GPU check
 test/gpu/test_gpu_pytorch.py."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,8 +20,9 @@ class Detector(torch.nn.Module):
         self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
         self.head = torch.nn.Linear(8, 8)
 
-    def forward(self, image: torch.Tensor, gain: torch.Tensor
-                ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def forward(
+        self, image: torch.Tensor, gain: torch.Tensor
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         feat = torch.relu(self.conv(image)) * gain[:, :, None, None]
         pooled = self.head(feat.mean(dim=(2, 3)))
         heat = feat.amax(dim=1)
@@ -38,15 +40,18 @@ output [ {{ name: "{o0}" data_type: TYPE_FP32 dims: [ 8 ] }},
 INDEXED = ("INPUT__0", "INPUT__1", "OUTPUT__0", "OUTPUT__1", "OUTPUT__2")
 
 
-def detector_config(name: str, names=INDEXED, *, instances: str = "count: 2 kind: KIND_CPU",
-                    extra: str = "") -> str:
+def detector_config(
+    name: str, names=INDEXED, *, instances: str = "count: 2 kind: KIND_CPU", extra: str = ""
+) -> str:
     i0, i1, o0, o1, o2 = names
-    return (f'name: "{name}"\nplatform: "pytorch_libtorch"\nmax_batch_size: 8\n'
-            + DETECTOR_IO.format(i0=i0, i1=i1, o0=o0, o1=o1, o2=o2)
-            + "dynamic_batching { max_queue_delay_microseconds: 20000 }\n"
-            + (f"instance_group [ {{ {instances} }} ]\n" if instances else "")
-            + 'parameters { key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }\n'
-            + extra)
+    return (
+        f'name: "{name}"\nplatform: "pytorch_libtorch"\nmax_batch_size: 8\n'
+        + DETECTOR_IO.format(i0=i0, i1=i1, o0=o0, o1=o1, o2=o2)
+        + "dynamic_batching { max_queue_delay_microseconds: 20000 }\n"
+        + (f"instance_group [ {{ {instances} }} ]\n" if instances else "")
+        + 'parameters { key: "INTRA_OP_THREAD_COUNT" value: { string_value: "1" } }\n'
+        + extra
+    )
 
 
 def write(repo: Path, name: str, module: torch.nn.Module, config: str | None) -> Path:

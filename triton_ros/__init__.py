@@ -4,4 +4,5 @@
 imports neither rclpy nor grpc; ``triton_ros.frontend`` holds the KServe v2 endpoints and
 ``triton_ros.ros`` the ROS 2 node, each a thin frontend over one shared core.
 """
+
 __version__ = "0.1.0"

@@ -5,6 +5,7 @@ checks the detector's answer over gRPC against onnxruntime run directly, loads i
 perf_analyzer (when installed) at concurrency 1, 4 and 16, prints the per-model statistics
 (inference and execution counts, mean executed batch) and stops the server with SIGINT.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,8 +52,16 @@ def main(argv: list[str] | None = None) -> int:
 
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "triton_ros.server_main", "--model-repository", args.model_repository,
-         "--grpc-port", str(port)])
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.server_main",
+            "--model-repository",
+            args.model_repository,
+            "--grpc-port",
+            str(port),
+        ]
+    )
     url = f"127.0.0.1:{port}"
     try:
         client = grpcclient.InferenceServerClient(url)
@@ -63,22 +72,46 @@ def main(argv: list[str] | None = None) -> int:
         served = client.infer("detector", [x])
         session = ort.InferenceSession(
             str(Path(args.model_repository) / "detector" / "1" / "model.onnx"),
-            providers=["CPUExecutionProvider"])
+            providers=["CPUExecutionProvider"],
+        )
         direct = session.run(None, {"images": images})
-        same = all(np.allclose(served.as_numpy(n), d, atol=1e-5)
-                   for n, d in zip(("boxes", "scores"), direct))
+        same = all(
+            np.allclose(served.as_numpy(n), d, atol=1e-5)
+            for n, d in zip(("boxes", "scores"), direct)
+        )
         print(f"detector over gRPC equals onnxruntime run directly: {same}")
 
         perf = shutil.which("perf_analyzer") or str(Path(sys.executable).parent / "perf_analyzer")
         if os.path.exists(perf):
             for concurrency in (1, 4, 16):
                 out = subprocess.run(
-                    [perf, "-m", "detector", "-i", "grpc", "-u", url, "--concurrency-range",
-                     str(concurrency), "--measurement-interval", str(int(args.seconds * 1000)),
-                     "--input-data", "zero", "-s", "100000", "--max-trials", "3"],
-                    capture_output=True, text=True, timeout=120)
-                line = next((ln.strip() for ln in out.stdout.splitlines()
-                             if ln.startswith("Concurrency:")), out.stdout[-300:])
+                    [
+                        perf,
+                        "-m",
+                        "detector",
+                        "-i",
+                        "grpc",
+                        "-u",
+                        url,
+                        "--concurrency-range",
+                        str(concurrency),
+                        "--measurement-interval",
+                        str(int(args.seconds * 1000)),
+                        "--input-data",
+                        "zero",
+                        "-s",
+                        "100000",
+                        "--max-trials",
+                        "3",
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+                line = next(
+                    (ln.strip() for ln in out.stdout.splitlines() if ln.startswith("Concurrency:")),
+                    out.stdout[-300:],
+                )
                 print(f"perf_analyzer: {line}")
         else:
             print("perf_analyzer is not installed; skipped the load run")
@@ -89,8 +122,10 @@ def main(argv: list[str] | None = None) -> int:
             inf = int(s.get("inference_count", 0))
             exe = int(s.get("execution_count", 0))
             mean = inf / exe if exe else 0.0
-            print(f"  {s['name']:10s} v{s['version']}: {inf} inferences in {exe} executions "
-                  f"(mean executed batch {mean:.2f})")
+            print(
+                f"  {s['name']:10s} v{s['version']}: {inf} inferences in {exe} executions "
+                f"(mean executed batch {mean:.2f})"
+            )
         return 0 if same else 1
     finally:
         server.send_signal(signal.SIGINT)

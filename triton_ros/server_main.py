@@ -20,6 +20,7 @@ all perception for one bad model); pass ``--exit-on-error=true`` for tritonserve
 And ``--allow-client-shm`` is this server's own flag (tritonserver has none and always lets
 clients register system shared memory), off by default (docs/shared_memory.md says why).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,43 +48,108 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="triton-ros-server",
         description="Serve a Triton model repository (ONNX Runtime, TensorRT, PyTorch, OpenVINO, "
-                    "Python, ensembles and plugin backends) "
-                    "over Triton's KServe v2 gRPC and HTTP/REST protocols, with Prometheus "
-                    "metrics.")
-    p.add_argument("--model-repository", "--model-store", dest="model_repository", action="append",
-                   required=True, metavar="PATH", help="model repository path (repeatable)")
-    p.add_argument("--model-control-mode", choices=CONTROL_MODES, default="none",
-                   help="none: load all at start; poll: also rescan; explicit: load/unload via API")
-    p.add_argument("--load-model", action="append", default=[], metavar="NAME",
-                   help="with explicit control, a model to load at start ('*' for all; repeatable)")
-    p.add_argument("--repository-poll-secs", type=float, default=15.0,
-                   help="poll interval with --model-control-mode=poll (default 15)")
-    p.add_argument("--backend-directory", action="append", default=[], metavar="PATH",
-                   help="a directory of plugin backends, <PATH>/<name>/backend.py each "
-                        "(repeatable; searched after the built-in backends and the "
-                        "'triton_ros.backends' entry points; docs/backends.md)")
-    p.add_argument("--strict-model-config", type=parse_bool, default=False, metavar="BOOL",
-                   help="require complete config.pbtxt files; false completes a missing or "
-                        "partial one from the model files (ONNX, OpenVINO, TensorRT and Python "
-                        "models; default false)")
-    p.add_argument("--strict-readiness", type=parse_bool, default=True, metavar="BOOL",
-                   help="server is ready only when every loaded model is ready (default true)")
-    p.add_argument("--exit-on-error", type=parse_bool, default=False, metavar="BOOL",
-                   help="exit if any model fails to load at start (default false; tritonserver's "
-                        "default is true)")
-    p.add_argument("--exit-timeout-secs", type=float, default=30.0,
-                   help="how long shutdown waits for in-flight requests (default 30)")
-    p.add_argument("--allow-client-shm", type=parse_bool, default=False, metavar="BOOL",
-                   help="let clients register system shared memory regions and use them for "
-                        "inputs and outputs (default false; tritonserver has no such flag "
-                        "and always allows it: docs/shared_memory.md)")
-    p.add_argument("--cache-config", action="append", default=[], metavar="CACHE,KEY=VALUE",
-                   help="response cache, e.g. --cache-config local,size=1048576 (repeatable)")
-    p.add_argument("--response-cache-byte-size", type=int, default=None, metavar="BYTES",
-                   help="deprecated: same as --cache-config local,size=BYTES")
+        "Python, ensembles and plugin backends) "
+        "over Triton's KServe v2 gRPC and HTTP/REST protocols, with Prometheus "
+        "metrics.",
+    )
+    p.add_argument(
+        "--model-repository",
+        "--model-store",
+        dest="model_repository",
+        action="append",
+        required=True,
+        metavar="PATH",
+        help="model repository path (repeatable)",
+    )
+    p.add_argument(
+        "--model-control-mode",
+        choices=CONTROL_MODES,
+        default="none",
+        help="none: load all at start; poll: also rescan; explicit: load/unload via API",
+    )
+    p.add_argument(
+        "--load-model",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with explicit control, a model to load at start ('*' for all; repeatable)",
+    )
+    p.add_argument(
+        "--repository-poll-secs",
+        type=float,
+        default=15.0,
+        help="poll interval with --model-control-mode=poll (default 15)",
+    )
+    p.add_argument(
+        "--backend-directory",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a directory of plugin backends, <PATH>/<name>/backend.py each "
+        "(repeatable; searched after the built-in backends and the "
+        "'triton_ros.backends' entry points; docs/backends.md)",
+    )
+    p.add_argument(
+        "--strict-model-config",
+        type=parse_bool,
+        default=False,
+        metavar="BOOL",
+        help="require complete config.pbtxt files; false completes a missing or "
+        "partial one from the model files (ONNX, OpenVINO, TensorRT and Python "
+        "models; default false)",
+    )
+    p.add_argument(
+        "--strict-readiness",
+        type=parse_bool,
+        default=True,
+        metavar="BOOL",
+        help="server is ready only when every loaded model is ready (default true)",
+    )
+    p.add_argument(
+        "--exit-on-error",
+        type=parse_bool,
+        default=False,
+        metavar="BOOL",
+        help="exit if any model fails to load at start (default false; tritonserver's "
+        "default is true)",
+    )
+    p.add_argument(
+        "--exit-timeout-secs",
+        type=float,
+        default=30.0,
+        help="how long shutdown waits for in-flight requests (default 30)",
+    )
+    p.add_argument(
+        "--allow-client-shm",
+        type=parse_bool,
+        default=False,
+        metavar="BOOL",
+        help="let clients register system shared memory regions and use them for "
+        "inputs and outputs (default false; tritonserver has no such flag "
+        "and always allows it: docs/shared_memory.md)",
+    )
+    p.add_argument(
+        "--cache-config",
+        action="append",
+        default=[],
+        metavar="CACHE,KEY=VALUE",
+        help="response cache, e.g. --cache-config local,size=1048576 (repeatable)",
+    )
+    p.add_argument(
+        "--response-cache-byte-size",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="deprecated: same as --cache-config local,size=BYTES",
+    )
     p.add_argument("--id", dest="server_id", default="triton", help="server identifier")
-    p.add_argument("--log-verbose", type=int, default=0, metavar="LEVEL",
-                   help="verbose logging level (>0 enables debug logging)")
+    p.add_argument(
+        "--log-verbose",
+        type=int,
+        default=0,
+        metavar="LEVEL",
+        help="verbose logging level (>0 enables debug logging)",
+    )
     p.add_argument("--log-info", type=parse_bool, default=True, metavar="BOOL")
     p.add_argument("--log-warning", type=parse_bool, default=True, metavar="BOOL")
     p.add_argument("--log-error", type=parse_bool, default=True, metavar="BOOL")
@@ -95,14 +161,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_trace_arguments(p: argparse.ArgumentParser) -> None:
     """tritonserver's tracing flags (core/tracer.py, docs/tracing.md)."""
-    p.add_argument("--trace-config", action="append", default=[],
-                   metavar="[triton,]SETTING=VALUE",
-                   help="request tracing, as tritonserver: level=OFF|TIMESTAMPS|TENSORS, rate=N, "
-                        "count=N, mode=triton, triton,file=PATH, triton,log-frequency=N "
-                        "(repeatable)")
-    for flag, kind in (("--trace-file", str), ("--trace-rate", int), ("--trace-count", int),
-                       ("--trace-log-frequency", int)):
-        p.add_argument(flag, type=kind, default=None, help=argparse.SUPPRESS)   # deprecated
+    p.add_argument(
+        "--trace-config",
+        action="append",
+        default=[],
+        metavar="[triton,]SETTING=VALUE",
+        help="request tracing, as tritonserver: level=OFF|TIMESTAMPS|TENSORS, rate=N, "
+        "count=N, mode=triton, triton,file=PATH, triton,log-frequency=N "
+        "(repeatable)",
+    )
+    for flag, kind in (
+        ("--trace-file", str),
+        ("--trace-rate", int),
+        ("--trace-count", int),
+        ("--trace-log-frequency", int),
+    ):
+        p.add_argument(flag, type=kind, default=None, help=argparse.SUPPRESS)  # deprecated
     p.add_argument("--trace-level", action="append", default=[], help=argparse.SUPPRESS)
 
 
@@ -112,12 +186,20 @@ def trace_config_from_args(args: argparse.Namespace):
     for flag in ("trace_file", "trace_level", "trace_rate", "trace_count", "trace_log_frequency"):
         if getattr(args, flag) not in (None, []):
             name = "--" + flag.replace("_", "-")
-            print(f"Warning: '{name}' has been deprecated and will be removed in a future "
-                  f"release. Please use '--trace-config' instead.", file=sys.stderr)
+            print(
+                f"Warning: '{name}' has been deprecated and will be removed in a future "
+                f"release. Please use '--trace-config' instead.",
+                file=sys.stderr,
+            )
     return parse_trace_config(
-        args.trace_config, file=args.trace_file, levels=args.trace_level, rate=args.trace_rate,
-        count=args.trace_count, log_frequency=args.trace_log_frequency,
-        warn=lambda message: print(f"Warning: {message}", file=sys.stderr))
+        args.trace_config,
+        file=args.trace_file,
+        levels=args.trace_level,
+        rate=args.trace_rate,
+        count=args.trace_count,
+        log_frequency=args.trace_log_frequency,
+        warn=lambda message: print(f"Warning: {message}", file=sys.stderr),
+    )
 
 
 def model_table(entries: list[RepositoryEntry]) -> str:
@@ -139,16 +221,28 @@ def model_table(entries: list[RepositoryEntry]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    level = LogSettings.python_level({"log_verbose_level": args.log_verbose, "log_info": args.log_info,
-                                      "log_warning": args.log_warning, "log_error": args.log_error})
-    logging.basicConfig(level=level, format="%(levelname).1s%(asctime)s %(name)s] %(message)s",
-                        datefmt="%m%d %H:%M:%S")
+    level = LogSettings.python_level(
+        {
+            "log_verbose_level": args.log_verbose,
+            "log_info": args.log_info,
+            "log_warning": args.log_warning,
+            "log_error": args.log_error,
+        }
+    )
+    logging.basicConfig(
+        level=level,
+        format="%(levelname).1s%(asctime)s %(name)s] %(message)s",
+        datefmt="%m%d %H:%M:%S",
+    )
 
     cache_args = list(args.cache_config)
     if args.response_cache_byte_size is not None:
         if cache_args:
-            print("error: Incompatible flags --response-cache-byte-size and --cache-config both "
-                  "provided. Please provide one or the other.", file=sys.stderr)
+            print(
+                "error: Incompatible flags --response-cache-byte-size and --cache-config both "
+                "provided. Please provide one or the other.",
+                file=sys.stderr,
+            )
             return 1
         cache_args = [f"local,size={args.response_cache_byte_size}"]
     backend_registry.set_directories(args.backend_directory)
@@ -218,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     print("Received signal, waiting for in-flight requests to complete", flush=True)
     endpoints.stop_protocols()
     core.stop()
-    endpoints.stop()   # metrics stay scrapeable until the models are unloaded
+    endpoints.stop()  # metrics stay scrapeable until the models are unloaded
     print("Server stopped", flush=True)
     return 0
 

@@ -24,6 +24,7 @@ A field that holds a setting declared by another part (the class names that ever
 format reads, say) is marked :func:`shared`: it is given that setting's value, and is not
 declared twice. Fields that are neither are the part's own, filled by its code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,37 +36,51 @@ from typing import Any, Callable, Mapping
 from .core.errors import invalid_arg
 
 BOOL, INT, FLOAT, STR, STR_LIST, FLOAT_LIST, KEY_VALUES = (
-    "bool", "int", "float", "str", "str_list", "float_list", "key_values")
+    "bool",
+    "int",
+    "float",
+    "str",
+    "str_list",
+    "float_list",
+    "key_values",
+)
 # A field's annotation, as written (``from __future__ import annotations``) -> its kind
-KINDS = {"bool": BOOL, "int": INT, "float": FLOAT, "str": STR, "tuple[str, ...]": STR_LIST,
-         "tuple[float, ...]": FLOAT_LIST, "tuple[tuple[str, str], ...]": KEY_VALUES}
+KINDS = {
+    "bool": BOOL,
+    "int": INT,
+    "float": FLOAT,
+    "str": STR,
+    "tuple[str, ...]": STR_LIST,
+    "tuple[float, ...]": FLOAT_LIST,
+    "tuple[tuple[str, str], ...]": KEY_VALUES,
+}
 LIST_KINDS = (STR_LIST, FLOAT_LIST, KEY_VALUES)
 
 _SETTING = "triton_ros.setting"
 _SHARED = "triton_ros.shared"
-_SAME = object()                        # a flag's default: the setting's own
+_SAME = object()  # a flag's default: the setting's own
 
-Namer = Callable[[str], str]            # a field's name -> the setting as the user wrote it
+Namer = Callable[[str], str]  # a field's name -> the setting as the user wrote it
 
 
 @dataclass(frozen=True)
 class Setting:
     """One setting, as its field declares it."""
 
-    field: str                          # the config class's field
-    name: str                           # its parameter name, relative to the part's prefix
+    field: str  # the config class's field
+    name: str  # its parameter name, relative to the part's prefix
     kind: str
-    default: Any                        # as a ROS parameter is declared (lists as lists)
-    help: str                           # the parameter's description; the flag's help
+    default: Any  # as a ROS parameter is declared (lists as lists)
+    help: str  # the parameter's description; the flag's help
     choices: tuple[str, ...] = ()
-    low: float | None = None            # range, inclusive (above: low excluded)
+    low: float | None = None  # range, inclusive (above: low excluded)
     high: float | None = None
     above: bool = False
-    flag: str | None = ""               # "": the part's flag prefix + name; None: no flag
-    parameter: bool = True              # False: a flag of the server only
-    flag_default: Any = _SAME           # the flag's default where tritonserver's differs
+    flag: str | None = ""  # "": the part's flag prefix + name; None: no flag
+    parameter: bool = True  # False: a flag of the server only
+    flag_default: Any = _SAME  # the flag's default where tritonserver's differs
     metavar: str | None = None
-    secret: bool = False                # never echoed in an error, kept out of repr
+    secret: bool = False  # never echoed in an error, kept out of repr
 
     @property
     def range_text(self) -> str:
@@ -87,19 +102,41 @@ def _number(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
-def setting(default: Any, help: str, *, choices: tuple[str, ...] = (),
-            low: float | None = None, high: float | None = None, above: bool = False,
-            name: str = "", flag: str | None = "", parameter: bool = True,
-            flag_default: Any = _SAME, metavar: str | None = None,
-            ros_default: Any = _SAME, secret: bool = False) -> Any:
+def setting(
+    default: Any,
+    help: str,
+    *,
+    choices: tuple[str, ...] = (),
+    low: float | None = None,
+    high: float | None = None,
+    above: bool = False,
+    name: str = "",
+    flag: str | None = "",
+    parameter: bool = True,
+    flag_default: Any = _SAME,
+    metavar: str | None = None,
+    ros_default: Any = _SAME,
+    secret: bool = False,
+) -> Any:
     """A dataclass field that is a setting. ``default``: the value; a list for a list setting
     (the field holds a tuple). ``name``: the parameter's name where it is not the field's;
     ``flag``: the flag where it is not the prefix plus the name, None for none; ``parameter``
     False: a flag only; ``ros_default``: the value the ROS parameter is declared with, where
     it is not ``default``; ``secret``: kept out of the config's ``repr``."""
-    spec = dict(default=default if ros_default is _SAME else ros_default, help=help,
-                choices=tuple(choices), low=low, high=high, above=above, name=name, flag=flag,
-                parameter=parameter, flag_default=flag_default, metavar=metavar, secret=secret)
+    spec = dict(
+        default=default if ros_default is _SAME else ros_default,
+        help=help,
+        choices=tuple(choices),
+        low=low,
+        high=high,
+        above=above,
+        name=name,
+        flag=flag,
+        parameter=parameter,
+        flag_default=flag_default,
+        metavar=metavar,
+        secret=secret,
+    )
     value = tuple(default) if isinstance(default, list) else default
     return field(default=value, repr=not secret, metadata={_SETTING: spec})
 
@@ -119,9 +156,11 @@ def settings_of(cls: type) -> tuple[Setting, ...]:
             continue
         kind = KINDS.get(str(f.type))
         if kind is None:
-            raise TypeError(f"{cls.__name__}.{f.name}: a setting's annotation is one of "
-                            f"{', '.join(KINDS)} (with 'from __future__ import annotations'), "
-                            f"not {f.type}")
+            raise TypeError(
+                f"{cls.__name__}.{f.name}: a setting's annotation is one of "
+                f"{', '.join(KINDS)} (with 'from __future__ import annotations'), "
+                f"not {f.type}"
+            )
         spec = dict(spec)
         out.append(Setting(field=f.name, name=spec.pop("name") or f.name, kind=kind, **spec))
     return tuple(out)
@@ -130,13 +169,14 @@ def settings_of(cls: type) -> tuple[Setting, ...]:
 def parameters_of(cls: type, prefix: str = "") -> tuple[Setting, ...]:
     """The ROS parameters of ``cls``'s settings (those that have one), each named in full:
     ``prefix`` + its name."""
-    return tuple(dataclasses.replace(s, name=prefix + s.name) for s in settings_of(cls)
-                 if s.parameter)
+    return tuple(
+        dataclasses.replace(s, name=prefix + s.name) for s in settings_of(cls) if s.parameter
+    )
 
 
 def under(values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
     """The values whose full name starts with ``prefix``, by the rest of their name."""
-    return {n[len(prefix):]: v for n, v in values.items() if n.startswith(prefix)}
+    return {n[len(prefix) :]: v for n, v in values.items() if n.startswith(prefix)}
 
 
 def shared_fields(cls: type) -> tuple[str, ...]:
@@ -148,19 +188,21 @@ def shared_fields(cls: type) -> tuple[str, ...]:
 # Checking a value
 # --------------------------------------------------------------------------------------------
 
+
 def check(s: Setting, value: Any, where: str, *, ranges: bool = True) -> Any:
     """``value`` as the field holds it (lists as tuples), or INVALID_ARG: "``where`` must be
     ...". Lenient where a params file is: an integer for a float, one string for a list of
     strings, a number for a list of numbers, ``[]`` of any type (or no value) for an empty
     list. ``ranges`` False: the kind and choices only (a part checks its ranges when it is
     built, where it is used)."""
+
     def bad(expected: str):
         got = "" if s.secret else f", got {value!r}"
         return invalid_arg(f"{where} must be {expected}{got}")
 
     kind = s.kind
     if value is None and kind in LIST_KINDS:
-        value = []                      # YAML "[]" arrives as a parameter of no type
+        value = []  # YAML "[]" arrives as a parameter of no type
     if kind == BOOL:
         if not isinstance(value, bool):
             raise bad("true or false")
@@ -177,12 +219,12 @@ def check(s: Setting, value: Any, where: str, *, ranges: bool = True) -> Any:
         if s.choices and value not in s.choices:
             raise bad(f"one of {', '.join(s.choices)}")
     elif kind in (STR_LIST, KEY_VALUES):
-        item = (str, tuple) if kind == KEY_VALUES else str     # pairs already read
+        item = (str, tuple) if kind == KEY_VALUES else str  # pairs already read
         if isinstance(value, str):
             value = (value,) if value else ()
         elif isinstance(value, (list, tuple)) and all(isinstance(v, item) for v in value):
             value = tuple(value)
-        elif hasattr(value, "__len__") and len(value) == 0:   # [] of any array type
+        elif hasattr(value, "__len__") and len(value) == 0:  # [] of any array type
             value = ()
         else:
             raise bad("a list of strings")
@@ -225,6 +267,7 @@ def key_value(item: Any, where: str) -> tuple[str, str]:
 # --------------------------------------------------------------------------------------------
 # The typed config object
 # --------------------------------------------------------------------------------------------
+
 
 def build(cls: type, values: Mapping[str, Any], name: Namer, /, **fields: Any) -> Any:
     """``cls`` from ``values`` by parameter name (relative): each setting checked (a missing
@@ -271,6 +314,7 @@ def flag_namer(cls: type, prefix: str) -> Namer:
 # --------------------------------------------------------------------------------------------
 # Flags (triton-ros-server)
 # --------------------------------------------------------------------------------------------
+
 
 def flag_of(s: Setting, prefix: str) -> str | None:
     """The setting's flag: its own, else ``prefix`` + its name with dashes; None: none."""

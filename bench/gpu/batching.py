@@ -26,6 +26,7 @@ reason when either is missing (no GPU: nothing is run). What it does, in one bou
 Writes bench/out/gpu-batching.md (``--out``) naming the machine, the GPU and the commit; exits 1
 when a request failed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -150,8 +151,16 @@ def pct(values, q) -> float:
 def model_alone(torch, gpu: int, seconds: float) -> dict[int, float]:
     """images/s of the network in this process at batch 1 and 32 (no server)."""
     namespace: dict = {}
-    exec(compile(MODEL_PY.split("class TritonPythonModel")[0].replace(
-        "import triton_python_backend_utils as pb_utils", ""), "model", "exec"), namespace)
+    exec(
+        compile(
+            MODEL_PY.split("class TritonPythonModel")[0].replace(
+                "import triton_python_backend_utils as pb_utils", ""
+            ),
+            "model",
+            "exec",
+        ),
+        namespace,
+    )
     device = torch.device("cuda", gpu)
     net = namespace["build_net"](torch, device)
     out = {}
@@ -171,6 +180,7 @@ def model_alone(torch, gpu: int, seconds: float) -> dict[int, float]:
 
 def drive(url: str, model: str, concurrency: int, seconds: float) -> dict:
     import tritonclient.grpc as grpcclient
+
     image = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
     latencies: list[float] = []
     errors: list[str] = []
@@ -186,7 +196,7 @@ def drive(url: str, model: str, concurrency: int, seconds: float) -> dict:
             t = time.perf_counter()
             try:
                 c.infer(model, [x])
-            except Exception as exc:              # counted and reported, never hidden
+            except Exception as exc:  # counted and reported, never hidden
                 with lock:
                     errors.append(str(exc)[:200])
                 continue
@@ -201,8 +211,12 @@ def drive(url: str, model: str, concurrency: int, seconds: float) -> dict:
     for t in threads:
         t.join()
     elapsed = time.monotonic() - start
-    return {"images_s": len(latencies) / elapsed, "p50_ms": 1e3 * pct(latencies, 50),
-            "p99_ms": 1e3 * pct(latencies, 99), "errors": errors}
+    return {
+        "images_s": len(latencies) / elapsed,
+        "p50_ms": 1e3 * pct(latencies, 50),
+        "p99_ms": 1e3 * pct(latencies, 99),
+        "errors": errors,
+    }
 
 
 def read_exec_log(path: Path, skip: int) -> tuple[list[tuple[int, float]], int, str]:
@@ -219,9 +233,12 @@ def main() -> int:
     parser.add_argument("--queue-delay-us", type=int, default=500)
     parser.add_argument("--gpu", type=int, default=0)
     parser.add_argument("--out", default=default_out("gpu-batching"))
-    parser.add_argument("--cpu-dry-run", action="store_true",
-                        help="check the benchmark's own workings without a GPU: KIND_CPU and a "
-                             "numpy stand-in for the network (its numbers mean nothing)")
+    parser.add_argument(
+        "--cpu-dry-run",
+        action="store_true",
+        help="check the benchmark's own workings without a GPU: KIND_CPU and a "
+        "numpy stand-in for the network (its numbers mean nothing)",
+    )
     args = parser.parse_args()
 
     try:
@@ -240,8 +257,9 @@ def main() -> int:
         gpu_name, torch_version = torch.cuda.get_device_name(args.gpu), torch.__version__
         print(f"GPU {args.gpu}: {gpu_name}, torch {torch_version}", flush=True)
         alone = model_alone(torch, args.gpu, min(args.seconds, 3.0))
-        print(f"model alone: batch 1 {alone[1]:.0f} img/s, batch 32 {alone[32]:.0f} img/s",
-              flush=True)
+        print(
+            f"model alone: batch 1 {alone[1]:.0f} img/s, batch 32 {alone[32]:.0f} img/s", flush=True
+        )
     kind = "KIND_CPU" if args.cpu_dry_run else f"KIND_GPU, gpus: [ {args.gpu} ]"
     engine = "numpy" if args.cpu_dry_run else "torch"
 
@@ -253,24 +271,43 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gpu_bench_") as tmp:
         repo = Path(tmp) / "models"
         logs = {}
-        for name, batching in (("gpu_net_b1", ""), (
-                "gpu_net_dyn", f"dynamic_batching {{ max_queue_delay_microseconds: "
-                               f"{args.queue_delay_us} }}")):
+        for name, batching in (
+            ("gpu_net_b1", ""),
+            (
+                "gpu_net_dyn",
+                f"dynamic_batching {{ max_queue_delay_microseconds: {args.queue_delay_us} }}",
+            ),
+        ):
             (repo / name / "1").mkdir(parents=True)
             (repo / name / "1" / "model.py").write_text(MODEL_PY)
             logs[name] = Path(tmp) / f"{name}.log"
-            (repo / name / "config.pbtxt").write_text(CONFIG.format(
-                name=name, kind=kind, engine=engine, log=logs[name], batching=batching))
+            (repo / name / "config.pbtxt").write_text(
+                CONFIG.format(
+                    name=name, kind=kind, engine=engine, log=logs[name], batching=batching
+                )
+            )
         grpc_port = free_port()
         server_log = open(Path(tmp) / "server.log", "w")
         env = dict(os.environ, PYTHONPATH=f"{ROOT}:{os.environ.get('PYTHONPATH', '')}")
         server = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.server_main", f"--model-repository={repo}",
-             f"--grpc-port={grpc_port}", "--allow-http=false", "--allow-metrics=false"],
-            stdout=server_log, stderr=subprocess.STDOUT, env=env, cwd=str(ROOT))
+            [
+                sys.executable,
+                "-m",
+                "triton_ros.server_main",
+                f"--model-repository={repo}",
+                f"--grpc-port={grpc_port}",
+                "--allow-http=false",
+                "--allow-metrics=false",
+            ],
+            stdout=server_log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=str(ROOT),
+        )
         url = f"127.0.0.1:{grpc_port}"
         try:
             import tritonclient.grpc as grpcclient
+
             client = grpcclient.InferenceServerClient(url)
             deadline = time.monotonic() + 300
             while True:
@@ -278,19 +315,23 @@ def main() -> int:
                 try:
                     if all(client.is_model_ready(m) for m in logs):
                         break
-                    failed = "; ".join(f"{m.name}: {m.reason}" for m in
-                                       client.get_model_repository_index().models
-                                       if m.state == "UNAVAILABLE")
+                    failed = "; ".join(
+                        f"{m.name}: {m.reason}"
+                        for m in client.get_model_repository_index().models
+                        if m.state == "UNAVAILABLE"
+                    )
                 except Exception:
                     pass
                 if failed or server.poll() is not None or time.monotonic() > deadline:
                     print((Path(tmp) / "server.log").read_text()[-4000:], file=sys.stderr)
-                    print(f"bench.gpu.batching: the server did not get both models ready "
-                          f"{failed}", file=sys.stderr)
+                    print(
+                        f"bench.gpu.batching: the server did not get both models ready {failed}",
+                        file=sys.stderr,
+                    )
                     return 1
                 time.sleep(0.5)
             for name in logs:
-                drive(url, name, 4, 2.0)                     # warm-up
+                drive(url, name, 4, 2.0)  # warm-up
                 results[name] = {}
                 _, skip, _ = read_exec_log(logs[name], 0)
                 for c in levels:
@@ -310,9 +351,16 @@ def main() -> int:
                             "server_compute_us": (
                                 (s1.compute_input.ns - s0.compute_input.ns)
                                 + (s1.compute_infer.ns - s0.compute_infer.ns)
-                                + (s1.compute_output.ns - s0.compute_output.ns)) / n / 1e3}
-                    print(f"{name} c={c}: {r['images_s']:.0f} img/s p50 {r['p50_ms']:.2f} ms "
-                          f"p99 {r['p99_ms']:.2f} ms errors {len(r['errors'])}", flush=True)
+                                + (s1.compute_output.ns - s0.compute_output.ns)
+                            )
+                            / n
+                            / 1e3,
+                        }
+                    print(
+                        f"{name} c={c}: {r['images_s']:.0f} img/s p50 {r['p50_ms']:.2f} ms "
+                        f"p99 {r['p99_ms']:.2f} ms errors {len(r['errors'])}",
+                        flush=True,
+                    )
         finally:
             server.send_signal(signal.SIGINT)
             try:
@@ -322,32 +370,47 @@ def main() -> int:
             server_log.close()
 
     lines = [
-        "# GPU batching: batch-1 vs dynamic batching (Python backend, PyTorch, DLPack)", "",
+        "# GPU batching: batch-1 vs dynamic batching (Python backend, PyTorch, DLPack)",
+        "",
         f"`python3 -m bench.gpu.batching {' '.join(sys.argv[1:])}`, commit {commit()}, run "
-        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", "",
+        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.",
+        "",
         f"Machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform()}; GPU "
         f"{args.gpu}: {gpu_name}; torch {torch_version}. Inputs reached the model through: "
-        f"{paths} (dlpack = zero-copy import).", "",
+        f"{paths} (dlpack = zero-copy import).",
+        "",
         f"Model alone in-process: batch 1 {alone[1]:.0f} images/s, batch 32 {alone[32]:.0f} "
-        f"images/s ({alone[32] / alone[1]:.1f}x).", "",
+        f"images/s ({alone[32] / alone[1]:.1f}x).",
+        "",
         "| concurrency | batch-1 images/s | p50 / p99 ms | dynamic images/s | p50 / p99 ms | "
-        "dynamic / batch-1 |", "|---|---|---|---|---|---|"]
+        "dynamic / batch-1 |",
+        "|---|---|---|---|---|---|",
+    ]
     for c in levels:
         a, b = results["gpu_net_b1"][c], results["gpu_net_dyn"][c]
-        lines.append(f"| {c} | {a['images_s']:.0f} | {a['p50_ms']:.2f} / {a['p99_ms']:.2f} | "
-                     f"{b['images_s']:.0f} | {b['p50_ms']:.2f} / {b['p99_ms']:.2f} | "
-                     f"{b['images_s'] / a['images_s']:.2f}x |")
+        lines.append(
+            f"| {c} | {a['images_s']:.0f} | {a['p50_ms']:.2f} / {a['p99_ms']:.2f} | "
+            f"{b['images_s']:.0f} | {b['p50_ms']:.2f} / {b['p99_ms']:.2f} | "
+            f"{b['images_s'] / a['images_s']:.2f}x |"
+        )
     errors = sum(len(r["errors"]) for m in results.values() for r in m.values())
-    lines += ["", f"Failed requests: {errors}.", "",
-              "Per executed batch size (every concurrency, both models; execution = input "
-              "import, copy to the GPU, the network, copy back):", "",
-              "| model | batch size | executions | p50 ms | p99 ms | images/s at this size |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        f"Failed requests: {errors}.",
+        "",
+        "Per executed batch size (every concurrency, both models; execution = input "
+        "import, copy to the GPU, the network, copy back):",
+        "",
+        "| model | batch size | executions | p50 ms | p99 ms | images/s at this size |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, rows in per_batch.items():
         for size in sorted({b for b, _ in rows}):
             ms = [m for b, m in rows if b == size]
-            lines.append(f"| {name} | {size} | {len(ms)} | {pct(ms, 50):.2f} | {pct(ms, 99):.2f} "
-                         f"| {size * 1e3 / np.mean(ms):.0f} |")
+            lines.append(
+                f"| {name} | {size} | {len(ms)} | {pct(ms, 50):.2f} | {pct(ms, 99):.2f} "
+                f"| {size * 1e3 / np.mean(ms):.0f} |"
+            )
     lines += ["", "Server overhead per request at concurrency 1:", ""]
     for name, o in overhead.items():
         lines.append(
@@ -356,7 +419,8 @@ def main() -> int:
             f"the model (gRPC, core, Python stub IPC); server statistics: request "
             f"{o['server_request_us']:.0f} us = queue {o['server_queue_us']:.0f} + compute "
             f"{o['server_compute_us']:.0f} + other "
-            f"{o['server_request_us'] - o['server_queue_us'] - o['server_compute_us']:.0f} us")
+            f"{o['server_request_us'] - o['server_queue_us'] - o['server_compute_us']:.0f} us"
+        )
     text = "\n".join(lines) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)

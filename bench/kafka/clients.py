@@ -17,6 +17,7 @@ Exits non-zero when a worker fails or a message is missing.
 
     .venv/bin/python -m bench.kafka.clients --rounds 3 --out /tmp/clients.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,12 +40,12 @@ LIBRARIES = ("confluent-kafka", "aiokafka")
 # when data arrives (a Kafka broker wakes it): the consumers of both libraries ask for 5 ms, so
 # the broker's polling period is the same small share of either round trip.
 FETCH_WAIT_MS = 5
-period = 0.01      # seconds between two timed messages
-WARM_UP = 10       # the first timed messages (a new producer's connection) are not counted
+period = 0.01  # seconds between two timed messages
+WARM_UP = 10  # the first timed messages (a new producer's connection) are not counted
 
 
 def _cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)     # every thread of the process
+    r = resource.getrusage(resource.RUSAGE_SELF)  # every thread of the process
     return r.ru_utime + r.ru_stime
 
 
@@ -57,9 +58,12 @@ def _percentile(values: list[float], q: float) -> float:
 # Workers (one process each)
 # ------------------------------------------------------------------------------------------
 
-def worker_confluent(bootstrap: str, topic: str, ping_topic: str, n: int, size: int,
-                     pings: int) -> dict:
+
+def worker_confluent(
+    bootstrap: str, topic: str, ping_topic: str, n: int, size: int, pings: int
+) -> dict:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
     value = os.urandom(size)
     delivered = [0, 0]
 
@@ -81,8 +85,14 @@ def worker_confluent(bootstrap: str, topic: str, ping_topic: str, n: int, size: 
     if delivered != [n, 0]:
         raise RuntimeError(f"produced {delivered[0]} of {n}, {delivered[1]} failed")
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-clients",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": FETCH_WAIT_MS})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-clients",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = 0
     c0, t0 = _cpu(), time.perf_counter()
@@ -96,12 +106,13 @@ def worker_confluent(bootstrap: str, topic: str, ping_topic: str, n: int, size: 
         raise RuntimeError(f"consumed {got} of {n}")
 
     ping_producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
-    consumer.assign([TopicPartition(ping_topic, 0, OFFSET_BEGINNING)])   # a new, empty topic
+    consumer.assign([TopicPartition(ping_topic, 0, OFFSET_BEGINNING)])  # a new, empty topic
 
     def pinger():
         for i in range(pings):
-            ping_producer.produce(ping_topic, struct.pack("<d", time.monotonic()),
-                                  key=str(i).encode())
+            ping_producer.produce(
+                ping_topic, struct.pack("<d", time.monotonic()), key=str(i).encode()
+            )
             ping_producer.poll(0)
             time.sleep(period)
         ping_producer.flush(10)
@@ -124,12 +135,18 @@ def worker_confluent(bootstrap: str, topic: str, ping_topic: str, n: int, size: 
     consumer.close()
     if len(rtts) != pings - WARM_UP:
         raise RuntimeError(f"received {len(rtts)} of {pings} timed messages")
-    return {"produce_s": produce_s, "produce_cpu": produce_cpu, "consume_s": consume_s,
-            "consume_cpu": consume_cpu, "rtts": rtts}
+    return {
+        "produce_s": produce_s,
+        "produce_cpu": produce_cpu,
+        "consume_s": consume_s,
+        "consume_cpu": consume_cpu,
+        "rtts": rtts,
+    }
 
 
-def worker_aiokafka(bootstrap: str, topic: str, ping_topic: str, n: int, size: int,
-                    pings: int) -> dict:
+def worker_aiokafka(
+    bootstrap: str, topic: str, ping_topic: str, n: int, size: int, pings: int
+) -> dict:
     import asyncio
 
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -149,8 +166,12 @@ def worker_aiokafka(bootstrap: str, topic: str, ping_topic: str, n: int, size: i
         if failed:
             raise RuntimeError(f"{failed} of {n} produced messages failed")
 
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                    enable_auto_commit=False, fetch_max_wait_ms=FETCH_WAIT_MS)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=bootstrap,
+            group_id=None,
+            enable_auto_commit=False,
+            fetch_max_wait_ms=FETCH_WAIT_MS,
+        )
         await consumer.start()
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
@@ -169,12 +190,13 @@ def worker_aiokafka(bootstrap: str, topic: str, ping_topic: str, n: int, size: i
         await ping_producer.start()
         ptp = TopicPartition(ping_topic, 0)
         consumer.assign([ptp])
-        await consumer.seek_to_beginning(ptp)      # a new, empty topic
+        await consumer.seek_to_beginning(ptp)  # a new, empty topic
 
         async def pinger():
             for i in range(pings):
-                await ping_producer.send(ping_topic, struct.pack("<d", time.monotonic()),
-                                         key=str(i).encode())
+                await ping_producer.send(
+                    ping_topic, struct.pack("<d", time.monotonic()), key=str(i).encode()
+                )
                 await asyncio.sleep(period)
             await ping_producer.flush()
 
@@ -195,8 +217,13 @@ def worker_aiokafka(bootstrap: str, topic: str, ping_topic: str, n: int, size: i
         await ping_producer.stop()
         await producer.stop()
         await consumer.stop()
-        return {"produce_s": produce_s, "produce_cpu": produce_cpu, "consume_s": consume_s,
-                "consume_cpu": consume_cpu, "rtts": rtts}
+        return {
+            "produce_s": produce_s,
+            "produce_cpu": produce_cpu,
+            "consume_s": consume_s,
+            "consume_cpu": consume_cpu,
+            "rtts": rtts,
+        }
 
     return asyncio.run(run())
 
@@ -205,10 +232,24 @@ def worker_aiokafka(bootstrap: str, topic: str, ping_topic: str, n: int, size: i
 # Driver
 # ------------------------------------------------------------------------------------------
 
+
 def run_worker(library: str, bootstrap: str, tag: str, args) -> dict:
-    cmd = [sys.executable, __file__, "--worker", library, "--bootstrap", bootstrap,
-           "--tag", tag, "--messages", str(args.messages), "--size", str(args.size),
-           "--pings", str(args.pings)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        library,
+        "--bootstrap",
+        bootstrap,
+        "--tag",
+        tag,
+        "--messages",
+        str(args.messages),
+        "--size",
+        str(args.size),
+        "--pings",
+        str(args.pings),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"{library} worker failed ({out.returncode}):\n{out.stderr[-3000:]}")
@@ -229,25 +270,35 @@ def main() -> int:
 
     if args.worker:
         fn = worker_confluent if args.worker == "confluent-kafka" else worker_aiokafka
-        result = fn(args.bootstrap, f"bulk-{args.tag}", f"ping-{args.tag}", args.messages,
-                    args.size, args.pings)
+        result = fn(
+            args.bootstrap,
+            f"bulk-{args.tag}",
+            f"ping-{args.tag}",
+            args.messages,
+            args.size,
+            args.pings,
+        )
         print(json.dumps(result))
         return 0
 
     from bench.common import machine_lines
     from kafka_broker import KafkaBroker
+
     results: dict[str, list[dict]] = {lib: [] for lib in LIBRARIES}
     with KafkaBroker() as broker:
         for r in range(args.rounds):
-            for lib in (LIBRARIES if r % 2 == 0 else LIBRARIES[::-1]):
+            for lib in LIBRARIES if r % 2 == 0 else LIBRARIES[::-1]:
                 tag = f"{lib}-{r}"
                 broker.create_topic(f"bulk-{tag}")
                 broker.create_topic(f"ping-{tag}")
                 res = run_worker(lib, broker.bootstrap, tag, args)
                 results[lib].append(res)
-                print(f"round {r} {lib}: produce {args.messages / res['produce_s']:.0f}/s, "
-                      f"consume {args.messages / res['consume_s']:.0f}/s, rtt p50 "
-                      f"{1e3 * _percentile(res['rtts'], 50):.2f} ms", file=sys.stderr)
+                print(
+                    f"round {r} {lib}: produce {args.messages / res['produce_s']:.0f}/s, "
+                    f"consume {args.messages / res['consume_s']:.0f}/s, rtt p50 "
+                    f"{1e3 * _percentile(res['rtts'], 50):.2f} ms",
+                    file=sys.stderr,
+                )
 
     def row(lib: str) -> dict:
         rs = results[lib]
@@ -257,7 +308,8 @@ def main() -> int:
             "produce_cpu": statistics.median(1e6 * x["produce_cpu"] / args.messages for x in rs),
             "consume": statistics.median(args.messages / x["consume_s"] for x in rs),
             "consume_cpu": statistics.median(1e6 * x["consume_cpu"] / args.messages for x in rs),
-            "p50": 1e3 * _percentile(rtts, 50), "p99": 1e3 * _percentile(rtts, 99),
+            "p50": 1e3 * _percentile(rtts, 50),
+            "p99": 1e3 * _percentile(rtts, 99),
         }
 
     rows = {lib: row(lib) for lib in LIBRARIES}
@@ -271,13 +323,17 @@ def main() -> int:
         "|---|---|---|---|---|---|---|",
     ]
     for lib, x in rows.items():
-        lines.append(f"| {lib} | {x['produce']:.0f} | {x['produce_cpu']:.1f} | "
-                     f"{x['consume']:.0f} | {x['consume_cpu']:.1f} | {x['p50']:.2f} | "
-                     f"{x['p99']:.2f} |")
-    lines.append(f"| confluent / aiokafka | {a['produce'] / b['produce']:.2f}x | "
-                 f"{a['produce_cpu'] / b['produce_cpu']:.2f}x | {a['consume'] / b['consume']:.2f}x "
-                 f"| {a['consume_cpu'] / b['consume_cpu']:.2f}x | {a['p50'] / b['p50']:.2f}x | "
-                 f"{a['p99'] / b['p99']:.2f}x |")
+        lines.append(
+            f"| {lib} | {x['produce']:.0f} | {x['produce_cpu']:.1f} | "
+            f"{x['consume']:.0f} | {x['consume_cpu']:.1f} | {x['p50']:.2f} | "
+            f"{x['p99']:.2f} |"
+        )
+    lines.append(
+        f"| confluent / aiokafka | {a['produce'] / b['produce']:.2f}x | "
+        f"{a['produce_cpu'] / b['produce_cpu']:.2f}x | {a['consume'] / b['consume']:.2f}x "
+        f"| {a['consume_cpu'] / b['consume_cpu']:.2f}x | {a['p50'] / b['p50']:.2f}x | "
+        f"{a['p99'] / b['p99']:.2f}x |"
+    )
     lines += ["", machine_lines()]
     text = "\n".join(lines) + "\n"
     print(text)

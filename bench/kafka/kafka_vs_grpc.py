@@ -18,6 +18,7 @@ add.
 
     .venv/bin/python -m bench.kafka.kafka_vs_grpc --concurrency 1 16 --seconds 8 --rounds 2
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,9 +67,12 @@ class Run:
 
 def run_grpc(url: str, concurrency: int, seconds: float) -> Run:
     import tritonclient.grpc as grpcclient
+
     client = grpcclient.InferenceServerClient(url)
-    inputs = [grpcclient.InferInput("INPUT0", [1, 16], "INT32"),
-              grpcclient.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs = [
+        grpcclient.InferInput("INPUT0", [1, 16], "INT32"),
+        grpcclient.InferInput("INPUT1", [1, 16], "INT32"),
+    ]
     inputs[0].set_data_from_numpy(A)
     inputs[1].set_data_from_numpy(B)
     run, stop = Run(), threading.Event()
@@ -107,19 +111,31 @@ def run_kafka(bootstrap: str, topic: str, concurrency: int, seconds: float) -> R
     from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
     from kafka_broker import create_topic
+
     reply_topic = f"bench-replies-{uuid.uuid4().hex[:8]}"
     create_topic(bootstrap, reply_topic, 1)
-    inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32"),
-              httpclient.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs = [
+        httpclient.InferInput("INPUT0", [1, 16], "INT32"),
+        httpclient.InferInput("INPUT1", [1, 16], "INT32"),
+    ]
     inputs[0].set_data_from_numpy(A, binary_data=True)
     inputs[1].set_data_from_numpy(B, binary_data=True)
     outputs = [httpclient.InferRequestedOutput("OUTPUT0", binary_data=True)]
     body, json_size = httpclient.InferenceServerClient.generate_request_body(inputs, outputs)
-    base_headers = [("model-name", b"simple"), ("reply-topic", reply_topic.encode()),
-                    ("inference-header-content-length", str(json_size).encode())]
+    base_headers = [
+        ("model-name", b"simple"),
+        ("reply-topic", reply_topic.encode()),
+        ("inference-header-content-length", str(json_size).encode()),
+    ]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4()}",
-                         "fetch.wait.max.ms": FETCH_WAIT_MS, "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4()}",
+            "fetch.wait.max.ms": FETCH_WAIT_MS,
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([TopicPartition(reply_topic, 0, OFFSET_BEGINNING)])
     run = Run()
     outstanding: dict[bytes, float] = {}
@@ -130,8 +146,12 @@ def run_kafka(bootstrap: str, topic: str, concurrency: int, seconds: float) -> R
         counter[0] += 1
         corr = str(i).encode()
         outstanding[corr] = time.perf_counter()
-        producer.produce(topic, body, key=f"k{i % 16}".encode(),
-                         headers=base_headers + [("correlation-id", corr)])
+        producer.produce(
+            topic,
+            body,
+            key=f"k{i % 16}".encode(),
+            headers=base_headers + [("correlation-id", corr)],
+        )
         producer.poll(0)
 
     for _ in range(concurrency):
@@ -145,16 +165,19 @@ def run_kafka(bootstrap: str, topic: str, concurrency: int, seconds: float) -> R
         headers = dict(message.headers() or [])
         sent = outstanding.pop(headers.get("correlation-id"), None)
         if sent is None:
-            continue                          # a duplicate (at-least-once)
+            continue  # a duplicate (at-least-once)
         latency = time.perf_counter() - sent
         if headers.get("triton-status") != b"OK":
             run.done(0, message.value().decode(errors="replace"))
         else:
             length = headers.get("inference-header-content-length")
             result = httpclient.InferenceServerClient.parse_response_body(
-                message.value(), header_length=int(length) if length else None)
-            run.done(latency, None if np.array_equal(result.as_numpy("OUTPUT0"), A + B)
-                     else "wrong OUTPUT0")
+                message.value(), header_length=int(length) if length else None
+            )
+            run.done(
+                latency,
+                None if np.array_equal(result.as_numpy("OUTPUT0"), A + B) else "wrong OUTPUT0",
+            )
         if time.monotonic() < end:
             send()
     for corr in outstanding:
@@ -170,9 +193,13 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--out", default="")
-    p.add_argument("--server-arg", action="append", default=[],
-                   help="a further triton-ros-server argument (repeatable), e.g. "
-                        "--server-arg=--kafka-linger-ms=0")
+    p.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="a further triton-ros-server argument (repeatable), e.g. "
+        "--server-arg=--kafka-linger-ms=0",
+    )
     args = p.parse_args()
 
     from bench.common import cpu_seconds, machine_lines
@@ -185,13 +212,24 @@ def main() -> int:
         broker.create_topic("bench-requests", 4)
         import shutil
         import tempfile
+
         repo = Path(tempfile.mkdtemp(prefix="kafka_bench_"))
         shutil.copytree(MODEL_REPOSITORY / "simple", repo / "simple")
-        server = ServerProcess("--model-repository", str(repo), "--allow-http", "false",
-                               "--kafka-brokers", broker.bootstrap,
-                               "--kafka-request-topics", "bench-requests",
-                               "--kafka-session-timeout-ms", str(TEST_SESSION_TIMEOUT_MS),
-                               "--kafka-fetch-wait-max-ms", str(FETCH_WAIT_MS), *args.server_arg)
+        server = ServerProcess(
+            "--model-repository",
+            str(repo),
+            "--allow-http",
+            "false",
+            "--kafka-brokers",
+            broker.bootstrap,
+            "--kafka-request-topics",
+            "bench-requests",
+            "--kafka-session-timeout-ms",
+            str(TEST_SESSION_TIMEOUT_MS),
+            "--kafka-fetch-wait-max-ms",
+            str(FETCH_WAIT_MS),
+            *args.server_arg,
+        )
         try:
             server.wait_live()
             deadline = time.monotonic() + 30
@@ -199,7 +237,7 @@ def main() -> int:
                 if time.monotonic() > deadline:
                     raise TimeoutError(server.log())
                 time.sleep(0.1)
-            run_kafka(broker.bootstrap, "bench-requests", 1, 1.0)       # warm both paths
+            run_kafka(broker.bootstrap, "bench-requests", 1, 1.0)  # warm both paths
             run_grpc(server.url, 1, 1.0)
             for r in range(args.rounds):
                 for c in args.concurrency:
@@ -216,18 +254,24 @@ def main() -> int:
                         others = (cpu_seconds(broker.proc.pid) - broker0, client_cpu() - client0)
                         results.setdefault((transport, c), []).append((run, wall, cpu, others))
                         failures += [f"{transport} c={c}: {e}" for e in run.errors[:3]]
-                        print(f"round {r} {transport} c={c}: {len(run.latencies) / wall:.0f}/s "
-                              f"p50 {1e3 * percentile(run.latencies, 50):.2f} ms, "
-                              f"{len(run.errors)} errors", file=sys.stderr)
+                        print(
+                            f"round {r} {transport} c={c}: {len(run.latencies) / wall:.0f}/s "
+                            f"p50 {1e3 * percentile(run.latencies, 50):.2f} ms, "
+                            f"{len(run.errors)} errors",
+                            file=sys.stderr,
+                        )
         finally:
             server.stop()
             shutil.rmtree(repo, ignore_errors=True)
 
-    lines = [f"{args.rounds} alternating rounds of {args.seconds:.0f} s per transport and "
-             f"concurrency; medians of the rounds (latencies pooled).", "",
-             "| concurrency | transport | requests/s | p50 ms | p99 ms | server CPU us/request "
-             "| broker CPU us/request | client CPU us/request |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{args.rounds} alternating rounds of {args.seconds:.0f} s per transport and "
+        f"concurrency; medians of the rounds (latencies pooled).",
+        "",
+        "| concurrency | transport | requests/s | p50 ms | p99 ms | server CPU us/request "
+        "| broker CPU us/request | client CPU us/request |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     summary = {}
     for c in args.concurrency:
         for transport in ("grpc", "kafka"):
@@ -241,16 +285,27 @@ def main() -> int:
             cpu = per_request(lambda r: r[2])
             broker_cpu = per_request(lambda r: r[3][0])
             client = per_request(lambda r: r[3][1])
-            summary[(transport, c)] = (rate, percentile(lat, 50) * 1e3, percentile(lat, 99) * 1e3,
-                                       cpu)
-            lines.append(f"| {c} | {transport} | {rate:.0f} | {summary[(transport, c)][1]:.2f} | "
-                         f"{summary[(transport, c)][2]:.2f} | {cpu:.0f} | "
-                         f"{broker_cpu if transport == 'kafka' else 0:.0f} | {client:.0f} |")
+            summary[(transport, c)] = (
+                rate,
+                percentile(lat, 50) * 1e3,
+                percentile(lat, 99) * 1e3,
+                cpu,
+            )
+            lines.append(
+                f"| {c} | {transport} | {rate:.0f} | {summary[(transport, c)][1]:.2f} | "
+                f"{summary[(transport, c)][2]:.2f} | {cpu:.0f} | "
+                f"{broker_cpu if transport == 'kafka' else 0:.0f} | {client:.0f} |"
+            )
         k, g = summary[("kafka", c)], summary[("grpc", c)]
-        lines.append(f"| {c} | kafka / grpc | {k[0] / g[0]:.2f}x | {k[1] / g[1]:.2f}x | "
-                     f"{k[2] / g[2]:.2f}x | {k[3] / g[3]:.2f}x | | |")
-    lines += ["", machine_lines(), f"- load average at the end: "
-              f"{' '.join(open('/proc/loadavg').read().split()[:3])}"]
+        lines.append(
+            f"| {c} | kafka / grpc | {k[0] / g[0]:.2f}x | {k[1] / g[1]:.2f}x | "
+            f"{k[2] / g[2]:.2f}x | {k[3] / g[3]:.2f}x | | |"
+        )
+    lines += [
+        "",
+        machine_lines(),
+        f"- load average at the end: {' '.join(open('/proc/loadavg').read().split()[:3])}",
+    ]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -25,6 +25,7 @@ them have). When the GIL-free control gets under 1.2x, the output says the host 
 tell (not a failed check: the per-cloud table stands). Check (exit status 1): every form
 of the 32k cloud costs under 100 ms of CPU (a 10 Hz sensor on one core).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,7 @@ import numpy as np
 
 from bench.common import LOAD_AT_START, ROOT, commit, emit_checked, machine
 
-CLOUDS = {"32k": 32, "128k": 128}           # beams x 1024 azimuths
+CLOUDS = {"32k": 32, "128k": 128}  # beams x 1024 azimuths
 REPEAT = 20
 
 
@@ -63,14 +64,20 @@ def paths():
 
     reader = POINTCLOUD.reader()
     five = ("occupancy", "max_height", "min_height", "mean_intensity", "density")
-    bev = POINTCLOUD.encoder(plan_cloud(
-        PointCloudConfig(channels=five, intensity_scale=1 / 255),
-        SimpleNamespace(name="BEV", dims=(5, 512, 512), datatype="FP32", format=""),
-        model="lidar_detector"))
-    points = POINTCLOUD.encoder(plan_cloud(
-        PointCloudConfig(count_input="NUM", intensity_scale=1 / 255),
-        SimpleNamespace(name="POINTS", dims=(32768, 4), datatype="FP32", format=""),
-        model="pointpillars"))
+    bev = POINTCLOUD.encoder(
+        plan_cloud(
+            PointCloudConfig(channels=five, intensity_scale=1 / 255),
+            SimpleNamespace(name="BEV", dims=(5, 512, 512), datatype="FP32", format=""),
+            model="lidar_detector",
+        )
+    )
+    points = POINTCLOUD.encoder(
+        plan_cloud(
+            PointCloudConfig(count_input="NUM", intensity_scale=1 / 255),
+            SimpleNamespace(name="POINTS", dims=(32768, 4), datatype="FP32", format=""),
+            model="pointpillars",
+        )
+    )
     session = ort.InferenceSession(str(ROOT / "model_repository/lidar_detector/1/model.onnx"))
     config = Detection3DConfig(decode="bev_cells")
 
@@ -87,8 +94,14 @@ def paths():
     def decoder(raw):
         grid, placement = encode_bev(raw)
         s, h, g = session.run(None, {"BEV": grid[None]})
-        frame = FrameOutputs(None, {"scores": s[0], "heights": h[0], "ground": g[0]}, True,
-                             "lidar_detector", 1, placement)
+        frame = FrameOutputs(
+            None,
+            {"scores": s[0], "heights": h[0], "ground": g[0]},
+            True,
+            "lidar_detector",
+            1,
+            placement,
+        )
         return lambda _raw: decode_bev_cells(frame, config)
 
     return {"bev": encode_bev, "points": encode_points, "decode": decoder}
@@ -113,6 +126,7 @@ def throughput(fn, threads: int, seconds: float) -> float:
         while not stop.is_set():
             fn()
             counts[i] += 1
+
     workers = [threading.Thread(target=loop, args=(i,)) for i in range(threads)]
     t0 = time.monotonic()
     for w in workers:
@@ -130,22 +144,27 @@ def scaling(fn, seconds: float) -> float:
 
 def controls():
     import cv2
-    cv2.setNumThreads(1)                # one thread a call: OpenCV's own pool would take both
+
+    cv2.setNumThreads(1)  # one thread a call: OpenCV's own pool would take both
     image = np.random.default_rng(0).integers(0, 255, (1080, 1920, 3), np.uint8)
 
     def python_loop() -> None:
         total = 0
         for i in range(20000):
             total += i * i
-    return {"control: OpenCV blur (GIL-free C)": lambda: cv2.blur(image, (9, 9)),
-            "control: pure-Python loop": python_loop}
+
+    return {
+        "control: OpenCV blur (GIL-free C)": lambda: cv2.blur(image, (9, 9)),
+        "control: pure-Python loop": python_loop,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=3.0,
-                        help="each two-thread measurement runs this long")
+    parser.add_argument(
+        "--seconds", type=float, default=3.0, help="each two-thread measurement runs this long"
+    )
     parser.add_argument("--out", default="")
     args = parser.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -157,31 +176,49 @@ def main() -> int:
             fns[(cloud, form)] = fn(raw) if form == "decode" else fn
     samples: dict = {key: [] for key in fns}
     for _ in range(args.rounds):
-        for key, fn in fns.items():                 # alternating, round by round
+        for key, fn in fns.items():  # alternating, round by round
             samples[key].append(cpu_per_call(fn, clouds[key[0]][0]))
-    lines = [f"# LiDAR cloud -> model input, CPU per cloud ({started}, {commit()})", "",
-             machine(), f"load average at start: {' '.join(LOAD_AT_START)}; median of "
-             f"{args.rounds} rounds of {REPEAT} clouds, spread min-max", "",
-             "| cloud | points | form | CPU ms/cloud | spread ms |", "|---|---|---|---|---|"]
+    lines = [
+        f"# LiDAR cloud -> model input, CPU per cloud ({started}, {commit()})",
+        "",
+        machine(),
+        f"load average at start: {' '.join(LOAD_AT_START)}; median of "
+        f"{args.rounds} rounds of {REPEAT} clouds, spread min-max",
+        "",
+        "| cloud | points | form | CPU ms/cloud | spread ms |",
+        "|---|---|---|---|---|",
+    ]
     failures = []
     for (cloud, form), values in samples.items():
         med = statistics.median(values)
-        lines.append(f"| {cloud} | {clouds[cloud][1]} | {form} | {med:.1f} | "
-                     f"{min(values):.1f}-{max(values):.1f} |")
+        lines.append(
+            f"| {cloud} | {clouds[cloud][1]} | {form} | {med:.1f} | "
+            f"{min(values):.1f}-{max(values):.1f} |"
+        )
         if cloud == "32k" and med > 100:
             failures.append(f"{form} of the 32k cloud costs {med:.1f} ms")
     raw128 = clouds["128k"][0]
-    parallel = {f"128k {form}": (lambda fn=fns[("128k", form)]: fn(raw128))
-                for form in ("bev", "points", "decode")}
+    parallel = {
+        f"128k {form}": (lambda fn=fns[("128k", form)]: fn(raw128))
+        for form in ("bev", "points", "decode")
+    }
     parallel.update(controls())
     ratios = {name: scaling(fn, args.seconds) for name, fn in parallel.items()}
-    lines += ["", f"Two threads over one, work done per second ({args.seconds:g} s each; 2.0: no "
-              "serialization, 1.0: fully serialized):", "", "| path | 2 threads / 1 |",
-              "|---|---|"]
+    lines += [
+        "",
+        f"Two threads over one, work done per second ({args.seconds:g} s each; 2.0: no "
+        "serialization, 1.0: fully serialized):",
+        "",
+        "| path | 2 threads / 1 |",
+        "|---|---|",
+    ]
     lines += [f"| {name} | {ratio:.2f} |" for name, ratio in ratios.items()]
     if ratios["control: OpenCV blur (GIL-free C)"] < 1.2:
-        lines += ["", "The GIL-free control got under 1.2x: the host did not give two threads two "
-                  "cores during the run, so these ratios cannot tell the GIL from the host."]
+        lines += [
+            "",
+            "The GIL-free control got under 1.2x: the host did not give two threads two "
+            "cores during the run, so these ratios cannot tell the GIL from the host.",
+        ]
     return emit_checked(lines, failures, args.out)
 
 

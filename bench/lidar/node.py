@@ -7,7 +7,8 @@
 One node on the bundled ``lidar_detector`` (one ``pointcloud`` binding, BEV form, ``bev_cells``
 decoding), fed by ``synthetic_lidar`` in a process of its own (``--robots`` sensors of 32 beams x
 1024 azimuths at ``--rate`` Hz, Velodyne layout; 20 scenes a robot cast once and sent in turn,
-freshly stamped, so that casting does not compete with the node for the host's cores). After ``--warmup`` seconds, for ``--seconds``:
+freshly stamped, so that casting does not compete with the node for the host's cores). After
+``--warmup`` seconds, for ``--seconds``:
 clouds published per second, end-to-end latency p50 and p99 (the cloud's stamp to the receipt of
 its detections3d in this process), the node's drops by reason (``~/status``), its CPU in cores
 and per cloud, and the batch sizes the model ran (statistics service). ``--rounds`` runs, the
@@ -16,6 +17,7 @@ median round (by clouds published) reported, every round's p50/p99 listed as the
 Checks (exit status 1 when one fails), of the median round: at least 0.9 of the offered clouds
 published of those the node received, no malformed or failed cloud.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,11 +33,25 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, emit_checked, follow_status,
-                          machine, stamp_ns, stop_run)
+from bench.common import (
+    LOAD_AT_START,
+    ROOT,
+    commit,
+    cpu_seconds,
+    emit_checked,
+    follow_status,
+    machine,
+    stamp_ns,
+    stop_run,
+)
 
-DROPS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable",
-         "failed")
+DROPS = (
+    "dropped_stale",
+    "dropped_superseded",
+    "dropped_malformed",
+    "dropped_unavailable",
+    "failed",
+)
 
 
 @dataclass
@@ -57,22 +73,52 @@ def run(index: int, args, tmp: Path, probe) -> Result:
     node_name = f"bench_lidar_{index}"
     prefix = f"/bench_lidar{index}"
     robots = [f"r{i}" for i in range(args.robots)]
-    params = {"/**": {"ros__parameters": {
-        "model_repository": str(ROOT / "model_repository"), "startup_models": ["lidar_detector"],
-        "grpc": {"enable": False}, "http": {"enable": False}, "metrics": {"enable": False},
-        "bindings": ["lidar"],
-        "lidar": {"model": "lidar_detector", "input_kind": "pointcloud",
-                  "topics": [f"{prefix}/{r}/lidar/points" for r in robots],
-                  "format": "detections3d", "detections3d_decode": "bev_cells",
-                  "cloud_bev_channels": ["occupancy", "max_height", "min_height",
-                                         "mean_intensity", "density"],
-                  "cloud_intensity_scale": 1 / 255, "score_threshold": 0.5}}}}
+    params = {
+        "/**": {
+            "ros__parameters": {
+                "model_repository": str(ROOT / "model_repository"),
+                "startup_models": ["lidar_detector"],
+                "grpc": {"enable": False},
+                "http": {"enable": False},
+                "metrics": {"enable": False},
+                "bindings": ["lidar"],
+                "lidar": {
+                    "model": "lidar_detector",
+                    "input_kind": "pointcloud",
+                    "topics": [f"{prefix}/{r}/lidar/points" for r in robots],
+                    "format": "detections3d",
+                    "detections3d_decode": "bev_cells",
+                    "cloud_bev_channels": [
+                        "occupancy",
+                        "max_height",
+                        "min_height",
+                        "mean_intensity",
+                        "density",
+                    ],
+                    "cloud_intensity_scale": 1 / 255,
+                    "score_threshold": 0.5,
+                },
+            }
+        }
+    }
     params_file = tmp / f"{node_name}.yaml"
     params_file.write_text(yaml.safe_dump(params))
     log = open(tmp / f"{node_name}.log", "w")
-    node = subprocess.Popen([sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
-                             "--params-file", str(params_file), "-r", f"__node:={node_name}"],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    node = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.inference_node",
+            "--ros-args",
+            "--params-file",
+            str(params_file),
+            "-r",
+            f"__node:={node_name}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
     latencies: list[float] = []
     measuring = threading.Event()
     lock = threading.Lock()
@@ -83,17 +129,37 @@ def run(index: int, args, tmp: Path, probe) -> Result:
             with lock:
                 latencies.append((now - stamp_ns(msg.header.stamp)) / 1e6)
 
-    subs = [probe.create_subscription(DETECTIONS3D_TYPE, f"{prefix}/{r}/lidar/detections3d",
-                                      on_detections, 100) for r in robots]
-    fresh_status = follow_status(probe, node_name, subs, node=node, what=node_name,
-                                 log_name=log.name)
+    subs = [
+        probe.create_subscription(
+            DETECTIONS3D_TYPE, f"{prefix}/{r}/lidar/detections3d", on_detections, 100
+        )
+        for r in robots
+    ]
+    fresh_status = follow_status(
+        probe, node_name, subs, node=node, what=node_name, log_name=log.name
+    )
     lidars = None
     try:
         fresh_status(0)
         lidars = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_lidar", "--prefix", prefix,
-             "--rate", str(args.rate), "--quiet", "--cycle", "20", *[a for r in robots for a in ("--lidar", r)]],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+            [
+                sys.executable,
+                "-m",
+                "triton_ros.ros.tools.synthetic_lidar",
+                "--prefix",
+                prefix,
+                "--rate",
+                str(args.rate),
+                "--quiet",
+                "--cycle",
+                "20",
+                *[a for r in robots for a in ("--lidar", r)],
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+        )
         time.sleep(args.warmup)
         s0 = fresh_status(probe.get_clock().now().nanoseconds)
         c0, t0 = cpu_seconds(node.pid), time.monotonic()
@@ -111,13 +177,17 @@ def run(index: int, args, tmp: Path, probe) -> Result:
     published = b1.published - b0.published
     received = b1.received - b0.received
     lat = np.array(latencies) if latencies else np.array([np.nan])
-    return Result(offered_per_s=args.robots * args.rate,
-                  received_per_s=received / node_elapsed,
-                  published_per_s=published / node_elapsed,
-                  p50_ms=float(np.percentile(lat, 50)), p99_ms=float(np.percentile(lat, 99)),
-                  drops={k: getattr(b1, k) - getattr(b0, k) for k in DROPS},
-                  node_cores=(c1 - c0) / elapsed,
-                  cpu_ms_per_cloud=(c1 - c0) / max(published, 1) * 1e3, batches=batches)
+    return Result(
+        offered_per_s=args.robots * args.rate,
+        received_per_s=received / node_elapsed,
+        published_per_s=published / node_elapsed,
+        p50_ms=float(np.percentile(lat, 50)),
+        p99_ms=float(np.percentile(lat, 99)),
+        drops={k: getattr(b1, k) - getattr(b0, k) for k in DROPS},
+        node_cores=(c1 - c0) / elapsed,
+        cpu_ms_per_cloud=(c1 - c0) / max(published, 1) * 1e3,
+        batches=batches,
+    )
 
 
 def batch_sizes(probe, node_name: str) -> dict:
@@ -164,30 +234,40 @@ def main() -> int:
             for i in range(args.rounds):
                 r = run(i, args, Path(tmp), probe)
                 results.append(r)
-                print(f"round {i}: {r.published_per_s:.1f}/s p50 {r.p50_ms:.1f} p99 "
-                      f"{r.p99_ms:.1f} ms drops {r.drops} cores {r.node_cores:.2f} batches "
-                      f"{r.batches}", flush=True)
+                print(
+                    f"round {i}: {r.published_per_s:.1f}/s p50 {r.p50_ms:.1f} p99 "
+                    f"{r.p99_ms:.1f} ms drops {r.drops} cores {r.node_cores:.2f} batches "
+                    f"{r.batches}",
+                    flush=True,
+                )
     finally:
         executor.shutdown()
         probe.destroy_node()
         rclpy.try_shutdown()
     r = sorted(results, key=lambda x: x.published_per_s)[(len(results) - 1) // 2]
     drops = ", ".join(f"{k.replace('dropped_', '')} {v}" for k, v in r.drops.items() if v)
-    lines = [f"# {args.robots} LiDARs (32 x 1024) at {args.rate:g} Hz into one node "
-             f"({started}, {commit()})", "", machine(),
-             f"load average at start: {' '.join(LOAD_AT_START)}; median of {args.rounds} "
-             f"rounds of {args.seconds:g} s", "",
-             "| offered/s | received/s | published/s | p50 ms | p99 ms | p50/p99 of every round | drops | "
-             "node cores | node CPU ms/cloud | batches (size: count) |",
-             "|---|---|---|---|---|---|---|---|---|---|",
-             f"| {r.offered_per_s:.0f} | {r.received_per_s:.1f} | {r.published_per_s:.1f} | {r.p50_ms:.1f} | "
-             f"{r.p99_ms:.1f} | {'; '.join(f'{x.p50_ms:.0f}/{x.p99_ms:.0f}' for x in results)} "
-             f"| {drops or 'none'} | {r.node_cores:.2f} | {r.cpu_ms_per_cloud:.1f} | "
-             f"{', '.join(f'{k}: {v}' for k, v in sorted(r.batches.items()))} |"]
+    lines = [
+        f"# {args.robots} LiDARs (32 x 1024) at {args.rate:g} Hz into one node "
+        f"({started}, {commit()})",
+        "",
+        machine(),
+        f"load average at start: {' '.join(LOAD_AT_START)}; median of {args.rounds} "
+        f"rounds of {args.seconds:g} s",
+        "",
+        "| offered/s | received/s | published/s | p50 ms | p99 ms | p50/p99 of every round "
+        "| drops | node cores | node CPU ms/cloud | batches (size: count) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        f"| {r.offered_per_s:.0f} | {r.received_per_s:.1f} | {r.published_per_s:.1f} "
+        f"| {r.p50_ms:.1f} | {r.p99_ms:.1f} "
+        f"| {'; '.join(f'{x.p50_ms:.0f}/{x.p99_ms:.0f}' for x in results)} "
+        f"| {drops or 'none'} | {r.node_cores:.2f} | {r.cpu_ms_per_cloud:.1f} | "
+        f"{', '.join(f'{k}: {v}' for k, v in sorted(r.batches.items()))} |",
+    ]
     failures = []
     if r.published_per_s < 0.9 * r.received_per_s:
-        failures.append(f"published {r.published_per_s:.1f}/s of the {r.received_per_s:.1f}/s "
-                        f"received")
+        failures.append(
+            f"published {r.published_per_s:.1f}/s of the {r.received_per_s:.1f}/s received"
+        )
     if r.drops["dropped_malformed"] or r.drops["failed"]:
         failures.append(f"malformed or failed clouds: {r.drops}")
     return emit_checked(lines, failures, args.out)

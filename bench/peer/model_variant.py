@@ -8,6 +8,7 @@ benchmark's PyTriton environment, which has ``onnx``.
 
     python -m bench.peer.model_variant --model tinydet.onnx --size 448 --out tinydet_448.onnx
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,9 +27,9 @@ def main() -> int:
     if len(dims) != 4 or dims[1].dim_value != 3:
         raise SystemExit(f"{a.model}: expected a [N, 3, H, W] input, got {len(dims)} dimensions")
     dims[2].dim_value = dims[3].dim_value = a.size
-    for output in model.graph.output:           # [N, cells, k]: the cell count follows the size
+    for output in model.graph.output:  # [N, cells, k]: the cell count follows the size
         output.type.tensor_type.shape.dim[1].dim_param = "cells"
-    del model.graph.value_info[:]              # intermediate shapes of the old size
+    del model.graph.value_info[:]  # intermediate shapes of the old size
     onnx.checker.check_model(model)
     onnx.save(model, a.out)
     print(f"wrote {a.out}: input [N, 3, {a.size}, {a.size}]")

@@ -10,6 +10,7 @@ mostly each server writing and sending large replies. Deterministic (seeded weig
 
     python -m bench.peer.seg_model --out seg8.onnx          # from the project root
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -27,20 +28,24 @@ def build(seed: int = 0) -> onnx.ModelProto:
     w1 = (rng.standard_normal((CHANNELS, 3, 3, 3)) * 0.2).astype(np.float32)
     w2 = (rng.standard_normal((CHANNELS, CHANNELS, 1, 1)) * 0.3).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("Conv", ["images", "w1"], ["c1"], pads=[1, 1, 1, 1]),
-         helper.make_node("Relu", ["c1"], ["r1"]),
-         helper.make_node("Conv", ["r1", "w2"], ["c2"]),
-         helper.make_node("Sigmoid", ["c2"], ["masks"])],
+        [
+            helper.make_node("Conv", ["images", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c1"], ["r1"]),
+            helper.make_node("Conv", ["r1", "w2"], ["c2"]),
+            helper.make_node("Sigmoid", ["c2"], ["masks"]),
+        ],
         "seg8",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, SIZE, SIZE])],
         [helper.make_tensor_value_info("masks", TensorProto.FLOAT, ["N", CHANNELS, SIZE, SIZE])],
-        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")],
+    )
     return finish(graph)
 
 
 def main() -> int:
-    return cli(build, __doc__,
-               f"images [N, 3, {SIZE}, {SIZE}] -> masks [N, {CHANNELS}, {SIZE}, {SIZE}]")
+    return cli(
+        build, __doc__, f"images [N, 3, {SIZE}, {SIZE}] -> masks [N, {CHANNELS}, {SIZE}, {SIZE}]"
+    )
 
 
 if __name__ == "__main__":

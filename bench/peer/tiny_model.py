@@ -9,6 +9,7 @@ dynamic batcher, the hand-offs to the model and back. Deterministic (seeded weig
 
     python -m bench.peer.tiny_model --out tiny16.onnx       # from the project root
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,21 +23,24 @@ FEATURES = 16
 
 
 def build(seed: int = 0) -> onnx.ModelProto:
-    weight = (np.random.default_rng(seed).standard_normal((FEATURES, FEATURES)) * 0.1)
+    weight = np.random.default_rng(seed).standard_normal((FEATURES, FEATURES)) * 0.1
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["images", "w"], ["mm"]),
-         helper.make_node("Relu", ["mm"], ["scores"])],
+        [
+            helper.make_node("MatMul", ["images", "w"], ["mm"]),
+            helper.make_node("Relu", ["mm"], ["scores"]),
+        ],
         "tiny16",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", FEATURES])],
         [helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["N", FEATURES])],
-        [numpy_helper.from_array(weight.astype(np.float32), "w")])
+        [numpy_helper.from_array(weight.astype(np.float32), "w")],
+    )
     return finish(graph)
 
 
 def finish(graph: onnx.GraphProto) -> onnx.ModelProto:
     """The model of ``graph``, checked (shared with bench/peer/seg_model.py)."""
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8                   # loadable by older ONNX Runtime releases too
+    model.ir_version = 8  # loadable by older ONNX Runtime releases too
     onnx.checker.check_model(model)
     return model
 

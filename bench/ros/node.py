@@ -31,6 +31,7 @@ mostly waits would be charged as if it ran. Divided by the frames the node publi
 of CPU per frame per stage, and the node's CPU beyond the model's own compute, in cores and per
 frame. No code of the node is changed for this.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,9 +52,20 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, default_out, follow_status,
-                          machine_lines, minor_faults, proc_status_kb, stamp_ns, stop_run,
-                          thread_cpu_seconds)
+from bench.common import (
+    LOAD_AT_START,
+    ROOT,
+    commit,
+    cpu_seconds,
+    default_out,
+    follow_status,
+    machine_lines,
+    minor_faults,
+    proc_status_kb,
+    stamp_ns,
+    stop_run,
+    thread_cpu_seconds,
+)
 
 
 @dataclass
@@ -67,11 +79,11 @@ class Result:
     drop_fraction: float
     mean_batch: float
     node_cpu: float
-    stages: dict | None = None        # stage -> CPU us per published frame (py-spy shares)
-    threads: dict | None = None       # thread group -> CPU us per published frame (/proc)
+    stages: dict | None = None  # stage -> CPU us per published frame (py-spy shares)
+    threads: dict | None = None  # thread group -> CPU us per published frame (/proc)
     beyond_model_cores: float = float("nan")
-    faults_per_frame: float = 0.0     # the node's minor page faults per published frame
-    peak_rss_mb: float = 0.0          # the node's peak resident size (VmHWM) after the run
+    faults_per_frame: float = 0.0  # the node's minor page faults per published frame
+    peak_rss_mb: float = 0.0  # the node's peak resident size (VmHWM) after the run
 
 
 def machine() -> str:
@@ -90,8 +102,15 @@ def batch1_repository(dest: Path) -> Path:
 STAGES = (
     ("model", ("OnnxRuntimeInstance.run", "Session.run")),
     ("preprocess", ("Preprocessor.__call__", "preprocess.py")),
-    ("decode", ("decode_detections", "decode_classification", "detection_decoder.py",
-                "classification_decoder.py")),
+    (
+        "decode",
+        (
+            "decode_detections",
+            "decode_classification",
+            "detection_decoder.py",
+            "classification_decoder.py",
+        ),
+    ),
     ("message", ("output_messages.py",)),
     ("publish", ("Publisher.publish", "publisher.py")),
     # rclpy's executor building its wait set and waiting: under the node's own spin frames, so
@@ -118,7 +137,7 @@ WAITING_LINE = re.compile(r"\.acquire\(|\.get\(block=True\)|wait_set\.wait\(|rcl
 FRAME = re.compile(r"\((?P<file>[^()]+\.py):(?P<line>\d+)\)$")
 
 
-@functools.lru_cache(maxsize=None)      # many stacks end on the same frame
+@functools.lru_cache(maxsize=None)  # many stacks end on the same frame
 def source_line(frame: str) -> str:
     """The source text of a py-spy frame (``func (path/file.py:LINE)``; the path is shortened to
     what follows a ``sys.path`` entry, which this process shares with the node)."""
@@ -138,8 +157,9 @@ def source_line(frame: str) -> str:
 LEAF_STAGES = (("ROS executor (events executor: wait, take)", "NodeSpinner._spin_events"),)
 
 
-def stage_cores(raw_file: Path, before: dict, after: dict,
-                seconds: float) -> tuple[dict[str, float], dict[str, float]]:
+def stage_cores(
+    raw_file: Path, before: dict, after: dict, seconds: float
+) -> tuple[dict[str, float], dict[str, float]]:
     """CPU cores per stage and per kind of thread. Each thread's CPU (/proc, ``before`` ->
     ``after`` readings of :func:`thread_cpu_seconds`) is split by the stages of that thread's
     py-spy samples (raw format: ``thread (TID): name;frame;... count``); threads without samples
@@ -159,7 +179,8 @@ def stage_cores(raw_file: Path, before: dict, after: dict,
         if match is None or WAITING_LINE.search(source_line(leaf)):
             continue
         stage = next((name for name, mark in LEAF_STAGES if mark in leaf), None) or next(
-            (name for name, marks in STAGES if any(m in stack for m in marks)), "other")
+            (name for name, marks in STAGES if any(m in stack for m in marks)), "other"
+        )
         counts = per_thread.setdefault(int(match.group(1)), {})
         counts[stage] = counts.get(stage, 0) + n
     cores: dict[str, float] = {}
@@ -189,19 +210,38 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
 
     node_name = f"bench_node_{name.replace('-', '_')}"
     cams = [f"bench/cam{i}" for i in range(args.cameras)]
-    params = {"/**": {"ros__parameters": {
-        "model_repository": str(repository), "startup_models": ["detector"],
-        "grpc": {"enable": False}, "bindings": ["cams"], "executor": args.executor,
-        "cams": {"model": "detector", "topics": [f"/{c}/image_raw" for c in cams]}}}}
-    for name_value in args.node_param:         # e.g. serialized_images=false
+    params = {
+        "/**": {
+            "ros__parameters": {
+                "model_repository": str(repository),
+                "startup_models": ["detector"],
+                "grpc": {"enable": False},
+                "bindings": ["cams"],
+                "executor": args.executor,
+                "cams": {"model": "detector", "topics": [f"/{c}/image_raw" for c in cams]},
+            }
+        }
+    }
+    for name_value in args.node_param:  # e.g. serialized_images=false
         key, _, value = name_value.partition("=")
         params["/**"]["ros__parameters"][key] = yaml.safe_load(value)
     params_file = tmp / f"{name}.yaml"
     params_file.write_text(yaml.safe_dump(params))
     log = open(tmp / f"{name}-node.log", "w")
-    node = subprocess.Popen([sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
-                             "--params-file", str(params_file), "-r", f"__node:={node_name}"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    node = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.inference_node",
+            "--ros-args",
+            "--params-file",
+            str(params_file),
+            "-r",
+            f"__node:={node_name}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     latencies: list[float] = []
     measuring = threading.Event()
     lock = threading.Lock()
@@ -213,10 +253,13 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
             with lock:
                 latencies.append((now - stamp) / 1e6)
 
-    subs = [probe.create_subscription(DETECTIONS_TYPE, f"/{c}/detections", on_detections, 100)
-            for c in cams]
-    fresh_status = follow_status(probe, node_name, subs, node=node, what=name,
-                                 log_name=log.name, timeout_s=30)
+    subs = [
+        probe.create_subscription(DETECTIONS_TYPE, f"/{c}/detections", on_detections, 100)
+        for c in cams
+    ]
+    fresh_status = follow_status(
+        probe, node_name, subs, node=node, what=name, log_name=log.name, timeout_s=30
+    )
     stats_client = probe.create_client(GetModelStatistics, f"/{node_name}/get_model_statistics")
     cameras = None
     try:
@@ -225,7 +268,10 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         cameras = subprocess.Popen(
             [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate", str(rate)]
             + [a for c in cams for a in ("--camera", f"{c}:{args.width}x{args.height}:rgb8")],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         time.sleep(args.warmup)
 
         def model_stats():
@@ -244,10 +290,26 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         spy = None
         raw = tmp / f"{name}-{rate:g}-pyspy.txt"
         if args.profile and py_spy():
-            spy = subprocess.Popen([py_spy(), "record", "-p", str(node.pid), "-d",
-                                    str(max(1, int(args.seconds) - 1)), "-r", "100", "-f", "raw",
-                                    "-o", str(raw), "--nonblocking", "--threads"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            spy = subprocess.Popen(
+                [
+                    py_spy(),
+                    "record",
+                    "-p",
+                    str(node.pid),
+                    "-d",
+                    str(max(1, int(args.seconds) - 1)),
+                    "-r",
+                    "100",
+                    "-f",
+                    "raw",
+                    "-o",
+                    str(raw),
+                    "--nonblocking",
+                    "--threads",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         time.sleep(args.seconds)
         measuring.clear()
         m1, c1, f1 = model_stats(), cpu_seconds(node.pid), minor_faults(node.pid)
@@ -267,9 +329,16 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
     b0 = next(b for b in s0.bindings if b.name == "cams")
     b1 = next(b for b in s1.bindings if b.name == "cams")
     node_elapsed = (stamp_ns(s1.header.stamp) - stamp_ns(s0.header.stamp)) / 1e9
-    drops = {k: getattr(b1, k) - getattr(b0, k) for k in
-             ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable",
-              "failed")}
+    drops = {
+        k: getattr(b1, k) - getattr(b0, k)
+        for k in (
+            "dropped_stale",
+            "dropped_superseded",
+            "dropped_malformed",
+            "dropped_unavailable",
+            "failed",
+        )
+    }
     d_received = b1.received - b0.received
     d_published = b1.published - b0.published
     lat = np.array(latencies) if latencies else np.array([np.nan])
@@ -282,14 +351,21 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
         threads = {k: v * 1e6 / frames_per_s for k, v in groups.items()}
         beyond = sum(cores.values()) - cores.get("model", 0.0)
     return Result(
-        name=name, published_per_s=d_published / node_elapsed,
+        name=name,
+        published_per_s=d_published / node_elapsed,
         received_per_s=d_received / node_elapsed,
-        p50_ms=float(np.percentile(lat, 50)), p99_ms=float(np.percentile(lat, 99)),
-        drops=drops, drop_fraction=sum(drops.values()) / d_received if d_received else 0.0,
+        p50_ms=float(np.percentile(lat, 50)),
+        p99_ms=float(np.percentile(lat, 99)),
+        drops=drops,
+        drop_fraction=sum(drops.values()) / d_received if d_received else 0.0,
         mean_batch=(m1[0] - m0[0]) / (m1[1] - m0[1]) if m1[1] > m0[1] else 0.0,
-        node_cpu=node_cpu, stages=stages, threads=threads, beyond_model_cores=beyond,
+        node_cpu=node_cpu,
+        stages=stages,
+        threads=threads,
+        beyond_model_cores=beyond,
         faults_per_frame=(f1 - f0) / (d_published / node_elapsed * elapsed) if d_published else 0.0,
-        peak_rss_mb=peak_rss_mb)
+        peak_rss_mb=peak_rss_mb,
+    )
 
 
 def core_ceiling(repository: Path, concurrency: int, seconds: float) -> tuple[float, float]:
@@ -298,9 +374,13 @@ def core_ceiling(repository: Path, concurrency: int, seconds: float) -> tuple[fl
     from triton_ros.core.infer_request import InferRequest
     from triton_ros.core.server import InferenceServer, ServerOptions
 
-    core = InferenceServer(ServerOptions(model_repositories=(str(repository),),
-                                         model_control_mode="explicit",
-                                         startup_models=("detector",)))
+    core = InferenceServer(
+        ServerOptions(
+            model_repositories=(str(repository),),
+            model_control_mode="explicit",
+            startup_models=("detector",),
+        )
+    )
     core.start()
     try:
         image = np.random.default_rng(0).random((1, 3, 256, 256), dtype=np.float32)
@@ -311,6 +391,7 @@ def core_ceiling(repository: Path, concurrency: int, seconds: float) -> tuple[fl
             while time.monotonic() < stop:
                 core.infer(InferRequest("detector", {"images": image})).result()
                 done[i] += 1
+
         threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)]
         for t in threads:
             t.start()
@@ -329,28 +410,49 @@ def median_result(results: list[Result], name: str) -> Result:
     def med(attr):
         return float(np.median([getattr(r, attr) for r in rs]))
 
-    def med_dicts(attr):             # per key, over the rounds that have the table
+    def med_dicts(attr):  # per key, over the rounds that have the table
         tables = [getattr(r, attr) for r in rs if getattr(r, attr)]
-        return ({k: float(np.median([t.get(k, 0.0) for t in tables]))
-                 for k in {k for t in tables for k in t}} if tables else None)
+        return (
+            {
+                k: float(np.median([t.get(k, 0.0) for t in tables]))
+                for k in {k for t in tables for k in t}
+            }
+            if tables
+            else None
+        )
+
     drops = {k: int(np.median([r.drops[k] for r in rs])) for k in rs[0].drops}
     stages, threads = med_dicts("stages"), med_dicts("threads")
     beyond = [r.beyond_model_cores for r in rs if r.stages]
-    return Result(name, med("published_per_s"), med("received_per_s"), med("p50_ms"),
-                  med("p99_ms"), drops, med("drop_fraction"), med("mean_batch"), med("node_cpu"),
-                  stages, threads, float(np.median(beyond)) if beyond else float("nan"),
-                  med("faults_per_frame"), med("peak_rss_mb"))
+    return Result(
+        name,
+        med("published_per_s"),
+        med("received_per_s"),
+        med("p50_ms"),
+        med("p99_ms"),
+        drops,
+        med("drop_fraction"),
+        med("mean_batch"),
+        med("node_cpu"),
+        stages,
+        threads,
+        float(np.median(beyond)) if beyond else float("nan"),
+        med("faults_per_frame"),
+        med("peak_rss_mb"),
+    )
 
 
-def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, started: str,
-                  ceiling: dict) -> str:
+def write_results(
+    sections: list[tuple[float, list[Result]]], args, out: Path, started: str, ceiling: dict
+) -> str:
     lines = [
         "# ROS node benchmark: batched vs one request per frame",
         "",
         f"`python -m bench.ros.node --cameras {args.cameras} --rates {args.rates} --width "
         f"{args.width} --height {args.height} --seconds {args.seconds:g} --warmup "
         f"{args.warmup:g} --rounds {args.rounds} --executor {args.executor}"
-        + "".join(f" --node-param {p}" for p in args.node_param) + f"`, run {started}, commit "
+        + "".join(f" --node-param {p}" for p in args.node_param)
+        + f"`, run {started}, commit "
         f"{commit()}.",
         "",
         "## Machine",
@@ -405,10 +507,15 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
         ]
         if a.stages or b.stages:
             order = [n for n, _ in STAGES] + [n for n, _ in LEAF_STAGES] + ["other", NATIVE]
-            lines += ["", "Node CPU per published frame, by stage (microseconds; each thread's "
-                      "CPU time from /proc split by the stages of its py-spy samples, median of "
-                      "the rounds):", "",
-                      "| stage | batched | batch-1 |", "|---|---|---|"]
+            lines += [
+                "",
+                "Node CPU per published frame, by stage (microseconds; each thread's "
+                "CPU time from /proc split by the stages of its py-spy samples, median of "
+                "the rounds):",
+                "",
+                "| stage | batched | batch-1 |",
+                "|---|---|---|",
+            ]
             for stage in order:
                 va = (a.stages or {}).get(stage, 0.0)
                 vb = (b.stages or {}).get(stage, 0.0)
@@ -417,41 +524,59 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
             tot_b = sum((b.stages or {}).values())
             out_a = tot_a - (a.stages or {}).get("model", 0.0)
             out_b = tot_b - (b.stages or {}).get("model", 0.0)
-            lines += [f"| **total** | {tot_a:.0f} | {tot_b:.0f} |",
-                      f"| **outside the model** | {out_a:.0f} | {out_b:.0f} |",
-                      f"| node CPU beyond the model (cores) | {a.beyond_model_cores:.2f} | "
-                      f"{b.beyond_model_cores:.2f} |",
-                      "",
-                      f"Targets (issue 10): <= 1000 us of CPU per frame outside the model: "
-                      f"{out_a:.0f} us batched; 8 cameras x 30 Hz with < 0.5 core beyond the "
-                      f"model: {a.beyond_model_cores:.2f} core" + (" (this rate)." if rate == 30
-                                                                   else " (at this rate).")]
+            lines += [
+                f"| **total** | {tot_a:.0f} | {tot_b:.0f} |",
+                f"| **outside the model** | {out_a:.0f} | {out_b:.0f} |",
+                f"| node CPU beyond the model (cores) | {a.beyond_model_cores:.2f} | "
+                f"{b.beyond_model_cores:.2f} |",
+                "",
+                f"Targets (issue 10): <= 1000 us of CPU per frame outside the model: "
+                f"{out_a:.0f} us batched; 8 cameras x 30 Hz with < 0.5 core beyond the "
+                f"model: {a.beyond_model_cores:.2f} core"
+                + (" (this rate)." if rate == 30 else " (at this rate)."),
+            ]
         if a.threads or b.threads:
-            kinds = sorted({k for r in (a, b) for k in (r.threads or {})},
-                           key=lambda k: -((a.threads or {}).get(k, 0.0)))
-            lines += ["", "Node CPU per published frame, by thread (microseconds; /proc, exact; "
-                      "threads of one kind summed):", "",
-                      "| thread | batched | batch-1 |", "|---|---|---|"]
+            kinds = sorted(
+                {k for r in (a, b) for k in (r.threads or {})},
+                key=lambda k: -((a.threads or {}).get(k, 0.0)),
+            )
+            lines += [
+                "",
+                "Node CPU per published frame, by thread (microseconds; /proc, exact; "
+                "threads of one kind summed):",
+                "",
+                "| thread | batched | batch-1 |",
+                "|---|---|---|",
+            ]
             for kind in kinds:
                 va, vb = (a.threads or {}).get(kind, 0.0), (b.threads or {}).get(kind, 0.0)
                 if va >= 0.5 or vb >= 0.5:
                     lines.append(f"| {kind} | {va:.0f} | {vb:.0f} |")
         lines += [
             "",
-            ("Target (issue 3, 8 cameras at 30 Hz): batched throughput >= 1.5x batch-1 at an "
-             "equal or lower p99. " if rate == 30 else "")
+            (
+                "Target (issue 3, 8 cameras at 30 Hz): batched throughput >= 1.5x batch-1 at an "
+                "equal or lower p99. "
+                if rate == 30
+                else ""
+            )
             + f"Here: {a.published_per_s / b.published_per_s:.2f}x, p99 {a.p99_ms:.0f} ms vs "
             f"{b.p99_ms:.0f} ms; "
-            + ("both configurations kept up with the offered load, so throughput cannot differ."
-               if min(a.published_per_s, b.published_per_s) >= 0.95 * offered else
-               "at least one configuration fell behind the offered load (see drops)."),
+            + (
+                "both configurations kept up with the offered load, so throughput cannot differ."
+                if min(a.published_per_s, b.published_per_s) >= 0.95 * offered
+                else "at least one configuration fell behind the offered load (see drops)."
+            ),
             "",
             "| round | config | frames/s | p50 (ms) | p99 (ms) | dropped | mean batch | node CPU |",
             "|---|---|---|---|---|---|---|---|",
         ]
-        lines += [f"| {i // 2 + 1} | {r.name} | {r.published_per_s:.1f} | {r.p50_ms:.1f} | "
-                  f"{r.p99_ms:.1f} | {100 * r.drop_fraction:.1f} % | {r.mean_batch:.2f} | "
-                  f"{r.node_cpu:.2f} |" for i, r in enumerate(results)]
+        lines += [
+            f"| {i // 2 + 1} | {r.name} | {r.published_per_s:.1f} | {r.p50_ms:.1f} | "
+            f"{r.p99_ms:.1f} | {100 * r.drop_fraction:.1f} % | {r.mean_batch:.2f} | "
+            f"{r.node_cpu:.2f} |"
+            for i, r in enumerate(results)
+        ]
         lines.append("")
     if ceiling:
         lines += [
@@ -477,9 +602,13 @@ def write_results(sections: list[tuple[float, list[Result]]], args, out: Path, s
 
 
 def fmt_drops(drops: dict) -> str:
-    names = {"dropped_stale": "stale", "dropped_superseded": "superseded",
-             "dropped_malformed": "malformed", "dropped_unavailable": "unavailable",
-             "failed": "failed"}
+    names = {
+        "dropped_stale": "stale",
+        "dropped_superseded": "superseded",
+        "dropped_malformed": "malformed",
+        "dropped_unavailable": "unavailable",
+        "failed": "failed",
+    }
     return ", ".join(f"{names[k]} {v}" for k, v in drops.items() if v) or "none"
 
 
@@ -488,27 +617,52 @@ def main() -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cameras", type=int, default=8)
-    parser.add_argument("--rates", default="30,60",
-                        help="camera rates to run (Hz, comma-separated): 30 is the issue's "
-                             "target, a higher one shows where each configuration saturates")
+    parser.add_argument(
+        "--rates",
+        default="30,60",
+        help="camera rates to run (Hz, comma-separated): 30 is the issue's "
+        "target, a higher one shows where each configuration saturates",
+    )
     parser.add_argument("--width", type=int, default=640)
     parser.add_argument("--height", type=int, default=480)
     parser.add_argument("--seconds", type=float, default=20.0, help="measurement per config")
     parser.add_argument("--warmup", type=float, default=5.0)
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="alternating runs of each configuration (median reported)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="alternating runs of each configuration (median reported)",
+    )
     parser.add_argument("--out", default=default_out("ros-node"))
-    parser.add_argument("--executor", default="auto", choices=EXECUTORS,
-                        help="the node's 'executor' parameter")
-    parser.add_argument("--no-profile", dest="profile", action="store_false",
-                        help="do not sample the node with py-spy (no per-stage table)")
-    parser.add_argument("--no-ceiling", dest="ceiling", action="store_false",
-                        help="skip the in-process model-alone measurement")
-    parser.add_argument("--keep-profiles", metavar="DIR", default="",
-                        help="copy each run's raw py-spy samples into DIR (to read by hand)")
-    parser.add_argument("--node-param", action="append", default=[], metavar="NAME=VALUE",
-                        help="set a node parameter (VALUE as YAML) in both configurations, "
-                             "e.g. serialized_images=false; repeatable")
+    parser.add_argument(
+        "--executor", default="auto", choices=EXECUTORS, help="the node's 'executor' parameter"
+    )
+    parser.add_argument(
+        "--no-profile",
+        dest="profile",
+        action="store_false",
+        help="do not sample the node with py-spy (no per-stage table)",
+    )
+    parser.add_argument(
+        "--no-ceiling",
+        dest="ceiling",
+        action="store_false",
+        help="skip the in-process model-alone measurement",
+    )
+    parser.add_argument(
+        "--keep-profiles",
+        metavar="DIR",
+        default="",
+        help="copy each run's raw py-spy samples into DIR (to read by hand)",
+    )
+    parser.add_argument(
+        "--node-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="set a node parameter (VALUE as YAML) in both configurations, "
+        "e.g. serialized_images=false; repeatable",
+    )
     args = parser.parse_args()
     for name_value in args.node_param:
         name, equals, _ = name_value.partition("=")
@@ -531,17 +685,22 @@ def main() -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="bench_ros_") as tmp:
             tmp = Path(tmp)
-            configs = (("batched", ROOT / "model_repository"),
-                       ("batch-1", batch1_repository(tmp / "batch1")))
+            configs = (
+                ("batched", ROOT / "model_repository"),
+                ("batch-1", batch1_repository(tmp / "batch1")),
+            )
             for rate in (float(r) for r in args.rates.split(",")):
                 results: list[Result] = []
                 for i, (name, repo) in enumerate([c for _ in range(args.rounds) for c in configs]):
                     print(f"{rate:g} Hz, round {i // 2 + 1}: running {name} ...", flush=True)
                     results.append(run_config(name, repo, args, rate, tmp, probe))
                     r = results[-1]
-                    print(f"  {r.published_per_s:.1f} frames/s, p50 {r.p50_ms:.1f} ms, p99 "
-                          f"{r.p99_ms:.1f} ms, dropped {100 * r.drop_fraction:.1f} %, mean batch "
-                          f"{r.mean_batch:.2f}, node CPU {r.node_cpu:.2f}", flush=True)
+                    print(
+                        f"  {r.published_per_s:.1f} frames/s, p50 {r.p50_ms:.1f} ms, p99 "
+                        f"{r.p99_ms:.1f} ms, dropped {100 * r.drop_fraction:.1f} %, mean batch "
+                        f"{r.mean_batch:.2f}, node CPU {r.node_cpu:.2f}",
+                        flush=True,
+                    )
                 sections.append((rate, results))
     finally:
         executor.shutdown()
@@ -550,8 +709,10 @@ def main() -> int:
         rclpy.try_shutdown()
     ceiling = {}
     with tempfile.TemporaryDirectory(prefix="bench_ros_") as tmp:
-        for name, repo in (("batched", ROOT / "model_repository"),
-                           ("batch-1", batch1_repository(Path(tmp)))):
+        for name, repo in (
+            ("batched", ROOT / "model_repository"),
+            ("batch-1", batch1_repository(Path(tmp))),
+        ):
             if args.ceiling:
                 print(f"the model alone: {name} ...", flush=True)
                 ceiling[name] = core_ceiling(repo, args.cameras, args.seconds)

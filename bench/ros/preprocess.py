@@ -13,6 +13,7 @@ first tree to the last.
 The table, with the machine and each tree's commit, goes to ``--out`` (default
 bench/out/ros-preprocess.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,38 +62,66 @@ print(json.dumps(out))
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tree", action="append", default=None, metavar="LABEL:PATH",
-                        help="a source tree to time (repeatable; default: this one)")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=None,
+        metavar="LABEL:PATH",
+        help="a source tree to time (repeatable; default: this one)",
+    )
     parser.add_argument("--frames", type=int, default=400, help="frames per case and round")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--distinct", type=int, default=1,
-                        help="distinct frames cycled through: 1 keeps the frame warm in the "
-                             "cache; 64 (59 MB) makes each frame arrive cold, as in the node")
-    parser.add_argument("--out", default=default_out("ros-preprocess"),
-                        help="also write the table to this file")
+    parser.add_argument(
+        "--distinct",
+        type=int,
+        default=1,
+        help="distinct frames cycled through: 1 keeps the frame warm in the "
+        "cache; 64 (59 MB) makes each frame arrive cold, as in the node",
+    )
+    parser.add_argument(
+        "--out", default=default_out("ros-preprocess"), help="also write the table to this file"
+    )
     args = parser.parse_args()
     trees = [t.split(":", 1) for t in (args.tree or [f"this:{ROOT}"])]
     cases = [(label, dims, dt, fmt, enc) for label, dims, dt, fmt in INPUTS for enc in ENCODINGS]
     runs: dict[str, list[dict[str, float]]] = {label: [] for label, _ in trees}
     for r in range(args.rounds):
         for label, path in trees:
-            proc = subprocess.run([sys.executable, "-c", CHILD, str(Path(path).resolve()),
-                                   str(args.frames), json.dumps(cases), str(args.distinct)],
-                                  capture_output=True, text=True, check=True,
-                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    CHILD,
+                    str(Path(path).resolve()),
+                    str(args.frames),
+                    json.dumps(cases),
+                    str(args.distinct),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+            )
             runs[label].append(json.loads(proc.stdout))
             print(f"round {r + 1} {label}: done", flush=True)
 
     names = list(runs[trees[0][0]][0])
     head = [label for label, _ in trees]
-    lines = ["# Preprocessing alone: CPU per 640x480 frame (us)", "",
-             f"`python -m bench.ros.preprocess {' '.join(sys.argv[1:])}`, run "
-             f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.", "", machine_lines(), "",
-             f"{args.frames} frames per case ({args.distinct} distinct), {args.rounds} "
-             "alternating rounds, medians; trees: "
-             + ", ".join(f"{label} = `{path}` ({commit(Path(path))})" for label, path in trees), "",
-             "| case | " + " | ".join(head) + (" | first / last |" if len(head) > 1 else " |"),
-             "|---|" + "---|" * (len(head) + (1 if len(head) > 1 else 0))]
+    lines = [
+        "# Preprocessing alone: CPU per 640x480 frame (us)",
+        "",
+        f"`python -m bench.ros.preprocess {' '.join(sys.argv[1:])}`, run "
+        f"{time.strftime('%Y-%m-%d %H:%M:%S %Z')}.",
+        "",
+        machine_lines(),
+        "",
+        f"{args.frames} frames per case ({args.distinct} distinct), {args.rounds} "
+        "alternating rounds, medians; trees: "
+        + ", ".join(f"{label} = `{path}` ({commit(Path(path))})" for label, path in trees),
+        "",
+        "| case | " + " | ".join(head) + (" | first / last |" if len(head) > 1 else " |"),
+        "|---|" + "---|" * (len(head) + (1 if len(head) > 1 else 0)),
+    ]
     for name in names:
         values = [statistics.median([run[name] for run in runs[label]]) for label in head]
         row = f"| {name} | " + " | ".join(f"{v:.0f}" for v in values)

@@ -21,6 +21,7 @@ same take and then its own work.
 
 Results, with the machine and the commit, go to ``--out`` (default bench/out/ros-receive.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,15 @@ import subprocess
 import sys
 import time
 
-from bench.common import (ROOT, commit, default_out, emit, machine_lines, minor_faults,
-                          thread_cpu_seconds)
+from bench.common import (
+    ROOT,
+    commit,
+    default_out,
+    emit,
+    machine_lines,
+    minor_faults,
+    thread_cpu_seconds,
+)
 
 MODES = ("events", "events-kept", "events-raw", "events-raw-kept", "wait_set", "wait_set-kept")
 
@@ -76,17 +84,31 @@ rclpy.try_shutdown()
 
 
 def run(mode: str, args) -> dict:
-    sub = subprocess.Popen([sys.executable, "-c", CHILD, mode, str(args.cameras),
-                            str(args.seconds), str(ROOT)], stdin=subprocess.PIPE,
-                           stdout=subprocess.PIPE, text=True)
+    sub = subprocess.Popen(
+        [sys.executable, "-c", CHILD, mode, str(args.cameras), str(args.seconds), str(ROOT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     cams = None
     try:
         if sub.stdout.readline().strip() != "ready":
             raise RuntimeError(f"{mode}: the subscriber did not start (exit status {sub.poll()})")
         cams = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--rate",
-             str(args.rate), "--quiet"] + [a for i in range(args.cameras)
-                           for a in ("--camera", f"bench/cam{i}:{args.width}x{args.height}:rgb8")])
+            [
+                sys.executable,
+                "-m",
+                "triton_ros.ros.tools.synthetic_cameras",
+                "--rate",
+                str(args.rate),
+                "--quiet",
+            ]
+            + [
+                a
+                for i in range(args.cameras)
+                for a in ("--camera", f"bench/cam{i}:{args.width}x{args.height}:rgb8")
+            ]
+        )
         sub.stdin.write(f"{args.warmup}\n")
         sub.stdin.flush()
         n0 = int(sub.stdout.readline())
@@ -96,19 +118,26 @@ def run(mode: str, args) -> dict:
         n1 = int(sub.stdout.readline())
         t1, f1 = thread_cpu_seconds(sub.pid), minor_faults(sub.pid)
         frames = n1 - n0
-        if frames <= 0:                 # no per-frame figure to give: say so, do not divide by 1
-            raise RuntimeError(f"{mode}: no frame received in {args.seconds:g} s after a "
-                               f"{args.warmup:g} s warm-up (cameras not discovered?)")
+        if frames <= 0:  # no per-frame figure to give: say so, do not divide by 1
+            raise RuntimeError(
+                f"{mode}: no frame received in {args.seconds:g} s after a "
+                f"{args.warmup:g} s warm-up (cameras not discovered?)"
+            )
         threads: dict[str, float] = {}
         for tid, (name, cpu) in t1.items():
             used = cpu - t0.get(tid, (name, 0.0))[1]
-            kind = name.split(".")[0] if name.startswith("dds.") else (
-                "Python (executor, callbacks)" if name == "python" else name)
+            kind = (
+                name.split(".")[0]
+                if name.startswith("dds.")
+                else ("Python (executor, callbacks)" if name == "python" else name)
+            )
             threads[kind] = threads.get(kind, 0.0) + used
-        return {"frames_per_s": frames / args.seconds,
-                "cpu_us": sum(threads.values()) * 1e6 / frames,
-                "threads": {k: v * 1e6 / frames for k, v in threads.items()},
-                "faults": (f1 - f0) / frames}
+        return {
+            "frames_per_s": frames / args.seconds,
+            "cpu_us": sum(threads.values()) * 1e6 / frames,
+            "threads": {k: v * 1e6 / frames for k, v in threads.items()},
+            "faults": (f1 - f0) / frames,
+        }
     finally:
         if cams is not None:
             cams.terminate()
@@ -131,8 +160,9 @@ def main() -> int:
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--out", default=default_out("ros-receive"),
-                        help="also write the results to this file")
+    parser.add_argument(
+        "--out", default=default_out("ros-receive"), help="also write the results to this file"
+    )
     args = parser.parse_args()
     os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
     os.environ.setdefault("ROS_DOMAIN_ID", str(random.randint(101, 200)))
@@ -144,31 +174,58 @@ def main() -> int:
         for mode in modes:
             results[mode].append(run(mode, args))
             x = results[mode][-1]
-            print(f"round {r + 1} {mode}: {x['frames_per_s']:.1f} frames/s, "
-                  f"{x['cpu_us']:.0f} us CPU per frame, {x['faults']:.1f} faults per frame",
-                  flush=True)
+            print(
+                f"round {r + 1} {mode}: {x['frames_per_s']:.1f} frames/s, "
+                f"{x['cpu_us']:.0f} us CPU per frame, {x['faults']:.1f} faults per frame",
+                flush=True,
+            )
 
     kinds = sorted({k for rs in results.values() for x in rs for k in x["threads"]})
-    lines = ["# Receiving frames in rclpy, no work done: CPU per frame", "",
-             f"`python -m bench.ros.receive {' '.join(sys.argv[1:])}`, run {started}, commit "
-             f"{commit()}.", "",
-             machine_lines(), f"- load average at start: {[f'{v:.2f}' for v in load0]}, at end: "
-             f"{[f'{v:.2f}' for v in os.getloadavg()]}", "",
-             f"{args.cameras} cameras x {args.rate:g} Hz, {args.width}x{args.height} rgb8; "
-             f"{args.seconds:g} s per run, {args.rounds} alternating rounds, medians.", "",
-             "| | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes),
-             "| frames/s received | " + " | ".join(
-                 f"{statistics.median([x['frames_per_s'] for x in results[m]]):.1f}" for m in modes) + " |",
-             "| **CPU per frame (us)** | " + " | ".join(
-                 f"**{statistics.median([x['cpu_us'] for x in results[m]]):.0f}**" for m in modes) + " |"]
+    lines = [
+        "# Receiving frames in rclpy, no work done: CPU per frame",
+        "",
+        f"`python -m bench.ros.receive {' '.join(sys.argv[1:])}`, run {started}, commit "
+        f"{commit()}.",
+        "",
+        machine_lines(),
+        f"- load average at start: {[f'{v:.2f}' for v in load0]}, at end: "
+        f"{[f'{v:.2f}' for v in os.getloadavg()]}",
+        "",
+        f"{args.cameras} cameras x {args.rate:g} Hz, {args.width}x{args.height} rgb8; "
+        f"{args.seconds:g} s per run, {args.rounds} alternating rounds, medians.",
+        "",
+        "| | " + " | ".join(modes) + " |",
+        "|---|" + "---|" * len(modes),
+        "| frames/s received | "
+        + " | ".join(
+            f"{statistics.median([x['frames_per_s'] for x in results[m]]):.1f}" for m in modes
+        )
+        + " |",
+        "| **CPU per frame (us)** | "
+        + " | ".join(
+            f"**{statistics.median([x['cpu_us'] for x in results[m]]):.0f}**" for m in modes
+        )
+        + " |",
+    ]
     for kind in kinds:
-        lines.append(f"| thread: {kind} | " + " | ".join(
-            f"{statistics.median([x['threads'].get(kind, 0.0) for x in results[m]]):.0f}" for m in modes)
-            + " |")
-    lines.append("| minor page faults per frame | " + " | ".join(
-        f"{statistics.median([x['faults'] for x in results[m]]):.1f}" for m in modes) + " |")
-    lines += ["", "Every run (CPU us per frame): " + "; ".join(
-        f"{m}: " + ", ".join(f"{x['cpu_us']:.0f}" for x in results[m]) for m in modes)]
+        lines.append(
+            f"| thread: {kind} | "
+            + " | ".join(
+                f"{statistics.median([x['threads'].get(kind, 0.0) for x in results[m]]):.0f}"
+                for m in modes
+            )
+            + " |"
+        )
+    lines.append(
+        "| minor page faults per frame | "
+        + " | ".join(f"{statistics.median([x['faults'] for x in results[m]]):.1f}" for m in modes)
+        + " |"
+    )
+    lines += [
+        "",
+        "Every run (CPU us per frame): "
+        + "; ".join(f"{m}: " + ", ".join(f"{x['cpu_us']:.0f}" for x in results[m]) for m in modes),
+    ]
     return emit("\n".join(lines) + "\n", args.out)
 
 

@@ -17,6 +17,7 @@ in ``--out``. At the end the cameras get SIGINT too and must exit 0 within the l
 It prints one line per stop and a summary (stop times: median, p90, max), and exits 1 when any
 stop (or the cameras' stop) missed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,10 +38,22 @@ PLAN = "binding 'cameras': model 'color_detector' version"
 
 
 def node_command(domain_name: str) -> list[str]:
-    return [sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
-            "--params-file", str(ROOT / "config" / "inference.yaml"),
-            "-p", "grpc.port:=0", "-p", "http.port:=0", "-p", "metrics.port:=0",
-            "-r", f"__node:={domain_name}"]
+    return [
+        sys.executable,
+        "-m",
+        "triton_ros.ros.inference_node",
+        "--ros-args",
+        "--params-file",
+        str(ROOT / "config" / "inference.yaml"),
+        "-p",
+        "grpc.port:=0",
+        "-p",
+        "http.port:=0",
+        "-p",
+        "metrics.port:=0",
+        "-r",
+        f"__node:={domain_name}",
+    ]
 
 
 def busy() -> subprocess.Popen:
@@ -72,8 +85,9 @@ def stop_one(i: int, args, out: Path) -> tuple[bool, float, int | None, str]:
     """Start the node, let it serve, SIGINT it: (in time and 0, seconds, exit status, note)."""
     log_path = out / f"node-{i:03d}.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen(node_command(f"stops_node_{i}"), stdout=log,
-                                stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(
+            node_command(f"stops_node_{i}"), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT
+        )
     if not wait_for(log_path, PLAN, proc, args.start_timeout):
         proc.kill()
         proc.wait()
@@ -86,7 +100,7 @@ def stop_one(i: int, args, out: Path) -> tuple[bool, float, int | None, str]:
         took = time.monotonic() - signalled
         split = phases(log_path.read_text(errors="replace"), signalled_wall, time.time())
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGUSR1)              # every thread's stack into its log
+        proc.send_signal(signal.SIGUSR1)  # every thread's stack into its log
         try:
             rc = proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -108,8 +122,12 @@ def main() -> int:
     parser.add_argument("--load", type=int, default=0, help="busy processes beside the node")
     parser.add_argument("--start-timeout", type=float, default=90.0)
     parser.add_argument("--keep-logs", action="store_true", help="keep every node's log")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="folder for the logs (default: a new temporary folder)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the logs (default: a new temporary folder)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -118,8 +136,17 @@ def main() -> int:
     cameras_log = out / "cameras.log"
     with open(cameras_log, "w") as log:
         cameras = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras",
-             "--rate", str(args.rate)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            [
+                sys.executable,
+                "-m",
+                "triton_ros.ros.tools.synthetic_cameras",
+                "--rate",
+                str(args.rate),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+        )
     load = [busy() for _ in range(args.load)]
     times: list[float] = []
     misses: list[str] = []
@@ -130,8 +157,11 @@ def main() -> int:
                 times.append(took)
             else:
                 misses.append(f"stop {i + 1}: {note}")
-            print(f"stop {i + 1}/{args.stops}: {'ok' if ok else 'MISS'} {took:.2f} s, exit "
-                  f"status {rc}{'; ' + note if note else ''}", flush=True)
+            print(
+                f"stop {i + 1}/{args.stops}: {'ok' if ok else 'MISS'} {took:.2f} s, exit "
+                f"status {rc}{'; ' + note if note else ''}",
+                flush=True,
+            )
     finally:
         for proc in load:
             proc.kill()
@@ -147,15 +177,19 @@ def main() -> int:
             cameras_rc = cameras.wait()
         cameras_took = time.monotonic() - signalled
     if cameras_rc != 0:
-        misses.append(f"synthetic_cameras: exit status {cameras_rc} after {cameras_took:.2f} s "
-                      f"(see {cameras_log})")
+        misses.append(
+            f"synthetic_cameras: exit status {cameras_rc} after {cameras_took:.2f} s "
+            f"(see {cameras_log})"
+        )
     if times:
         ordered = sorted(times)
-        print(f"{len(times)} of {args.stops} stops exited 0 within {args.limit:g} s: median "
-              f"{statistics.median(ordered):.2f} s, p90 {ordered[int(0.9 * (len(ordered) - 1))]:.2f}"
-              f" s, max {ordered[-1]:.2f} s; cameras stopped in {cameras_took:.2f} s "
-              f"(exit status {cameras_rc}); load average "
-              f"{' '.join(open('/proc/loadavg').read().split()[:3])}; logs in {out}")
+        print(
+            f"{len(times)} of {args.stops} stops exited 0 within {args.limit:g} s: median "
+            f"{statistics.median(ordered):.2f} s, p90 {ordered[int(0.9 * (len(ordered) - 1))]:.2f}"
+            f" s, max {ordered[-1]:.2f} s; cameras stopped in {cameras_took:.2f} s "
+            f"(exit status {cameras_rc}); load average "
+            f"{' '.join(open('/proc/loadavg').read().split()[:3])}; logs in {out}"
+        )
     for miss in misses:
         print(f"MISS {miss}")
     return 1 if misses else 0

@@ -11,6 +11,7 @@ publishing costs a copy per frame, not a render and an encoding, so that on a 2-
 cameras leave the node the CPU it would have beside real cameras. All cameras are triggered
 together. SIGINT stops it; it prints the frames sent and exits 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -50,18 +51,30 @@ def main() -> int:
         for k in range(args.loop):
             pixels, _ = scene.render(k / args.rate)
             if args.transport == "raw":
-                msg = Image(height=spec.height, width=spec.width, encoding="rgb8",
-                            step=spec.width * 3, data=uint8_array(pixels.tobytes()))
+                msg = Image(
+                    height=spec.height,
+                    width=spec.width,
+                    encoding="rgb8",
+                    step=spec.width * 3,
+                    data=uint8_array(pixels.tobytes()),
+                )
             else:
                 fmt, data = compress(pixels, "rgb8", args.transport)
                 msg = CompressedImage(format=fmt, data=uint8_array(data))
             msg.header.frame_id = spec.frame_id
             frames.append(msg)
         msgs.append(frames)
-        pubs.append(node.create_publisher(Image if args.transport == "raw" else CompressedImage,
-                                          topic(i, args.transport), qos_profile_sensor_data))
-    print(f"bench_cameras: {args.cameras} x {args.size} {args.transport} at {args.rate:g} Hz",
-          flush=True)
+        pubs.append(
+            node.create_publisher(
+                Image if args.transport == "raw" else CompressedImage,
+                topic(i, args.transport),
+                qos_profile_sensor_data,
+            )
+        )
+    print(
+        f"bench_cameras: {args.cameras} x {args.size} {args.transport} at {args.rate:g} Hz",
+        flush=True,
+    )
     sent, period = 0, 1.0 / args.rate
     next_tick = time.monotonic()
     try:
@@ -74,7 +87,7 @@ def main() -> int:
             sent += 1
             next_tick += period
             delay = next_tick - time.monotonic()
-            if delay < -period:                # fell behind: do not burst
+            if delay < -period:  # fell behind: do not burst
                 next_tick = time.monotonic()
             elif delay > 0:
                 stop.wait(delay)

@@ -36,6 +36,7 @@ GIL for at most a third of their CPU (their decoding runs without it); the chose
 of what two GIL-free threads get (and the controls tell one core from two: the GIL-free
 threads get 1.2x the Python ones, else the host was too loaded to tell and the check fails).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,6 +62,7 @@ SIZES = ((640, 480), (1920, 1080))
 def frames(width: int, height: int, count: int = 4):
     """``count`` synthetic RGB frames of one camera (different times: different pixels)."""
     from triton_ros.ros.tools.synthetic_cameras import SyntheticScene, parse_camera
+
     scene = SyntheticScene(parse_camera(f"b/c:{width}x{height}:rgb8"), seed=width)
     return [scene.render(0.37 * i)[0] for i in range(count)]
 
@@ -72,10 +74,12 @@ def serialized(kind: str, pixels: np.ndarray) -> bytes:
 
     from triton_ros.ros.codec.messages import uint8_array
     from triton_ros.ros.tools.synthetic_cameras import compress
+
     h, w = pixels.shape[:2]
     if kind == "raw":
-        msg = Image(height=h, width=w, encoding="rgb8", step=w * 3,
-                    data=uint8_array(pixels.tobytes()))
+        msg = Image(
+            height=h, width=w, encoding="rgb8", step=w * 3, data=uint8_array(pixels.tobytes())
+        )
     else:
         fmt, data = compress(pixels, "rgb8", kind)
         msg = CompressedImage(format=fmt, data=uint8_array(data))
@@ -89,8 +93,7 @@ def kind_path(kind: str) -> Callable[[bytes], object]:
     from triton_ros.ros.codec.registry import INPUT_KINDS
 
     codec = INPUT_KINDS["image" if kind == "raw" else "compressed"]
-    tensor = TensorConfig(name="images", datatype="FP32", dims=(3, 256, 256),
-                          format="FORMAT_NCHW")
+    tensor = TensorConfig(name="images", datatype="FP32", dims=(3, 256, 256), format="FORMAT_NCHW")
     encode = codec.encoder(codec.plan(codec.settings(), tensor, model="color_detector"))
     read, check = codec.reader(), codec.check
 
@@ -98,12 +101,14 @@ def kind_path(kind: str) -> Callable[[bytes], object]:
         msg = read(raw)
         check(msg)
         return encode(msg)
+
     return path
 
 
 # --------------------------------------------------------------------------------------------
 # Flat-out loops, and the GIL-held share sampled by py-spy
 # --------------------------------------------------------------------------------------------
+
 
 def run_for(seconds: float, work: Callable[[int], object], count: int) -> tuple[int, float]:
     """Call ``work(i)`` for ``seconds``; (calls, this thread's CPU seconds)."""
@@ -131,9 +136,9 @@ def samples_of(raw: Path, thread: str) -> int:
 
 @dataclass
 class Cost:
-    cpu_us: float                              # CPU per call
-    gil_share: float                           # of its running time, holding the GIL
-    samples: tuple[int, int]                   # (GIL samples, running samples)
+    cpu_us: float  # CPU per call
+    gil_share: float  # of its running time, holding the GIL
+    samples: tuple[int, int]  # (GIL samples, running samples)
 
     @property
     def gil_us(self) -> float:
@@ -142,20 +147,43 @@ class Cost:
 
 def cost(work: Callable[[int], object], count: int, seconds: float, tmp: Path) -> Cost:
     """CPU per call of ``work`` and its GIL-held share, sampled by two py-spy processes."""
-    for i in range(min(count, 3)):             # warm caches, plans, buffers
+    for i in range(min(count, 3)):  # warm caches, plans, buffers
         work(i)
     spies = []
     for gil in (True, False):
         out = tmp / f"spy-{gil}.txt"
         out.unlink(missing_ok=True)
-        spies.append((out, subprocess.Popen(
-            [py_spy(), "record", "-p", str(os.getpid()), "-d", str(int(seconds) + 1), "-r",
-             "200", "-f", "raw", "-o", str(out), "--nonblocking", "--threads"]
-            + (["--gil"] if gil else []), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
-    time.sleep(0.5)                            # both attached
+        spies.append(
+            (
+                out,
+                subprocess.Popen(
+                    [
+                        py_spy(),
+                        "record",
+                        "-p",
+                        str(os.getpid()),
+                        "-d",
+                        str(int(seconds) + 1),
+                        "-r",
+                        "200",
+                        "-f",
+                        "raw",
+                        "-o",
+                        str(out),
+                        "--nonblocking",
+                        "--threads",
+                    ]
+                    + (["--gil"] if gil else []),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                ),
+            )
+        )
+    time.sleep(0.5)  # both attached
     result: list[tuple[int, float]] = []
-    thread = threading.Thread(target=lambda: result.append(run_for(seconds, work, count)),
-                              name="kind_path")
+    thread = threading.Thread(
+        target=lambda: result.append(run_for(seconds, work, count)), name="kind_path"
+    )
     thread.start()
     thread.join()
     for _, spy in spies:
@@ -174,6 +202,7 @@ def two_threads(work: Callable[[int], object], count: int, seconds: float) -> tu
         r = run_for(seconds, work, count)
         with lock:
             results.append(r)
+
     threads = [threading.Thread(target=one) for _ in range(2)]
     t0 = time.monotonic()
     for t in threads:
@@ -186,6 +215,7 @@ def two_threads(work: Callable[[int], object], count: int, seconds: float) -> tu
 
 # --------------------------------------------------------------------------------------------
 
+
 def decoders() -> dict[str, Callable]:
     """name -> decode(jpeg bytes, reduction 1 or 4) of each candidate that imports."""
     import cv2
@@ -194,16 +224,20 @@ def decoders() -> dict[str, Callable]:
     flags = {1: cv2.IMREAD_COLOR, 4: cv2.IMREAD_REDUCED_COLOR_4}
     out = {
         "cv2.imdecode": lambda d, f: cv2.imdecode(np.frombuffer(d, np.uint8), flags[f]),
-        "simplejpeg": lambda d, f: (simplejpeg.decode_jpeg(d, "RGB") if f == 1 else
-                                    simplejpeg.decode_jpeg(d, "RGB", min_factor=f,
-                                                           min_width=1, min_height=1)),
+        "simplejpeg": lambda d, f: (
+            simplejpeg.decode_jpeg(d, "RGB")
+            if f == 1
+            else simplejpeg.decode_jpeg(d, "RGB", min_factor=f, min_width=1, min_height=1)
+        ),
     }
     try:
         from turbojpeg import TJPF_RGB, TurboJPEG
+
         tj = TurboJPEG()
         out["PyTurboJPEG"] = lambda d, f: tj.decode(
-            d, pixel_format=TJPF_RGB, scaling_factor=None if f == 1 else (1, f))
-    except Exception as exc:                   # not installed, or no libturbojpeg
+            d, pixel_format=TJPF_RGB, scaling_factor=None if f == 1 else (1, f)
+        )
+    except Exception as exc:  # not installed, or no libturbojpeg
         out["PyTurboJPEG"] = exc
     return out
 
@@ -214,25 +248,35 @@ def main() -> int:
     from triton_ros.ros.tools.synthetic_cameras import compress
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=4.0,
-                        help="per kind and size, and per decoder")
+    parser.add_argument(
+        "--seconds", type=float, default=4.0, help="per kind and size, and per decoder"
+    )
     parser.add_argument("--two-thread-s", type=float, default=1.5)
     parser.add_argument("--rounds", type=int, default=3, help="of the two-thread comparison")
     parser.add_argument("--out", default="")
     args = parser.parse_args()
-    cv2.setNumThreads(1)                       # one thread each, as in the node's workers
+    cv2.setNumThreads(1)  # one thread each, as in the node's workers
     if py_spy() is None:
         raise SystemExit("py-spy is needed: .venv/bin/pip install -r bench/requirements-bench.txt")
     tmp = Path(tempfile.mkdtemp(prefix="bench-sensors-"))
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     failures: list[str] = []
-    lines = [f"# Input kinds: CPU and GIL-held time per frame ({started}, {commit()})", "",
-             machine(), f"load average at start: {' '.join(LOAD_AT_START)}", ""]
+    lines = [
+        f"# Input kinds: CPU and GIL-held time per frame ({started}, {commit()})",
+        "",
+        machine(),
+        f"load average at start: {' '.join(LOAD_AT_START)}",
+        "",
+    ]
 
     # 1. decoders ---------------------------------------------------------------------------
-    lines += ["## JPEG decoders (quality 75, OpenCV-encoded synthetic frames)", "",
-              "| decoder | 640x480 us | 1920x1080 us | 1920x1080 at 1/4 us | 2 threads, 640x480: "
-              "CPU s per wall s |", "|---|---|---|---|---|"]
+    lines += [
+        "## JPEG decoders (quality 75, OpenCV-encoded synthetic frames)",
+        "",
+        "| decoder | 640x480 us | 1920x1080 us | 1920x1080 at 1/4 us | 2 threads, 640x480: "
+        "CPU s per wall s |",
+        "|---|---|---|---|---|",
+    ]
     jpegs = {size: [compress(p, "rgb8", "jpeg")[1] for p in frames(*size)] for size in SIZES}
     speed: dict[str, float] = {}
     for name, decode in decoders().items():
@@ -250,78 +294,106 @@ def main() -> int:
         lines.append(f"| {name} | {row[0]:.0f} | {row[1]:.0f} | {row[2]:.0f} | {both:.2f} |")
     fastest = min(speed, key=speed.get)
     if speed["simplejpeg"] > 1.10 * speed[fastest]:
-        failures.append(f"simplejpeg decodes {speed['simplejpeg'] / speed[fastest]:.2f}x slower "
-                        f"than {fastest}: revisit bench/DECISIONS.md")
+        failures.append(
+            f"simplejpeg decodes {speed['simplejpeg'] / speed[fastest]:.2f}x slower "
+            f"than {fastest}: revisit bench/DECISIONS.md"
+        )
 
     # 2. input kinds ------------------------------------------------------------------------
-    python_loop = lambda i: sum(range(2000))          # noqa: E731
+    python_loop = lambda i: sum(range(2000))  # noqa: E731
     big = np.zeros((540, 960, 3), np.uint8)
-    blur = lambda i: cv2.blur(big, (5, 5))            # noqa: E731 (GIL-free, ~1 ms)
-    calib = {"pure Python loop": cost(python_loop, 1, args.seconds, tmp),
-             "cv2.blur 960x540 (GIL-free C)": cost(blur, 1, args.seconds, tmp)}
-    lines += ["", "## The node's per-frame path of each input kind (serialized message -> "
-              "color_detector's FP32 3x256x256 input)", "",
-              "| kind | size | CPU us/frame | GIL-held us/frame | GIL-held share (py-spy samples "
-              "GIL/running) |", "|---|---|---|---|---|"]
+    blur = lambda i: cv2.blur(big, (5, 5))  # noqa: E731 (GIL-free, ~1 ms)
+    calib = {
+        "pure Python loop": cost(python_loop, 1, args.seconds, tmp),
+        "cv2.blur 960x540 (GIL-free C)": cost(blur, 1, args.seconds, tmp),
+    }
+    lines += [
+        "",
+        "## The node's per-frame path of each input kind (serialized message -> "
+        "color_detector's FP32 3x256x256 input)",
+        "",
+        "| kind | size | CPU us/frame | GIL-held us/frame | GIL-held share (py-spy samples "
+        "GIL/running) |",
+        "|---|---|---|---|---|",
+    ]
     for name, c in calib.items():
-        lines.append(f"| calibration: {name} | - | {c.cpu_us:.0f} | {c.gil_us:.0f} | "
-                     f"{c.gil_share:.2f} ({c.samples[0]}/{c.samples[1]}) |")
+        lines.append(
+            f"| calibration: {name} | - | {c.cpu_us:.0f} | {c.gil_us:.0f} | "
+            f"{c.gil_share:.2f} ({c.samples[0]}/{c.samples[1]}) |"
+        )
     if calib["pure Python loop"].gil_share < 0.8:
-        failures.append(f"py-spy sees a pure-Python loop hold the GIL only "
-                        f"{calib['pure Python loop'].gil_share:.0%} of its running time")
+        failures.append(
+            f"py-spy sees a pure-Python loop hold the GIL only "
+            f"{calib['pure Python loop'].gil_share:.0%} of its running time"
+        )
     if calib["cv2.blur 960x540 (GIL-free C)"].gil_share > 0.2:
-        failures.append(f"py-spy sees OpenCV's blur hold the GIL "
-                        f"{calib['cv2.blur 960x540 (GIL-free C)'].gil_share:.0%} of its time")
+        failures.append(
+            f"py-spy sees OpenCV's blur hold the GIL "
+            f"{calib['cv2.blur 960x540 (GIL-free C)'].gil_share:.0%} of its time"
+        )
     per_kind: dict[tuple[str, tuple[int, int]], Cost] = {}
     for size in SIZES:
         pixels = frames(*size)
         for kind in ("raw", "jpeg", "png"):
             data = [serialized(kind, p) for p in pixels]
             path = kind_path(kind)
-            c = per_kind[(kind, size)] = cost(lambda i: path(data[i]), len(data),
-                                              args.seconds, tmp)
-            label = {"raw": "Image rgb8", "jpeg": "CompressedImage JPEG",
-                     "png": "CompressedImage PNG"}[kind]
+            c = per_kind[(kind, size)] = cost(lambda i: path(data[i]), len(data), args.seconds, tmp)
+            label = {
+                "raw": "Image rgb8",
+                "jpeg": "CompressedImage JPEG",
+                "png": "CompressedImage PNG",
+            }[kind]
             note = " (decoded at 1/4)" if kind == "jpeg" and size[0] == 1920 else ""
-            lines.append(f"| {label}{note} | {size[0]}x{size[1]} | {c.cpu_us:.0f} | "
-                         f"{c.gil_us:.0f} | {c.gil_share:.2f} ({c.samples[0]}/{c.samples[1]}) |")
+            lines.append(
+                f"| {label}{note} | {size[0]}x{size[1]} | {c.cpu_us:.0f} | "
+                f"{c.gil_us:.0f} | {c.gil_share:.2f} ({c.samples[0]}/{c.samples[1]}) |"
+            )
     for kind in ("jpeg", "png"):
         c = per_kind[(kind, (1920, 1080))]
         if c.gil_us > c.cpu_us / 3:
-            failures.append(f"{kind} at 1920x1080 holds the GIL {c.gil_us:.0f} of its "
-                            f"{c.cpu_us:.0f} us a frame")
+            failures.append(
+                f"{kind} at 1920x1080 holds the GIL {c.gil_us:.0f} of its {c.cpu_us:.0f} us a frame"
+            )
 
     # 3. two decoder threads ----------------------------------------------------------------
     data = [serialized("jpeg", p) for p in frames(640, 480)]
     path = kind_path("jpeg")
-    jpeg_work = lambda i: path(data[i])                # noqa: E731
+    jpeg_work = lambda i: path(data[i])  # noqa: E731
     runs: dict[str, list[tuple[float, float]]] = {}
-    for _ in range(args.rounds):               # alternating: the host's load moves
+    for _ in range(args.rounds):  # alternating: the host's load moves
         one_n, one_c = run_for(args.two_thread_s, jpeg_work, len(data))
         for name, result in (
-                ("JPEG 640x480 path, 1 thread", (one_c / args.two_thread_s,
-                                                 one_n / args.two_thread_s)),
-                ("JPEG 640x480 path, 2 threads",
-                 two_threads(jpeg_work, len(data), args.two_thread_s)),
-                ("control: cv2.blur 960x540, 2 threads", two_threads(blur, 1, args.two_thread_s)),
-                ("control: pure Python, 2 threads",
-                 two_threads(python_loop, 1, args.two_thread_s))):
+            ("JPEG 640x480 path, 1 thread", (one_c / args.two_thread_s, one_n / args.two_thread_s)),
+            ("JPEG 640x480 path, 2 threads", two_threads(jpeg_work, len(data), args.two_thread_s)),
+            ("control: cv2.blur 960x540, 2 threads", two_threads(blur, 1, args.two_thread_s)),
+            ("control: pure Python, 2 threads", two_threads(python_loop, 1, args.two_thread_s)),
+        ):
             runs.setdefault(name, []).append(result)
-    rows = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
-            for name, rs in runs.items()}
-    lines += ["", f"## Two decoder threads (medians of {args.rounds} alternating rounds)", "",
-              "| threads | CPU s per wall s | frames (calls) per s |", "|---|---|---|"]
+    rows = {
+        name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))
+        for name, rs in runs.items()
+    }
+    lines += [
+        "",
+        f"## Two decoder threads (medians of {args.rounds} alternating rounds)",
+        "",
+        "| threads | CPU s per wall s | frames (calls) per s |",
+        "|---|---|---|",
+    ]
     for name, (cores, rate) in rows.items():
         lines.append(f"| {name} | {cores:.2f} | {rate:.0f} |")
     jpeg2 = rows["JPEG 640x480 path, 2 threads"][0]
     free2 = rows["control: cv2.blur 960x540, 2 threads"][0]
     py2 = rows["control: pure Python, 2 threads"][0]
     if free2 < 1.2 * py2:
-        failures.append(f"the host gave two GIL-free threads {free2:.2f} cores against "
-                        f"{py2:.2f} for two Python threads: too loaded to tell")
+        failures.append(
+            f"the host gave two GIL-free threads {free2:.2f} cores against "
+            f"{py2:.2f} for two Python threads: too loaded to tell"
+        )
     elif jpeg2 < 0.8 * free2:
-        failures.append(f"two JPEG threads used {jpeg2:.2f} cores where two GIL-free threads "
-                        f"used {free2:.2f}")
+        failures.append(
+            f"two JPEG threads used {jpeg2:.2f} cores where two GIL-free threads used {free2:.2f}"
+        )
     shutil.rmtree(tmp, ignore_errors=True)
     return emit_checked(lines, failures, args.out)
 

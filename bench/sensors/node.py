@@ -21,6 +21,7 @@ frame; it publishes at least 0.9x the frames ``raw`` publishes and drops at most
 and its decoding is spread: at least two worker threads each carry 20 % or more of the workers'
 CPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,27 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, emit_checked, follow_status,
-                          machine, stamp_ns, stop_run, thread_cpu_seconds)
+from bench.common import (
+    LOAD_AT_START,
+    ROOT,
+    commit,
+    cpu_seconds,
+    emit_checked,
+    follow_status,
+    machine,
+    stamp_ns,
+    stop_run,
+    thread_cpu_seconds,
+)
 from bench.sensors.cameras import topic
 
-DROPS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable",
-         "failed")
+DROPS = (
+    "dropped_stale",
+    "dropped_superseded",
+    "dropped_malformed",
+    "dropped_unavailable",
+    "failed",
+)
 
 
 @dataclass
@@ -56,7 +72,7 @@ class Result:
     drop_fraction: float
     node_cores: float
     cpu_us_per_frame: float
-    workers: list[float] = field(default_factory=list)     # CPU s per wall s, each worker
+    workers: list[float] = field(default_factory=list)  # CPU s per wall s, each worker
 
 
 def run(name: str, args, tmp: Path, probe) -> Result:
@@ -65,16 +81,37 @@ def run(name: str, args, tmp: Path, probe) -> Result:
 
     node_name = f"bench_sensors_{name}"
     topics = [topic(i, name) for i in range(args.cameras)]
-    params = {"/**": {"ros__parameters": {
-        "model_repository": str(ROOT / "model_repository"), "startup_models": ["color_detector"],
-        "grpc": {"enable": False}, "http": {"enable": False}, "metrics": {"enable": False},
-        "bindings": ["cams"], "cams": {"model": "color_detector", "topics": topics}}}}
+    params = {
+        "/**": {
+            "ros__parameters": {
+                "model_repository": str(ROOT / "model_repository"),
+                "startup_models": ["color_detector"],
+                "grpc": {"enable": False},
+                "http": {"enable": False},
+                "metrics": {"enable": False},
+                "bindings": ["cams"],
+                "cams": {"model": "color_detector", "topics": topics},
+            }
+        }
+    }
     params_file = tmp / f"{name}.yaml"
     params_file.write_text(yaml.safe_dump(params))
     log = open(tmp / f"{name}-node.log", "w")
-    node = subprocess.Popen([sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
-                             "--params-file", str(params_file), "-r", f"__node:={node_name}"],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    node = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.inference_node",
+            "--ros-args",
+            "--params-file",
+            str(params_file),
+            "-r",
+            f"__node:={node_name}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
     latencies: list[float] = []
     measuring = threading.Event()
     lock = threading.Lock()
@@ -85,18 +122,34 @@ def run(name: str, args, tmp: Path, probe) -> Result:
             with lock:
                 latencies.append((now - stamp_ns(msg.header.stamp)) / 1e6)
 
-    subs = [probe.create_subscription(DETECTIONS_TYPE, t.rsplit("/", 1)[0] + "/detections",
-                                      on_detections, 100) for t in topics]
-    fresh_status = follow_status(probe, node_name, subs, node=node, what=name,
-                                 log_name=log.name)
+    subs = [
+        probe.create_subscription(
+            DETECTIONS_TYPE, t.rsplit("/", 1)[0] + "/detections", on_detections, 100
+        )
+        for t in topics
+    ]
+    fresh_status = follow_status(probe, node_name, subs, node=node, what=name, log_name=log.name)
 
     cameras = None
     try:
         fresh_status(0)
         cameras = subprocess.Popen(
-            [sys.executable, "-m", "bench.sensors.cameras", "--cameras", str(args.cameras),
-             "--rate", str(args.rate), "--transport", name],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+            [
+                sys.executable,
+                "-m",
+                "bench.sensors.cameras",
+                "--cameras",
+                str(args.cameras),
+                "--rate",
+                str(args.rate),
+                "--transport",
+                name,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+        )
         time.sleep(args.warmup)
         s0 = fresh_status(probe.get_clock().now().nanoseconds)
         c0, threads0, t0 = cpu_seconds(node.pid), thread_cpu_seconds(node.pid), time.monotonic()
@@ -114,16 +167,27 @@ def run(name: str, args, tmp: Path, probe) -> Result:
     node_elapsed = (stamp_ns(s1.header.stamp) - stamp_ns(s0.header.stamp)) / 1e9
     drops = {k: getattr(b1, k) - getattr(b0, k) for k in DROPS}
     received, published = b1.received - b0.received, b1.published - b0.published
-    workers = sorted(((threads1[tid][1] - threads0[tid][1]) / elapsed
-                      for tid in threads1 if tid in threads0
-                      and names.get(tid, "").startswith("triton_ros_worker")), reverse=True)
+    workers = sorted(
+        (
+            (threads1[tid][1] - threads0[tid][1]) / elapsed
+            for tid in threads1
+            if tid in threads0 and names.get(tid, "").startswith("triton_ros_worker")
+        ),
+        reverse=True,
+    )
     lat = np.array(latencies) if latencies else np.array([np.nan])
-    return Result(name=name, offered_per_s=args.cameras * args.rate,
-                  published_per_s=published / node_elapsed,
-                  p50_ms=float(np.percentile(lat, 50)), p99_ms=float(np.percentile(lat, 99)),
-                  drops=drops, drop_fraction=sum(drops.values()) / received if received else 1.0,
-                  node_cores=(c1 - c0) / elapsed,
-                  cpu_us_per_frame=(c1 - c0) / max(published, 1) * 1e6, workers=workers)
+    return Result(
+        name=name,
+        offered_per_s=args.cameras * args.rate,
+        published_per_s=published / node_elapsed,
+        p50_ms=float(np.percentile(lat, 50)),
+        p99_ms=float(np.percentile(lat, 99)),
+        drops=drops,
+        drop_fraction=sum(drops.values()) / received if received else 1.0,
+        node_cores=(c1 - c0) / elapsed,
+        cpu_us_per_frame=(c1 - c0) / max(published, 1) * 1e6,
+        workers=workers,
+    )
 
 
 def python_thread_names(pid: int) -> dict[int, str]:
@@ -132,10 +196,16 @@ def python_thread_names(pid: int) -> dict[int, str]:
     spy = Path(sys.executable).parent / "py-spy"
     if not spy.exists():
         raise SystemExit("py-spy is needed: .venv/bin/pip install -r bench/requirements-bench.txt")
-    out = subprocess.run([str(spy), "dump", "--pid", str(pid), "--nonblocking"],
-                         capture_output=True, text=True, timeout=60).stdout
-    return {int(m.group(1)): m.group(2)
-            for m in re.finditer(r'^Thread (\d+) \([^)]*\): "([^"]*)"', out, re.M)}
+    out = subprocess.run(
+        [str(spy), "dump", "--pid", str(pid), "--nonblocking"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    ).stdout
+    return {
+        int(m.group(1)): m.group(2)
+        for m in re.finditer(r'^Thread (\d+) \([^)]*\): "([^"]*)"', out, re.M)
+    }
 
 
 def median(results: list[Result]) -> Result:
@@ -171,41 +241,54 @@ def main() -> int:
                 for name in results:
                     results[name].append(run(name, args, Path(tmp), probe))
                     r = results[name][-1]
-                    print(f"{name}: {r.published_per_s:.1f}/s p50 {r.p50_ms:.1f} p99 "
-                          f"{r.p99_ms:.1f} ms drops {r.drops} cores {r.node_cores:.2f}",
-                          flush=True)
+                    print(
+                        f"{name}: {r.published_per_s:.1f}/s p50 {r.p50_ms:.1f} p99 "
+                        f"{r.p99_ms:.1f} ms drops {r.drops} cores {r.node_cores:.2f}",
+                        flush=True,
+                    )
     finally:
         executor.shutdown()
         probe.destroy_node()
         rclpy.try_shutdown()
     raw, jpeg = median(results["raw"]), median(results["jpeg"])
-    lines = [f"# {args.cameras} cameras x 640x480 at {args.rate:g} Hz into one node, raw and "
-             f"JPEG ({started}, {commit()})", "", machine(),
-             f"load average at start: {' '.join(LOAD_AT_START)}; median of {args.rounds} "
-             f"rounds of {args.seconds:g} s", "",
-             "| input | offered/s | published/s | p50 ms | p99 ms | drops (of received) | node "
-             "cores | node CPU us/frame | worker threads, CPU s per wall s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# {args.cameras} cameras x 640x480 at {args.rate:g} Hz into one node, raw and "
+        f"JPEG ({started}, {commit()})",
+        "",
+        machine(),
+        f"load average at start: {' '.join(LOAD_AT_START)}; median of {args.rounds} "
+        f"rounds of {args.seconds:g} s",
+        "",
+        "| input | offered/s | published/s | p50 ms | p99 ms | drops (of received) | node "
+        "cores | node CPU us/frame | worker threads, CPU s per wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in (raw, jpeg):
         drops = ", ".join(f"{k.replace('dropped_', '')} {v}" for k, v in r.drops.items() if v)
-        lines.append(f"| {r.name} | {r.offered_per_s:.0f} | {r.published_per_s:.1f} | "
-                     f"{r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.drop_fraction:.1%}"
-                     f"{' (' + drops + ')' if drops else ''} | {r.node_cores:.2f} | "
-                     f"{r.cpu_us_per_frame:.0f} | "
-                     f"{' + '.join(f'{w:.2f}' for w in r.workers)} |")
-    lines.append(f"| jpeg / raw | | {jpeg.published_per_s / raw.published_per_s:.2f}x | "
-                 f"{jpeg.p50_ms / raw.p50_ms:.2f}x | {jpeg.p99_ms / raw.p99_ms:.2f}x | | "
-                 f"{jpeg.node_cores / raw.node_cores:.2f}x | "
-                 f"{jpeg.cpu_us_per_frame / raw.cpu_us_per_frame:.2f}x | |")
+        lines.append(
+            f"| {r.name} | {r.offered_per_s:.0f} | {r.published_per_s:.1f} | "
+            f"{r.p50_ms:.1f} | {r.p99_ms:.1f} | {r.drop_fraction:.1%}"
+            f"{' (' + drops + ')' if drops else ''} | {r.node_cores:.2f} | "
+            f"{r.cpu_us_per_frame:.0f} | "
+            f"{' + '.join(f'{w:.2f}' for w in r.workers)} |"
+        )
+    lines.append(
+        f"| jpeg / raw | | {jpeg.published_per_s / raw.published_per_s:.2f}x | "
+        f"{jpeg.p50_ms / raw.p50_ms:.2f}x | {jpeg.p99_ms / raw.p99_ms:.2f}x | | "
+        f"{jpeg.node_cores / raw.node_cores:.2f}x | "
+        f"{jpeg.cpu_us_per_frame / raw.cpu_us_per_frame:.2f}x | |"
+    )
     failures = []
     if jpeg.drops["dropped_malformed"] or jpeg.drops["failed"]:
         failures.append(f"jpeg frames were malformed or failed: {jpeg.drops}")
     if jpeg.published_per_s < 0.9 * raw.published_per_s:
-        failures.append(f"jpeg published {jpeg.published_per_s:.1f}/s against raw's "
-                        f"{raw.published_per_s:.1f}/s")
+        failures.append(
+            f"jpeg published {jpeg.published_per_s:.1f}/s against raw's {raw.published_per_s:.1f}/s"
+        )
     if jpeg.drop_fraction > raw.drop_fraction + 0.05:
-        failures.append(f"jpeg dropped {jpeg.drop_fraction:.1%} against raw's "
-                        f"{raw.drop_fraction:.1%}")
+        failures.append(
+            f"jpeg dropped {jpeg.drop_fraction:.1%} against raw's {raw.drop_fraction:.1%}"
+        )
     total = sum(jpeg.workers)
     if sum(w >= 0.2 * total for w in jpeg.workers) < 2:
         failures.append(f"jpeg decoding ran on one worker thread: {jpeg.workers}")

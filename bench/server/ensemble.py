@@ -20,6 +20,7 @@ server: compare ratios from the same run, not absolute numbers across machines.
 
 Usage: ``.venv/bin/python -m bench.server.ensemble [--seconds 5] [--out FILE]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,9 +40,9 @@ import numpy as np
 
 from bench.common import ROOT, commit, default_out, free_port, machine
 
-LOOP = 300_000      # iterations of the CPU-bound request (~20 ms of pure Python)
+LOOP = 300_000  # iterations of the CPU-bound request (~20 ms of pure Python)
 
-CPU_BOUND_MODEL = '''
+CPU_BOUND_MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -57,15 +58,15 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(
                 output_tensors=[pb_utils.Tensor("OUT", np.array([total], np.int64))]))
         return responses
-'''
+"""
 
-CPU_BOUND_CONFIG = '''
+CPU_BOUND_CONFIG = """
 name: "{name}"
 backend: "python"
 input [ {{ name: "N", data_type: TYPE_INT64, dims: [ 1 ] }} ]
 output [ {{ name: "OUT", data_type: TYPE_INT64, dims: [ 1 ] }} ]
 instance_group [ {{ count: {count}, kind: KIND_CPU }} ]
-'''
+"""
 
 
 def _burn(iterations: int) -> None:
@@ -121,8 +122,12 @@ def load(call: Callable[[np.random.Generator], None], concurrency: int, seconds:
     if errors:
         raise RuntimeError(f"benchmark client failed: {errors[0]!r}")
     flat = np.array([x for per in latencies for x in per])
-    return {"rps": len(flat) / elapsed, "p50": float(np.percentile(flat, 50)),
-            "p99": float(np.percentile(flat, 99)), "n": len(flat)}
+    return {
+        "rps": len(flat) / elapsed,
+        "p50": float(np.percentile(flat, 50)),
+        "p99": float(np.percentile(flat, 99)),
+        "n": len(flat),
+    }
 
 
 def image(rng: np.random.Generator) -> np.ndarray:
@@ -132,6 +137,7 @@ def image(rng: np.random.Generator) -> np.ndarray:
 # ------------------------------------------------------------------------------------------
 # gRPC
 # ------------------------------------------------------------------------------------------
+
 
 def grpc_calls(url: str):
     import tritonclient.grpc as grpcclient
@@ -155,8 +161,9 @@ def grpc_calls(url: str):
         c = client()
         pre = c.infer("detector_preprocess", [tensor("images", image(rng), "UINT8")])
         det = c.infer("color_detector", [tensor("images", pre.as_numpy("preprocessed"), "FP32")])
-        c.infer("detector_postprocess",
-                [tensor("class_detections", det.as_numpy("detections"), "FP32")])
+        c.infer(
+            "detector_postprocess", [tensor("class_detections", det.as_numpy("detections"), "FP32")]
+        )
 
     def cpu_bound(model: str):
         n = np.array([LOOP], np.int64)
@@ -168,6 +175,7 @@ def grpc_calls(url: str):
 # ------------------------------------------------------------------------------------------
 # In-process core
 # ------------------------------------------------------------------------------------------
+
 
 def core_calls(core):
     from triton_ros.core.infer_request import InferRequest
@@ -196,11 +204,15 @@ def compare(ensemble, direct, direct_name: str, seconds: float) -> list[str]:
     for concurrency in (1, 4):
         e = load(ensemble, concurrency, seconds)
         d = load(direct, concurrency, seconds)
-        rows += [row(f"ensemble, concurrency {concurrency}", e),
-                 row(f"{direct_name}, concurrency {concurrency}", d)]
-        ratios.append(f"- concurrency {concurrency}: ensemble/{direct_name} throughput "
-                      f"{e['rps'] / d['rps']:.2f}x, p50 latency {e['p50'] / d['p50']:.2f}x "
-                      f"({e['p50'] - d['p50']:+.2f} ms)")
+        rows += [
+            row(f"ensemble, concurrency {concurrency}", e),
+            row(f"{direct_name}, concurrency {concurrency}", d),
+        ]
+        ratios.append(
+            f"- concurrency {concurrency}: ensemble/{direct_name} throughput "
+            f"{e['rps'] / d['rps']:.2f}x, p50 latency {e['p50'] / d['p50']:.2f}x "
+            f"({e['p50'] - d['p50']:+.2f} ms)"
+        )
         print(*rows[-2:], ratios[-1], sep="\n", flush=True)
     return [*rows, "", *ratios, ""]
 
@@ -220,25 +232,41 @@ def main() -> int:
         (model / "1" / "model.py").write_text(CPU_BOUND_MODEL)
         (model / "config.pbtxt").write_text(CPU_BOUND_CONFIG.format(name=model.name, count=count))
 
-    lines = ["# Ensemble overhead and Python-backend scaling", "",
-             f"Run {datetime.datetime.now().isoformat(timespec='seconds')} by "
-             f"`python -m bench.server.ensemble --seconds {args.seconds:g}` at commit {commit()}. "
-             f"Compare the ratios within this run; the load average below says how busy the "
-             f"machine was.", "",
-             f"- {machine()}",
-             f"- load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", "",
-             "Reading: 1a is what a client gains by sending one ensemble request instead of three "
-             "(one round trip, intermediate tensors stay in the server); 1b isolates the ensemble "
-             "scheduler itself (no transport), so its p50 difference is the scheduler's overhead "
-             "per request; 2 shows whether Python instances run in parallel (separate processes).",
-             ""]
+    lines = [
+        "# Ensemble overhead and Python-backend scaling",
+        "",
+        f"Run {datetime.datetime.now().isoformat(timespec='seconds')} by "
+        f"`python -m bench.server.ensemble --seconds {args.seconds:g}` at commit {commit()}. "
+        f"Compare the ratios within this run; the load average below says how busy the "
+        f"machine was.",
+        "",
+        f"- {machine()}",
+        f"- load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+        "",
+        "Reading: 1a is what a client gains by sending one ensemble request instead of three "
+        "(one round trip, intermediate tensors stay in the server); 1b isolates the ensemble "
+        "scheduler itself (no transport), so its p50 difference is the scheduler's overhead "
+        "per request; 2 shows whether Python instances run in parallel (separate processes).",
+        "",
+    ]
     header = ["| way | requests/s | p50 ms | p99 ms | requests |", "|---|---|---|---|---|"]
 
     port = free_port()
     log = open(work / "server.log", "w")
-    server = subprocess.Popen([sys.executable, "-m", "triton_ros.server_main", "--model-repository",
-                               str(repo), "--grpc-port", str(port)], stdout=log,
-                              stderr=subprocess.STDOUT, cwd=str(ROOT))
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.server_main",
+            "--model-repository",
+            str(repo),
+            "--grpc-port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=str(ROOT),
+    )
     try:
         import tritonclient.grpc as grpcclient
 
@@ -255,19 +283,31 @@ def main() -> int:
             time.sleep(0.2)
         ensemble, direct, cpu_bound = grpc_calls(url)
 
-        lines += ["## 1a. detector_pipeline over gRPC: ensemble vs the three steps called in turn",
-                  "", *header, *compare(ensemble, direct, "3 direct calls", args.seconds)]
+        lines += [
+            "## 1a. detector_pipeline over gRPC: ensemble vs the three steps called in turn",
+            "",
+            *header,
+            *compare(ensemble, direct, "3 direct calls", args.seconds),
+        ]
 
-        lines += ["## 2. Python backend: CPU-bound model (pure-Python loop), 4 gRPC clients", "",
-                  *header]
+        lines += [
+            "## 2. Python backend: CPU-bound model (pure-Python loop), 4 gRPC clients",
+            "",
+            *header,
+        ]
         one = load(cpu_bound("cpu_bound_1"), 4, args.seconds)
         two = load(cpu_bound("cpu_bound_2"), 4, args.seconds)
         raw = raw_process_scaling(args.seconds)
-        lines += [row("1 instance", one), row("2 instances", two), "",
-                  f"- scaling 1 -> 2 instances: {two['rps'] / one['rps']:.2f}x requests/s "
-                  f"(the clients and the server's gRPC thread use the same cores)",
-                  f"- the same loop in 2 bare Python processes against 1, same run: {raw:.2f}x "
-                  f"(the parallelism the machine offered; 2.00x on two idle cores)", ""]
+        lines += [
+            row("1 instance", one),
+            row("2 instances", two),
+            "",
+            f"- scaling 1 -> 2 instances: {two['rps'] / one['rps']:.2f}x requests/s "
+            f"(the clients and the server's gRPC thread use the same cores)",
+            f"- the same loop in 2 bare Python processes against 1, same run: {raw:.2f}x "
+            f"(the parallelism the machine offered; 2.00x on two idle cores)",
+            "",
+        ]
         print(*lines[-6:], sep="\n", flush=True)
     finally:
         server.send_signal(signal.SIGINT)
@@ -283,8 +323,12 @@ def main() -> int:
     core.start()
     try:
         ensemble, direct = core_calls(core)
-        lines += ["## 1b. detector_pipeline in-process (core API, no transport)", "", *header,
-                  *compare(ensemble, direct, "3 chained calls", args.seconds)]
+        lines += [
+            "## 1b. detector_pipeline in-process (core API, no transport)",
+            "",
+            *header,
+            *compare(ensemble, direct, "3 chained calls", args.seconds),
+        ]
     finally:
         core.stop()
     shutil.rmtree(work, ignore_errors=True)

@@ -14,6 +14,7 @@ Results (markdown, the machine and each checkout's commit, CPU per request and i
 first checkout at the same gap) go to ``--out`` (default bench/out/server-inprocess_infer.md).
 A checkout whose reply is wrong ends the run with a non-zero exit status.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -84,36 +85,59 @@ core.stop()
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--checkout", action="append", help="a checkout of this project (repeatable; "
-                    "default: this one)")
+    ap.add_argument(
+        "--checkout",
+        action="append",
+        help="a checkout of this project (repeatable; default: this one)",
+    )
     ap.add_argument("--label", action="append", help="a name per --checkout, in order")
     ap.add_argument("--rounds", type=int, default=3, help="rounds per checkout, alternating")
     ap.add_argument("--windows", type=int, default=5, help="timed windows per round")
     ap.add_argument("--requests", type=int, default=5000, help="requests per window")
-    ap.add_argument("--gap-us", default="0", help="comma-separated idle times before each "
-                    "request, us (0: back to back; 500: about the time a request at concurrency "
-                    "1 spends in the client and grpcio between two of the server's)")
-    ap.add_argument("--out", default=default_out("server-inprocess_infer"),
-                    help="also write the results (markdown) here")
+    ap.add_argument(
+        "--gap-us",
+        default="0",
+        help="comma-separated idle times before each "
+        "request, us (0: back to back; 500: about the time a request at concurrency "
+        "1 spends in the client and grpcio between two of the server's)",
+    )
+    ap.add_argument(
+        "--out",
+        default=default_out("server-inprocess_infer"),
+        help="also write the results (markdown) here",
+    )
     a = ap.parse_args()
     gaps = [int(g) for g in a.gap_us.split(",")]
     checkouts = [os.path.abspath(c) for c in (a.checkout or [str(ROOT)])]
     # (checkout, gap) -> per window: (mean thread CPU, median wall) per request, us
     samples: dict[tuple[str, int], list[tuple[float, float]]] = {
-        (c, g): [] for c in checkouts for g in gaps}
+        (c, g): [] for c in checkouts for g in gaps
+    }
     for _ in range(a.rounds):
         for checkout in checkouts:
             env = dict(os.environ, PYTHONPATH=checkout)
-            out = subprocess.run([sys.executable, "-c", _CHILD,
-                                  os.path.join(checkout, "model_repository"), str(a.requests),
-                                  str(a.windows), a.gap_us], env=env, cwd=checkout, check=True,
-                                 capture_output=True, text=True).stdout
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    "-c",
+                    _CHILD,
+                    os.path.join(checkout, "model_repository"),
+                    str(a.requests),
+                    str(a.windows),
+                    a.gap_us,
+                ],
+                env=env,
+                cwd=checkout,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
             for line in out.splitlines():
                 gap, cpu, wall = line.split()
                 samples[(checkout, int(gap))].append((float(cpu), float(wall)))
     labels = a.label or []
     if len(labels) < len(checkouts):
-        labels += [os.path.basename(c) for c in checkouts[len(labels):]]
+        labels += [os.path.basename(c) for c in checkouts[len(labels) :]]
     lines = [
         "# The gRPC servicer's ModelInfer on `simple`, in process",
         "",
@@ -136,9 +160,11 @@ def main() -> int:
             values = samples[(checkout, gap)]
             cpu = [v[0] for v in values]
             first = statistics.median(v[0] for v in samples[(checkouts[0], gap)])
-            lines.append(f"| {label} | {commit(Path(checkout))} | {gap} | {min(cpu):.1f} | "
-                         f"{statistics.median(cpu):.1f} | {statistics.median(cpu) / first:.2f}x | "
-                         f"{statistics.median(v[1] for v in values):.1f} | {len(values)} |")
+            lines.append(
+                f"| {label} | {commit(Path(checkout))} | {gap} | {min(cpu):.1f} | "
+                f"{statistics.median(cpu):.1f} | {statistics.median(cpu) / first:.2f}x | "
+                f"{statistics.median(v[1] for v in values):.1f} | {len(values)} |"
+            )
     return emit("\n".join(lines) + "\n", a.out)
 
 

@@ -16,6 +16,7 @@ requests per second of each phase (a throughput check of the large-request path;
 benchmark checks small requests). Exit status 1 when the last checkout does not get back within
 the budget by the end of the idle time (the issue 34 target: 50 MB within 15 s).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,17 +33,26 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "test"))        # the test suite's model factory
+sys.path.insert(0, str(ROOT / "test"))  # the test suite's model factory
 
 from bench.common import (  # noqa: E402
-    LOAD_AT_START, cpu_model, cpu_seconds, emit, free_port, minor_faults, proc_status_kb)
+    LOAD_AT_START,
+    cpu_model,
+    cpu_seconds,
+    emit,
+    free_port,
+    minor_faults,
+    proc_status_kb,
+)
 from model_factory import identity_config, identity_graph, write_model  # noqa: E402
+
 
 def make_repository(where: Path) -> Path:
     repo = where / "models"
     shutil.copytree(ROOT / "model_repository", repo)
-    write_model(repo, "identity_fp32", identity_graph("FP32", [-1]),
-                identity_config("identity_fp32"))
+    write_model(
+        repo, "identity_fp32", identity_graph("FP32", [-1]), identity_config("identity_fp32")
+    )
     return repo
 
 
@@ -69,12 +79,25 @@ def drive(checkout: Path, repo: Path, args) -> dict:
 
     grpc_port, http_port, metrics_port = free_port(), free_port(), free_port()
     log = open(Path(tempfile.gettempdir()) / f"memory-bench-{grpc_port}.log", "w")
-    proc = subprocess.Popen(       # this environment's interpreter, the checkout's package
-        [sys.executable, "-m", "triton_ros.server_main", "--model-repository", str(repo),
-         "--grpc-port", str(grpc_port), "--http-port", str(http_port),
-         "--metrics-port", str(metrics_port)],
-        cwd=str(checkout), stdout=log, stderr=subprocess.STDOUT,
-        env={**os.environ, "PYTHONPATH": str(checkout)})
+    proc = subprocess.Popen(  # this environment's interpreter, the checkout's package
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.server_main",
+            "--model-repository",
+            str(repo),
+            "--grpc-port",
+            str(grpc_port),
+            "--http-port",
+            str(http_port),
+            "--metrics-port",
+            str(metrics_port),
+        ],
+        cwd=str(checkout),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(checkout)},
+    )
     try:
         wait_port(metrics_port, proc)
         time.sleep(2.0)
@@ -83,8 +106,9 @@ def drive(checkout: Path, repo: Path, args) -> dict:
         http = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}", network_timeout=120)
         grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
         for name, client, module, kwargs in (
-                ("http", http, httpclient, {"binary_data": True}),
-                ("grpc", grpc, grpcclient, {})):
+            ("http", http, httpclient, {"binary_data": True}),
+            ("grpc", grpc, grpcclient, {}),
+        ):
             started = time.monotonic()
             cpu, faults = cpu_seconds(proc.pid), minor_faults(proc.pid)
             for _ in range(args.requests):
@@ -121,9 +145,14 @@ def drive(checkout: Path, repo: Path, args) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkout", action="append", type=Path, default=[],
-                   help="a checkout whose server to run, with this environment's interpreter "
-                        "(repeatable; default: this one)")
+    p.add_argument(
+        "--checkout",
+        action="append",
+        type=Path,
+        default=[],
+        help="a checkout whose server to run, with this environment's interpreter "
+        "(repeatable; default: this one)",
+    )
     p.add_argument("--label", action="append", default=[])
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--mb", type=float, default=30.0)
@@ -133,7 +162,7 @@ def main() -> int:
     p.add_argument("--out", default="")
     args = p.parse_args()
     checkouts = [c.resolve() for c in args.checkout] or [ROOT]
-    labels = args.label + [c.name for c in checkouts[len(args.label):]]
+    labels = args.label + [c.name for c in checkouts[len(args.label) :]]
     results: dict[str, list[dict]] = {label: [] for label in labels}
     with tempfile.TemporaryDirectory() as tmp:
         repo = make_repository(Path(tmp))
@@ -144,34 +173,46 @@ def main() -> int:
             for label, checkout in order:
                 results[label].append(drive(checkout, repo, args))
                 print(label, results[label][-1], flush=True)
-    lines = [f"`{' '.join(sys.argv)}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-             "", f"Machine: {cpu_model()}, {os.cpu_count()} cores; load average at start "
-             f"{LOAD_AT_START}, at end {open('/proc/loadavg').read().split()[:3]}.", "",
-             f"{args.requests} sequential {args.mb:g} MB requests over HTTP (binary), then "
-             f"{args.requests} over gRPC; RSS in MB; idle {args.idle:g} s after the load.", "",
-             "| checkout | baseline | end of load | peak | after idle | back within "
-             f"{args.budget_mb:g} MB after | HTTP req/s, server CPU ms/req, faults/req | gRPC "
-             "req/s, CPU ms/req, faults/req |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"`{' '.join(sys.argv)}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "",
+        f"Machine: {cpu_model()}, {os.cpu_count()} cores; load average at start "
+        f"{LOAD_AT_START}, at end {open('/proc/loadavg').read().split()[:3]}.",
+        "",
+        f"{args.requests} sequential {args.mb:g} MB requests over HTTP (binary), then "
+        f"{args.requests} over gRPC; RSS in MB; idle {args.idle:g} s after the load.",
+        "",
+        "| checkout | baseline | end of load | peak | after idle | back within "
+        f"{args.budget_mb:g} MB after | HTTP req/s, server CPU ms/req, faults/req | gRPC "
+        "req/s, CPU ms/req, faults/req |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for label in labels:
         for r in results[label]:
             back = f"{r['back_after_s']:.0f} s" if r["back_after_s"] is not None else "never"
-            lines.append(f"| {label} | {r['baseline']:.0f} | {r['loaded']:.0f} | {r['peak']:.0f} "
-                         f"| {r['idle']:.0f} | {back} | {r['http_rps']:.1f}, {r['http_cpu_ms']:.0f}, "
-                         f"{r['http_faults']:.0f} | {r['grpc_rps']:.1f}, {r['grpc_cpu_ms']:.0f}, "
-                         f"{r['grpc_faults']:.0f} |")
+            lines.append(
+                f"| {label} | {r['baseline']:.0f} | {r['loaded']:.0f} | {r['peak']:.0f} "
+                f"| {r['idle']:.0f} | {back} | {r['http_rps']:.1f}, {r['http_cpu_ms']:.0f}, "
+                f"{r['http_faults']:.0f} | {r['grpc_rps']:.1f}, {r['grpc_cpu_ms']:.0f}, "
+                f"{r['grpc_faults']:.0f} |"
+            )
     if len(labels) > 1:
         lines.append("")
         first, last = results[labels[0]], results[labels[-1]]
-        for phase, what in (("http_rps", "HTTP requests/s"), ("grpc_rps", "gRPC requests/s"),
-                            ("http_cpu_ms", "HTTP server CPU/request"),
-                            ("grpc_cpu_ms", "gRPC server CPU/request")):
-            ratio = (np.median([r[phase] for r in last]) / np.median([r[phase] for r in first]))
+        for phase, what in (
+            ("http_rps", "HTTP requests/s"),
+            ("grpc_rps", "gRPC requests/s"),
+            ("http_cpu_ms", "HTTP server CPU/request"),
+            ("grpc_cpu_ms", "gRPC server CPU/request"),
+        ):
+            ratio = np.median([r[phase] for r in last]) / np.median([r[phase] for r in first])
             lines.append(f"- {what}, {labels[-1]} / {labels[0]}: {ratio:.2f}x")
     last = results[labels[-1]]
     ok = all(r["idle"] <= r["baseline"] + args.budget_mb for r in last)
-    lines.append(f"\nCheck ({labels[-1]}: RSS within {args.budget_mb:g} MB of its baseline after "
-                 f"{args.idle:g} s idle): {'pass' if ok else 'FAIL'}")
+    lines.append(
+        f"\nCheck ({labels[-1]}: RSS within {args.budget_mb:g} MB of its baseline after "
+        f"{args.idle:g} s idle): {'pass' if ok else 'FAIL'}"
+    )
     emit("\n".join(lines) + "\n", args.out)
     return 0 if ok else 1
 

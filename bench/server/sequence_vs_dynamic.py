@@ -28,6 +28,7 @@ the run with a non-zero exit status.
 
 Usage: ``.venv/bin/python -m bench.server.sequence_vs_dynamic [--seconds 3] [--rounds 3]``
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,8 +42,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.common import (ServerProcess, commit, default_out, emit_checked, find_perf_analyzer,
-                          machine)
+from bench.common import (
+    ServerProcess,
+    commit,
+    default_out,
+    emit_checked,
+    find_perf_analyzer,
+    machine,
+)
 
 CONFIGS = {
     "dynamic": "dynamic_batching { }",
@@ -60,10 +67,12 @@ def write_repository(root: Path) -> Path:
     from onnx import TensorProto, helper, save
 
     graph = helper.make_graph(
-        [helper.make_node("Add", ["INPUT", "one"], ["OUTPUT"])], "plus_one",
+        [helper.make_node("Add", ["INPUT", "one"], ["OUTPUT"])],
+        "plus_one",
         [helper.make_tensor_value_info("INPUT", TensorProto.INT32, ["N", 16])],
         [helper.make_tensor_value_info("OUTPUT", TensorProto.INT32, ["N", 16])],
-        [helper.make_tensor("one", TensorProto.INT32, [1], [1])])
+        [helper.make_tensor("one", TensorProto.INT32, [1], [1])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     for name, scheduler in CONFIGS.items():
@@ -95,8 +104,13 @@ def run_core(core, model: str, concurrency: int, seconds: float, length: int) ->
         with lock:
             sequence_id = next(ids)
         for i in range(length):
-            request = InferRequest(model, {"INPUT": data}, sequence_id=sequence_id,
-                                   sequence_start=i == 0, sequence_end=i == length - 1)
+            request = InferRequest(
+                model,
+                {"INPUT": data},
+                sequence_id=sequence_id,
+                sequence_start=i == 0,
+                sequence_end=i == length - 1,
+            )
             t0 = time.perf_counter()
             core.infer_sync(request, timeout=60)
             if record is not None:
@@ -106,10 +120,10 @@ def run_core(core, model: str, concurrency: int, seconds: float, length: int) ->
 
     def worker(index: int) -> None:
         try:
-            one_sequence(None)                     # warm-up
+            one_sequence(None)  # warm-up
             while time.perf_counter() < stop[0]:
                 one_sequence(latencies[index])
-        except BaseException as exc:               # reported, never a hang
+        except BaseException as exc:  # reported, never a hang
             errors.append(exc)
 
     before = core.model_statistics(model)[0]
@@ -129,20 +143,49 @@ def run_core(core, model: str, concurrency: int, seconds: float, length: int) ->
     flat = np.array([x for per in latencies for x in per])
     done = after.success.count - before.success.count
     queue_us = (after.queue.ns - before.queue.ns) / max(1, after.queue.count - before.queue.count)
-    return {"rps": len(flat) / elapsed, "p50": float(np.percentile(flat, 50)),
-            "p99": float(np.percentile(flat, 99)), "cpu_us": cpu / max(1, done) * 1e6,
-            "queue_us": queue_us / 1e3, "n": len(flat)}
+    return {
+        "rps": len(flat) / elapsed,
+        "p50": float(np.percentile(flat, 50)),
+        "p99": float(np.percentile(flat, 99)),
+        "cpu_us": cpu / max(1, done) * 1e6,
+        "queue_us": queue_us / 1e3,
+        "n": len(flat),
+    }
 
 
-def run_perf_analyzer(url: str, model: str, concurrency: int, window_ms: int,
-                      length: int) -> dict:
+def run_perf_analyzer(url: str, model: str, concurrency: int, window_ms: int, length: int) -> dict:
     analyzer, env = find_perf_analyzer()
     result = subprocess.run(
-        [str(analyzer), "-m", model, "-i", "grpc", "-u", url, "--concurrency-range",
-         str(concurrency), "--measurement-interval", str(window_ms), "--max-trials", "3",
-         "--stability-percentage", "100", "-s", "1000000", "--sequence-length", str(length),
-         "--sequence-length-variation", "0", "--input-data", "zero"],
-        capture_output=True, text=True, env=env, timeout=300)
+        [
+            str(analyzer),
+            "-m",
+            model,
+            "-i",
+            "grpc",
+            "-u",
+            url,
+            "--concurrency-range",
+            str(concurrency),
+            "--measurement-interval",
+            str(window_ms),
+            "--max-trials",
+            "3",
+            "--stability-percentage",
+            "100",
+            "-s",
+            "1000000",
+            "--sequence-length",
+            str(length),
+            "--sequence-length-variation",
+            "0",
+            "--input-data",
+            "zero",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"perf_analyzer on {model} failed:\n{result.stdout}{result.stderr}")
     text = result.stdout
@@ -175,11 +218,16 @@ def main() -> int:
     from triton_ros.core.server import InferenceServer, ServerOptions
 
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
-    lines = [f"# Sequence batcher against dynamic batcher ({started} UTC, commit {commit()})",
-             "", f"Machine: {machine()}", "",
-             f"One instance, max_batch_size 8, OUTPUT = INPUT + 1 (INT32 [1, 16]); sequences of "
-             f"{args.length} requests; {args.rounds} rounds, variants alternating; medians, and "
-             f"for ratios to `dynamic` the median (min..max) over the rounds.", ""]
+    lines = [
+        f"# Sequence batcher against dynamic batcher ({started} UTC, commit {commit()})",
+        "",
+        f"Machine: {machine()}",
+        "",
+        f"One instance, max_batch_size 8, OUTPUT = INPUT + 1 (INT32 [1, 16]); sequences of "
+        f"{args.length} requests; {args.rounds} rounds, variants alternating; medians, and "
+        f"for ratios to `dynamic` the median (min..max) over the rounds.",
+        "",
+    ]
     failures: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         repo = write_repository(Path(tmp) / "models")
@@ -191,12 +239,17 @@ def main() -> int:
                 rounds: dict[str, list[dict]] = {name: [] for name in CONFIGS}
                 for _ in range(args.rounds):
                     for name in CONFIGS:
-                        rounds[name].append(run_core(core, name, concurrency, args.seconds,
-                                                     args.length))
-                lines += [f"## In process, concurrency {concurrency}", "",
-                          "| scheduler | requests/s | p50 ms | p99 ms | CPU a request (us) | "
-                          "queue a request (us) | requests/s vs dynamic | vs queued | "
-                          "CPU vs queued |", "|---|---|---|---|---|---|---|---|---|"]
+                        rounds[name].append(
+                            run_core(core, name, concurrency, args.seconds, args.length)
+                        )
+                lines += [
+                    f"## In process, concurrency {concurrency}",
+                    "",
+                    "| scheduler | requests/s | p50 ms | p99 ms | CPU a request (us) | "
+                    "queue a request (us) | requests/s vs dynamic | vs queued | "
+                    "CPU vs queued |",
+                    "|---|---|---|---|---|---|---|---|---|",
+                ]
                 for name in CONFIGS:
                     r = rounds[name]
                     lines.append(
@@ -204,28 +257,35 @@ def main() -> int:
                         f"| {_median(r, 'p99'):.3f} | {_median(r, 'cpu_us'):.0f} | "
                         f"{_median(r, 'queue_us'):.0f} | {_ratio(rounds, name, 'rps', 'dynamic')}"
                         f" | {_ratio(rounds, name, 'rps', 'queued')} | "
-                        f"{_ratio(rounds, name, 'cpu_us', 'queued')} |")
+                        f"{_ratio(rounds, name, 'cpu_us', 'queued')} |"
+                    )
                 lines.append("")
         finally:
             core.stop()
 
-        server = ServerProcess("--model-repository", str(repo),
-                               log=Path(tmp) / "server.log")
+        server = ServerProcess("--model-repository", str(repo), log=Path(tmp) / "server.log")
         try:
             served = [name for name in CONFIGS if name not in IN_PROCESS_ONLY]
             rounds = {name: [] for name in served}
             for _ in range(args.rounds):
                 for name in served:
-                    rounds[name].append(run_perf_analyzer(server.url(), name, 8,
-                                                          args.window_ms, args.length))
+                    rounds[name].append(
+                        run_perf_analyzer(server.url(), name, 8, args.window_ms, args.length)
+                    )
         finally:
             if server.stop() != 0:
                 failures.append("the server did not exit cleanly")
-        lines += ["## gRPC, perf_analyzer, concurrency 8", "",
-                  "| scheduler | requests/s | p50 ms | requests/s vs dynamic |", "|---|---|---|---|"]
+        lines += [
+            "## gRPC, perf_analyzer, concurrency 8",
+            "",
+            "| scheduler | requests/s | p50 ms | requests/s vs dynamic |",
+            "|---|---|---|---|",
+        ]
         for name in served:
-            lines.append(f"| {name} | {_median(rounds[name], 'rps'):.0f} | "
-                         f"{_median(rounds[name], 'p50'):.2f} | {_ratio(rounds, name, 'rps')} |")
+            lines.append(
+                f"| {name} | {_median(rounds[name], 'rps'):.0f} | "
+                f"{_median(rounds[name], 'p50'):.2f} | {_ratio(rounds, name, 'rps')} |"
+            )
     return emit_checked(lines, failures, args.out)
 
 

@@ -13,6 +13,7 @@ Writes a markdown table to ``--out`` (default bench/out/server-served_vs_raw.md)
 machine and the commit, and exits 1 when a target at concurrency 16 is not met. On a 2-core
 machine perf_analyzer shares the cores with the server: compare ratios from the same run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,6 +36,7 @@ PERF_ANALYZER = Path(sys.executable).parent / "perf_analyzer"
 
 def raw_onnxruntime(seconds: float, batch: int = 1) -> float:
     import onnxruntime as ort
+
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(str(MODEL), options, providers=["CPUExecutionProvider"])
@@ -56,16 +58,37 @@ def server_counts(client) -> tuple[int, int]:
 def perf(url: str, concurrency: int, seconds: float) -> dict:
     OUT.mkdir(parents=True, exist_ok=True)
     csv_path = OUT / f"served_vs_raw-perf-{concurrency}.csv"
-    cmd = [str(PERF_ANALYZER), "-m", "detector", "-i", "grpc", "-u", url, "--concurrency-range",
-           str(concurrency), "--measurement-interval", str(int(seconds * 1000)), "--input-data",
-           "zero", "-s", "100", "--max-trials", "3", "-f", str(csv_path)]
+    cmd = [
+        str(PERF_ANALYZER),
+        "-m",
+        "detector",
+        "-i",
+        "grpc",
+        "-u",
+        url,
+        "--concurrency-range",
+        str(concurrency),
+        "--measurement-interval",
+        str(int(seconds * 1000)),
+        "--input-data",
+        "zero",
+        "-s",
+        "100",
+        "--max-trials",
+        "3",
+        "-f",
+        str(csv_path),
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"perf_analyzer failed:\n{out.stdout}\n{out.stderr}")
     row = next(csv.DictReader(io.StringIO(csv_path.read_text())))
     csv_path.unlink()
-    return {"throughput": float(row["Inferences/Second"]),
-            "p50_ms": float(row["p50 latency"]) / 1000, "p99_ms": float(row["p99 latency"]) / 1000}
+    return {
+        "throughput": float(row["Inferences/Second"]),
+        "p50_ms": float(row["p50 latency"]) / 1000,
+        "p99_ms": float(row["p99 latency"]) / 1000,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,9 +105,20 @@ def main(argv: list[str] | None = None) -> int:
     print(f"raw onnxruntime, 1 intra-op thread, batch 1: {raw:.1f} images/s", flush=True)
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "triton_ros.server_main", "--model-repository",
-                               args.repository, "--grpc-port", str(port), "--log-info=false"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.server_main",
+            "--model-repository",
+            args.repository,
+            "--grpc-port",
+            str(port),
+            "--log-info=false",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"127.0.0.1:{port}"
     rows = []
     try:
@@ -107,9 +141,11 @@ def main(argv: list[str] | None = None) -> int:
             result["mean_batch"] = (after[0] - before[0]) / executions if executions else 0.0
             result["concurrency"] = c
             rows.append(result)
-            print(f"c={c}: {result['throughput']:.1f} images/s, p50 {result['p50_ms']:.1f} ms, "
-                  f"p99 {result['p99_ms']:.1f} ms, mean executed batch {result['mean_batch']:.2f}",
-                  flush=True)
+            print(
+                f"c={c}: {result['throughput']:.1f} images/s, p50 {result['p50_ms']:.1f} ms, "
+                f"p99 {result['p99_ms']:.1f} ms, mean executed batch {result['mean_batch']:.2f}",
+                flush=True,
+            )
     finally:
         server.send_signal(signal.SIGINT)
         server.wait(timeout=120)
@@ -131,8 +167,10 @@ def main(argv: list[str] | None = None) -> int:
         "|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
-        lines.append(f"| {r['concurrency']} | {r['throughput']:.1f} | {r['throughput'] / raw:.2f}x | "
-                     f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['mean_batch']:.2f} |")
+        lines.append(
+            f"| {r['concurrency']} | {r['throughput']:.1f} | {r['throughput'] / raw:.2f}x | "
+            f"{r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['mean_batch']:.2f} |"
+        )
     by_c = {r["concurrency"]: r for r in rows}
     met = []
     if 16 in by_c:
@@ -151,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     batches = [r["mean_batch"] for r in rows]
     if len(batches) > 1:
         grows = all(b2 >= b1 for b1, b2 in zip(batches, batches[1:]))
-        lines.append(f"- mean executed batch grows with concurrency: "
-                     f"{' -> '.join(f'{b:.2f}' for b in batches)} ({'met' if grows else 'NOT met'})")
+        lines.append(
+            f"- mean executed batch grows with concurrency: "
+            f"{' -> '.join(f'{b:.2f}' for b in batches)} ({'met' if grows else 'NOT met'})"
+        )
         met.append(grows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines) + "\n")

@@ -16,6 +16,7 @@ Bounded: each perf_analyzer run has at most 3 trials of ``--interval-ms`` and a 
 (16 runs by default: about three minutes). perf_analyzer shares the CPU with the server: compare
 the ratios of one run, not absolute numbers across machines.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,28 +25,66 @@ import subprocess
 import sys
 import time
 
-from bench.common import (OUT, ROOT, ServerProcess, commit, default_out, emit, find_perf_analyzer,
-                          machine)
+from bench.common import (
+    OUT,
+    ROOT,
+    ServerProcess,
+    commit,
+    default_out,
+    emit,
+    find_perf_analyzer,
+    machine,
+)
 
 WAYS = (("request", ()), ("shm", ("--shared-memory", "system")))
 
 
-def run_pa(pa: tuple, model: str, protocol: str, url: str, concurrency: int, interval_ms: int,
-           extra: tuple[str, ...], tag: str) -> dict:
+def run_pa(
+    pa: tuple,
+    model: str,
+    protocol: str,
+    url: str,
+    concurrency: int,
+    interval_ms: int,
+    extra: tuple[str, ...],
+    tag: str,
+) -> dict:
     """One perf_analyzer run: throughput (infer/s), p50 and p99 (us)."""
     binary, env = pa
-    cmd = [str(binary), "-m", model, "-i", protocol, "-u", url, "--concurrency-range",
-           str(concurrency), "--measurement-interval", str(interval_ms), "--max-trials", "3",
-           "-s", "100000", "--input-data", "zero", "--percentile", "99", *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                          timeout=interval_ms / 1000 * 6 + 120)
+    cmd = [
+        str(binary),
+        "-m",
+        model,
+        "-i",
+        protocol,
+        "-u",
+        url,
+        "--concurrency-range",
+        str(concurrency),
+        "--measurement-interval",
+        str(interval_ms),
+        "--max-trials",
+        "3",
+        "-s",
+        "100000",
+        "--input-data",
+        "zero",
+        "--percentile",
+        "99",
+        *extra,
+    ]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=env, timeout=interval_ms / 1000 * 6 + 120
+    )
     (OUT / f"transports-{tag}.txt").write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"perf_analyzer failed for {tag}:\n{proc.stdout}{proc.stderr}")
     text = proc.stdout
-    return {"throughput": float(re.search(r"Throughput: ([\d.]+) infer/sec", text).group(1)),
-            "p50": int(re.search(r"p50 latency: (\d+) usec", text).group(1)),
-            "p99": int(re.search(r"p99 latency: (\d+) usec", text).group(1))}
+    return {
+        "throughput": float(re.search(r"Throughput: ([\d.]+) infer/sec", text).group(1)),
+        "p50": int(re.search(r"p50 latency: (\d+) usec", text).group(1)),
+        "p99": int(re.search(r"p99 latency: (\d+) usec", text).group(1)),
+    }
 
 
 def cell(r: dict) -> str:
@@ -62,8 +101,12 @@ def main() -> int:
     pa = find_perf_analyzer()
     OUT.mkdir(parents=True, exist_ok=True)
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    server = ServerProcess("--model-repository", str(ROOT / "model_repository"),
-                           "--allow-client-shm=true", log=OUT / "transports-server.log")
+    server = ServerProcess(
+        "--model-repository",
+        str(ROOT / "model_repository"),
+        "--allow-client-shm=true",
+        log=OUT / "transports-server.log",
+    )
     results: dict[tuple, dict] = {}
     try:
         for model in args.models:
@@ -72,8 +115,15 @@ def main() -> int:
                     for way, extra in WAYS:
                         tag = f"{model}-c{c}-{protocol}-{way}"
                         r = results[(model, c, protocol, way)] = run_pa(
-                            pa, model, protocol, server.url(protocol), c, args.interval_ms, extra,
-                            tag)
+                            pa,
+                            model,
+                            protocol,
+                            server.url(protocol),
+                            c,
+                            args.interval_ms,
+                            extra,
+                            tag,
+                        )
                         print(f"{tag}: {cell(r)}", flush=True)
     finally:
         server.stop()
@@ -102,7 +152,8 @@ def main() -> int:
                 f"{cell(r['grpc', 'shm'])} | {cell(r['http', 'shm'])} | "
                 f"{r['http', 'request']['throughput'] / r['grpc', 'request']['throughput']:.2f}x | "
                 f"{r['grpc', 'shm']['throughput'] / r['grpc', 'request']['throughput']:.2f}x | "
-                f"{r['http', 'shm']['throughput'] / r['http', 'request']['throughput']:.2f}x |")
+                f"{r['http', 'shm']['throughput'] / r['http', 'request']['throughput']:.2f}x |"
+            )
     return emit("\n".join(lines) + "\n", args.out)
 
 

@@ -30,6 +30,7 @@ at the end within ``--rss-tolerance`` of its RSS after ``--warmup``, health p99 
 hostile inputs, health latency and RSS. ``--results`` writes the report with the machine and
 the commit (bench/out/soak.md by default; ``--results ''`` for none).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,8 +54,15 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from bench.common import (LOAD_AT_START, ROOT, commit, cpu_seconds, default_out, free_port,
-                          machine_lines)
+from bench.common import (
+    LOAD_AT_START,
+    ROOT,
+    commit,
+    cpu_seconds,
+    default_out,
+    free_port,
+    machine_lines,
+)
 
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.SystemRandom().randint(101, 200)))
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
@@ -66,10 +74,12 @@ NS = f"/soak{TOKEN}"
 
 def machine() -> str:
     mem = open("/proc/meminfo").readline().split()[1]
-    return (f"{machine_lines()}\n- memory: {int(mem) // 1024} MiB\n"
-            f"- Python: {platform.python_version()}\n"
-            f"- load average (1, 5, 15 min) at start: {LOAD_AT_START}, at the end: "
-            f"{open('/proc/loadavg').read().split()[:3]} (other programs share this machine)")
+    return (
+        f"{machine_lines()}\n- memory: {int(mem) // 1024} MiB\n"
+        f"- Python: {platform.python_version()}\n"
+        f"- load average (1, 5, 15 min) at start: {LOAD_AT_START}, at the end: "
+        f"{open('/proc/loadavg').read().split()[:3]} (other programs share this machine)"
+    )
 
 
 def tree_rss_bytes(pid: int) -> int:
@@ -96,11 +106,18 @@ def tree_rss_bytes(pid: int) -> int:
 
 def simple_config() -> dict:
     """The bundled ``simple`` model's configuration as the load API's JSON override."""
+
     def tensors(*names):
         return [{"name": n, "data_type": "TYPE_INT32", "dims": [16]} for n in names]
-    return {"name": "simple", "platform": "onnxruntime_onnx", "max_batch_size": 8,
-            "input": tensors("INPUT0", "INPUT1"), "output": tensors("OUTPUT0", "OUTPUT1"),
-            "dynamic_batching": {}}
+
+    return {
+        "name": "simple",
+        "platform": "onnxruntime_onnx",
+        "max_batch_size": 8,
+        "input": tensors("INPUT0", "INPUT1"),
+        "output": tensors("OUTPUT0", "OUTPUT1"),
+        "dynamic_batching": {},
+    }
 
 
 class Stats:
@@ -110,13 +127,13 @@ class Stats:
         self.t0 = t0
         self.lock = threading.Lock()
         self.good = collections.defaultdict(lambda: collections.defaultdict(list))  # min->kind->lat
-        self.lost: collections.Counter = collections.Counter()       # kind -> count
+        self.lost: collections.Counter = collections.Counter()  # kind -> count
         self.lost_samples: list[str] = []
-        self.hostile: collections.Counter = collections.Counter()    # (name, got) -> count
+        self.hostile: collections.Counter = collections.Counter()  # (name, got) -> count
         self.hostile_unexpected: collections.Counter = collections.Counter()
         self.unexpected_samples: list[str] = []
         self.hostile_by_minute: collections.Counter = collections.Counter()
-        self.health = collections.defaultdict(list)                  # minute -> latencies ms
+        self.health = collections.defaultdict(list)  # minute -> latencies ms
         self.health_failures = 0
         self.reloads: list[float] = []
         self.reload_failures: list[str] = []
@@ -150,6 +167,7 @@ class Stats:
 # Good load
 # ------------------------------------------------------------------------------------------
 
+
 def grpc_worker(url: str, stats: Stats, stop: threading.Event, rate: float, seed: int) -> None:
     import tritonclient.grpc as grpcclient
 
@@ -160,14 +178,18 @@ def grpc_worker(url: str, stats: Stats, stop: threading.Event, rate: float, seed
         started = time.monotonic()
         a = rng.integers(-1000, 1000, (1, 16), dtype=np.int32)
         b = rng.integers(-1000, 1000, (1, 16), dtype=np.int32)
-        inputs = [grpcclient.InferInput("INPUT0", [1, 16], "INT32"),
-                  grpcclient.InferInput("INPUT1", [1, 16], "INT32")]
+        inputs = [
+            grpcclient.InferInput("INPUT0", [1, 16], "INT32"),
+            grpcclient.InferInput("INPUT1", [1, 16], "INT32"),
+        ]
         inputs[0].set_data_from_numpy(a)
         inputs[1].set_data_from_numpy(b)
         try:
             result = client.infer("simple", inputs, client_timeout=30)
-            if not (np.array_equal(result.as_numpy("OUTPUT0"), a + b)
-                    and np.array_equal(result.as_numpy("OUTPUT1"), a - b)):
+            if not (
+                np.array_equal(result.as_numpy("OUTPUT0"), a + b)
+                and np.array_equal(result.as_numpy("OUTPUT1"), a - b)
+            ):
                 stats.lose("grpc wrong answer", "outputs differ from a+b, a-b")
             else:
                 stats.ok("grpc", time.monotonic() - started)
@@ -186,17 +208,21 @@ def http_worker(url: str, stats: Stats, stop: threading.Event, rate: float, seed
     binary = False
     while not stop.is_set():
         started = time.monotonic()
-        binary = not binary          # alternate JSON and the binary tensor extension
+        binary = not binary  # alternate JSON and the binary tensor extension
         a = rng.integers(-1000, 1000, (1, 16), dtype=np.int32)
         b = rng.integers(-1000, 1000, (1, 16), dtype=np.int32)
-        inputs = [httpclient.InferInput("INPUT0", [1, 16], "INT32"),
-                  httpclient.InferInput("INPUT1", [1, 16], "INT32")]
+        inputs = [
+            httpclient.InferInput("INPUT0", [1, 16], "INT32"),
+            httpclient.InferInput("INPUT1", [1, 16], "INT32"),
+        ]
         inputs[0].set_data_from_numpy(a, binary_data=binary)
         inputs[1].set_data_from_numpy(b, binary_data=binary)
         try:
             result = client.infer("simple", inputs)
-            if not (np.array_equal(result.as_numpy("OUTPUT0"), a + b)
-                    and np.array_equal(result.as_numpy("OUTPUT1"), a - b)):
+            if not (
+                np.array_equal(result.as_numpy("OUTPUT0"), a + b)
+                and np.array_equal(result.as_numpy("OUTPUT1"), a - b)
+            ):
                 stats.lose("http wrong answer", "outputs differ from a+b, a-b")
             else:
                 stats.ok("http", time.monotonic() - started)
@@ -253,8 +279,10 @@ def reloader(grpc_url: str, stats: Stats, stop: threading.Event, every: float) -
             client.load_model("simple", config=json.dumps(config))
             got = client.get_model_config("simple").config.dynamic_batching
             if got.max_queue_delay_microseconds != delay:
-                raise RuntimeError(f"config after reload has delay "
-                                   f"{got.max_queue_delay_microseconds}, expected {delay}")
+                raise RuntimeError(
+                    f"config after reload has delay "
+                    f"{got.max_queue_delay_microseconds}, expected {delay}"
+                )
             with stats.lock:
                 stats.reloads.append(time.monotonic() - started)
         except Exception as exc:
@@ -266,6 +294,7 @@ def reloader(grpc_url: str, stats: Stats, stop: threading.Event, every: float) -
 # ------------------------------------------------------------------------------------------
 # Hostile inputs
 # ------------------------------------------------------------------------------------------
+
 
 def hostile_cases(grpc_url: str, http_url: str, ros_bad):
     """(name, callable returning the status it got, expected statuses)."""
@@ -331,8 +360,10 @@ def hostile_cases(grpc_url: str, http_url: str, ros_bad):
         return grpc_call("RepositoryModelLoad", req)
 
     def shm_disabled():
-        return grpc_call("SystemSharedMemoryRegister", pb.SystemSharedMemoryRegisterRequest(
-            name="x", key="/x", byte_size=64))
+        return grpc_call(
+            "SystemSharedMemoryRegister",
+            pb.SystemSharedMemoryRegisterRequest(name="x", key="/x", byte_size=64),
+        )
 
     def http_post(path: str, body: bytes, headers: dict | None = None) -> str:
         conn = http.client.HTTPConnection(host, int(port), timeout=30)
@@ -347,13 +378,23 @@ def hostile_cases(grpc_url: str, http_url: str, ros_bad):
             conn.close()
 
     infer_path = "/v2/models/simple/infer"
-    overflow_json = json.dumps({"inputs": [
-        {"name": "INPUT0", "datatype": "INT32", "shape": [0, 2**62, 2**62], "data": []},
-        {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": [0] * 16}]}).encode()
-    classification_json = json.dumps({"inputs": [
-        {"name": n, "datatype": "INT32", "shape": [1, 16], "data": [0] * 16}
-        for n in ("INPUT0", "INPUT1")],
-        "outputs": [{"name": "OUTPUT0", "parameters": {"classification": "2"}}]}).encode()
+    overflow_json = json.dumps(
+        {
+            "inputs": [
+                {"name": "INPUT0", "datatype": "INT32", "shape": [0, 2**62, 2**62], "data": []},
+                {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16], "data": [0] * 16},
+            ]
+        }
+    ).encode()
+    classification_json = json.dumps(
+        {
+            "inputs": [
+                {"name": n, "datatype": "INT32", "shape": [1, 16], "data": [0] * 16}
+                for n in ("INPUT0", "INPUT1")
+            ],
+            "outputs": [{"name": "OUTPUT0", "parameters": {"classification": "2"}}],
+        }
+    ).encode()
     labelled = simple_config()
     labelled["output"][0]["label_filename"] = "/etc/passwd"
 
@@ -364,24 +405,42 @@ def hostile_cases(grpc_url: str, http_url: str, ros_bad):
         ("grpc sequence parameters (ignored)", sequence_params_ignored, ("OK",)),
         ("grpc log_verbose_level 2**32-1", log_level, ("INVALID_ARGUMENT",)),
         ("grpc load unknown name", lambda: load("no_such_model"), ("INTERNAL",)),
-        ("grpc load unparsable override", lambda: load("soak_ghost", config="{bad"),
-         ("INTERNAL",)),
-        ("grpc load 256-char file override",
-         lambda: load("soak_ghost", config="{}", files={"file:" + "A" * 256: b"a"}),
-         ("INTERNAL",)),
-        ("grpc load label_filename /etc/passwd",
-         lambda: load("simple", config=json.dumps(labelled)), ("INVALID_ARGUMENT",)),
+        ("grpc load unparsable override", lambda: load("soak_ghost", config="{bad"), ("INTERNAL",)),
+        (
+            "grpc load 256-char file override",
+            lambda: load("soak_ghost", config="{}", files={"file:" + "A" * 256: b"a"}),
+            ("INTERNAL",),
+        ),
+        (
+            "grpc load label_filename /etc/passwd",
+            lambda: load("simple", config=json.dumps(labelled)),
+            ("INVALID_ARGUMENT",),
+        ),
         ("grpc shared memory while disabled", shm_disabled, ("UNIMPLEMENTED",)),
         ("http broken JSON", lambda: http_post(infer_path, b"{not json"), ("400",)),
-        ("http JSON nested 30000 deep",
-         lambda: http_post(infer_path, b"[" * 30000 + b"]" * 30000), ("400",)),
+        (
+            "http JSON nested 30000 deep",
+            lambda: http_post(infer_path, b"[" * 30000 + b"]" * 30000),
+            ("400",),
+        ),
         ("http overflowing shape", lambda: http_post(infer_path, overflow_json), ("400",)),
-        ("http string classification", lambda: http_post(infer_path, classification_json),
-         ("400",)),
-        ("http 0x2 header size",
-         lambda: http_post(infer_path, b"{}" + bytes(16),
-                           {"Inference-Header-Content-Length": "0x2",
-                            "Content-Type": "application/octet-stream"}), ("400",)),
+        (
+            "http string classification",
+            lambda: http_post(infer_path, classification_json),
+            ("400",),
+        ),
+        (
+            "http 0x2 header size",
+            lambda: http_post(
+                infer_path,
+                b"{}" + bytes(16),
+                {
+                    "Inference-Header-Content-Length": "0x2",
+                    "Content-Type": "application/octet-stream",
+                },
+            ),
+            ("400",),
+        ),
         ("ros frame with a lying step", ros_bad, ("sent",)),
     ]
 
@@ -401,6 +460,7 @@ def hostile_loop(cases, stats: Stats, stop: threading.Event, every: float) -> No
 # ------------------------------------------------------------------------------------------
 # ROS
 # ------------------------------------------------------------------------------------------
+
 
 class RosSide:
     """The probe node: synthetic cameras, the detections, the node's ~/status."""
@@ -427,16 +487,22 @@ class RosSide:
         self.results = 0
         self.specs = [parse_camera(f"robot{i}/cam:320x240:rgb8") for i in range(cameras)]
         self.scenes = [SyntheticScene(s, seed=i) for i, s in enumerate(self.specs)]
-        self.pubs = [self.node.create_publisher(Image, f"{NS}/robot{i}/cam/image_raw",
-                                                qos_profile_sensor_data)
-                     for i in range(cameras)]
-        self.bad_pub = self.node.create_publisher(Image, f"{NS}/bad/cam/image_raw",
-                                                  qos_profile_sensor_data)
+        self.pubs = [
+            self.node.create_publisher(
+                Image, f"{NS}/robot{i}/cam/image_raw", qos_profile_sensor_data
+            )
+            for i in range(cameras)
+        ]
+        self.bad_pub = self.node.create_publisher(
+            Image, f"{NS}/bad/cam/image_raw", qos_profile_sensor_data
+        )
         for i in range(cameras):
-            self.node.create_subscription(DETECTIONS_TYPE, f"{NS}/robot{i}/cam/detections",
-                                          self._on_result, 100)
-        self.node.create_subscription(InferenceStatus, f"/{node_name}/status",
-                                      lambda m: setattr(self, "status", m), 10)
+            self.node.create_subscription(
+                DETECTIONS_TYPE, f"{NS}/robot{i}/cam/detections", self._on_result, 100
+            )
+        self.node.create_subscription(
+            InferenceStatus, f"/{node_name}/status", lambda m: setattr(self, "status", m), 10
+        )
         self.fps = fps
         self.sent = 0
         self.bad_sent = 0
@@ -471,7 +537,9 @@ class RosSide:
                 self.sent += 1
 
     def send_bad(self) -> str:
-        msg = self.image(np.zeros((24, 32, 3), np.uint8), "bad", self.node.get_clock().now().to_msg())
+        msg = self.image(
+            np.zeros((24, 32, 3), np.uint8), "bad", self.node.get_clock().now().to_msg()
+        )
         msg.step = 2**32 - 1
         self.bad_pub.publish(msg)
         self.bad_sent += 1
@@ -492,6 +560,7 @@ class RosSide:
 # The run
 # ------------------------------------------------------------------------------------------
 
+
 def percentile(values, q: float) -> float:
     return float(np.percentile(values, q)) if len(values) else float("nan")
 
@@ -499,10 +568,14 @@ def percentile(values, q: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", type=float, default=600.0, help="seconds of load (default 600)")
-    p.add_argument("--warmup", type=float, default=60.0,
-                   help="seconds of load before the starting RSS is taken (default 60: the "
-                        "allocators of Python and onnxruntime settle in the first minute; every "
-                        "5 s sample is in the per-minute table)")
+    p.add_argument(
+        "--warmup",
+        type=float,
+        default=60.0,
+        help="seconds of load before the starting RSS is taken (default 60: the "
+        "allocators of Python and onnxruntime settle in the first minute; every "
+        "5 s sample is in the per-minute table)",
+    )
     p.add_argument("--reload-every", type=float, default=30.0)
     p.add_argument("--grpc-workers", type=int, default=2)
     p.add_argument("--http-workers", type=int, default=2)
@@ -512,8 +585,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hostile-every", type=float, default=0.1)
     p.add_argument("--rss-tolerance", type=float, default=0.10)
     p.add_argument("--health-p99-ms", type=float, default=50.0)
-    p.add_argument("--results", default=default_out("soak"),
-                   help="report file ('' for none)")
+    p.add_argument("--results", default=default_out("soak"), help="report file ('' for none)")
     args = p.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="triton_ros_soak_"))
@@ -523,21 +595,45 @@ def main(argv: list[str] | None = None) -> int:
     grpc_port, http_port = free_port(), free_port()
     node_name = f"soak_node_{TOKEN}"
     topics = [f"{NS}/robot{i}/cam/image_raw" for i in range(args.cameras)]
-    params = {"/**": {"ros__parameters": {
-        "model_repository": str(repo), "model_control_mode": "explicit",
-        "startup_models": ["simple", "detector"], "diagnostics_period_s": 1.0,
-        "grpc": {"port": grpc_port}, "http": {"port": http_port}, "metrics": {"port": 0},
-        "bindings": ["cams"],
-        "cams": {"model": "detector", "topics": [*topics, f"{NS}/bad/cam/image_raw"],
-                 "score_threshold": 0.25, "max_age_ms": 5000}}}}
+    params = {
+        "/**": {
+            "ros__parameters": {
+                "model_repository": str(repo),
+                "model_control_mode": "explicit",
+                "startup_models": ["simple", "detector"],
+                "diagnostics_period_s": 1.0,
+                "grpc": {"port": grpc_port},
+                "http": {"port": http_port},
+                "metrics": {"port": 0},
+                "bindings": ["cams"],
+                "cams": {
+                    "model": "detector",
+                    "topics": [*topics, f"{NS}/bad/cam/image_raw"],
+                    "score_threshold": 0.25,
+                    "max_age_ms": 5000,
+                },
+            }
+        }
+    }
     (tmp / "params.yaml").write_text(yaml.safe_dump(params))
     log_path = tmp / "node.log"
     log = open(log_path, "w")
-    node = subprocess.Popen([sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
-                             "--params-file", str(tmp / "params.yaml"),
-                             "-r", f"__node:={node_name}"],
-                            stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                            env={**os.environ, "TMPDIR": str(tmp)})
+    node = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.inference_node",
+            "--ros-args",
+            "--params-file",
+            str(tmp / "params.yaml"),
+            "-r",
+            f"__node:={node_name}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
     grpc_url, http_url = f"127.0.0.1:{grpc_port}", f"127.0.0.1:{http_port}"
     failures: list[str] = []
     stop = threading.Event()
@@ -549,6 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     node_cpu = float("nan")
     try:
         import tritonclient.grpc as grpcclient
+
         client = grpcclient.InferenceServerClient(grpc_url)
         deadline = time.monotonic() + 180
         while True:
@@ -573,8 +670,13 @@ def main(argv: list[str] | None = None) -> int:
             start(http_worker, http_url, stats, stop, args.rate, 100 + i)
         start(health_prober, grpc_url, http_url, stats, stop)
         start(reloader, grpc_url, stats, stop, args.reload_every)
-        start(hostile_loop, hostile_cases(grpc_url, http_url, ros.send_bad), stats, stop,
-              args.hostile_every)
+        start(
+            hostile_loop,
+            hostile_cases(grpc_url, http_url, ros.send_bad),
+            stats,
+            stop,
+            args.hostile_every,
+        )
         start(ros.run_cameras, stop)
         for t in threads:
             t.start()
@@ -600,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
             t.join(timeout=60)
             if t.is_alive():
                 failures.append(f"load thread {t.name} did not stop")
-        time.sleep(2.5)   # a last ~/status with every frame counted
+        time.sleep(2.5)  # a last ~/status with every frame counted
         binding = ros.binding()
     except Exception as exc:
         failures.append(f"soak aborted: {exc}")
@@ -630,25 +732,30 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"'{bad}' in the node's log ({log_path})")
     lost_total = sum(stats.lost.values())
     if lost_total:
-        failures.append(f"{lost_total} good gRPC/HTTP requests lost: {dict(stats.lost)}; "
-                        f"{stats.lost_samples[:5]}")
+        failures.append(
+            f"{lost_total} good gRPC/HTTP requests lost: {dict(stats.lost)}; "
+            f"{stats.lost_samples[:5]}"
+        )
     if binding is None:
         failures.append("no ~/status of the binding from the node")
     elif binding.failed:
         failures.append(f"{binding.failed} good frames failed in the node")
     if stats.hostile_unexpected:
-        failures.append(f"hostile inputs with an unexpected status: "
-                        f"{dict(stats.hostile_unexpected)}; {stats.unexpected_samples[:5]}")
+        failures.append(
+            f"hostile inputs with an unexpected status: "
+            f"{dict(stats.hostile_unexpected)}; {stats.unexpected_samples[:5]}"
+        )
     if stats.reload_failures:
-        failures.append(f"{len(stats.reload_failures)} reloads failed: "
-                        f"{stats.reload_failures[:3]}")
+        failures.append(f"{len(stats.reload_failures)} reloads failed: {stats.reload_failures[:3]}")
     expected_reloads = int(args.duration // args.reload_every) - 1
     if len(stats.reloads) < max(1, expected_reloads):
-        failures.append(f"only {len(stats.reloads)} reloads done, expected at least "
-                        f"{max(1, expected_reloads)}")
+        failures.append(
+            f"only {len(stats.reloads)} reloads done, expected at least {max(1, expected_reloads)}"
+        )
     # Minutes of the run only (a request finishing after the end does not open a new minute).
-    minutes = [m for m in sorted(set(stats.good) | set(stats.frames_by_minute))
-               if m * 60 < args.duration]
+    minutes = [
+        m for m in sorted(set(stats.good) | set(stats.frames_by_minute)) if m * 60 < args.duration
+    ]
     full_minutes = [m for m in minutes if (m + 1) * 60 <= args.duration] or minutes[:1]
     for m in full_minutes:
         for kind in ("grpc", "http"):
@@ -669,47 +776,81 @@ def main(argv: list[str] | None = None) -> int:
         failures.append(f"health p99 {health_p99:.1f} ms > {args.health_p99_ms} ms")
 
     # ---------------------------------------------------------------- report
-    lines = [f"# Soak: {args.duration:.0f} s of mixed load with hostile inputs on one "
-             f"inference_node", "",
-             f"Command: `.venv/bin/python -m bench.soak.soak --duration {args.duration:g} "
-             f"--reload-every {args.reload_every:g}` "
-             f"({args.grpc_workers} gRPC + {args.http_workers} HTTP workers at {args.rate:g} "
-             f"req/s each, {args.cameras} cameras at {args.fps:g} fps 320x240 rgb8, one hostile "
-             f"input every {args.hostile_every:g} s, `simple` reloaded every "
-             f"{args.reload_every:g} s). Date: "
-             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}.",
-             "", "## Machine", "", machine(), "",
-             f"## Verdict: {'PASS' if not failures else 'FAIL'}", ""]
+    lines = [
+        f"# Soak: {args.duration:.0f} s of mixed load with hostile inputs on one inference_node",
+        "",
+        f"Command: `.venv/bin/python -m bench.soak.soak --duration {args.duration:g} "
+        f"--reload-every {args.reload_every:g}` "
+        f"({args.grpc_workers} gRPC + {args.http_workers} HTTP workers at {args.rate:g} "
+        f"req/s each, {args.cameras} cameras at {args.fps:g} fps 320x240 rgb8, one hostile "
+        f"input every {args.hostile_every:g} s, `simple` reloaded every "
+        f"{args.reload_every:g} s). Date: "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}.",
+        "",
+        "## Machine",
+        "",
+        machine(),
+        "",
+        f"## Verdict: {'PASS' if not failures else 'FAIL'}",
+        "",
+    ]
     lines += [f"- FAILED: {f}" for f in failures] or ["- every target met"]
-    lines += ["", "## Totals", "",
-              f"- RSS of the node (with children): {rss_start / 2**20:.1f} MiB after the "
-              f"{args.warmup:g} s warm-up, {rss_end / 2**20:.1f} MiB at the end "
-              f"({rss_growth:+.1%}); max {max((r for _, r in stats.rss), default=0) / 2**20:.1f} MiB",
-              f"- good requests answered correctly: gRPC "
-              f"{sum(len(stats.good[m]['grpc']) for m in stats.good)}, HTTP "
-              f"{sum(len(stats.good[m]['http']) for m in stats.good)}; lost: {lost_total}"
-              + (f" {dict(stats.lost)}" if lost_total else ""),
-              f"- ROS: {ros.sent if ros else 0} good frames sent, {ros.results if ros else 0} "
-              f"detections received; the node's binding counters: "
-              + (", ".join(f"{k} {getattr(binding, k)}" for k in (
-                  "received", "published", "dropped_stale", "dropped_superseded",
-                  "dropped_malformed", "dropped_unavailable", "failed")) if binding else "none")
-              + f"; {ros.bad_sent if ros else 0} malformed frames sent",
-              f"- the node's CPU use: {node_cpu:.2f} cores on average (of {os.cpu_count()})",
-              f"- reloads of `simple`: {len(stats.reloads)} ok "
-              f"(mean {np.mean(stats.reloads) if stats.reloads else float('nan'):.2f} s), "
-              f"{len(stats.reload_failures)} failed",
-              f"- health (gRPC ServerLive + HTTP /v2/health/live every 0.5 s): p50 "
-              f"{percentile(health_all, 50):.1f} ms, p99 {health_p99:.1f} ms, max "
-              f"{max(health_all, default=float('nan')):.1f} ms, {stats.health_failures} failed",
-              "", "## Hostile inputs (errors by kind)", "",
-              "| input | status | count | expected |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "## Totals",
+        "",
+        f"- RSS of the node (with children): {rss_start / 2**20:.1f} MiB after the "
+        f"{args.warmup:g} s warm-up, {rss_end / 2**20:.1f} MiB at the end "
+        f"({rss_growth:+.1%}); max {max((r for _, r in stats.rss), default=0) / 2**20:.1f} MiB",
+        f"- good requests answered correctly: gRPC "
+        f"{sum(len(stats.good[m]['grpc']) for m in stats.good)}, HTTP "
+        f"{sum(len(stats.good[m]['http']) for m in stats.good)}; lost: {lost_total}"
+        + (f" {dict(stats.lost)}" if lost_total else ""),
+        f"- ROS: {ros.sent if ros else 0} good frames sent, {ros.results if ros else 0} "
+        f"detections received; the node's binding counters: "
+        + (
+            ", ".join(
+                f"{k} {getattr(binding, k)}"
+                for k in (
+                    "received",
+                    "published",
+                    "dropped_stale",
+                    "dropped_superseded",
+                    "dropped_malformed",
+                    "dropped_unavailable",
+                    "failed",
+                )
+            )
+            if binding
+            else "none"
+        )
+        + f"; {ros.bad_sent if ros else 0} malformed frames sent",
+        f"- the node's CPU use: {node_cpu:.2f} cores on average (of {os.cpu_count()})",
+        f"- reloads of `simple`: {len(stats.reloads)} ok "
+        f"(mean {np.mean(stats.reloads) if stats.reloads else float('nan'):.2f} s), "
+        f"{len(stats.reload_failures)} failed",
+        f"- health (gRPC ServerLive + HTTP /v2/health/live every 0.5 s): p50 "
+        f"{percentile(health_all, 50):.1f} ms, p99 {health_p99:.1f} ms, max "
+        f"{max(health_all, default=float('nan')):.1f} ms, {stats.health_failures} failed",
+        "",
+        "## Hostile inputs (errors by kind)",
+        "",
+        "| input | status | count | expected |",
+        "|---|---|---|---|",
+    ]
     for (name, got), count in sorted(stats.hostile.items()):
-        lines.append(f"| {name} | {got} | {count} | "
-                     f"{'no' if (name, got) in stats.hostile_unexpected else 'yes'} |")
-    lines += ["", "## Per minute", "",
-              "| minute | gRPC ok | gRPC p99 ms | HTTP ok | HTTP p99 ms | detections | hostile "
-              "| health max ms | RSS MiB (last sample) |", "|---|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {name} | {got} | {count} | "
+            f"{'no' if (name, got) in stats.hostile_unexpected else 'yes'} |"
+        )
+    lines += [
+        "",
+        "## Per minute",
+        "",
+        "| minute | gRPC ok | gRPC p99 ms | HTTP ok | HTTP p99 ms | detections | hostile "
+        "| health max ms | RSS MiB (last sample) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for m in minutes:
         rss_m = [r for t, r in stats.rss if int(t // 60) == m]
         lines.append(
@@ -717,7 +858,8 @@ def main(argv: list[str] | None = None) -> int:
             f"| {len(stats.good[m]['http'])} | {percentile(stats.good[m]['http'], 99):.1f} "
             f"| {stats.frames_by_minute[m]} | {stats.hostile_by_minute[m]} "
             f"| {max(stats.health.get(m, []), default=float('nan')):.1f} "
-            f"| {rss_m[-1] / 2**20 if rss_m else float('nan'):.1f} |")
+            f"| {rss_m[-1] / 2**20 if rss_m else float('nan'):.1f} |"
+        )
     report = "\n".join(lines) + "\n"
     print(report)
     if args.results:

@@ -7,6 +7,7 @@ then a missing GPU fails the checks instead of skipping them, so a device run ca
 without one. On a machine with a GPU, whatever a check needs beyond it (a CUDA binding, NVML,
 PyTorch) must be installed: its absence fails that check with its reason.
 """
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ checks that ``triton_ros.core.gpu.supported_gpus()`` sees the devices, and print
 copy bandwidth. ``TRITON_ROS_GPU_DEVICES`` (comma-separated, default ``0``) and
 ``TRITON_ROS_GPU_INSTANCES`` (streams per device, default 2) choose what runs.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,7 +66,7 @@ def instance_round_trips(check: Checks, device: int, instance: int) -> None:
             tensors = {
                 "images": rng.random((batch, 3, 256, 256), dtype=np.float32),
                 "scores": rng.random((batch, 256, 8)).astype(np.float16),
-                "ids": rng.integers(-2**31, 2**31 - 1, (batch, 100), dtype=np.int32),
+                "ids": rng.integers(-(2**31), 2**31 - 1, (batch, 100), dtype=np.int32),
                 "mask": rng.integers(0, 2, (batch, 64), dtype=np.uint8).astype(bool),
                 "empty": np.zeros((batch, 0), np.float32),
             }
@@ -78,12 +79,21 @@ def instance_round_trips(check: Checks, device: int, instance: int) -> None:
             for key in tensors:
                 stream.copy_to_host(back[key], buffers[key])
             stream.synchronize()
-            bad = [k for k in tensors if not np.array_equal(tensors[k].view(np.uint8),
-                                                            back[k].view(np.uint8))]
-            check(f"{name} round trip batch {batch}", not bad,
-                  f"mismatch in {bad}" if bad else f"{sum(a.nbytes for a in tensors.values())} B")
-        check(f"{name} buffers grow with the batch", grown >= len(tensors),
-              f"{grown} allocations for {len(BATCHES)} batches")
+            bad = [
+                k
+                for k in tensors
+                if not np.array_equal(tensors[k].view(np.uint8), back[k].view(np.uint8))
+            ]
+            check(
+                f"{name} round trip batch {batch}",
+                not bad,
+                f"mismatch in {bad}" if bad else f"{sum(a.nbytes for a in tensors.values())} B",
+            )
+        check(
+            f"{name} buffers grow with the batch",
+            grown >= len(tensors),
+            f"{grown} allocations for {len(BATCHES)} batches",
+        )
     except Exception as exc:
         check(f"{name} round trips", False, repr(exc))
     finally:
@@ -95,7 +105,7 @@ def instance_round_trips(check: Checks, device: int, instance: int) -> None:
 
 
 def test_a_cuda_binding_sees_the_devices(gpu):
-    api = cuda_api()                 # raises with what to install when there is no binding
+    api = cuda_api()  # raises with what to install when there is no binding
     print(f"CUDA binding: {api.name}", flush=True)
     seen = core_gpu.supported_gpus()
     assert all(d in seen for d in DEVICES), f"supported {sorted(seen)}, asked {DEVICES}"
@@ -103,8 +113,11 @@ def test_a_cuda_binding_sees_the_devices(gpu):
 
 def test_each_instance_round_trips_tensors_on_its_own_stream(gpu):
     check = Checks()
-    threads = [threading.Thread(target=instance_round_trips, args=(check, d, i))
-               for d in DEVICES for i in range(INSTANCES)]
+    threads = [
+        threading.Thread(target=instance_round_trips, args=(check, d, i))
+        for d in DEVICES
+        for i in range(INSTANCES)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -125,13 +138,16 @@ def test_pageable_copy_bandwidth(gpu, device):
         stream.copy_to_device(buffer, host)
         stream.synchronize()
         t1 = time.perf_counter()
-        host[:] = 0                  # so that the copy back must bring the ones back
+        host[:] = 0  # so that the copy back must bring the ones back
         t2 = time.perf_counter()
         stream.copy_to_host(host, buffer)
         stream.synchronize()
         t3 = time.perf_counter()
     finally:
         stream.close()
-    print(f"gpu{device} pageable copy bandwidth: H2D {megabytes / 1024 / (t1 - t0):.1f} GiB/s, "
-          f"D2H {megabytes / 1024 / (t3 - t2):.1f} GiB/s", flush=True)
+    print(
+        f"gpu{device} pageable copy bandwidth: H2D {megabytes / 1024 / (t1 - t0):.1f} GiB/s, "
+        f"D2H {megabytes / 1024 / (t3 - t2):.1f} GiB/s",
+        flush=True,
+    )
     assert np.all(host == 1), "the round trip through the device changed the bytes"

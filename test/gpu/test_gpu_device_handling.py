@@ -10,6 +10,7 @@ With the in-process core (no network frontends) on a temporary repository it che
   load with the clear "no CUDAExecutionProvider" reason, while the other models keep serving;
 - a Python model with KIND_GPU gets Triton's ``model_instance_kind`` "GPU" and its device id.
 """
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,7 @@ output [ { name: "OUTPUT0" data_type: TYPE_FP32 dims: [ 4 ] },
          { name: "OUTPUT1" data_type: TYPE_FP32 dims: [ 4 ] } ]
 """
 
-PY_MODEL = '''
+PY_MODEL = """
 import json
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -50,7 +51,7 @@ class TritonPythonModel:
             where = np.array([[self.where.encode()]] * x.shape[0], dtype=np.object_)
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("WHERE", where)]))
         return out
-'''
+"""
 
 
 def has_cuda_provider() -> bool:
@@ -63,18 +64,24 @@ def has_cuda_provider() -> bool:
 @pytest.fixture(scope="module")
 def server(gpu, tmp_path_factory):
     repo = tmp_path_factory.mktemp("gpu_models")
-    write_model(repo, "auto_kind", add_sub_graph(),
-                f'name: "auto_kind"\nbackend: "onnxruntime"\n{IO}')
-    write_model(repo, "gpu_kind", add_sub_graph(),
-                f'name: "gpu_kind"\nbackend: "onnxruntime"\n{IO}'
-                'instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n')
+    write_model(
+        repo, "auto_kind", add_sub_graph(), f'name: "auto_kind"\nbackend: "onnxruntime"\n{IO}'
+    )
+    write_model(
+        repo,
+        "gpu_kind",
+        add_sub_graph(),
+        f'name: "gpu_kind"\nbackend: "onnxruntime"\n{IO}'
+        "instance_group [ { kind: KIND_GPU count: 1 gpus: [ 0 ] } ]\n",
+    )
     (repo / "py_gpu" / "1").mkdir(parents=True)
     (repo / "py_gpu" / "1" / "model.py").write_text(PY_MODEL)
     (repo / "py_gpu" / "config.pbtxt").write_text(
         'name: "py_gpu"\nbackend: "python"\nmax_batch_size: 4\n'
         'input [ { name: "INPUT0" data_type: TYPE_FP32 dims: [ 1 ] } ]\n'
         'output [ { name: "WHERE" data_type: TYPE_STRING dims: [ 1 ] } ]\n'
-        'instance_group [ { kind: KIND_GPU count: 1 } ]\n')
+        "instance_group [ { kind: KIND_GPU count: 1 } ]\n"
+    )
     core = InferenceServer(ServerOptions(model_repositories=(str(repo),)))
     core.start()
     yield core
@@ -109,7 +116,8 @@ def test_kind_gpu_onnx_model_serves_or_fails_with_a_clear_reason(server):
 
 def test_python_model_with_kind_gpu_gets_its_kind_and_device(server):
     assert server.model_ready("py_gpu"), str(index_entry(server, "py_gpu"))
-    out = server.infer_sync(InferRequest("py_gpu", {"INPUT0": np.zeros((1, 1), np.float32)}),
-                            timeout=60)
+    out = server.infer_sync(
+        InferRequest("py_gpu", {"INPUT0": np.zeros((1, 1), np.float32)}), timeout=60
+    )
     where = json.loads(out.outputs["WHERE"][0, 0].decode())
     assert where == {"kind": "GPU", "device": "0"}

@@ -9,6 +9,7 @@ products the energy counter is positive, the memory used grows and the utilizati
 fraction; ``CUDA_VISIBLE_DEVICES`` filters the GPUs as Triton does: empty lists none, an index or
 the GPU's UUID lists that GPU, an index that does not exist lists none.
 """
+
 from __future__ import annotations
 
 import subprocess
@@ -21,8 +22,14 @@ from triton_ros.core import metrics as core_metrics
 
 pytestmark = pytest.mark.unit
 
-FAMILIES = ["nv_gpu_utilization", "nv_gpu_memory_total_bytes", "nv_gpu_memory_used_bytes",
-            "nv_gpu_power_usage", "nv_gpu_power_limit", "nv_energy_consumption"]
+FAMILIES = [
+    "nv_gpu_utilization",
+    "nv_gpu_memory_total_bytes",
+    "nv_gpu_memory_used_bytes",
+    "nv_gpu_power_usage",
+    "nv_gpu_power_limit",
+    "nv_energy_consumption",
+]
 
 
 class _Repository:
@@ -32,6 +39,7 @@ class _Repository:
 
 class _Core:
     """What the metrics collector reads of a server: no models, no response cache."""
+
     repository = _Repository()
     response_cache = None
 
@@ -84,7 +92,10 @@ def test_cuda_visible_devices_filters_the_gpus(gpu, monkeypatch):
     listed = {}
     for name, visible in (("none", ""), ("zero", "0"), ("uuid", uuid), ("bad", "7")):
         families = scrape(monkeypatch, visible)[1]
-        listed[name] = (len(families["nv_gpu_memory_total_bytes"].samples)
-                        if "nv_gpu_memory_total_bytes" in families else 0)
+        listed[name] = (
+            len(families["nv_gpu_memory_total_bytes"].samples)
+            if "nv_gpu_memory_total_bytes" in families
+            else 0
+        )
     print("visible-device filtering", listed, flush=True)
     assert listed == {"none": 0, "zero": 1, "uuid": 1, "bad": 0}

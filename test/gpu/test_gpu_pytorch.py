@@ -11,6 +11,7 @@ models (test/torch_models.py) it checks that:
 - concurrent requests are batched on the GPU instances, each request getting its own rows;
 - a KIND_GPU instance naming a GPU that does not exist fails to load with its reason.
 """
+
 from __future__ import annotations
 
 import threading
@@ -28,9 +29,9 @@ SHAPES = ((1, 64, 64), (4, 37, 21), (8, 128, 96))
 def torch_cuda(gpu):
     torch = pytest.importorskip("torch")
     assert torch.cuda.is_available(), (
-        f"torch {torch.__version__} sees no CUDA device (a CPU build of torch?)")
-    print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
-          f"{torch.cuda.get_device_name(0)}")
+        f"torch {torch.__version__} sees no CUDA device (a CPU build of torch?)"
+    )
+    print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}")
     return torch
 
 
@@ -42,16 +43,33 @@ def served(torch_cuda, tmp_path_factory):
 
     module = Detector().eval()
     repo = Path(tmp_path_factory.mktemp("torch_gpu"))
-    write(repo, "ts_gpu", module, detector_config(
-        "ts_gpu", instances="count: 2 kind: KIND_GPU gpus: [ 0 ]"))
+    write(
+        repo,
+        "ts_gpu",
+        module,
+        detector_config("ts_gpu", instances="count: 2 kind: KIND_GPU gpus: [ 0 ]"),
+    )
     write(repo, "ts_auto", module, detector_config("ts_auto", instances=""))
-    write(repo, "ts_clean", module, detector_config(
-        "ts_clean", instances="count: 1 kind: KIND_GPU", extra=(
-            'parameters { key: "ENABLE_CACHE_CLEANING" value: { string_value: "true" } }\n'
-            'parameters { key: "DISABLE_CUDNN" value: { string_value: "true" } }\n')))
+    write(
+        repo,
+        "ts_clean",
+        module,
+        detector_config(
+            "ts_clean",
+            instances="count: 1 kind: KIND_GPU",
+            extra=(
+                'parameters { key: "ENABLE_CACHE_CLEANING" value: { string_value: "true" } }\n'
+                'parameters { key: "DISABLE_CUDNN" value: { string_value: "true" } }\n'
+            ),
+        ),
+    )
     count = torch_cuda.cuda.device_count()
-    write(repo, "ts_missing_gpu", module, detector_config(
-        "ts_missing_gpu", instances=f"count: 1 kind: KIND_GPU gpus: [ {count} ]"))
+    write(
+        repo,
+        "ts_missing_gpu",
+        module,
+        detector_config("ts_missing_gpu", instances=f"count: 1 kind: KIND_GPU gpus: [ {count} ]"),
+    )
     server = InferenceServer(ServerOptions((str(repo),), model_control_mode="explicit"))
     server.start()
     try:
@@ -115,7 +133,7 @@ def test_concurrent_requests_on_two_gpu_instances_get_their_own_rows(torch_cuda,
     def send(i: int) -> None:
         try:
             results[i] = server.infer_sync(sent[i][2], timeout=120)
-        except Exception as exc:       # kept and reported below
+        except Exception as exc:  # kept and reported below
             results[i] = exc
 
     threads = [threading.Thread(target=send, args=(i,)) for i in range(len(sent))]
@@ -123,6 +141,10 @@ def test_concurrent_requests_on_two_gpu_instances_get_their_own_rows(torch_cuda,
         t.start()
     for t in threads:
         t.join()
-    bad = [i for i, r in enumerate(results) if isinstance(r, Exception)
-           or _problems(torch_cuda, module, eager_gpu, sent[i][0], sent[i][1], r)]
+    bad = [
+        i
+        for i, r in enumerate(results)
+        if isinstance(r, Exception)
+        or _problems(torch_cuda, module, eager_gpu, sent[i][0], sent[i][1], r)
+    ]
     assert not bad, f"wrong answers for requests {bad[:5]}: {[results[i] for i in bad[:3]]}"

@@ -13,6 +13,7 @@ seconds, so that subscribers have found the topics) is corrupt instead, and has 
 ground truth: a truncated or garbled image, an empty one, an unsupported format. At the end it
 prints one JSON line: frames sent and corrupt frames sent per image topic.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,14 +30,26 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE, uint8_array  # noqa: E402
 from triton_ros.ros.ros_process import init_ros, strip_ros_args  # noqa: E402
-from triton_ros.ros.tools.synthetic_cameras import (SyntheticScene, ground_truth_message,  # noqa: E402
-                                                    ground_truth_topic, parse_camera)
+from triton_ros.ros.tools.synthetic_cameras import (
+    SyntheticScene,
+    ground_truth_message,  # noqa: E402
+    ground_truth_topic,
+    parse_camera,
+)
 
 # What a corrupt frame is, in turn: (format, data made from a good encoding of the frame)
 CORRUPTIONS = (
-    ("truncated", lambda fmt, data: (fmt, data[:len(data) // 2])),
-    ("garbled", lambda fmt, data: (fmt, data[:64] + bytes(
-        np.random.default_rng(len(data)).integers(0, 256, len(data) - 64, dtype=np.uint8)))),
+    ("truncated", lambda fmt, data: (fmt, data[: len(data) // 2])),
+    (
+        "garbled",
+        lambda fmt, data: (
+            fmt,
+            data[:64]
+            + bytes(
+                np.random.default_rng(len(data)).integers(0, 256, len(data) - 64, dtype=np.uint8)
+            ),
+        ),
+    ),
     ("empty", lambda fmt, data: (fmt, b"")),
     ("unsupported", lambda fmt, data: ("rgb8; tiff compressed ", data)),
     ("not an image", lambda fmt, data: (fmt, b"<html>not an image</html>" * 20)),
@@ -61,8 +74,12 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=5.0)
     parser.add_argument("--seconds", type=float, default=0.0)
     parser.add_argument("--corrupt-every", type=int, default=0)
-    parser.add_argument("--corrupt-after", type=float, default=0.0,
-                        help="seconds of good frames first (subscribers find the topics)")
+    parser.add_argument(
+        "--corrupt-after",
+        type=float,
+        default=0.0,
+        help="seconds of good frames first (subscribers find the topics)",
+    )
     parser.add_argument("--prefix", default="")
     args = parser.parse_args(strip_ros_args(argv)[1:])
     stop = init_ros(argv)
@@ -71,13 +88,21 @@ def main() -> int:
     for i, text in enumerate(args.camera):
         name, size, codec, *topic = text.split(":")
         spec = parse_camera(f"{name}:{size}:rgb8")
-        image_topic = (f"{args.prefix}{topic[0]}" if topic
-                       else spec.topic(args.prefix) + "/compressed")
-        cameras.append((spec, codec, image_topic, SyntheticScene(spec, seed=100 + i),
-                        node.create_publisher(CompressedImage, image_topic,
-                                              qos_profile_sensor_data),
-                        node.create_publisher(DETECTIONS_TYPE,
-                                              ground_truth_topic(spec.topic(args.prefix)), 100)))
+        image_topic = (
+            f"{args.prefix}{topic[0]}" if topic else spec.topic(args.prefix) + "/compressed"
+        )
+        cameras.append(
+            (
+                spec,
+                codec,
+                image_topic,
+                SyntheticScene(spec, seed=100 + i),
+                node.create_publisher(CompressedImage, image_topic, qos_profile_sensor_data),
+                node.create_publisher(
+                    DETECTIONS_TYPE, ground_truth_topic(spec.topic(args.prefix)), 100
+                ),
+            )
+        )
     sent = {c[2]: 0 for c in cameras}
     corrupt = {c[2]: 0 for c in cameras}
     t0 = next_tick = time.monotonic()
@@ -91,8 +116,11 @@ def main() -> int:
                 msg.header.frame_id = spec.frame_id
                 fmt, data = codec, encode(pixels, codec)
                 sent[topic] += 1
-                if (args.corrupt_every and sent[topic] % args.corrupt_every == 0
-                        and time.monotonic() - t0 >= args.corrupt_after):
+                if (
+                    args.corrupt_every
+                    and sent[topic] % args.corrupt_every == 0
+                    and time.monotonic() - t0 >= args.corrupt_after
+                ):
                     _, damage = CORRUPTIONS[corrupt[topic] % len(CORRUPTIONS)]
                     fmt, data = damage(fmt, data)
                     corrupt[topic] += 1

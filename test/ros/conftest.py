@@ -2,6 +2,7 @@
 
 The domain and the naming token come from ros_env (a plain module, importable from the tests).
 """
+
 from __future__ import annotations
 
 import secrets
@@ -29,8 +30,9 @@ def start_node(tmp_path):
     started: list[tuple[NodeProcess, int]] = []
 
     def start(params: dict, *, expected_rc: int = 0, grpc_port: int | None = None) -> NodeProcess:
-        node = NodeProcess(params, tmp_path, name=f"inference_node_{TOKEN}_{len(started)}",
-                           grpc_port=grpc_port)
+        node = NodeProcess(
+            params, tmp_path, name=f"inference_node_{TOKEN}_{len(started)}", grpc_port=grpc_port
+        )
         started.append((node, expected_rc))
         return node
 
@@ -55,8 +57,11 @@ def spinning_node():
     def make(name: str, parameters: dict):
         context = Context()
         rclpy.init(context=context)
-        node = rclpy.create_node(name, context=context, parameter_overrides=[
-            Parameter(key, value=value) for key, value in parameters.items()])
+        node = rclpy.create_node(
+            name,
+            context=context,
+            parameter_overrides=[Parameter(key, value=value) for key, value in parameters.items()],
+        )
         executor = SingleThreadedExecutor(context=context)
         executor.add_node(node)
         thread = threading.Thread(target=executor.spin, daemon=True)

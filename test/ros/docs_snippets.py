@@ -35,6 +35,7 @@ the line right before its opening fence::
 
 A YAML block with no mark and no ``ros__parameters`` is an error: mark it.
 """
+
 from __future__ import annotations
 
 import re
@@ -59,16 +60,16 @@ def doc_files(root: Path = ROOT) -> list[Path]:
 
 @dataclass(frozen=True)
 class ParamsSnippet:
-    where: str            # "README.md:347": the line of the opening fence
-    text: str             # the block's text, verbatim
-    kind: str             # one of KINDS ("params" when unmarked)
+    where: str  # "README.md:347": the line of the opening fence
+    text: str  # the block's text, verbatim
+    kind: str  # one of KINDS ("params" when unmarked)
     reason: str = ""
 
 
 @dataclass(frozen=True)
 class RosArgsExample:
     where: str
-    args: tuple[str, ...]          # from "--ros-args" on, as a shell would split them
+    args: tuple[str, ...]  # from "--ros-args" on, as a shell would split them
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class DocExamples:
     params: list[ParamsSnippet]
     ros_args: list[RosArgsExample]
     launches: list[LaunchExample]
-    errors: list[str]              # blocks the conventions cannot place (shown by a test)
+    errors: list[str]  # blocks the conventions cannot place (shown by a test)
 
 
 def _commands(text: str) -> list[tuple[int, str]]:
@@ -128,10 +129,10 @@ def _words(command: str) -> list[list[str]]:
 
 def _from_command(where: str, words: list[str], examples: DocExamples) -> None:
     if "--ros-args" in words:
-        examples.ros_args.append(RosArgsExample(where, tuple(words[words.index("--ros-args"):])))
+        examples.ros_args.append(RosArgsExample(where, tuple(words[words.index("--ros-args") :])))
     for i in range(len(words) - 2):
         if words[i] == "ros2" and words[i + 1] == "launch":
-            rest = [w for w in words[i + 2:] if not w.startswith("-")]
+            rest = [w for w in words[i + 2 :] if not w.startswith("-")]
             if len(rest) >= 2:
                 arguments = tuple(tuple(w.split(":=", 1)) for w in rest[2:] if ":=" in w)
                 examples.launches.append(LaunchExample(where, rest[0], rest[1], arguments))
@@ -142,7 +143,7 @@ def _inline(where: str, span: str, examples: DocExamples) -> None:
     if span.startswith(("--ros-args", "-p ", "--param ")):
         for words in _words(span):
             args = words if words[0] == "--ros-args" else ["--ros-args", *words]
-            if len(args) > 1:                   # not the bare name of the option
+            if len(args) > 1:  # not the bare name of the option
                 examples.ros_args.append(RosArgsExample(where, tuple(args)))
         return
     match = INLINE_ASSIGNMENT.match(span)
@@ -168,14 +169,17 @@ def collect(root: Path = ROOT) -> DocExamples:
                     if mark:
                         kind, reason = mark.group(1), (mark.group(2) or "").strip()
                         if kind not in KINDS[1:]:
-                            examples.errors.append(f"{where}: unknown docs-check mark '{kind}' "
-                                                   f"(known: {', '.join(KINDS[1:])})")
+                            examples.errors.append(
+                                f"{where}: unknown docs-check mark '{kind}' "
+                                f"(known: {', '.join(KINDS[1:])})"
+                            )
                 is_params = "ros__parameters:" in token.content
                 if language in ("yaml", "yml") or is_params:
                     if kind == "params" and not is_params:
                         examples.errors.append(
                             f"{where}: a YAML block without ros__parameters: mark it "
-                            f"'<!-- docs-check: fragment (...) -->' or 'not-params (...)'")
+                            f"'<!-- docs-check: fragment (...) -->' or 'not-params (...)'"
+                        )
                     examples.params.append(ParamsSnippet(where, token.content, kind, reason))
                 elif language in SHELL:
                     for offset, command in _commands(token.content):
@@ -186,14 +190,16 @@ def collect(root: Path = ROOT) -> DocExamples:
                     if child.type == "code_inline":
                         _inline(where, child.content, examples)
             previous = token
-    examples.ros_args = list(dict.fromkeys(examples.ros_args))     # a paragraph's repeats
+    examples.ros_args = list(dict.fromkeys(examples.ros_args))  # a paragraph's repeats
     return examples
 
 
 def wrapped(snippet: ParamsSnippet) -> str:
     """The text rcl is given: a fragment without ros__parameters goes under /**."""
     if snippet.kind == "fragment" and "ros__parameters:" not in snippet.text:
-        body = "".join(f"    {line}" if line.strip() else line
-                       for line in snippet.text.splitlines(keepends=True))
+        body = "".join(
+            f"    {line}" if line.strip() else line
+            for line in snippet.text.splitlines(keepends=True)
+        )
         return "/**:\n  ros__parameters:\n" + body
     return snippet.text

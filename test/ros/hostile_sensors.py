@@ -28,6 +28,7 @@ Faults start when a line ``faults`` arrives on stdin and stop at ``calm``, one f
 ``--fault-period`` seconds. Each fault is printed as it is sent (``fault <t> <what>``); at the
 end one JSON line: good frames and faults sent per name.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,22 +46,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from triton_ros.ros.codec.messages import DETECTIONS3D_TYPE, uint8_array  # noqa: E402
 from triton_ros.ros.ros_process import init_ros, strip_ros_args  # noqa: E402
-from triton_ros.ros.tools.synthetic_cameras import (RgbdScene, camera_info_message,  # noqa: E402
-                                                    compressed_depth, depth_bytes,
-                                                    ground_truth_3d_message, parse_rgbd)
+from triton_ros.ros.tools.synthetic_cameras import (
+    RgbdScene,
+    camera_info_message,  # noqa: E402
+    compressed_depth,
+    depth_bytes,
+    ground_truth_3d_message,
+    parse_rgbd,
+)
 
 WIDTH, HEIGHT = 320, 240
-Y2038 = 2_145_916_800                     # 2038-01-01, seconds
+Y2038 = 2_145_916_800  # 2038-01-01, seconds
 AHEAD_S = 12
-STAMPS = ("set in 2038", "set 12 s ahead", "colour 12 s ahead", "depth in 2038",
-          "colour an hour ago", "CameraInfo in 1970")
+STAMPS = (
+    "set in 2038",
+    "set 12 s ahead",
+    "colour 12 s ahead",
+    "depth in 2038",
+    "colour an hour ago",
+    "CameraInfo in 1970",
+)
 
 
 def png_bomb(width: int, height: int, channels: int, bits: int) -> bytes:
     """A valid PNG of ``width`` x ``height`` zero pixels, compressed by deflate's best ratio
     (about 1:1030): full-flushed blocks of zeros are byte-aligned and identical, so one is
     repeated; the Adler-32 of zeros is (length mod 65521) << 16 | 1."""
-    total = (1 + width * channels * bits // 8) * height       # a filter byte per row
+    total = (1 + width * channels * bits // 8) * height  # a filter byte per row
     chunk = 1 << 24
     block = zlib.compressobj(9, zlib.DEFLATED, -15)
     repeated = block.compress(bytes(chunk)) + block.flush(zlib.Z_FULL_FLUSH)
@@ -71,16 +83,25 @@ def png_bomb(width: int, height: int, channels: int, bits: int) -> bytes:
     colour_type = {1: 0, 3: 2}[channels]
 
     def chunk_of(kind: bytes, payload: bytes) -> bytes:
-        return (struct.pack(">I", len(payload)) + kind + payload
-                + struct.pack(">I", zlib.crc32(kind + payload)))
+        return (
+            struct.pack(">I", len(payload))
+            + kind
+            + payload
+            + struct.pack(">I", zlib.crc32(kind + payload))
+        )
+
     ihdr = struct.pack(">IIBBBBB", width, height, bits, colour_type, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk_of(b"IHDR", ihdr) + chunk_of(b"IDAT", idat)
-            + chunk_of(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk_of(b"IHDR", ihdr)
+        + chunk_of(b"IDAT", idat)
+        + chunk_of(b"IEND", b"")
+    )
 
 
 def jpeg_claiming(jpeg: bytes, width: int, height: int) -> bytes:
     i = next(i for i in range(2, len(jpeg) - 1) if jpeg[i] == 0xFF and jpeg[i + 1] == 0xC0)
-    return jpeg[:i + 5] + height.to_bytes(2, "big") + width.to_bytes(2, "big") + jpeg[i + 9:]
+    return jpeg[: i + 5] + height.to_bytes(2, "big") + width.to_bytes(2, "big") + jpeg[i + 9 :]
 
 
 class Namespace:
@@ -98,12 +119,24 @@ class Namespace:
         self.info = node.create_publisher(CameraInfo, self.spec.info_topic(prefix), qos)
         self.depth = node.create_publisher(
             CompressedImage if transport == "compressedDepth" else Image,
-            self.spec.depth_topic(prefix), qos)
+            self.spec.depth_topic(prefix),
+            qos,
+        )
         self.truth = node.create_publisher(DETECTIONS3D_TYPE, self.spec.truth_topic(prefix), 100)
         self.good = 0
 
-    def publish(self, now_ns: int, t: float, *, stamps=(None, None, None), depth_data=None,
-                depth_size=None, info_width=None, depth_frame=None, truth=True) -> None:
+    def publish(
+        self,
+        now_ns: int,
+        t: float,
+        *,
+        stamps=(None, None, None),
+        depth_data=None,
+        depth_size=None,
+        info_width=None,
+        depth_frame=None,
+        truth=True,
+    ) -> None:
         """One frame; ``stamps``: (colour, info, depth) stamps in ns overriding ``now_ns``."""
         from sensor_msgs.msg import CompressedImage, Image
         from std_msgs.msg import Header
@@ -116,11 +149,13 @@ class Namespace:
             out = Header(frame_id=frame or spec.frame_id)
             out.stamp.sec, out.stamp.nanosec = divmod(ns, 1_000_000_000)
             return out
+
         if truth:
             self.truth.publish(ground_truth_3d_message(header(0), ground_truth))
             self.good += 1
-        colour = Image(header=header(0), height=HEIGHT, width=WIDTH, encoding="rgb8",
-                       step=WIDTH * 3)
+        colour = Image(
+            header=header(0), height=HEIGHT, width=WIDTH, encoding="rgb8", step=WIDTH * 3
+        )
         colour.data = uint8_array(memoryview(np.ascontiguousarray(rgb)).cast("B"))
         info = camera_info_message(header(1), self.scene.k, WIDTH, HEIGHT)
         if info_width is not None:
@@ -130,12 +165,18 @@ class Namespace:
             depth = CompressedImage(header=header(2, depth_frame), format=fmt)
             depth.data = uint8_array(depth_data if depth_data is not None else data)
         else:
-            if depth_size is not None:       # another camera's depth: another size
+            if depth_size is not None:  # another camera's depth: another size
                 import cv2
+
                 depth_m = cv2.resize(depth_m, depth_size, interpolation=cv2.INTER_NEAREST)
             pixels = depth_bytes(depth_m, "16UC1")
-            depth = Image(header=header(2, depth_frame), height=pixels.shape[0],
-                          width=pixels.shape[1], encoding="16UC1", step=pixels.shape[1] * 2)
+            depth = Image(
+                header=header(2, depth_frame),
+                height=pixels.shape[0],
+                width=pixels.shape[1],
+                encoding="16UC1",
+                step=pixels.shape[1] * 2,
+            )
             depth.data = uint8_array(memoryview(np.ascontiguousarray(pixels)).cast("B"))
         self.info.publish(info)
         self.depth.publish(depth)
@@ -144,10 +185,14 @@ class Namespace:
 
 def bad_stamps(kind: str, now_ns: int) -> tuple:
     y2038, ahead = Y2038 * 1_000_000_000, now_ns + AHEAD_S * 1_000_000_000
-    return {"set in 2038": (y2038, y2038, y2038), "set 12 s ahead": (ahead, ahead, ahead),
-            "colour 12 s ahead": (ahead, None, None), "depth in 2038": (None, None, y2038),
-            "colour an hour ago": (now_ns - 3600 * 1_000_000_000, None, None),
-            "CameraInfo in 1970": (None, 1_000_000_000, None)}[kind]
+    return {
+        "set in 2038": (y2038, y2038, y2038),
+        "set 12 s ahead": (ahead, ahead, ahead),
+        "colour 12 s ahead": (ahead, None, None),
+        "depth in 2038": (None, None, y2038),
+        "colour an hour ago": (now_ns - 3600 * 1_000_000_000, None, None),
+        "CameraInfo in 1970": (None, 1_000_000_000, None),
+    }[kind]
 
 
 def main() -> int:
@@ -172,14 +217,18 @@ def main() -> int:
                 faulting.set()
             elif line.strip() == "calm":
                 faulting.clear()
+
     threading.Thread(target=control, daemon=True).start()
 
     prefix = args.prefix
-    spaces = {name: Namespace(node, prefix, name, "compressedDepth" if name == "rbomb" else "raw")
-              for name in ("rsize", "rinfo", "rfid", "rbomb", "rfut", "zfut")}
+    spaces = {
+        name: Namespace(node, prefix, name, "compressedDepth" if name == "rbomb" else "raw")
+        for name in ("rsize", "rinfo", "rfid", "rbomb", "rfut", "zfut")
+    }
     qos = qos_profile_sensor_data
-    bomb_cam = node.create_publisher(CompressedImage, f"{prefix}/plain/bomb/image_raw/compressed",
-                                     qos)
+    bomb_cam = node.create_publisher(
+        CompressedImage, f"{prefix}/plain/bomb/image_raw/compressed", qos
+    )
     zero_cam = node.create_publisher(Image, f"{prefix}/plain/zero/image_raw", qos)
     past_cam = node.create_publisher(Image, f"{prefix}/plain/past/image_raw", qos)
     depth_bomb = struct.pack("<iff", 0, 0.0, 0.0) + png_bomb(30000, 30000, 1, 16)
@@ -200,8 +249,12 @@ def main() -> int:
             fault = faulting.is_set() and t >= next_fault
             if fault:
                 next_fault = t + args.fault_period
-            spaces["rsize"].publish(now_ns, t, depth_size=(640, 480) if int(t * args.rate) % 2
-                                    else (424, 240), truth=False)
+            spaces["rsize"].publish(
+                now_ns,
+                t,
+                depth_size=(640, 480) if int(t * args.rate) % 2 else (424, 240),
+                truth=False,
+            )
             spaces["rinfo"].publish(now_ns, t, info_width=4294967295, truth=False)
             spaces["rfid"].publish(now_ns, t, depth_frame="rfid/cam_depth_optical_frame")
             what = []
@@ -213,8 +266,7 @@ def main() -> int:
             for name in ("rfut", "zfut"):
                 if fault:
                     kind = STAMPS[faults.get(name, 0) % len(STAMPS)]
-                    spaces[name].publish(now_ns, t, stamps=bad_stamps(kind, now_ns),
-                                         truth=False)
+                    spaces[name].publish(now_ns, t, stamps=bad_stamps(kind, now_ns), truth=False)
                     faults[name] = faults.get(name, 0) + 1
                     what.append(f"{name}: {kind}")
                 else:
@@ -231,8 +283,10 @@ def main() -> int:
                 data = jpeg
             msg.data = uint8_array(data)
             bomb_cam.publish(msg)
-            for publisher, sec, frame_id in ((zero_cam, 0, "plain/zero"),
-                                             (past_cam, -5, "plain/past")):
+            for publisher, sec, frame_id in (
+                (zero_cam, 0, "plain/zero"),
+                (past_cam, -5, "plain/past"),
+            ):
                 image = Image(height=HEIGHT, width=WIDTH, encoding="rgb8", step=WIDTH * 3)
                 image.header.frame_id = frame_id
                 image.header.stamp.sec = sec
@@ -248,8 +302,10 @@ def main() -> int:
             elif delay > 0:
                 stop.wait(delay)
     finally:
-        print(json.dumps({"good": {k: s.good for k, s in spaces.items()}, "faults": faults}),
-              flush=True)
+        print(
+            json.dumps({"good": {k: s.good for k, s in spaces.items()}, "faults": faults}),
+            flush=True,
+        )
         node.destroy_node()
         rclpy.try_shutdown()
     return 0

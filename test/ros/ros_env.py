@@ -6,6 +6,7 @@ processes.suite_domain: scripts/test.sh sets it so that the suites it runs side 
 their workers, never share a domain), keeps discovery on this host, and names its nodes and
 topics with TOKEN.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ from processes import suite_domain  # test/: on sys.path through its conftest
 ROOT = Path(__file__).resolve().parents[2]
 
 _domain = suite_domain()
-os.environ["ROS_DOMAIN_ID"] = str(_domain if _domain is not None
-                                  else random.SystemRandom().randint(1, 100))
+os.environ["ROS_DOMAIN_ID"] = str(
+    _domain if _domain is not None else random.SystemRandom().randint(1, 100)
+)
 os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ.setdefault("FASTDDS_DEFAULT_PROFILES_FILE", str(ROOT / "config" / "fastdds.xml"))
 

@@ -9,6 +9,7 @@
 - ``classifier``: FP32 [3,32,32] in, ``probs`` [4] out = (mean R, mean G, mean B, 0.5), labels
   red, green, blue, bias.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -36,20 +37,26 @@ def decoded_detector(path: Path) -> None:
         helper.make_node("Mul", ["mask", "score"], ["scores"]),
         helper.make_node("Add", ["base", "scores"], ["detections"]),
     ]
-    inits = [numpy_helper.from_array(base, "base"), numpy_helper.from_array(mask, "mask"),
-             numpy_helper.from_array(np.array([-1, 1, 1], np.int64), "shape"),
-             numpy_helper.from_array(np.array(255.0, np.float32), "k255")]
+    inits = [
+        numpy_helper.from_array(base, "base"),
+        numpy_helper.from_array(mask, "mask"),
+        numpy_helper.from_array(np.array([-1, 1, 1], np.int64), "shape"),
+        numpy_helper.from_array(np.array(255.0, np.float32), "k255"),
+    ]
     graph = helper.make_graph(
-        nodes, "decoded",
+        nodes,
+        "decoded",
         [helper.make_tensor_value_info("images", TensorProto.UINT8, ["N", 256, 256, 3])],
         [helper.make_tensor_value_info("detections", TensorProto.FLOAT, ["N", 100, 6])],
-        initializer=inits)
+        initializer=inits,
+    )
     save(graph, path / "1" / "model.onnx")
     (path / "config.pbtxt").write_text(
         'name: "decoded"\nbackend: "onnxruntime"\nmax_batch_size: 16\n'
         'input [ { name: "images" data_type: TYPE_UINT8 dims: [ 256, 256, 3 ] } ]\n'
         'output [ { name: "detections" data_type: TYPE_FP32 dims: [ 100, 6 ] } ]\n'
-        'dynamic_batching { max_queue_delay_microseconds: 1000 }\n')
+        "dynamic_batching { max_queue_delay_microseconds: 1000 }\n"
+    )
 
 
 def classifier(path: Path) -> None:
@@ -60,13 +67,17 @@ def classifier(path: Path) -> None:
         helper.make_node("MatMul", ["means", "w"], ["mm"]),
         helper.make_node("Add", ["mm", "b"], ["probs"]),
     ]
-    inits = [numpy_helper.from_array(weights, "w"),
-             numpy_helper.from_array(np.array([0, 0, 0, 0.5], np.float32), "b")]
+    inits = [
+        numpy_helper.from_array(weights, "w"),
+        numpy_helper.from_array(np.array([0, 0, 0, 0.5], np.float32), "b"),
+    ]
     graph = helper.make_graph(
-        nodes, "classifier",
+        nodes,
+        "classifier",
         [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, 32, 32])],
         [helper.make_tensor_value_info("probs", TensorProto.FLOAT, ["N", 4])],
-        initializer=inits)
+        initializer=inits,
+    )
     save(graph, path / "1" / "model.onnx")
     (path / "labels.txt").write_text("red\ngreen\nblue\nbias\n")
     (path / "config.pbtxt").write_text(
@@ -74,7 +85,8 @@ def classifier(path: Path) -> None:
         'input [ { name: "image" data_type: TYPE_FP32 format: FORMAT_NCHW dims: [ 3, 32, 32 ] } ]\n'
         'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 4 ]\n'
         '           label_filename: "labels.txt" } ]\n'
-        'dynamic_batching { }\n')
+        "dynamic_batching { }\n"
+    )
 
 
 def make_repository(dest: Path) -> Path:
@@ -82,8 +94,11 @@ def make_repository(dest: Path) -> Path:
     # The bundled detector batches only what queues while its instances are busy (no delay); here
     # a 20 ms window makes the frames of several cameras meet in one batch on any machine.
     config = dest / "detector" / "config.pbtxt"
-    config.write_text(config.read_text().replace("max_queue_delay_microseconds: 0",
-                                                 "max_queue_delay_microseconds: 20000"))
+    config.write_text(
+        config.read_text().replace(
+            "max_queue_delay_microseconds: 0", "max_queue_delay_microseconds: 20000"
+        )
+    )
     config = dest / "detector_b" / "config.pbtxt"
     config.write_text(config.read_text().replace('name: "detector"', 'name: "detector_b"'))
     decoded_detector(dest / "decoded")
@@ -95,7 +110,7 @@ def make_repository(dest: Path) -> Path:
 # Python models and ensembles (model kinds other than ONNX), and models that fail
 # --------------------------------------------------------------------------------------------
 
-PY_VISION_CONFIG = '''name: "{name}"
+PY_VISION_CONFIG = """name: "{name}"
 backend: "python"
 max_batch_size: {max_batch_size}
 input [ {{ name: "image" data_type: TYPE_UINT8 format: FORMAT_NHWC dims: [ 64, 64, 3 ] }} ]
@@ -105,11 +120,11 @@ output [
 ]
 instance_group [ {{ count: 1 kind: KIND_CPU }} ]
 {batching}
-'''
+"""
 
 # Good behaviour: row 0 of detections is the box (16,16)-(48,48) in the 64x64 input, class 1,
 # score = mean input byte / 255; other rows padding. probs = mean R, G, B / 255 of the input.
-PY_VISION_GOOD = '''import numpy as np
+PY_VISION_GOOD = """import numpy as np
 import triton_python_backend_utils as pb_utils
 
 
@@ -131,10 +146,10 @@ class TritonPythonModel:
             responses.append(pb_utils.InferenceResponse(output_tensors=[
                 pb_utils.Tensor("detections", det), pb_utils.Tensor("probs", probs)]))
         return responses
-'''
+"""
 
 # Answers every request with a pb_utils.TritonError (the model stays loaded and READY).
-PY_VISION_TRITON_ERROR = '''import triton_python_backend_utils as pb_utils
+PY_VISION_TRITON_ERROR = """import triton_python_backend_utils as pb_utils
 
 
 class TritonPythonModel:
@@ -142,33 +157,38 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse(
             error=pb_utils.TritonError("camera model rejected the frame: calibration missing"))
             for _ in requests]
-'''
+"""
 
 # Raises a plain Python exception from execute.
-PY_VISION_RAISES = '''class TritonPythonModel:
+PY_VISION_RAISES = """class TritonPythonModel:
     def execute(self, requests):
         raise ZeroDivisionError("exposure divided by zero in the model")
-'''
+"""
 
 # Fails to load: initialize raises (the model is UNAVAILABLE with this reason).
-PY_VISION_LOAD_FAILS = '''class TritonPythonModel:
+PY_VISION_LOAD_FAILS = """class TritonPythonModel:
     def initialize(self, args):
         raise RuntimeError("no calibration file for this camera model")
 
     def execute(self, requests):
         return []
-'''
+"""
 
 
-def python_vision(path: Path, name: str, model_py: str, version: int = 1, *,
-                  max_batch_size: int = 8) -> None:
+def python_vision(
+    path: Path, name: str, model_py: str, version: int = 1, *, max_batch_size: int = 8
+) -> None:
     """A Python model with a UINT8 HWC image input and both a decoded ``detections`` output and
     a class-score output (``probs``), each with its own labels (``max_batch_size`` 0: no batch
     dimension anywhere)."""
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.pbtxt").write_text(PY_VISION_CONFIG.format(
-        name=name, max_batch_size=max_batch_size,
-        batching="dynamic_batching { }" if max_batch_size else ""))
+    (path / "config.pbtxt").write_text(
+        PY_VISION_CONFIG.format(
+            name=name,
+            max_batch_size=max_batch_size,
+            batching="dynamic_batching { }" if max_batch_size else "",
+        )
+    )
     (path / "labels.txt").write_text("zero\none\ntwo\nthree\n")
     (path / "colours.txt").write_text("red\ngreen\nblue\n")
     write_version(path, model_py, version)
@@ -187,12 +207,13 @@ def classify_pipeline(path: Path) -> None:
     (path / "config.pbtxt").write_text(
         'name: "classify_pipeline"\nplatform: "ensemble"\nmax_batch_size: 8\n'
         'input [ { name: "pixels" data_type: TYPE_FP32 format: FORMAT_NCHW\n'
-        '          dims: [ 3, 32, 32 ] } ]\n'
+        "          dims: [ 3, 32, 32 ] } ]\n"
         'output [ { name: "classes" data_type: TYPE_FP32 dims: [ 4 ]\n'
         '           label_filename: "labels.txt" } ]\n'
         'ensemble_scheduling { step [ { model_name: "classifier" model_version: -1\n'
         '  input_map { key: "image" value: "pixels" }\n'
-        '  output_map { key: "probs" value: "classes" } } ] }\n')
+        '  output_map { key: "probs" value: "classes" } } ] }\n'
+    )
 
 
 def classifier_batch_of_one(path: Path) -> None:
@@ -203,14 +224,21 @@ def classifier_batch_of_one(path: Path) -> None:
         'name: "classifier_b1"\nbackend: "onnxruntime"\nmax_batch_size: 0\n'
         'input [ { name: "image" data_type: TYPE_FP32 dims: [ 1, 3, 32, 32 ] } ]\n'
         'output [ { name: "probs" data_type: TYPE_FP32 dims: [ 1, 4 ]\n'
-        '           label_filename: "labels.txt" } ]\n')
+        '           label_filename: "labels.txt" } ]\n'
+    )
 
 
 def make_kinds_repository(dest: Path) -> Path:
     """ONNX (detector, classifier, classifier_b1), Python (py_vision, py_vision_nb without
     batching) and ensembles (the bundled detector_pipeline verbatim, classify_pipeline)."""
-    copy_models(dest, "detector", "color_detector", "detector_pipeline", "detector_preprocess",
-                "detector_postprocess")
+    copy_models(
+        dest,
+        "detector",
+        "color_detector",
+        "detector_pipeline",
+        "detector_preprocess",
+        "detector_postprocess",
+    )
     classifier(dest / "classifier")
     classify_pipeline(dest / "classify_pipeline")
     python_vision(dest / "py_vision", "py_vision", PY_VISION_GOOD)

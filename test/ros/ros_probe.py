@@ -4,6 +4,7 @@ The probe has its own rclpy context and a SingleThreadedExecutor spinning in a t
 what it receives, publishes camera frames (recording their stamps) and calls services with
 timeouts. ``close()`` shuts the executor down and joins it before the context shuts down.
 """
+
 from __future__ import annotations
 
 import re
@@ -31,8 +32,15 @@ class NodeProcess(ManagedProcess):
     what = "node"
     faults = ("terminate called", "Aborted", "Traceback")
 
-    def __init__(self, params: dict | None, tmp_path: Path, *, name: str,
-                 grpc_port: int | None = None, params_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        params: dict | None,
+        tmp_path: Path,
+        *,
+        name: str,
+        grpc_port: int | None = None,
+        params_file: Path | None = None,
+    ) -> None:
         """``params`` (written as a params file), or ``params_file`` used as it is; the ports
         given with -p on the command line take precedence over either."""
         self.name = name
@@ -42,11 +50,23 @@ class NodeProcess(ManagedProcess):
         else:
             self.params_file = tmp_path / f"{name}.yaml"
             self.params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": params}}))
-        cmd = [sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
-               "--params-file", str(self.params_file), "-p", f"grpc.port:={self.grpc_port}",
-               # HTTP and metrics take any free port, so that concurrent nodes never collide.
-               "-p", "http.port:=0", "-p", "metrics.port:=0",
-               "-r", f"__node:={name}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.inference_node",
+            "--ros-args",
+            "--params-file",
+            str(self.params_file),
+            "-p",
+            f"grpc.port:={self.grpc_port}",
+            # HTTP and metrics take any free port, so that concurrent nodes never collide.
+            "-p",
+            "http.port:=0",
+            "-p",
+            "metrics.port:=0",
+            "-r",
+            f"__node:={name}",
+        ]
         super().__init__(cmd, tmp_path / f"{name}.log")
         self._ready_client = None
 
@@ -56,8 +76,10 @@ class NodeProcess(ManagedProcess):
     def port(self, what: str) -> int:
         """The port of an endpoint as the node logs it (``<what> at 127.0.0.1:<port>``), once it
         has: HTTP and metrics take any free port."""
-        match = wait_until(lambda: re.search(rf"{what} at 127\.0\.0\.1:(\d+)", self.log()),
-                           what=f"{what} port in the log")
+        match = wait_until(
+            lambda: re.search(rf"{what} at 127\.0\.0\.1:(\d+)", self.log()),
+            what=f"{what} port in the log",
+        )
         return int(match.group(1))
 
     def ready(self) -> bool:
@@ -129,6 +151,7 @@ class Probe:
     def image_publisher(self, topic: str):
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import Image
+
         return self.node.create_publisher(Image, topic, qos_profile_sensor_data)
 
     def client(self, srv_type, name: str):
@@ -146,8 +169,9 @@ class Probe:
         assert done.wait(timeout), f"service {name} did not answer within {timeout:.0f} s"
         return future.result()
 
-    def cameras(self, specs, *, prefix: str = "", rate: float = 20.0,
-                topics: list[str] | None = None) -> "CameraRig":
+    def cameras(
+        self, specs, *, prefix: str = "", rate: float = 20.0, topics: list[str] | None = None
+    ) -> "CameraRig":
         rig = CameraRig(self, specs, prefix=prefix, rate=rate, topics=topics)
         self._rigs.append(rig)
         return rig
@@ -166,9 +190,13 @@ def bundled_core(model: str):
     """A started core on the bundled repository with ``model`` loaded (the caller stops it)."""
     from triton_ros.core.server import InferenceServer, ServerOptions
 
-    core = InferenceServer(ServerOptions(model_repositories=(str(ROOT / "model_repository"),),
-                                         model_control_mode="explicit",
-                                         startup_models=(model,)))
+    core = InferenceServer(
+        ServerOptions(
+            model_repositories=(str(ROOT / "model_repository"),),
+            model_control_mode="explicit",
+            startup_models=(model,),
+        )
+    )
     core.start()
     return core
 
@@ -231,8 +259,9 @@ def image_message(pixels: np.ndarray, encoding: str, frame_id: str, stamp):
 class CameraRig:
     """Synthetic cameras published from the probe at ``rate``; remembers every stamp it sent."""
 
-    def __init__(self, probe: Probe, specs, *, prefix: str, rate: float,
-                 topics: list[str] | None = None) -> None:
+    def __init__(
+        self, probe: Probe, specs, *, prefix: str, rate: float, topics: list[str] | None = None
+    ) -> None:
         from triton_ros.ros.tools.synthetic_cameras import SyntheticScene
 
         self.probe = probe
@@ -251,10 +280,14 @@ class CameraRig:
         t0 = time.monotonic()
         while not self._stop.is_set():
             stamp = self.probe.node.get_clock().now().to_msg()
-            for spec, scene, topic, pub in zip(self.specs, self.scenes, self.topics,
-                                               self.publishers):
-                pub.publish(image_message(scene.frame(time.monotonic() - t0), spec.encoding,
-                                          spec.frame_id, stamp))
+            for spec, scene, topic, pub in zip(
+                self.specs, self.scenes, self.topics, self.publishers
+            ):
+                pub.publish(
+                    image_message(
+                        scene.frame(time.monotonic() - t0), spec.encoding, spec.frame_id, stamp
+                    )
+                )
                 with self.lock:
                     self.sent[topic][stamp_ns(stamp)] = spec.frame_id
             self._stop.wait(self._period)

@@ -11,6 +11,7 @@ The node's declarations are read through rclpy itself: a node with a binding tha
 map (``inputs``, ``input_kinds``) runs the node's own ``declare_and_read``, and each
 ``declare_parameter`` call is recorded as made (the default as declared, before any override).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,9 +24,14 @@ HERE = Path(__file__).resolve().parent
 SNAPSHOT = HERE / "settings_snapshot.json"
 BINDING = "snap"
 # A binding whose maps declare their per-input parameters too.
-OVERRIDES = {"bindings": [BINDING], f"{BINDING}.model": "m", f"{BINDING}.topics": ["/robot"],
-             f"{BINDING}.inputs.IMAGE": "image_raw", f"{BINDING}.input_kinds.IMAGE": "image",
-             "model_repository": ["/nonexistent"]}
+OVERRIDES = {
+    "bindings": [BINDING],
+    f"{BINDING}.model": "m",
+    f"{BINDING}.topics": ["/robot"],
+    f"{BINDING}.inputs.IMAGE": "image_raw",
+    f"{BINDING}.input_kinds.IMAGE": "image",
+    "model_repository": ["/nonexistent"],
+}
 
 
 def _json(value: Any) -> Any:
@@ -44,22 +50,31 @@ def node_parameters() -> dict[str, Any]:
 
     context = Context()
     rclpy.init(context=context, args=[])
-    node = rclpy.create_node("settings_snapshot", context=context, parameter_overrides=[
-        Parameter(k, value=v) for k, v in OVERRIDES.items()])
+    node = rclpy.create_node(
+        "settings_snapshot",
+        context=context,
+        parameter_overrides=[Parameter(k, value=v) for k, v in OVERRIDES.items()],
+    )
     declared: dict[str, Any] = {}
     original = node.declare_parameter
 
     def declare(name, value=None, descriptor=None, ignore_override=False):
-        key = name.replace(f"{BINDING}.", "<binding>.", 1) if name.startswith(
-            f"{BINDING}.") else name
+        key = (
+            name.replace(f"{BINDING}.", "<binding>.", 1) if name.startswith(f"{BINDING}.") else name
+        )
         d = descriptor
         declared[key] = {
             "default": _json(value),
-            "description": d.description, "additional_constraints": d.additional_constraints,
-            "read_only": d.read_only, "dynamic_typing": d.dynamic_typing, "type": d.type,
+            "description": d.description,
+            "additional_constraints": d.additional_constraints,
+            "read_only": d.read_only,
+            "dynamic_typing": d.dynamic_typing,
+            "type": d.type,
             "integer_range": [[r.from_value, r.to_value, r.step] for r in d.integer_range],
-            "floating_point_range": [[r.from_value, r.to_value, r.step]
-                                     for r in d.floating_point_range]}
+            "floating_point_range": [
+                [r.from_value, r.to_value, r.step] for r in d.floating_point_range
+            ],
+        }
         return original(name, value, descriptor, ignore_override)
 
     node.declare_parameter = declare
@@ -72,8 +87,21 @@ def node_parameters() -> dict[str, Any]:
 
 
 # Values tried on each flag that takes one; what argparse makes of each is recorded.
-SAMPLES = ("0", "1", "8001", "-1", "0.5", "true", "false", "yes", "off", "x", "a,b",
-           "health:k=v", "k=v")
+SAMPLES = (
+    "0",
+    "1",
+    "8001",
+    "-1",
+    "0.5",
+    "true",
+    "false",
+    "yes",
+    "off",
+    "x",
+    "a,b",
+    "health:k=v",
+    "k=v",
+)
 
 
 def _parsed(parser: argparse.ArgumentParser, argv: list[str], dest: str) -> Any:
@@ -96,16 +124,21 @@ def server_flags() -> dict[str, Any]:
     for action in parser._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):
             continue
-        entry = {"dest": action.dest, "action": type(action).__name__.lstrip("_"),
-                 "nargs": action.nargs, "required": action.required,
-                 "choices": list(action.choices) if action.choices else None,
-                 "default": _json(action.default),
-                 "aliases": sorted(action.option_strings)}
+        entry = {
+            "dest": action.dest,
+            "action": type(action).__name__.lstrip("_"),
+            "nargs": action.nargs,
+            "required": action.required,
+            "choices": list(action.choices) if action.choices else None,
+            "default": _json(action.default),
+            "aliases": sorted(action.option_strings),
+        }
         flag = action.option_strings[0]
         if action.nargs != 0:
             with contextlib.redirect_stderr(io.StringIO()):
-                entry["samples"] = {s: _parsed(parser, [*base, flag, s], action.dest)
-                                    for s in SAMPLES}
+                entry["samples"] = {
+                    s: _parsed(parser, [*base, flag, s], action.dest) for s in SAMPLES
+                }
         flags[max(action.option_strings, key=len)] = entry
     return dict(sorted(flags.items()))
 

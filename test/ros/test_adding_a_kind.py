@@ -6,6 +6,7 @@ edited. The node then declares its setting as a binding parameter, with its desc
 the new name for ``input_kind``, builds its config for every binding and hands it to the kind's
 plan, and the parameter reference lists it under the kind.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration          # a Python process of its own, on the copy
+pytestmark = pytest.mark.integration  # a Python process of its own, on the copy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,7 @@ class PointsInput(InputKind):
 POINTS = PointsInput()
 '''
 
-PROBE = '''
+PROBE = """
 import json
 from triton_ros.ros import parameters
 from triton_ros.ros.codec.registry import INPUT_KINDS, PARTS
@@ -73,13 +74,16 @@ print(json.dumps({
     "documented": "Input kind `points`" in param_reference.render()
                   and "`<binding>.max_points`" in param_reference.render(),
 }))
-'''
+"""
 
 
 def test_a_new_kind_is_its_module_and_its_registry_line(tmp_path):
     house = tmp_path / "house"
-    shutil.copytree(ROOT / "triton_ros", house / "triton_ros",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        ROOT / "triton_ros",
+        house / "triton_ros",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
     codec = house / "triton_ros" / "ros" / "codec"
     (codec / "points.py").write_text(KIND)
     registry = codec / "registry.py"
@@ -87,16 +91,27 @@ def test_a_new_kind_is_its_module_and_its_registry_line(tmp_path):
     line = "    IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO, POINTCLOUD)}"
     assert line in text
     text = text.replace(line, line.replace("POINTCLOUD)", "POINTCLOUD, POINTS)"))
-    registry.write_text(text.replace("from .image import IMAGE\n",
-                                     "from .image import IMAGE\nfrom .points import POINTS\n"))
+    registry.write_text(
+        text.replace(
+            "from .image import IMAGE\n", "from .image import IMAGE\nfrom .points import POINTS\n"
+        )
+    )
 
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(PROBE)], cwd=tmp_path,
-                          env={"PYTHONPATH": str(house), "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(PROBE)],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(house), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
-    assert found["declared"] == ["int", 4096,
-                                 "Point cloud inputs: points fed to the model at most."]
+    assert found["declared"] == [
+        "int",
+        4096,
+        "Point cloud inputs: points fed to the model at most.",
+    ]
     assert "points" in found["choices"]
     assert found["planned"] == ["planned", 100]
     assert "parameter 'bad.max_points' must be a positive integer" in found["refused"]

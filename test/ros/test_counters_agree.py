@@ -1,6 +1,7 @@
 """A binding's counters are declared once (monitoring/counters.py: SourceCounters) and shown the
 same everywhere: under the same names in /diagnostics and in ~/status
 (triton_ros_interfaces/BindingStatus, as rosidl generated it), with the same values."""
+
 from __future__ import annotations
 
 from dataclasses import fields

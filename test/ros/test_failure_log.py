@@ -1,5 +1,6 @@
 """FailureLog: the first failure of a kind is logged at once, later ones at most once per period
 with the number suppressed meanwhile; the last error is kept (Python's logging as the logger)."""
+
 from __future__ import annotations
 
 import logging
@@ -20,7 +21,7 @@ def test_first_at_once_then_throttled_with_a_count(caplog):
         assert log.report("infer", "failed_inference", "boom 1")
         for i in range(2, 5):
             assert not log.report("infer", "failed_inference", f"boom {i}")
-        assert log.report("other", "failed_decode", "bad shape")           # another kind: at once
+        assert log.report("other", "failed_decode", "bad shape")  # another kind: at once
         assert log.report("stale:/a", "dropped_stale", "old frame", level="warn", summary="old")
         time.sleep(0.35)
         assert log.report("infer", "failed_inference", "boom 5")

@@ -1,5 +1,6 @@
 """The binding's model seam (triton_ros.ros.targets) over the real embedded core: ONNX,
 Python and ensemble models described alike (labels included), typed errors, version changes."""
+
 from __future__ import annotations
 
 
@@ -23,12 +24,22 @@ PIPELINE_LABELS = tuple((BUNDLED / "detector_pipeline" / "labels.txt").read_text
 
 @pytest.fixture(scope="module")
 def core(tmp_path_factory):
-    repo = copy_models(tmp_path_factory.mktemp("target_models"), "detector", "color_detector",
-                       "detector_pipeline", "detector_preprocess", "detector_postprocess",
-                       "simple")
-    server = InferenceServer(ServerOptions(model_repositories=(str(repo),),
-                                           model_control_mode="explicit",
-                                           startup_models=("detector_pipeline", "detector", "simple")))
+    repo = copy_models(
+        tmp_path_factory.mktemp("target_models"),
+        "detector",
+        "color_detector",
+        "detector_pipeline",
+        "detector_preprocess",
+        "detector_postprocess",
+        "simple",
+    )
+    server = InferenceServer(
+        ServerOptions(
+            model_repositories=(str(repo),),
+            model_control_mode="explicit",
+            startup_models=("detector_pipeline", "detector", "simple"),
+        )
+    )
     server.start()
     yield server
     server.stop()
@@ -45,12 +56,16 @@ def test_every_model_kind_is_described_alike(core):
     spec = onnx.describe()
     assert isinstance(spec, ModelSpec)
     assert (spec.name, spec.version, spec.max_batch_size) == ("detector", 1, 16)
-    assert spec.input("images").format == "FORMAT_NCHW" and spec.input("images").dims == (3, 256, 256)
+    assert spec.input("images").format == "FORMAT_NCHW" and spec.input("images").dims == (
+        3,
+        256,
+        256,
+    )
     assert spec.labels_of("scores") == DETECTOR_LABELS and spec.labels_of("boxes") == ()
 
     spec = python.describe()
     assert spec.platform == "python" and spec.output("preprocessed").datatype == "FP32"
-    assert spec.labels == {}                       # a Python model without label files
+    assert spec.labels == {}  # a Python model without label files
 
     spec = ensemble.describe()
     assert spec.platform == "ensemble"
@@ -67,7 +82,11 @@ def test_infer_returns_a_future_with_the_outputs(core):
     images = np.zeros((1, 256, 256, 3), np.uint8)
     result = target.infer({"images": images}, outputs=("detections",)).result(timeout=60)
     assert (result.model_name, result.model_version) == ("detector_pipeline", 1)
-    assert list(result.outputs) == ["detections"] and result.outputs["detections"].shape == (1, 100, 6)
+    assert list(result.outputs) == ["detections"] and result.outputs["detections"].shape == (
+        1,
+        100,
+        6,
+    )
 
 
 def test_a_bad_request_fails_its_future_with_a_typed_error(core):
@@ -92,15 +111,16 @@ def test_unknown_and_unloaded_models_raise_typed_errors(core):
     assert info.value.code == StatusCode.UNAVAILABLE and "unloaded" in info.value.message
     state = target.state()
     assert (state.ready, state.state, state.reason) == (False, "UNAVAILABLE", "unloaded")
-    future = target.infer({"INPUT0": np.zeros((1, 16), np.int32),
-                           "INPUT1": np.zeros((1, 16), np.int32)})
+    future = target.infer(
+        {"INPUT0": np.zeros((1, 16), np.int32), "INPUT1": np.zeros((1, 16), np.int32)}
+    )
     with pytest.raises(TritonRosError) as info:
         future.result(timeout=60)
     assert info.value.code in (StatusCode.UNAVAILABLE, StatusCode.NOT_FOUND)
 
     core.load_model("simple")
     after = target.describe()
-    assert after is not before and after.version == before.version   # a reloaded version: new spec
+    assert after is not before and after.version == before.version  # a reloaded version: new spec
 
 
 def _ensemble_over_detector(name: str, label_filename: str = "") -> str:
@@ -139,9 +159,13 @@ def labels_core(tmp_path_factory):
     (repo / "outside" / "config.pbtxt").write_text(_ensemble_over_detector("outside", "labels.txt"))
     (root / "secret.txt").write_text("not a label file\n")
     (repo / "outside" / "labels.txt").symlink_to(root / "secret.txt")
-    server = InferenceServer(ServerOptions(model_repositories=(str(repo),),
-                                           model_control_mode="explicit",
-                                           startup_models=("detector", "from_step")))
+    server = InferenceServer(
+        ServerOptions(
+            model_repositories=(str(repo),),
+            model_control_mode="explicit",
+            startup_models=("detector", "from_step"),
+        )
+    )
     server.start()
     yield server
     server.stop()

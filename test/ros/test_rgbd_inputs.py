@@ -13,6 +13,7 @@
   synthetic RGB-D frames within 2 % of its distance, for every depth encoding and transport,
   letterbox and stretch; fed the depth of another frame, it does not.
 """
+
 from __future__ import annotations
 
 import io
@@ -29,15 +30,23 @@ from triton_ros.core.model_config import TensorConfig
 from triton_ros.ros.binding.plan import build_sync_plan
 from triton_ros.ros.codec.base import MalformedInput
 from triton_ros.ros.codec.camera_info import CAMERA_INFO, CameraInfoConfig
-from triton_ros.ros.codec.compressed_depth import (COMPRESSED_DEPTH, ReceivedCompressed,
-                                                   decode_compressed_depth)
+from triton_ros.ros.codec.compressed_depth import (
+    COMPRESSED_DEPTH,
+    ReceivedCompressed,
+    decode_compressed_depth,
+)
 from triton_ros.ros.codec.depth import DEPTH, DepthConfig
 from triton_ros.ros.codec.preprocess import PreprocessConfig, plan_input
 from triton_ros.ros.codec.registry import input_kind, input_kind_for_topic, output_format
 from triton_ros.ros.parameters import BINDING_PARAMS, binding_config
 from triton_ros.ros.targets.spec import ModelSpec, TensorSpec
-from triton_ros.ros.tools.synthetic_cameras import (CLASS_NAMES, RgbdScene, compressed_depth,
-                                                    depth_bytes, parse_rgbd)
+from triton_ros.ros.tools.synthetic_cameras import (
+    CLASS_NAMES,
+    RgbdScene,
+    compressed_depth,
+    depth_bytes,
+    parse_rgbd,
+)
 
 from ros_probe import ROOT
 
@@ -51,9 +60,16 @@ def depth_message(pixels: np.ndarray, encoding: str, *, pad: int = 0, big: bool 
     h, w = pixels.shape
     data = pixels.astype(pixels.dtype.newbyteorder(">") if big else pixels.dtype)
     rows = np.zeros((h, w * pixels.itemsize + pad), np.uint8)
-    rows[:, :w * pixels.itemsize] = data.view(np.uint8).reshape(h, -1)
-    return NS(header=HEADER, height=h, width=w, encoding=encoding, is_bigendian=int(big),
-              step=w * pixels.itemsize + pad, data=rows.reshape(-1))
+    rows[:, : w * pixels.itemsize] = data.view(np.uint8).reshape(h, -1)
+    return NS(
+        header=HEADER,
+        height=h,
+        width=w,
+        encoding=encoding,
+        is_bigendian=int(big),
+        step=w * pixels.itemsize + pad,
+        data=rows.reshape(-1),
+    )
 
 
 def encode_depth(msg, config=None, tensor=DEPTH_INPUT, kind=DEPTH):
@@ -66,10 +82,12 @@ def encode_depth(msg, config=None, tensor=DEPTH_INPUT, kind=DEPTH):
 # Depth images
 # --------------------------------------------------------------------------------------------
 
+
 def test_16uc1_is_millimetres_and_invalid_pixels_get_the_fill():
     mm = np.array([[0, 1000, 2500, 65535]] * 4, np.uint16).repeat(64, 0).repeat(64, 1)
-    tensor, letterbox = encode_depth(depth_message(mm, "16UC1"),
-                                     DepthConfig(fill=-1.0, max_m=10.0, resize="stretch"))
+    tensor, letterbox = encode_depth(
+        depth_message(mm, "16UC1"), DepthConfig(fill=-1.0, max_m=10.0, resize="stretch")
+    )
     assert tensor.shape == (1, 256, 256) and tensor.dtype == np.float32
     # 65.535 m is beyond depth_max_m: invalid, not clipped to a surface at 10 m
     np.testing.assert_allclose(tensor[0, 0, ::64], [-1.0, 1.0, 2.5, -1.0])
@@ -78,9 +96,11 @@ def test_16uc1_is_millimetres_and_invalid_pixels_get_the_fill():
 
 def test_depth_outside_the_range_is_invalid_never_clipped_to_its_limits():
     m = np.array([[0.2, 0.5, 3.0, 9.99, 10.0, 10.01, 40.0, np.inf]], np.float32).repeat(2, 0)
-    tensor, _ = encode_depth(depth_message(m, "32FC1"),
-                             DepthConfig(min_m=0.5, max_m=10.0, fill=0.0, resize="stretch"),
-                             TensorConfig(name="D", datatype="FP32", dims=(2, 8)))
+    tensor, _ = encode_depth(
+        depth_message(m, "32FC1"),
+        DepthConfig(min_m=0.5, max_m=10.0, fill=0.0, resize="stretch"),
+        TensorConfig(name="D", datatype="FP32", dims=(2, 8)),
+    )
     # the limits themselves are valid; beyond them, no invented surface at the limit
     np.testing.assert_allclose(tensor[0], [0.0, 0.5, 3.0, 9.99, 10.0, 0.0, 0.0, 0.0], rtol=1e-6)
 
@@ -88,17 +108,18 @@ def test_depth_outside_the_range_is_invalid_never_clipped_to_its_limits():
 @pytest.mark.parametrize("big,pad", [(False, 0), (True, 0), (False, 6), (True, 4)])
 def test_32fc1_is_metres_with_nan_inf_and_negatives_invalid(big, pad):
     m = np.full((256, 256), 2.0, np.float32)
-    m[0, :5] = [np.nan, np.inf, -np.inf, -1.0, 0.25]      # REP 117: none is a distance
-    tensor, _ = encode_depth(depth_message(m, "32FC1", pad=pad, big=big),
-                             DepthConfig(min_m=0.5, fill=7.0))
+    m[0, :5] = [np.nan, np.inf, -np.inf, -1.0, 0.25]  # REP 117: none is a distance
+    tensor, _ = encode_depth(
+        depth_message(m, "32FC1", pad=pad, big=big), DepthConfig(min_m=0.5, fill=7.0)
+    )
     np.testing.assert_allclose(tensor[0, 0, :6], [7.0, 7.0, 7.0, 7.0, 7.0, 2.0])
 
 
 def test_resizing_never_blends_valid_and_invalid_depths():
     rng = np.random.default_rng(1)
     mm = rng.integers(500, 5000, size=(480, 640)).astype(np.uint16)
-    mm[rng.random(mm.shape) < 0.3] = 0                   # holes everywhere
-    mm[:, 300:340] = 0                                   # an invalid band
+    mm[rng.random(mm.shape) < 0.3] = 0  # holes everywhere
+    mm[:, 300:340] = 0  # an invalid band
     tensor, letterbox = encode_depth(depth_message(mm, "16UC1"), DepthConfig(fill=0.0))
     measured = set(np.round(mm[mm > 0] * 0.001, 6).tolist()) | {0.0}
     assert set(np.round(tensor.reshape(-1).astype(np.float64), 6).tolist()) <= measured
@@ -107,26 +128,40 @@ def test_resizing_never_blends_valid_and_invalid_depths():
 
 def test_a_depth_input_must_be_one_floating_point_channel():
     with pytest.raises(TritonRosError, match="floating-point"):
-        DEPTH.plan(DepthConfig(), TensorConfig(name="D", datatype="UINT8", dims=(1, 8, 8)),
-                   model="m")
+        DEPTH.plan(
+            DepthConfig(), TensorConfig(name="D", datatype="UINT8", dims=(1, 8, 8)), model="m"
+        )
     with pytest.raises(TritonRosError, match="one channel"):
-        DEPTH.plan(DepthConfig(), TensorConfig(name="D", datatype="FP32", dims=(3, 8, 8)),
-                   model="m")
-    plan = DEPTH.plan(DepthConfig(), TensorConfig(name="D", datatype="FP16", dims=(8, 8)),
-                      model="m")
+        DEPTH.plan(
+            DepthConfig(), TensorConfig(name="D", datatype="FP32", dims=(3, 8, 8)), model="m"
+        )
+    plan = DEPTH.plan(
+        DepthConfig(), TensorConfig(name="D", datatype="FP16", dims=(8, 8)), model="m"
+    )
     assert plan.shape == (8, 8)
 
 
-@pytest.mark.parametrize("encoding,height,width,step,size,why", [
-    ("mono8", 4, 4, 4, 16, "not a depth encoding"),
-    ("16UC1", 4, 4, 6, 24, "step 6"),
-    ("32FC1", 4, 4, 16, 60, "fewer than step"),
-    ("16UC1", 0, 4, 8, 0, "empty"),
-])
-def test_a_depth_image_that_is_not_what_it_claims_is_malformed(encoding, height, width, step,
-                                                              size, why):
-    msg = NS(header=HEADER, encoding=encoding, height=height, width=width, step=step,
-             data=bytes(size), is_bigendian=0)
+@pytest.mark.parametrize(
+    "encoding,height,width,step,size,why",
+    [
+        ("mono8", 4, 4, 4, 16, "not a depth encoding"),
+        ("16UC1", 4, 4, 6, 24, "step 6"),
+        ("32FC1", 4, 4, 16, 60, "fewer than step"),
+        ("16UC1", 0, 4, 8, 0, "empty"),
+    ],
+)
+def test_a_depth_image_that_is_not_what_it_claims_is_malformed(
+    encoding, height, width, step, size, why
+):
+    msg = NS(
+        header=HEADER,
+        encoding=encoding,
+        height=height,
+        width=width,
+        step=step,
+        data=bytes(size),
+        is_bigendian=0,
+    )
     with pytest.raises(MalformedInput, match=why):
         DEPTH.check(msg)
 
@@ -135,6 +170,7 @@ def test_a_depth_image_that_is_not_what_it_claims_is_malformed(encoding, height,
 # compressedDepth (compressed_depth_image_transport), encoded by Pillow
 # --------------------------------------------------------------------------------------------
 
+
 def pil_png(pixels: np.ndarray) -> bytes:
     out = io.BytesIO()
     PilImage.fromarray(pixels).save(out, format="PNG")
@@ -142,19 +178,21 @@ def pil_png(pixels: np.ndarray) -> bytes:
 
 
 def config_header(fmt: int = 0, a: float = 0.0, b: float = 0.0) -> bytes:
-    return struct.pack("<iff", fmt, a, b)    # compressionFormat, float depthParam[2]
+    return struct.pack("<iff", fmt, a, b)  # compressionFormat, float depthParam[2]
 
 
-@pytest.mark.parametrize("fmt", ["16UC1; compressedDepth png", "16UC1; compressedDepth",
-                                 "16UC1"])
+@pytest.mark.parametrize("fmt", ["16UC1; compressedDepth png", "16UC1; compressedDepth", "16UC1"])
 def test_compressed_depth_16uc1_png(fmt):
     mm = np.random.default_rng(2).integers(0, 9000, size=(120, 160)).astype(np.uint16)
     msg = ReceivedCompressed(HEADER, fmt, config_header() + pil_png(mm))
     pixels, unit, _ = decode_compressed_depth(msg.format, msg.data)
     assert unit == "mm" and (pixels == mm).all()
-    tensor, _ = encode_depth(msg, DepthConfig(resize="stretch"),
-                             TensorConfig(name="D", datatype="FP32", dims=(120, 160)),
-                             COMPRESSED_DEPTH)
+    tensor, _ = encode_depth(
+        msg,
+        DepthConfig(resize="stretch"),
+        TensorConfig(name="D", datatype="FP32", dims=(120, 160)),
+        COMPRESSED_DEPTH,
+    )
     np.testing.assert_allclose(tensor, mm * 0.001, rtol=1e-6)
 
 
@@ -164,12 +202,16 @@ def test_compressed_depth_32fc1_is_quantised_inverse_depth():
     b = np.float32(1 - a / 10.0)
     depth = np.linspace(0.5, 8.0, 64 * 64, dtype=np.float32).reshape(64, 64)
     q = np.trunc(a / depth + b).astype(np.uint16)
-    q[0, :5] = 0                                          # no depth
-    msg = ReceivedCompressed(HEADER, "32FC1; compressedDepth png",
-                             config_header(0, float(a), float(b)) + pil_png(q))
-    tensor, _ = encode_depth(msg, DepthConfig(fill=-1.0),
-                             TensorConfig(name="D", datatype="FP32", dims=(64, 64)),
-                             COMPRESSED_DEPTH)
+    q[0, :5] = 0  # no depth
+    msg = ReceivedCompressed(
+        HEADER, "32FC1; compressedDepth png", config_header(0, float(a), float(b)) + pil_png(q)
+    )
+    tensor, _ = encode_depth(
+        msg,
+        DepthConfig(fill=-1.0),
+        TensorConfig(name="D", datatype="FP32", dims=(64, 64)),
+        COMPRESSED_DEPTH,
+    )
     assert (tensor[0, :5] == -1.0).all()
     valid = q != 0
     np.testing.assert_allclose(tensor[valid], a / (q[valid].astype(np.float32) - b), rtol=1e-6)
@@ -177,13 +219,16 @@ def test_compressed_depth_32fc1_is_quantised_inverse_depth():
     assert np.abs(tensor[valid] - depth[valid]).max() < 0.01
 
 
-@pytest.mark.parametrize("fmt,data,why", [
-    ("16UC1; compressedDepth rvl", config_header() + b"\x00" * 40, "rvl is not read"),
-    ("16UC1; jpeg compressed bgr8", config_header() + b"\x00" * 40, "not compressed_depth"),
-    ("bgr8; compressedDepth png", config_header() + b"\x00" * 40, "not a depth encoding"),
-    ("16UC1; compressedDepth png", config_header()[:8], "no room"),
-    ("16UC1; compressedDepth png", config_header() + b"GIF89a" + b"\x00" * 30, "not a PNG"),
-])
+@pytest.mark.parametrize(
+    "fmt,data,why",
+    [
+        ("16UC1; compressedDepth rvl", config_header() + b"\x00" * 40, "rvl is not read"),
+        ("16UC1; jpeg compressed bgr8", config_header() + b"\x00" * 40, "not compressed_depth"),
+        ("bgr8; compressedDepth png", config_header() + b"\x00" * 40, "not a depth encoding"),
+        ("16UC1; compressedDepth png", config_header()[:8], "no room"),
+        ("16UC1; compressedDepth png", config_header() + b"GIF89a" + b"\x00" * 30, "not a PNG"),
+    ],
+)
 def test_unreadable_compressed_depth_is_malformed_at_check(fmt, data, why):
     with pytest.raises(MalformedInput, match=why):
         COMPRESSED_DEPTH.check(ReceivedCompressed(HEADER, fmt, data))
@@ -193,7 +238,7 @@ def test_corrupt_truncated_and_8_bit_pngs_are_malformed_when_decoded():
     mm = np.full((64, 64), 1234, np.uint16)
     good = pil_png(mm)
     cases = {
-        "truncated": config_header() + good[:len(good) // 2],
+        "truncated": config_header() + good[: len(good) // 2],
         "corrupt": config_header() + good[:40] + bytes(len(good) - 40),
         "8 bit": config_header() + pil_png(np.zeros((8, 8), np.uint8)),
         "format 1": config_header(1) + good,
@@ -207,23 +252,29 @@ def test_corrupt_truncated_and_8_bit_pngs_are_malformed_when_decoded():
 # CameraInfo
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("resize", ["letterbox", "stretch"])
 @pytest.mark.parametrize("size", [(640, 480), (424, 240), (480, 640)])
 def test_k_is_mapped_into_the_model_pixels_as_the_image_is(resize, size):
     w, h = size
-    image = plan_input(PreprocessConfig(resize=resize),
-                       TensorConfig(name="C", datatype="FP32", dims=(3, 256, 256),
-                                    format="FORMAT_NCHW"), model="m")
-    plan = CAMERA_INFO.plan(CameraInfoConfig(),
-                            TensorConfig(name="K", datatype="FP32", dims=(3, 3)), model="m",
-                            image=image)
+    image = plan_input(
+        PreprocessConfig(resize=resize),
+        TensorConfig(name="C", datatype="FP32", dims=(3, 256, 256), format="FORMAT_NCHW"),
+        model="m",
+    )
+    plan = CAMERA_INFO.plan(
+        CameraInfoConfig(),
+        TensorConfig(name="K", datatype="FP32", dims=(3, 3)),
+        model="m",
+        image=image,
+    )
     k = np.array([[0.9 * w, 0.0, w / 2 + 7], [0.0, 0.9 * w, h / 2 - 5], [0.0, 0.0, 1.0]])
     msg = NS(header=HEADER, width=w, height=h, k=k.reshape(-1))
     CAMERA_INFO.check(msg)
     tensor, intrinsics = CAMERA_INFO.encoder(plan)(msg)
     lb = intrinsics.letterbox
     for point in ([0.3, -0.2, 2.0], [-0.5, 0.4, 1.0]):
-        u, v, _ = k @ point / point[2]                   # source pixel (centres at integers)
+        u, v, _ = k @ point / point[2]  # source pixel (centres at integers)
         mu, mv, _ = tensor.astype(np.float64) @ point / point[2]
         assert mu == pytest.approx((u + 0.5) * lb.scale_x - 0.5 + lb.pad_x, abs=1e-3)
         assert mv == pytest.approx((v + 0.5) * lb.scale_y - 0.5 + lb.pad_y, abs=1e-3)
@@ -234,21 +285,27 @@ def test_an_uncalibrated_or_sizeless_camera_info_is_malformed():
         CAMERA_INFO.check(NS(header=HEADER, width=640, height=480, k=np.zeros(9)))
     with pytest.raises(MalformedInput, match="9"):
         CAMERA_INFO.check(NS(header=HEADER, width=640, height=480, k=np.ones(4)))
-    image = plan_input(PreprocessConfig(), TensorConfig(name="C", datatype="FP32",
-                                                        dims=(3, 64, 64)), model="m")
-    plan = CAMERA_INFO.plan(CameraInfoConfig(),
-                            TensorConfig(name="K", datatype="FP32", dims=(9,)), model="m",
-                            image=image)
+    image = plan_input(
+        PreprocessConfig(), TensorConfig(name="C", datatype="FP32", dims=(3, 64, 64)), model="m"
+    )
+    plan = CAMERA_INFO.plan(
+        CameraInfoConfig(),
+        TensorConfig(name="K", datatype="FP32", dims=(9,)),
+        model="m",
+        image=image,
+    )
     with pytest.raises(MalformedInput, match="no width and height"):
-        CAMERA_INFO.encoder(plan)(NS(header=HEADER, width=0, height=0,
-                                     k=np.array([500, 0, 320, 0, 500, 240, 0, 0, 1.0])))
+        CAMERA_INFO.encoder(plan)(
+            NS(header=HEADER, width=0, height=0, k=np.array([500, 0, 320, 0, 500, 240, 0, 0, 1.0]))
+        )
 
 
 def test_kinds_are_found_by_the_topic_type():
     assert input_kind_for_topic("", "sensor_msgs/msg/Image").name == "image"
     assert input_kind_for_topic("depth", "sensor_msgs/msg/Image").name == "depth"
-    assert input_kind_for_topic("depth", "sensor_msgs/msg/CompressedImage").name == \
-        "compressed_depth"
+    assert (
+        input_kind_for_topic("depth", "sensor_msgs/msg/CompressedImage").name == "compressed_depth"
+    )
     assert input_kind_for_topic("", "sensor_msgs/msg/CameraInfo").name == "camera_info"
     assert input_kind_for_topic("camera_info", "sensor_msgs/msg/Image") is None
 
@@ -262,57 +319,84 @@ INPUTS = {"COLOR": "color/image_raw", "DEPTH": "depth/image_raw", "K": "color/ca
 
 def rgbd_config(**extra):
     raw = {s.name: s.default for s in BINDING_PARAMS}
-    raw.update(model="rgbd_locator", topic_patterns=["/robot*/rgbd*"], format="detections3d",
-               score_threshold=0.5, inputs=dict(INPUTS), input_kinds={"DEPTH": "depth"})
+    raw.update(
+        model="rgbd_locator",
+        topic_patterns=["/robot*/rgbd*"],
+        format="detections3d",
+        score_threshold=0.5,
+        inputs=dict(INPUTS),
+        input_kinds={"DEPTH": "depth"},
+    )
     raw.update(extra)
     return binding_config("rgbd", raw)
 
 
-@pytest.mark.parametrize("extra,why", [
-    ({"inputs": {**INPUTS, "DEPTH": "/abs/depth"}}, "relative"),
-    ({"input_kinds": {"DEPTH": "lidar"}}, "unknown input kind 'lidar'"),
-    ({"input_kinds": {"IR": "depth"}}, "'IR' is not one of the binding's inputs"),
-    ({"input": "IR"}, "names the one whose header"),
-    ({"sync_queue_size": 0}, "sync_queue_size"),
-    ({"depth_min_m": 2.0, "depth_max_m": 1.0}, "must make a range"),
-    ({"depth_scale": 0.0}, "depth_scale"),
-])
+@pytest.mark.parametrize(
+    "extra,why",
+    [
+        ({"inputs": {**INPUTS, "DEPTH": "/abs/depth"}}, "relative"),
+        ({"input_kinds": {"DEPTH": "lidar"}}, "unknown input kind 'lidar'"),
+        ({"input_kinds": {"IR": "depth"}}, "'IR' is not one of the binding's inputs"),
+        ({"input": "IR"}, "names the one whose header"),
+        ({"sync_queue_size": 0}, "sync_queue_size"),
+        ({"depth_min_m": 2.0, "depth_max_m": 1.0}, "must make a range"),
+        ({"depth_scale": 0.0}, "depth_scale"),
+    ],
+)
 def test_a_synchronized_binding_with_bad_settings_is_refused(extra, why):
     with pytest.raises(TritonRosError, match=why):
         rgbd_config(**extra)
 
 
-SPEC = ModelSpec("rgbd_locator", 1, "onnxruntime_onnx", 16,
-                 (TensorSpec("COLOR", "FP32", (3, 256, 256), "FORMAT_NCHW"),
-                  TensorSpec("DEPTH", "FP32", (1, 256, 256)), TensorSpec("K", "FP32", (3, 3))),
-                 (TensorSpec("detections3d", "FP32", (6, 8)),),
-                 {"detections3d": tuple(CLASS_NAMES)})
+SPEC = ModelSpec(
+    "rgbd_locator",
+    1,
+    "onnxruntime_onnx",
+    16,
+    (
+        TensorSpec("COLOR", "FP32", (3, 256, 256), "FORMAT_NCHW"),
+        TensorSpec("DEPTH", "FP32", (1, 256, 256)),
+        TensorSpec("K", "FP32", (3, 3)),
+    ),
+    (TensorSpec("detections3d", "FP32", (6, 8)),),
+    {"detections3d": tuple(CLASS_NAMES)},
+)
 
 
 def kinds(depth: str = "depth"):
-    return [("COLOR", input_kind("image")), ("DEPTH", input_kind(depth)),
-            ("K", input_kind("camera_info"))]
+    return [
+        ("COLOR", input_kind("image")),
+        ("DEPTH", input_kind(depth)),
+        ("K", input_kind("camera_info")),
+    ]
 
 
 def test_a_plan_needs_every_model_input_fed_and_no_other():
     with pytest.raises(TritonRosError, match="also requires input"):
         build_sync_plan(rgbd_config(), SPEC, kinds()[:2], output_format("detections3d"))
     with pytest.raises(TritonRosError, match=r"has no input\(s\) IR"):
-        build_sync_plan(rgbd_config(), SPEC, kinds() + [("IR", input_kind("image"))],
-                        output_format("detections3d"))
+        build_sync_plan(
+            rgbd_config(),
+            SPEC,
+            kinds() + [("IR", input_kind("image"))],
+            output_format("detections3d"),
+        )
     plan = build_sync_plan(rgbd_config(), SPEC, kinds(), output_format("detections3d"))
     assert plan.input_name == "COLOR" and [f[0] for f in plan.feeds] == ["COLOR", "DEPTH", "K"]
-    assert plan.feeds[2][1].image is plan.feeds[0][1]      # K mapped into COLOR's pixels
+    assert plan.feeds[2][1].image is plan.feeds[0][1]  # K mapped into COLOR's pixels
 
 
 # --------------------------------------------------------------------------------------------
 # The model, through the node's plans and encoders
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def session():
-    return ort.InferenceSession(str(ROOT / "model_repository" / "rgbd_locator" / "1" /
-                                    "model.onnx"), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        str(ROOT / "model_repository" / "rgbd_locator" / "1" / "model.onnx"),
+        providers=["CPUExecutionProvider"],
+    )
 
 
 def rgbd_messages(scene: RgbdScene, t: float, *, depth_t: float | None = None):
@@ -320,8 +404,15 @@ def rgbd_messages(scene: RgbdScene, t: float, *, depth_t: float | None = None):
     rgb, depth_m, truth = scene.render(t)
     if depth_t is not None:
         _, depth_m, _ = scene.render(depth_t)
-    colour = NS(header=HEADER, height=spec.height, width=spec.width, encoding="rgb8",
-                step=spec.width * 3, data=rgb.reshape(-1), is_bigendian=0)
+    colour = NS(
+        header=HEADER,
+        height=spec.height,
+        width=spec.width,
+        encoding="rgb8",
+        step=spec.width * 3,
+        data=rgb.reshape(-1),
+        is_bigendian=0,
+    )
     if spec.depth_transport == "compressedDepth":
         fmt, data = compressed_depth(depth_m, spec.depth_encoding)
         depth = ReceivedCompressed(HEADER, fmt, data)
@@ -341,20 +432,30 @@ def errors(rows: np.ndarray, truth) -> list[float]:
     out = []
     for position, cls in zip(truth.positions, truth.classes):
         found = rows[(rows[:, 7] == cls) & (rows[:, 6] > 0.5)]
-        out.append(float(np.linalg.norm(found[0, :3] - position) / position[2])
-                   if len(found) else float("inf"))
+        out.append(
+            float(np.linalg.norm(found[0, :3] - position) / position[2])
+            if len(found)
+            else float("inf")
+        )
     return out
 
 
 @pytest.mark.parametrize("resize", ["letterbox", "stretch"])
-@pytest.mark.parametrize("camera", ["640x480:16UC1:raw", "848x480:32FC1:raw",
-                                    "320x240:16UC1:compressedDepth",
-                                    "480x640:32FC1:compressedDepth"])
+@pytest.mark.parametrize(
+    "camera",
+    [
+        "640x480:16UC1:raw",
+        "848x480:32FC1:raw",
+        "320x240:16UC1:compressedDepth",
+        "480x640:32FC1:compressedDepth",
+    ],
+)
 def test_every_object_is_located_within_2_percent(session, camera, resize):
     scene = RgbdScene(parse_rgbd(f"r/c:{camera}"), seed=5)
     depth_kind = "compressed_depth" if camera.endswith("compressedDepth") else "depth"
-    plan = build_sync_plan(rgbd_config(resize=resize), SPEC, kinds(depth_kind),
-                           output_format("detections3d"))
+    plan = build_sync_plan(
+        rgbd_config(resize=resize), SPEC, kinds(depth_kind), output_format("detections3d")
+    )
     for t in (0.2, 0.9, 2.1):
         messages, truth = rgbd_messages(scene, t)
         for kind, msg in zip(kinds(depth_kind), messages.values()):

@@ -5,6 +5,7 @@ the last error, reported on the binding's health, and never leave the source's i
 taken: later frames still publish. A binding with a sound target leaves no reference cycle behind
 (test/test_reference_cycles.py says why that matters).
 """
+
 from __future__ import annotations
 
 import gc
@@ -63,9 +64,16 @@ class BrokenTarget:
 
 @pytest.fixture
 def ros_node(spinning_node):
-    return spinning_node(f"faults_{TOKEN}", {
-        "bindings": ["cam"], "cam.model": "detector", "cam.topics": [TOPIC],
-        "cam.score_threshold": 0.0, "cam.top_k": 1})
+    return spinning_node(
+        f"faults_{TOKEN}",
+        {
+            "bindings": ["cam"],
+            "cam.model": "detector",
+            "cam.topics": [TOPIC],
+            "cam.score_threshold": 0.0,
+            "cam.top_k": 1,
+        },
+    )
 
 
 def _detector_core() -> InferenceServer:
@@ -79,18 +87,21 @@ def _binding(node, core: InferenceServer, target):
 
     config = declare_and_read(node, bundled_repository=ROOT / "model_repository")
     workers = ThreadPoolExecutor(2)
-    binding = Binding(config.bindings[0], node=node, target=target, workers=workers,
-                      callback_group=None)
+    binding = Binding(
+        config.bindings[0], node=node, target=target, workers=workers, callback_group=None
+    )
     return binding, workers
 
 
 def _frame_sender(node):
     """A function that publishes one black 64x48 rgb8 frame on TOPIC, stamped now."""
     pixels = np.zeros((48, 64, 3), np.uint8)
-    pub = node.create_publisher(type(image_message(pixels, "rgb8", "",
-                                                   node.get_clock().now().to_msg())), TOPIC, 10)
-    return lambda: pub.publish(image_message(pixels, "rgb8", "cam",
-                                             node.get_clock().now().to_msg()))
+    pub = node.create_publisher(
+        type(image_message(pixels, "rgb8", "", node.get_clock().now().to_msg())), TOPIC, 10
+    )
+    return lambda: pub.publish(
+        image_message(pixels, "rgb8", "cam", node.get_clock().now().to_msg())
+    )
 
 
 def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
@@ -102,8 +113,9 @@ def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
     reporter = DiagnosticsReporter(core)
     binding, workers = _binding(ros_node, core, target)
     results = []
-    ros_node.create_subscription(DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections",
-                                 results.append, 10)
+    ros_node.create_subscription(
+        DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections", results.append, 10
+    )
     send = _frame_sender(ros_node)
     try:
         reporter.report([binding.figures()], time.monotonic_ns())
@@ -112,6 +124,7 @@ def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
         def published():
             send()
             return len(results) >= 2
+
         wait_until(published, what="results after the target's defects", interval=0.1)
 
         counters, in_flight, _ = binding.sources()[0].snapshot()
@@ -121,8 +134,10 @@ def test_target_defects_are_counted_and_the_slot_is_released(ros_node):
         _, [health] = reporter.report([binding.figures()], time.monotonic_ns())
         assert health.failed_internal == 3 and health.failed_inference == 2
         assert health.level in (WARN, ERROR) and "failed_internal" in health.message
-        assert "ValueError: target defect: untyped failure" in health.last_error or \
-            "RuntimeError: target defect: infer raised" in health.last_error
+        assert (
+            "ValueError: target defect: untyped failure" in health.last_error
+            or "RuntimeError: target defect: infer raised" in health.last_error
+        )
     finally:
         binding.stop()
         workers.shutdown(wait=True)
@@ -159,11 +174,13 @@ def test_a_frame_stuck_in_the_model_is_reported(ros_node, monkeypatch):
         def sent():
             send()
             return target.futures
+
         wait_until(sent, what="a frame in the model", interval=0.1)
         source = binding.sources()[0]
-        wait_until(lambda: sent() and source.snapshot()[2], what="a frame waiting behind it",
-                   interval=0.1)
-        time.sleep(1.0)                                   # max_age_ms is 500
+        wait_until(
+            lambda: sent() and source.snapshot()[2], what="a frame waiting behind it", interval=0.1
+        )
+        time.sleep(1.0)  # max_age_ms is 500
         _, [health] = reporter.report([binding.figures()], time.monotonic_ns())
         assert health.level == diagnostics.WARN and health.in_flight == 1
         assert "in the model without a result for" in health.message
@@ -175,8 +192,11 @@ def test_a_frame_stuck_in_the_model_is_reported(ros_node, monkeypatch):
         assert counters.dropped_unavailable == 1 and counters.dropped_stale == 1 and not waiting
         assert "waited behind frames still in the model" in binding.failures.last_stale.text
         # and the next frame runs
-        wait_until(lambda: sent() and len(target.futures) >= 2,
-                   what="the next frame after the stuck one", interval=0.1)
+        wait_until(
+            lambda: sent() and len(target.futures) >= 2,
+            what="the next frame after the stuck one",
+            interval=0.1,
+        )
     finally:
         binding.stop()
         for future in target.futures:
@@ -195,14 +215,16 @@ def test_published_frames_leave_no_cycle(ros_node):
     core = _detector_core()
     binding, workers = _binding(ros_node, core, LocalModelTarget(core, "detector"))
     results = []
-    ros_node.create_subscription(DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections",
-                                 results.append, 10)
+    ros_node.create_subscription(
+        DETECTIONS_TYPE, f"/faults{TOKEN}/cam/detections", results.append, 10
+    )
     send = _frame_sender(ros_node)
 
     def published(count: int):
         def check() -> bool:
             send()
             return len(results) >= count
+
         return check
 
     try:
@@ -214,8 +236,9 @@ def test_published_frames_leave_no_cycle(ros_node):
         try:
             wait_until(published(len(results) + 10), what="ten more results", interval=0.05)
             gc.collect()
-            ours = [o for o in gc.garbage
-                    if isinstance(o, (InferRequest, InferResponse, Future, Frame))]
+            ours = [
+                o for o in gc.garbage if isinstance(o, (InferRequest, InferResponse, Future, Frame))
+            ]
         finally:
             gc.set_debug(0)
             gc.garbage.clear()

@@ -8,6 +8,7 @@ clock: dropped as stale, with a warning naming the topic, the age and the likely
 WARN on /diagnostics). Frames stamped 5 s ahead of the host's clock are served, and the skew is
 reported the same way.
 """
+
 from __future__ import annotations
 
 import threading
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.system
 NS = f"/clk{TOKEN}"
 SIM_START_NS = 1000 * 1_000_000_000
 FRESH, OLD = f"{NS}/fresh/image_raw", f"{NS}/old/image_raw"
-AHEAD = f"{NS}/ahead/image_raw"          # stamped 5 s ahead of this host's clock
+AHEAD = f"{NS}/ahead/image_raw"  # stamped 5 s ahead of this host's clock
 
 
 class SimClock:
@@ -59,12 +60,22 @@ class SimClock:
 
 
 def node_params(repo, use_sim_time: bool, prefix: str) -> dict:
-    binding = {"model": "classifier", "format": "classification", "max_age_ms": 1000,
-               "output_topic_template": "{namespace}/" + prefix + "_{output_name}"}
-    return {"model_repository": str(repo), "startup_models": ["*"], "use_sim_time": use_sim_time,
-            "diagnostics_period_s": 0.5, "bindings": ["fresh", "old", "ahead"],
-            "fresh": {**binding, "topics": [FRESH]}, "old": {**binding, "topics": [OLD]},
-            "ahead": {**binding, "topics": [AHEAD]}}
+    binding = {
+        "model": "classifier",
+        "format": "classification",
+        "max_age_ms": 1000,
+        "output_topic_template": "{namespace}/" + prefix + "_{output_name}",
+    }
+    return {
+        "model_repository": str(repo),
+        "startup_models": ["*"],
+        "use_sim_time": use_sim_time,
+        "diagnostics_period_s": 0.5,
+        "bindings": ["fresh", "old", "ahead"],
+        "fresh": {**binding, "topics": [FRESH]},
+        "old": {**binding, "topics": [OLD]},
+        "ahead": {**binding, "topics": [AHEAD]},
+    }
 
 
 def binding_status(diagnostics, node, name):
@@ -75,8 +86,7 @@ def binding_status(diagnostics, node, name):
     return None
 
 
-def test_stale_frames_are_explained_and_sim_time_ages_follow_the_clock(start_node, probe,
-                                                                      tmp_path):
+def test_stale_frames_are_explained_and_sim_time_ages_follow_the_clock(start_node, probe, tmp_path):
     from diagnostic_msgs.msg import DiagnosticArray
 
     classifier(tmp_path / "models" / "classifier")
@@ -106,12 +116,23 @@ def test_stale_frames_are_explained_and_sim_time_ages_follow_the_clock(start_nod
             fresh_pub.publish(image_message(pixels, "rgb8", "sim_cam", fresh))
             old_pub.publish(image_message(pixels, "rgb8", "sim_cam", old))
             ahead = probe.now_ns() + 5_000_000_000
-            ahead_pub.publish(image_message(pixels, "rgb8", "skewed_cam", Time(
-                sec=ahead // 1_000_000_000, nanosec=ahead % 1_000_000_000)))
+            ahead_pub.publish(
+                image_message(
+                    pixels,
+                    "rgb8",
+                    "skewed_cam",
+                    Time(sec=ahead // 1_000_000_000, nanosec=ahead % 1_000_000_000),
+                )
+            )
             wall_log = on_wall.log()
-            return (sim_results.count() >= 5 and f"a frame of {FRESH}" in wall_log
-                    and f"a frame of {OLD}" in on_sim.log() and ahead_results.count() >= 1
-                    and f"a frame of {AHEAD}" in wall_log)
+            return (
+                sim_results.count() >= 5
+                and f"a frame of {FRESH}" in wall_log
+                and f"a frame of {OLD}" in on_sim.log()
+                and ahead_results.count() >= 1
+                and f"a frame of {AHEAD}" in wall_log
+            )
+
         wait_until(publish, what="results on ROS time and stale warnings", interval=0.1)
 
         # On ROS time, fresh frames are served with their sim stamps; 5 s old ones are stale.
@@ -120,18 +141,21 @@ def test_stale_frames_are_explained_and_sim_time_ages_follow_the_clock(start_nod
         log = on_sim.log()
         line = next(ln for ln in log.splitlines() if f"a frame of {OLD}" in ln)
         age = float(line.split(" s old on this node's ")[0].rsplit(" ", 1)[1])
-        assert 4.5 <= age < 6.5, line                    # /clock ticks every 20 ms (+ load)
+        assert 4.5 <= age < 6.5, line  # /clock ticks every 20 ms (+ load)
         assert "on this node's ROS (/clock, use_sim_time) clock, over max_age_ms 1000" in line
         # (a fresh frame may only go stale by waiting behind a slow model on a loaded machine)
-        assert not [ln for ln in log.splitlines()
-                    if f"a frame of {FRESH}" in ln and "waited behind" not in ln]
+        assert not [
+            ln
+            for ln in log.splitlines()
+            if f"a frame of {FRESH}" in ln and "waited behind" not in ln
+        ]
 
         # On the system clock, every frame stamped on the sim clock is stale, and said why.
         assert wall_results.count() == 0
         line = next(ln for ln in on_wall.log().splitlines() if f"a frame of {FRESH}" in ln)
         assert "[WARN]" in line and "on this node's system clock, over max_age_ms 1000" in line
         age = float(line.split(" s old on this node's ")[0].rsplit(" ", 1)[1])
-        assert age > 1e9                                  # stamps near 1000 s vs the epoch now
+        assert age > 1e9  # stamps near 1000 s vs the epoch now
         assert "clock is not synchronised" in line and "--clock and use_sim_time:=true" in line
 
         # A robot whose clock runs ahead: its frames are served, and the skew is reported.
@@ -142,23 +166,34 @@ def test_stale_frames_are_explained_and_sim_time_ages_follow_the_clock(start_nod
         assert "clock is not synchronised" in line
 
         def stale_warned():
-            publish()                                     # keeps stale frames coming
+            publish()  # keeps stale frames coming
             status = binding_status(diagnostics, on_wall, "fresh")
-            return status is not None and status.level == b"\x01" and \
-                "stale" in status.message and "use_sim_time" in status.message
+            return (
+                status is not None
+                and status.level == b"\x01"
+                and "stale" in status.message
+                and "use_sim_time" in status.message
+            )
+
         wait_until(stale_warned, what="a stale WARN on /diagnostics", interval=0.1)
         values = {kv.key: kv.value for kv in binding_status(diagnostics, on_wall, "fresh").values}
         assert int(values["dropped_stale"]) > 0 and int(values["published"]) == 0
 
         def ahead_warned():
-            publish()                                     # keeps frames (and the skew) coming
+            publish()  # keeps frames (and the skew) coming
             status = binding_status(diagnostics, on_wall, "ahead")
             if status is None:
                 return False
             values = {kv.key: kv.value for kv in status.values}
-            return (status.level == b"\x01" and "ahead of this node's clock" in status.message
-                    and int(values["stamped_ahead"]) > 0 and int(values["published"]) > 0)
-        wait_until(ahead_warned, what="a clock-skew WARN on /diagnostics, frames published",
-                   interval=0.1)
+            return (
+                status.level == b"\x01"
+                and "ahead of this node's clock" in status.message
+                and int(values["stamped_ahead"]) > 0
+                and int(values["published"]) > 0
+            )
+
+        wait_until(
+            ahead_warned, what="a clock-skew WARN on /diagnostics, frames published", interval=0.1
+        )
     finally:
         sim.stop()

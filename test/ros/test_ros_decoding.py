@@ -1,4 +1,5 @@
 """Detection and classification decoding, topic patterns, per-source flow control, parameters."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,12 +10,19 @@ import yaml
 
 from triton_ros.core.errors import TritonRosError
 from triton_ros.core.model_config import load_model_config
-from triton_ros.ros.codec.classification import (ClassificationConfig, decode_classification,
-                                                   plan_classification)
-from triton_ros.ros.codec.detection import (DetectionConfig, decode_detections, nms,
-                                              plan_detections)
-from triton_ros.ros.parameters import (BINDING_PARAMS, NODE_PARAMS, SYNC_MAPS, binding_config,
-                                       check_value)
+from triton_ros.ros.codec.classification import (
+    ClassificationConfig,
+    decode_classification,
+    plan_classification,
+)
+from triton_ros.ros.codec.detection import DetectionConfig, decode_detections, nms, plan_detections
+from triton_ros.ros.parameters import (
+    BINDING_PARAMS,
+    NODE_PARAMS,
+    SYNC_MAPS,
+    binding_config,
+    check_value,
+)
 from triton_ros.settings import FLOAT_LIST, STR_LIST
 from triton_ros.ros.codec.preprocess import PreprocessConfig, letterbox_for, plan_input
 from triton_ros.ros.binding.source import Frame, Source
@@ -33,6 +41,7 @@ def reference_nms(boxes, scores, threshold):
         h = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
         inter = w * h
         return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
     order, keep = list(np.argsort(-scores, kind="stable")), []
     while order:
         i = order.pop(0)
@@ -70,12 +79,12 @@ def test_raw_head_threshold_nms_topk_and_letterbox():
     assert plan.layout == "boxes_scores" and plan.labels[3] == "c3"
     boxes = np.zeros((256, 4), np.float32)
     scores = np.zeros((256, 8), np.float32)
-    boxes[0], scores[0, 3] = (10, 70, 50, 110), 0.9          # kept
-    boxes[1], scores[1, 3] = (11, 71, 50, 110), 0.8          # same class, overlaps: suppressed
-    boxes[2], scores[2, 5] = (11, 71, 50, 110), 0.7          # other class: kept by class-wise NMS
-    boxes[3], scores[3, 1] = (100, 100, 120, 120), 0.6       # beyond top_k
-    boxes[4], scores[4, 2] = (0, 0, 5, 5), 0.4               # under the threshold
-    box, _, _ = letterbox_for(512, 384, input_plan)          # scale 0.5, pad_y 32
+    boxes[0], scores[0, 3] = (10, 70, 50, 110), 0.9  # kept
+    boxes[1], scores[1, 3] = (11, 71, 50, 110), 0.8  # same class, overlaps: suppressed
+    boxes[2], scores[2, 5] = (11, 71, 50, 110), 0.7  # other class: kept by class-wise NMS
+    boxes[3], scores[3, 1] = (100, 100, 120, 120), 0.6  # beyond top_k
+    boxes[4], scores[4, 2] = (0, 0, 5, 5), 0.4  # under the threshold
+    box, _, _ = letterbox_for(512, 384, input_plan)  # scale 0.5, pad_y 32
     result = decode_detections({"boxes": boxes, "scores": scores}, plan, box)
     assert list(result.classes) == [3, 5]
     np.testing.assert_allclose(result.scores, [0.9, 0.7], rtol=1e-6)
@@ -89,10 +98,13 @@ def test_a_frame_without_detections_decodes_to_empty_arrays(layout):
     box, _, _ = letterbox_for(640, 480, input_plan)
     if layout == "detections":
         from dataclasses import replace
-        decoded = replace(DETECTOR, outputs=(replace(DETECTOR.outputs[0], name="detections",
-                                                     dims=(100, 6)),))
-        plan = plan_detections(DetectionConfig(layout="detections", score_threshold=0.5),
-                               decoded, {}, input_plan)
+
+        decoded = replace(
+            DETECTOR, outputs=(replace(DETECTOR.outputs[0], name="detections", dims=(100, 6)),)
+        )
+        plan = plan_detections(
+            DetectionConfig(layout="detections", score_threshold=0.5), decoded, {}, input_plan
+        )
         outputs = {"detections": np.zeros((100, 6), np.float32)}
     else:
         outputs = {"boxes": np.ones((256, 4), np.float32), "scores": np.zeros((256, 8), np.float32)}
@@ -110,17 +122,20 @@ def test_a_frame_without_detections_decodes_to_empty_arrays(layout):
 
 
 def test_decoded_rows_padding_formats_and_boxes_in_the_padding():
-    cfg = DetectionConfig(layout="detections", score_threshold=0.25, box_format="cxcywh",
-                          box_normalized=True)
+    cfg = DetectionConfig(
+        layout="detections", score_threshold=0.25, box_format="cxcywh", box_normalized=True
+    )
     input_plan = plan_input(PreprocessConfig(), DETECTOR.inputs[0], model="detector")
     from dataclasses import replace
-    decoded = replace(DETECTOR, outputs=(replace(DETECTOR.outputs[0], name="detections",
-                                                 dims=(100, 6)),))
+
+    decoded = replace(
+        DETECTOR, outputs=(replace(DETECTOR.outputs[0], name="detections", dims=(100, 6)),)
+    )
     plan = plan_detections(cfg, decoded, {}, input_plan)
     rows = np.zeros((100, 6), np.float32)
-    rows[0] = (0.5, 0.5, 0.25, 0.25, 0.8, 2)     # centre of the input
-    rows[1] = (0.5, 0.05, 0.2, 0.05, 0.9, 1)     # wholly in the top padding: not a detection
-    box, _, _ = letterbox_for(512, 256, input_plan)          # scale 0.5, pad_y 64
+    rows[0] = (0.5, 0.5, 0.25, 0.25, 0.8, 2)  # centre of the input
+    rows[1] = (0.5, 0.05, 0.2, 0.05, 0.9, 1)  # wholly in the top padding: not a detection
+    box, _, _ = letterbox_for(512, 256, input_plan)  # scale 0.5, pad_y 64
     result = decode_detections({"detections": rows}, plan, box)
     assert len(result) == 1 and result.classes[0] == 2
     np.testing.assert_allclose(result.boxes[0], [192, 64, 320, 192])
@@ -135,9 +150,13 @@ def test_detection_plan_errors_name_the_outputs():
 
 def test_classification_top_classes_softmax_and_names():
     from dataclasses import replace
+
     model = replace(DETECTOR, outputs=(replace(DETECTOR.outputs[0], name="logits", dims=(4,)),))
-    plan = plan_classification(ClassificationConfig(class_count=2, softmax=True,
-                                                    class_names=("a", "b", "c", "d")), model, {})
+    plan = plan_classification(
+        ClassificationConfig(class_count=2, softmax=True, class_names=("a", "b", "c", "d")),
+        model,
+        {},
+    )
     result = decode_classification({"logits": np.array([1.0, 3.0, 2.0, 0.0])}, plan)
     assert list(result.classes) == [1, 2]
     e = np.exp([1.0, 3.0, 2.0, 0.0])
@@ -145,28 +164,35 @@ def test_classification_top_classes_softmax_and_names():
 
 
 def test_topic_patterns_stay_within_name_segments():
-    m = TopicMatcher(["/robot*/camera*/image_raw", "/fleet/**/image_raw", "/cam[12]/image"],
-                     "sensor_msgs/msg/Image")
-    graph = [("/robot2/camera_left/image_raw", ["sensor_msgs/msg/Image"]),
-             ("/robot2/arm/camera/image_raw", ["sensor_msgs/msg/Image"]),
-             ("/robot3/camera_x/image_raw", ["std_msgs/msg/String"]),
-             ("/fleet/a/b/image_raw", ["sensor_msgs/msg/Image"]),
-             ("/cam1/image", ["sensor_msgs/msg/Image"]),
-             ("/cam3/image", ["sensor_msgs/msg/Image"])]
-    assert m.select(graph) == ["/cam1/image", "/fleet/a/b/image_raw",
-                               "/robot2/camera_left/image_raw"]
+    m = TopicMatcher(
+        ["/robot*/camera*/image_raw", "/fleet/**/image_raw", "/cam[12]/image"],
+        "sensor_msgs/msg/Image",
+    )
+    graph = [
+        ("/robot2/camera_left/image_raw", ["sensor_msgs/msg/Image"]),
+        ("/robot2/arm/camera/image_raw", ["sensor_msgs/msg/Image"]),
+        ("/robot3/camera_x/image_raw", ["std_msgs/msg/String"]),
+        ("/fleet/a/b/image_raw", ["sensor_msgs/msg/Image"]),
+        ("/cam1/image", ["sensor_msgs/msg/Image"]),
+        ("/cam3/image", ["sensor_msgs/msg/Image"]),
+    ]
+    assert m.select(graph) == [
+        "/cam1/image",
+        "/fleet/a/b/image_raw",
+        "/robot2/camera_left/image_raw",
+    ]
 
 
 def test_source_keeps_k_in_flight_latest_wins_and_drops_stale():
     s = Source("/a", "/b", max_in_flight=1, max_age_ms=100, discovered=False)
     ms = 1_000_000
     f1, f2, f3 = (Frame(object(), 1000 * ms + i, 1000 * ms) for i in range(3))
-    assert s.offer(f1, 1000 * ms) is f1                # starts
-    assert s.offer(f2, 1000 * ms) is None              # waits
-    assert s.offer(f3, 1000 * ms) is None              # replaces f2 (superseded)
-    assert s.finish(1010 * ms) is f3                   # f3 takes f1's place
+    assert s.offer(f1, 1000 * ms) is f1  # starts
+    assert s.offer(f2, 1000 * ms) is None  # waits
+    assert s.offer(f3, 1000 * ms) is None  # replaces f2 (superseded)
+    assert s.finish(1010 * ms) is f3  # f3 takes f1's place
     old = Frame(object(), 800 * ms, 1000 * ms)
-    assert s.offer(old, 1000 * ms) is None             # 200 ms old: stale
+    assert s.offer(old, 1000 * ms) is None  # 200 ms old: stale
     assert s.finish(1020 * ms) is None
     counters, in_flight, waiting = s.snapshot()
     assert (counters.received, counters.dropped_superseded, counters.dropped_stale) == (4, 1, 1)
@@ -202,24 +228,34 @@ def test_every_parameter_is_documented_in_config_inference_yaml():
                 yield from flat(v, f"{prefix}{k}.")
             else:
                 yield f"{prefix}{k}", v
+
     others = doc["bindings"][1:]
     for other in others:
         for name, _ in flat(doc.pop(other)):
-            assert name in {s.name for s in BINDING_PARAMS} or \
-                name.split(".")[0] in SYNC_MAPS, f"{other}.{name}"
+            assert name in {s.name for s in BINDING_PARAMS} or name.split(".")[0] in SYNC_MAPS, (
+                f"{other}.{name}"
+            )
     documented = dict(flat(doc))
     binding = doc["bindings"][0]
     expected = {s.name: s for s in NODE_PARAMS}
     expected.update({f"{binding}.{s.name}": s for s in BINDING_PARAMS})
     assert set(documented) == set(expected)
-    not_default = {"bindings", f"{binding}.model", f"{binding}.topic_patterns",
-                   f"{binding}.score_threshold", f"{binding}.output_topic_template"}
+    not_default = {
+        "bindings",
+        f"{binding}.model",
+        f"{binding}.topic_patterns",
+        f"{binding}.score_threshold",
+        f"{binding}.output_topic_template",
+    }
     for name, spec in expected.items():
         value = documented[name]
         if spec.kind in (STR_LIST, FLOAT_LIST) and not isinstance(value, list):
             value = [value] if value not in ("", None) else []
-        default = spec.default if not isinstance(spec.default, str) or spec.kind != STR_LIST \
+        default = (
+            spec.default
+            if not isinstance(spec.default, str) or spec.kind != STR_LIST
             else ([spec.default] if spec.default else [])
+        )
         if name in not_default:
             assert value != default, name
         else:

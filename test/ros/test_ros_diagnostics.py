@@ -13,6 +13,7 @@ ensemble whose middle step is ``color_detector``) once; cameras publish to all f
 
 Loaded again, everything is OK and publishing.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,18 +29,28 @@ pytestmark = pytest.mark.system
 
 NS = f"/d{TOKEN}"
 PERIOD_S = 0.5
-CAMERAS = {name: parse_camera(f"{name}/camera:320x240:rgb8")
-           for name in ("front", "rear", "top", "pipeline")}
+CAMERAS = {
+    name: parse_camera(f"{name}/camera:320x240:rgb8")
+    for name in ("front", "rear", "top", "pipeline")
+}
 OK, WARN, ERROR = b"\x00", b"\x01", b"\x02"
 
 
 @pytest.fixture
 def node(tmp_path):
-    params = {"startup_models": ["*"], "diagnostics_period_s": PERIOD_S,
-              "bindings": list(CAMERAS),
-              **{name: {"model": "detector_pipeline" if name == "pipeline" else "color_detector",
-                        "topics": [spec.topic(NS)], "max_age_ms": 0}
-                 for name, spec in CAMERAS.items()}}
+    params = {
+        "startup_models": ["*"],
+        "diagnostics_period_s": PERIOD_S,
+        "bindings": list(CAMERAS),
+        **{
+            name: {
+                "model": "detector_pipeline" if name == "pipeline" else "color_detector",
+                "topics": [spec.topic(NS)],
+                "max_age_ms": 0,
+            }
+            for name, spec in CAMERAS.items()
+        },
+    }
     probe = Probe(f"probe_{TOKEN}_diag")
     node = NodeProcess(params, tmp_path, name=f"diag_node_{TOKEN}")
     try:
@@ -65,51 +76,61 @@ def test_an_unloaded_step_and_model_are_reported_as_they_are(node):
     node, probe = node
     prefix = f"/{node.name}: "
     arrays = probe.subscribe(DiagnosticArray, "/diagnostics", qos=100)
-    results = {name: probe.subscribe(DETECTIONS_TYPE, f"{NS}/{name}/camera/detections")
-               for name in CAMERAS}
+    results = {
+        name: probe.subscribe(DETECTIONS_TYPE, f"{NS}/{name}/camera/detections") for name in CAMERAS
+    }
     rig = probe.cameras(list(CAMERAS.values()), prefix=NS, rate=5.0)
     try:
         for rec in results.values():
             rec.wait_for(2, what="detections on every camera")
 
         def ours(after_ns: int = 0):
-            return [(m, t) for m, t in list(arrays.items) if t >= after_ns and any(
-                s.name.startswith(prefix) for s in m.status)]
+            return [
+                (m, t)
+                for m, t in list(arrays.items)
+                if t >= after_ns and any(s.name.startswith(prefix) for s in m.status)
+            ]
 
-        unloaded = probe.call(UnloadModel, node.service("unload_model"),
-                              model_name="color_detector")
+        unloaded = probe.call(
+            UnloadModel, node.service("unload_model"), model_name="color_detector"
+        )
         assert unloaded.success, unloaded.message
         after = probe.now_ns()
         # the first array published a whole period after the unload answered
-        first, _ = wait_until(lambda: ours(after + int(PERIOD_S * 1e9)), 30,
-                              "diagnostics after the unload")[0]
+        first, _ = wait_until(
+            lambda: ours(after + int(PERIOD_S * 1e9)), 30, "diagnostics after the unload"
+        )[0]
         found = statuses(first)
         model = found[prefix + "model color_detector"]
         assert model.level == WARN and values(model)["state"] == "UNAVAILABLE"
         assert "unloaded; bindings 'front', 'rear', 'top' drop their frames" == model.message
         ensemble = found[prefix + "model detector_pipeline"]
-        assert values(ensemble)["state"] == "READY"           # as the repository index says
+        assert values(ensemble)["state"] == "READY"  # as the repository index says
         assert ensemble.level == ERROR, ensemble
         assert "step model 'color_detector' has no ready version" in ensemble.message
         pipeline = found[prefix + "binding pipeline"]
         assert pipeline.level == ERROR, pipeline
-        assert pipeline.message.startswith("model 'detector_pipeline' cannot serve: its step "
-                                           "model 'color_detector' has no ready version")
+        assert pipeline.message.startswith(
+            "model 'detector_pipeline' cannot serve: its step "
+            "model 'color_detector' has no ready version"
+        )
         for name in ("front", "rear", "top"):
             binding = found[prefix + f"binding {name}"]
-            assert binding.level == ERROR and "is not ready (UNAVAILABLE: unloaded)" in \
-                binding.message, binding
+            assert (
+                binding.level == ERROR and "is not ready (UNAVAILABLE: unloaded)" in binding.message
+            ), binding
         counts = {name: rec.count() for name, rec in results.items()}
         time.sleep(1.0)
-        assert {name: rec.count() for name, rec in results.items()} == counts   # none served
+        assert {name: rec.count() for name, rec in results.items()} == counts  # none served
 
         loaded = probe.call(LoadModel, node.service("load_model"), model_name="color_detector")
         assert loaded.success, loaded.message
         for name, rec in results.items():
             rec.wait_for(counts[name] + 2, what=f"detections of {name} after the load")
         again = probe.now_ns()
-        latest, _ = wait_until(lambda: ours(again + int(PERIOD_S * 1e9)), 30,
-                               "diagnostics after the load")[0]
+        latest, _ = wait_until(
+            lambda: ours(again + int(PERIOD_S * 1e9)), 30, "diagnostics after the load"
+        )[0]
         found = statuses(latest)
         assert found[prefix + "model color_detector"].level == OK
         assert found[prefix + "model detector_pipeline"].level == OK

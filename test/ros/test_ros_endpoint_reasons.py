@@ -9,6 +9,7 @@ endpoint's reason in words (it said only ``(down)``), throttled per endpoint, an
 ``ssl_transport_security.cc ... Handshake failed`` lines (about 4 a second before) must not reach
 it (GRPC_VERBOSITY, triton_ros/ros/__init__.py).
 """
+
 from __future__ import annotations
 
 import re
@@ -24,16 +25,24 @@ from server_process import ServerProcess, free_port
 from triton_ros.ros.codec.messages import DETECTIONS_TYPE
 from triton_ros.ros.tools.synthetic_cameras import parse_camera
 
-pytestmark = [pytest.mark.system,
-              pytest.mark.skipif(not have_openssl(), reason="needs openssl for certificates")]
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.skipif(not have_openssl(), reason="needs openssl for certificates"),
+]
 
 NS = f"/why{TOKEN}"
-WATCH_S = 12.0                  # how long the node runs with the bad endpoints down
+WATCH_S = 12.0  # how long the node runs with the bad endpoints down
 
 
 def server(repo, *models: str) -> ServerProcess:
-    args = ["--model-repository", str(repo), "--model-control-mode", "explicit",
-            "--allow-metrics", "false"]
+    args = [
+        "--model-repository",
+        str(repo),
+        "--model-control-mode",
+        "explicit",
+        "--allow-metrics",
+        "false",
+    ]
     for model in models:
         args += ["--load-model", model]
     s = ServerProcess(*args)
@@ -62,8 +71,13 @@ def env(tmp_path_factory):
     }
     params = {"startup_models": [], "bindings": list(bad)}
     for name, (url, extra) in bad.items():
-        params[name] = {"model": "detector", "server_urls": [good, url], "max_age_ms": 0,
-                        "topics": [parse_camera(f"{name}/cam:64x48:rgb8").topic(NS)], **extra}
+        params[name] = {
+            "model": "detector",
+            "server_urls": [good, url],
+            "max_age_ms": 0,
+            "topics": [parse_camera(f"{name}/cam:64x48:rgb8").topic(NS)],
+            **extra,
+        }
     probe = Probe(f"probe_{TOKEN}_why")
     node = NodeProcess(params, tmp, name=f"why_node_{TOKEN}")
     try:
@@ -83,7 +97,7 @@ EXPECTED = {
     "not_ready": "model 'detector' is not ready there",
     "tls_to_plain": "the server does not speak TLS (a plaintext port: use grpc://)",
     "plain_to_tls": "speaks TLS (gRPC says 'Socket closed' for this) but the URL is grpc://: "
-                    "use grpcs://",
+    "use grpcs://",
     "wrong_ca": "is not trusted",
     "refused": "connection refused: nothing listens on",
     "http_to_grpc": "speaks HTTP/2 only (a gRPC port?), not HTTP/1.1: use grpc://",
@@ -94,27 +108,34 @@ EXPECTED = {
 def test_each_down_endpoint_s_reason_is_logged_while_another_serves(env):
     node, probe, bad = env
     specs = [parse_camera(f"{name}/cam:64x48:rgb8") for name in bad]
-    recs = {s.robot: probe.subscribe(DETECTIONS_TYPE, f"{NS}/{s.robot}/cam/detections")
-            for s in specs}
+    recs = {
+        s.robot: probe.subscribe(DETECTIONS_TYPE, f"{NS}/{s.robot}/cam/detections") for s in specs
+    }
     rig = probe.cameras(specs, prefix=NS, rate=5.0)
     started = time.monotonic()
     try:
-        for name, rec in recs.items():                  # the good endpoint serves each one
+        for name, rec in recs.items():  # the good endpoint serves each one
             rec.wait_for(3, what=f"detections of {name}")
         time.sleep(max(0.0, WATCH_S - (time.monotonic() - started)))
     finally:
         rig.stop()
     log = node.log()
     for name, (url, _) in bad.items():
-        lines = [ln for ln in log.splitlines() if f"binding '{name}'" in ln and url in ln
-                 and ("down" in ln or "not ready" in ln)]
+        lines = [
+            ln
+            for ln in log.splitlines()
+            if f"binding '{name}'" in ln and url in ln and ("down" in ln or "not ready" in ln)
+        ]
         assert lines, f"{name}: no line about {url}:\n{log}"
         assert any(EXPECTED[name] in ln for ln in lines), (name, lines)
         # the start-up line and at most a few more (throttled per endpoint)
         assert len(lines) <= 4, (name, lines)
-    assert "ssl_transport_security" not in log and "Handshake failed" not in log, \
-        [ln for ln in log.splitlines() if "Handshake" in ln][:5]
-    start_up = [ln for ln in log.splitlines() if re.search(r"binding '\w+': model 'detector' on ", ln)]
+    assert "ssl_transport_security" not in log and "Handshake failed" not in log, [
+        ln for ln in log.splitlines() if "Handshake" in ln
+    ][:5]
+    start_up = [
+        ln for ln in log.splitlines() if re.search(r"binding '\w+': model 'detector' on ", ln)
+    ]
     assert len(start_up) == len(bad)
     for line in start_up:
         assert "(up)" in line and "(down: " in line, line

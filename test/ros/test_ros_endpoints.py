@@ -1,5 +1,6 @@
 """The node's endpoint parameters mirror tritonserver's flags: TLS, restricted APIs and limits
 reach the same endpoint assembly as ``triton-ros-server`` (real node process, real clients)."""
+
 from __future__ import annotations
 
 import socket
@@ -25,17 +26,27 @@ ROOT_REPO = str(Path(__file__).resolve().parents[2] / "model_repository")
 
 
 def test_node_tls_restrictions_and_limits(start_node, probe, pki):  # noqa: F811
-    node = start_node({
-        "model_repository": ROOT_REPO, "startup_models": ["simple"],
-        "grpc": {"use_ssl": True, "server_cert": pki["server_cert"],
-                 "server_key": pki["server_key"],
-                 "restricted_protocol": ["statistics:admin=s3cret"]},
-        "http": {"restricted_api": ["model-repository:admin=s3cret"], "max_connections": 5,
-                 "header_timeout_s": 30.0},
-    })
+    node = start_node(
+        {
+            "model_repository": ROOT_REPO,
+            "startup_models": ["simple"],
+            "grpc": {
+                "use_ssl": True,
+                "server_cert": pki["server_cert"],
+                "server_key": pki["server_key"],
+                "restricted_protocol": ["statistics:admin=s3cret"],
+            },
+            "http": {
+                "restricted_api": ["model-repository:admin=s3cret"],
+                "max_connections": 5,
+                "header_timeout_s": 30.0,
+            },
+        }
+    )
     node.wait_ready(probe)
-    client = grpcclient.InferenceServerClient(node_url := f"127.0.0.1:{node.grpc_port}", ssl=True,
-                                              root_certificates=pki["ca"])
+    client = grpcclient.InferenceServerClient(
+        node_url := f"127.0.0.1:{node.grpc_port}", ssl=True, root_certificates=pki["ca"]
+    )
     a = simple_array()
     inputs = simple_inputs(grpcclient, a)
     np.testing.assert_array_equal(client.infer("simple", inputs).as_numpy("OUTPUT0"), a + a)
@@ -43,8 +54,9 @@ def test_node_tls_restrictions_and_limits(start_node, probe, pki):  # noqa: F811
         client.get_inference_statistics("simple")
     assert "expecting header 'triton-grpc-protocol-admin'" in info.value.message()
     assert client.get_inference_statistics(
-        "simple", headers={"triton-grpc-protocol-admin": "s3cret"}).model_stats
-    with pytest.raises(InferenceServerException):        # plaintext to the TLS port
+        "simple", headers={"triton-grpc-protocol-admin": "s3cret"}
+    ).model_stats
+    with pytest.raises(InferenceServerException):  # plaintext to the TLS port
         grpcclient.InferenceServerClient(node_url).infer("simple", inputs, client_timeout=10)
 
     http_port = node.port("HTTP/REST endpoint")
@@ -73,14 +85,25 @@ def test_node_tls_restrictions_and_limits(start_node, probe, pki):  # noqa: F811
 
     # The server learns of those closes from its loop, which may accept the next connection
     # first: a client is served again once they are seen.
-    head = wait_until(answer_once_not_refused, timeout=10.0,
-                      what="the HTTP endpoint to see the held connections closed")
+    head = wait_until(
+        answer_once_not_refused,
+        timeout=10.0,
+        what="the HTTP endpoint to see the held connections closed",
+    )
     assert head.startswith(b"HTTP/1.1 200"), head
 
 
 def test_node_refuses_bad_endpoint_parameters(start_node):
-    node = start_node({"model_repository": ROOT_REPO, "startup_models": ["simple"],
-                       "http": {"restricted_api": ["teleport:k=v"]}}, expected_rc=1)
+    node = start_node(
+        {
+            "model_repository": ROOT_REPO,
+            "startup_models": ["simple"],
+            "http": {"restricted_api": ["teleport:k=v"]},
+        },
+        expected_rc=1,
+    )
     assert node.proc.wait(timeout=TIMEOUT) == 1
-    assert "cannot start: parameter 'http.restricted_api': unknown restricted API 'teleport'" \
+    assert (
+        "cannot start: parameter 'http.restricted_api': unknown restricted API 'teleport'"
         in node.log()
+    )

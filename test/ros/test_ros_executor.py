@@ -6,6 +6,7 @@ detector; a Python model whose ``initialize`` takes seconds is then loaded throu
 and ``~/list_models`` must answer: a load never runs on the thread of the frames. ``auto`` is
 the events executor where rclpy has one (Kilted), so both kinds are exercised here.
 """
+
 from __future__ import annotations
 
 import threading
@@ -26,12 +27,12 @@ pytestmark = pytest.mark.system
 
 LOAD_SECONDS = 4.0
 
-SLOW_CONFIG = '''name: "slow_load"
+SLOW_CONFIG = """name: "slow_load"
 backend: "python"
 input [ { name: "X", data_type: TYPE_FP32, dims: [ 1 ] } ]
 output [ { name: "Y", data_type: TYPE_FP32, dims: [ 1 ] } ]
-'''
-SLOW_MODEL = f'''import time
+"""
+SLOW_MODEL = f"""import time
 
 import triton_python_backend_utils as pb_utils
 
@@ -44,7 +45,7 @@ class TritonPythonModel:
         return [pb_utils.InferenceResponse(output_tensors=[
             pb_utils.Tensor("Y", pb_utils.get_input_tensor_by_name(r, "X").as_numpy())])
             for r in requests]
-'''
+"""
 
 
 def repository(dest):
@@ -65,27 +66,39 @@ def test_auto_is_events_where_rclpy_has_it_and_a_wrong_value_is_refused():
 
 
 @pytest.mark.parametrize("executor", ["auto", "wait_set"])
-def test_frames_and_queries_are_served_while_a_slow_model_loads(executor, start_node, probe,
-                                                                 tmp_path):
+def test_frames_and_queries_are_served_while_a_slow_model_loads(
+    executor, start_node, probe, tmp_path
+):
     from triton_ros_interfaces.srv import ListModels, LoadModel
 
     kind = resolve_executor(executor)
     ns = f"/exe{TOKEN}{executor.replace('_', '')}"
-    node = start_node({"model_repository": str(repository(tmp_path / "models")),
-                       "startup_models": ["detector"], "executor": executor,
-                       "bindings": ["cam"],
-                       "cam": {"model": "detector", "topics": [f"{ns}/cam/image_raw"]}})
+    node = start_node(
+        {
+            "model_repository": str(repository(tmp_path / "models")),
+            "startup_models": ["detector"],
+            "executor": executor,
+            "bindings": ["cam"],
+            "cam": {"model": "detector", "topics": [f"{ns}/cam/image_raw"]},
+        }
+    )
     node.wait_ready(probe)
-    assert f"callbacks run on rclpy's {'events' if kind == 'events' else 'wait-set'} executor" \
+    assert (
+        f"callbacks run on rclpy's {'events' if kind == 'events' else 'wait-set'} executor"
         in node.log()
+    )
     rec = probe.subscribe(DETECTIONS_TYPE, f"{ns}/cam/detections")
-    camera = probe.cameras([parse_camera("exe/cam:320x240:rgb8")], rate=20.0,
-                           topics=[f"{ns}/cam/image_raw"])
+    camera = probe.cameras(
+        [parse_camera("exe/cam:320x240:rgb8")], rate=20.0, topics=[f"{ns}/cam/image_raw"]
+    )
     try:
         rec.wait_for(3, what="detections before the load")
         answer: dict = {}
-        loader = threading.Thread(target=lambda: answer.setdefault("load", probe.call(
-            LoadModel, node.service("load_model"), model_name="slow_load")))
+        loader = threading.Thread(
+            target=lambda: answer.setdefault(
+                "load", probe.call(LoadModel, node.service("load_model"), model_name="slow_load")
+            )
+        )
         loader.start()
         started = time.monotonic()
         wait_until(lambda: "loading model 'slow_load'" in node.log(), what="the load to begin")
@@ -99,7 +112,7 @@ def test_frames_and_queries_are_served_while_a_slow_model_loads(executor, start_
         still_loading = loader.is_alive()
         loader.join(timeout=60)
         assert answer["load"].success, answer["load"].message
-        assert time.monotonic() - started >= LOAD_SECONDS * 0.9    # it really took that long
+        assert time.monotonic() - started >= LOAD_SECONDS * 0.9  # it really took that long
         assert still_loading, "the load ended before the checks made during it"
         assert during >= 10, f"only {during} detections in {LOAD_SECONDS / 2:.0f} s of loading"
         assert listed.success and list_seconds < 1.0, f"~/list_models took {list_seconds:.1f} s"

@@ -6,6 +6,7 @@ frames that are odd but valid, publish a result. Then a normal frame on the same
 answered, so that a case that broke the binding, the node or its model fails. The node must exit
 0 without a traceback at the end (module fixture).
 """
+
 from __future__ import annotations
 
 import signal
@@ -61,10 +62,19 @@ def env(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ros_hostile")
     repo = make_repository(tmp / "models")
     topics = [f"{NS}/c{i}/image_raw" for i in range(len(CASES))]
-    params = {"model_repository": str(repo), "startup_models": ["detector"],
-              "diagnostics_period_s": 0.25, "bindings": ["hostile"],
-              "hostile": {"model": "detector", "topics": topics, "score_threshold": 0.0,
-                          "max_age_ms": 10000, "input_depth": 10}}
+    params = {
+        "model_repository": str(repo),
+        "startup_models": ["detector"],
+        "diagnostics_period_s": 0.25,
+        "bindings": ["hostile"],
+        "hostile": {
+            "model": "detector",
+            "topics": topics,
+            "score_threshold": 0.0,
+            "max_age_ms": 10000,
+            "input_depth": 10,
+        },
+    }
     node = NodeProcess(params, tmp, name=f"inference_node_hostile_{TOKEN}")
     probe = Probe(f"probe_hostile_{TOKEN}")
     try:
@@ -86,6 +96,7 @@ def assert_good_frame_answered(env: Env, case: str) -> None:
     def attempt():
         pub.publish(image_message(GOOD, "rgb8", frame_id, env.stamp()))
         return any(m.header.frame_id == frame_id for m in results.messages()[before:])
+
     wait_until(attempt, what="a good frame's detections", interval=0.5)
     assert env.node.proc.poll() is None
 
@@ -103,6 +114,7 @@ def _msg(encoding="rgb8", height=48, width=64, step=None, data_len=None, pixels=
 
 def _zero_stamp():
     from builtin_interfaces.msg import Time
+
     return Time()
 
 
@@ -115,8 +127,10 @@ MALFORMED = {
     "zero width": (_msg(width=0), "empty image"),
     "zero height": (_msg(height=0), "empty image"),
     "huge dims, small data": (_msg(height=65535, width=65535, step=65535 * 3), "fewer than step"),
-    "max uint32 dims": (_msg(height=2**32 - 1, width=2**32 - 1, step=2**32 - 1),
-                        "smaller than width x channels"),
+    "max uint32 dims": (
+        _msg(height=2**32 - 1, width=2**32 - 1, step=2**32 - 1),
+        "smaller than width x channels",
+    ),
     "step lies high": (_msg(step=2**32 - 1), "fewer than step"),
     "step lies low": (_msg(step=64 * 3 - 1), "smaller than width x channels"),
     "step zero": (_msg(step=0), "smaller than width x channels"),
@@ -149,6 +163,7 @@ def test_malformed_image_is_counted_logged_and_the_next_frame_served(env, case):
         msg.header.stamp = env.stamp()
         pub.publish(msg)
         return env.counter("dropped_malformed") > before
+
     wait_until(counted, what=f"'{case}' counted as malformed", interval=0.5)
     wait_until(lambda: reason in env.node.log(), what=f"the cause of '{case}' in the log")
     assert_good_frame_answered(env, case)
@@ -166,6 +181,7 @@ def test_odd_but_valid_image_is_published(env, case):
         msg.header.stamp = env.stamp()
         pub.publish(msg)
         return any(m.header.frame_id == frame_id for m in results.messages()[before:])
+
     wait_until(published, what=f"the result of '{case}'", interval=0.5)
     assert_good_frame_answered(env, case)
 
@@ -183,14 +199,14 @@ def test_a_burst_of_hostile_frames_costs_no_good_frame_and_logs_are_throttled(en
             pub.publish(bad)
         assert_good_frame_answered(env, "burst")
     # Best-effort QoS with a depth of 10 may lose part of a burst before the node sees it.
-    wait_until(lambda: env.counter("dropped_malformed") >= before + 10,
-               what="the burst counted")
+    wait_until(lambda: env.counter("dropped_malformed") >= before + 10, what="the burst counted")
     assert env.node.log().count("malformed image on") - lines_before < 20
 
 
 # -------------------------------------------------------------------------------------------
 # Model control through the node's services
 # -------------------------------------------------------------------------------------------
+
 
 def _detector_config(**changes) -> str:
     import json
@@ -204,7 +220,7 @@ def _detector_config(**changes) -> str:
             value["output"][0]["label_filename"] = item
         else:
             if key == "sequence_batching":
-                value.pop("dynamic_batching", None)     # one scheduling choice at a time
+                value.pop("dynamic_batching", None)  # one scheduling choice at a time
             value[key] = item
     return json.dumps(value)
 
@@ -217,8 +233,11 @@ HOSTILE_LOADS = {
     "config of the wrong type": ("detector", "[1, 2]", "failed to poll from model repository"),
     "label file /etc/passwd": ("detector", "label_filename:/etc/passwd", "label_filename"),
     "label file ../": ("detector", "label_filename:../x.txt", "label_filename"),
-    "iterative sequence": ("detector", "sequence_batching",
-                           "sequence_batching.iterative_sequence is not supported"),
+    "iterative sequence": (
+        "detector",
+        "sequence_batching",
+        "sequence_batching.iterative_sequence is not supported",
+    ),
 }
 CASES.extend(f"load {case}" for case in HOSTILE_LOADS)
 
@@ -232,8 +251,9 @@ def test_hostile_load_request_fails_cleanly_and_frames_keep_flowing(env, case):
         config = _detector_config(label_filename=config.split(":", 1)[1])
     elif config == "sequence_batching":
         config = _detector_config(sequence_batching={"iterative_sequence": True})
-    response = env.probe.call(LoadModel, env.node.service("load_model"), model_name=name,
-                              config=config)
+    response = env.probe.call(
+        LoadModel, env.node.service("load_model"), model_name=name, config=config
+    )
     assert not response.success
     assert fragment in response.message, response.message
     listed = env.probe.call(ListModels, env.node.service("list_models"), ready_only=True)
@@ -245,9 +265,17 @@ def test_statistics_with_a_hostile_version_fail_cleanly(env):
     from triton_ros_interfaces.srv import GetModelStatistics
 
     for version in ("0x1", "1e3", " 1", "-2", "9" * 400):
-        response = env.probe.call(GetModelStatistics, env.node.service("get_model_statistics"),
-                                  model_name="detector", model_version=version)
+        response = env.probe.call(
+            GetModelStatistics,
+            env.node.service("get_model_statistics"),
+            model_name="detector",
+            model_version=version,
+        )
         assert not response.success and "version" in response.message
-    response = env.probe.call(GetModelStatistics, env.node.service("get_model_statistics"),
-                              model_name="detector", model_version="")
+    response = env.probe.call(
+        GetModelStatistics,
+        env.node.service("get_model_statistics"),
+        model_name="detector",
+        model_version="",
+    )
     assert response.success and response.model_stats[0].name == "detector"

@@ -8,6 +8,7 @@ real node process, read with aiokafka (not the node's confluent-kafka):
 - a Kafka request served by the node's embedded frontend, batched with a camera's frames by the
   model's dynamic batcher (the model statistics count batches of two: one frame, one request).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -19,8 +20,13 @@ import numpy as np
 import pytest
 
 from prometheus_text import scrape
-from kafka_broker import (TEST_FETCH_WAIT_MS, TEST_SESSION_TIMEOUT_MS, KafkaBroker,
-                          aiokafka_clients, read_records)
+from kafka_broker import (
+    TEST_FETCH_WAIT_MS,
+    TEST_SESSION_TIMEOUT_MS,
+    KafkaBroker,
+    aiokafka_clients,
+    read_records,
+)
 from ros_env import TOKEN
 from ros_probe import ROOT, TIMEOUT, assert_boxes_on_objects, stamp_ns, wait_until
 from server_process import copy_models
@@ -39,6 +45,7 @@ def broker():
 
 def camera_specs(*names: str):
     from triton_ros.ros.tools.synthetic_cameras import parse_camera
+
     return [parse_camera(n) for n in names]
 
 
@@ -60,8 +67,11 @@ def mirror_status(diagnostics, binding: str):
     for array in reversed(diagnostics.messages()):
         for status in array.status:
             if status.name.endswith(f": kafka mirror {binding}"):
-                return (status.level[0] if isinstance(status.level, bytes) else status.level,
-                        status.message, {kv.key: kv.value for kv in status.values})
+                return (
+                    status.level[0] if isinstance(status.level, bytes) else status.level,
+                    status.message,
+                    {kv.key: kv.value for kv in status.values},
+                )
     return None
 
 
@@ -73,53 +83,71 @@ def test_results_mirrored_keyed_by_camera_and_a_broker_lost(broker, start_node, 
     topic = f"mirror-{TOKEN}"
     broker.create_topic(topic, 2)
     specs = camera_specs("r1/front:320x240", "r2/left:320x240:bgr8")
-    node = start_node({
-        "model_repository": str(ROOT / "model_repository"), "startup_models": ["color_detector"],
-        "diagnostics_period_s": 0.5, "exit_timeout_secs": 2.0,
-        "kafka": {"brokers": broker.bootstrap},
-        "bindings": ["cams"],
-        "cams": {"model": "color_detector", "topics": [s.topic(NS) for s in specs],
-                 "score_threshold": 0.5, "max_age_ms": 0,
-                 "kafka_mirror_topic": topic, "kafka_mirror_max_queued": 10,
-                 "kafka_mirror_timeout_ms": 2000},
-    })
+    node = start_node(
+        {
+            "model_repository": str(ROOT / "model_repository"),
+            "startup_models": ["color_detector"],
+            "diagnostics_period_s": 0.5,
+            "exit_timeout_secs": 2.0,
+            "kafka": {"brokers": broker.bootstrap},
+            "bindings": ["cams"],
+            "cams": {
+                "model": "color_detector",
+                "topics": [s.topic(NS) for s in specs],
+                "score_threshold": 0.5,
+                "max_age_ms": 0,
+                "kafka_mirror_topic": topic,
+                "kafka_mirror_max_queued": 10,
+                "kafka_mirror_timeout_ms": 2000,
+            },
+        }
+    )
     node.wait_ready(probe)
-    results = {s.topic(NS): probe.subscribe(DETECTIONS_TYPE, s.topic(NS).rsplit("/", 1)[0]
-                                            + "/detections") for s in specs}
+    results = {
+        s.topic(NS): probe.subscribe(DETECTIONS_TYPE, s.topic(NS).rsplit("/", 1)[0] + "/detections")
+        for s in specs
+    }
     diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics")
     probe.cameras(specs, prefix=NS, rate=10)
     for rec in results.values():
         rec.wait_for(8, what=f"detections; node log:\n{node.log()[-3000:]}")
 
     # -- every published result is on Kafka, keyed by its camera, with the same contents
-    published = {t: {(m.header.frame_id, stamp_ns(m.header.stamp)): m
-                     for m in rec.messages()[:8]} for t, rec in results.items()}
+    published = {
+        t: {(m.header.frame_id, stamp_ns(m.header.stamp)): m for m in rec.messages()[:8]}
+        for t, rec in results.items()
+    }
     wanted = {k for by_frame in published.values() for k in by_frame}
 
     def frame_of(record):
         header = json.loads(record.value)["message"]["header"]
-        return header["frame_id"], header["stamp"]["sec"] * 1_000_000_000 + \
-            header["stamp"]["nanosec"]
+        return header["frame_id"], header["stamp"]["sec"] * 1_000_000_000 + header["stamp"][
+            "nanosec"
+        ]
 
-    records = read_records(broker.bootstrap, topic, 2,
-                           lambda out: wanted <= {frame_of(r) for r in out}, TIMEOUT)
+    records = read_records(
+        broker.bootstrap, topic, 2, lambda out: wanted <= {frame_of(r) for r in out}, TIMEOUT
+    )
     by_frame = {frame_of(r): r for r in records}
     assert wanted <= set(by_frame), f"{len(records)} records; node log:\n{node.log()[-3000:]}"
     for spec in specs:
         source = spec.topic(NS)
-        key = source.rsplit("/", 1)[0].lstrip("/")                 # k<token>/r1/front
+        key = source.rsplit("/", 1)[0].lstrip("/")  # k<token>/r1/front
         mine = [r for r in records if r.key == key.encode()]
-        assert len({r.partition for r in mine}) == 1                # one key, one partition
+        assert len({r.partition for r in mine}) == 1  # one key, one partition
         stamps = [frame_of(r)[1] for r in mine]
-        assert stamps == sorted(stamps)                             # in order per key
+        assert stamps == sorted(stamps)  # in order per key
         for frame, msg in published[source].items():
             record = by_frame[frame]
             assert record.key == key.encode()
             value = json.loads(record.value)
-            assert (value["binding"], value["model"], value["source_topic"], value["topic"]) \
-                == ("cams", "color_detector", source, source.rsplit("/", 1)[0] + "/detections")
-            assert value["type"] == f"{type(msg).__module__.split('.')[0]}/msg/" \
-                                    f"{type(msg).__name__}"
+            assert (value["binding"], value["model"], value["source_topic"], value["topic"]) == (
+                "cams",
+                "color_detector",
+                source,
+                source.rsplit("/", 1)[0] + "/detections",
+            )
+            assert value["type"] == f"{type(msg).__module__.split('.')[0]}/msg/{type(msg).__name__}"
             # produced after the frame was stamped (the stamp itself is in the value)
             assert 0 <= record.timestamp - frame[1] // 1_000_000 < TIMEOUT * 1000
             assert dict(record.headers)["content-type"] == b"application/json"
@@ -130,7 +158,8 @@ def test_results_mirrored_keyed_by_camera_and_a_broker_lost(broker, start_node, 
             assert classes == ros_classes and len(boxes) >= 1
     level, _, values = wait_until(
         lambda: (s := mirror_status(diagnostics, "cams")) and int(s[2]["delivered"]) >= 16 and s,
-        what="the mirror's deliveries on /diagnostics")
+        what="the mirror's deliveries on /diagnostics",
+    )
     assert level == 0 and int(values["dropped"]) == 0, values
 
     # -- the broker goes away: frames keep being published, the mirror counts its drops
@@ -138,7 +167,8 @@ def test_results_mirrored_keyed_by_camera_and_a_broker_lost(broker, start_node, 
     lost_at = {t: rec.count() for t, rec in results.items()}
     status = wait_until(
         lambda: (s := mirror_status(diagnostics, "cams")) and int(s[2]["dropped"]) > 0 and s,
-        what=f"mirror drops on /diagnostics; node log:\n{node.log()[-3000:]}")
+        what=f"mirror drops on /diagnostics; node log:\n{node.log()[-3000:]}",
+    )
     level, message, values = status
     assert level == 1 and "not mirrored" in message, status
     assert int(values["dropped_queue_full"]) + int(values["failed_delivery"]) > 0, values
@@ -152,7 +182,7 @@ def test_results_mirrored_keyed_by_camera_and_a_broker_lost(broker, start_node, 
     assert outcomes["dropped_queue_full"] + outcomes["failed_delivery"] > 0, outcomes
     log = node.log()
     assert "Kafka result sink dropped a result" in log
-    assert log.count("Kafka result sink dropped a result") <= 5, log     # throttled
+    assert log.count("Kafka result sink dropped a result") <= 5, log  # throttled
     assert "Traceback" not in log
 
 
@@ -174,29 +204,44 @@ def test_a_kafka_request_batched_with_camera_frames(broker, start_node, probe, t
     # frame in the model at a time) and the Kafka client (one request at a time) each bring one
     repo = copy_models(tmp_path / "models", "color_detector")
     config = repo / "color_detector" / "config.pbtxt"
-    config.write_text(config.read_text().replace(
-        "max_queue_delay_microseconds: 0",
-        "max_queue_delay_microseconds: 300000\n  preferred_batch_size: [ 2 ]"))
+    config.write_text(
+        config.read_text().replace(
+            "max_queue_delay_microseconds: 0",
+            "max_queue_delay_microseconds: 300000\n  preferred_batch_size: [ 2 ]",
+        )
+    )
     requests, replies = f"requests-{TOKEN}", f"replies-{TOKEN}"
     broker.create_topic(requests, 1)
     broker.create_topic(replies, 1)
     (spec,) = camera_specs("r1/front:320x240")
-    node = start_node({
-        "model_repository": str(repo), "startup_models": ["color_detector"],
-        "kafka": {"brokers": broker.bootstrap, "request_topics": [requests],
-                  "reply_topic": replies, "group_id": f"node-{TOKEN}",
-                  "session_timeout_ms": TEST_SESSION_TIMEOUT_MS,
-                  "fetch_wait_max_ms": TEST_FETCH_WAIT_MS},
-        "bindings": ["cams"],
-        "cams": {"model": "color_detector", "topics": [spec.topic(NS)], "max_age_ms": 0,
-                 "score_threshold": 0.5},
-    })
+    node = start_node(
+        {
+            "model_repository": str(repo),
+            "startup_models": ["color_detector"],
+            "kafka": {
+                "brokers": broker.bootstrap,
+                "request_topics": [requests],
+                "reply_topic": replies,
+                "group_id": f"node-{TOKEN}",
+                "session_timeout_ms": TEST_SESSION_TIMEOUT_MS,
+                "fetch_wait_max_ms": TEST_FETCH_WAIT_MS,
+            },
+            "bindings": ["cams"],
+            "cams": {
+                "model": "color_detector",
+                "topics": [spec.topic(NS)],
+                "max_age_ms": 0,
+                "score_threshold": 0.5,
+            },
+        }
+    )
     node.wait_ready(probe)
-    wait_until(lambda: re.search(r"Kafka partitions assigned: \S", node.log()),
-               what=f"the frontend's partitions; node log:\n{node.log()[-3000:]}")
+    wait_until(
+        lambda: re.search(r"Kafka partitions assigned: \S", node.log()),
+        what=f"the frontend's partitions; node log:\n{node.log()[-3000:]}",
+    )
     assert "serving Kafka frontend" in node.log()
-    detections = probe.subscribe(DETECTIONS_TYPE, spec.topic(NS).rsplit("/", 1)[0]
-                                 + "/detections")
+    detections = probe.subscribe(DETECTIONS_TYPE, spec.topic(NS).rsplit("/", 1)[0] + "/detections")
     probe.cameras([spec], prefix=NS, rate=8)
     detections.wait_for(3, what="camera detections")
 
@@ -207,15 +252,23 @@ def test_a_kafka_request_batched_with_camera_frames(broker, start_node, probe, t
     async def exchange():
         async with aiokafka_clients(broker.bootstrap, replies) as (producer, consumer):
             out = []
-            for i in range(n):                     # one at a time: each waits for its reply
+            for i in range(n):  # one at a time: each waits for its reply
                 rgb, truth = scene.render(i * 0.3)
                 x = httpclient.InferInput("images", [1, 3, 256, 256], "FP32")
-                x.set_data_from_numpy((rgb.transpose(2, 0, 1)[None] / 255.0).astype(np.float32),
-                                      binary_data=True)
+                x.set_data_from_numpy(
+                    (rgb.transpose(2, 0, 1)[None] / 255.0).astype(np.float32), binary_data=True
+                )
                 body, json_size = httpclient.InferenceServerClient.generate_request_body([x])
-                await producer.send_and_wait(requests, body, key=b"fleet/job", headers=[
-                    ("model-name", b"color_detector"), ("correlation-id", str(i).encode()),
-                    ("inference-header-content-length", str(json_size).encode())])
+                await producer.send_and_wait(
+                    requests,
+                    body,
+                    key=b"fleet/job",
+                    headers=[
+                        ("model-name", b"color_detector"),
+                        ("correlation-id", str(i).encode()),
+                        ("inference-header-content-length", str(json_size).encode()),
+                    ],
+                )
                 deadline = time.monotonic() + TIMEOUT
                 reply = None
                 while reply is None and time.monotonic() < deadline:
@@ -233,7 +286,8 @@ def test_a_kafka_request_batched_with_camera_frames(broker, start_node, probe, t
         assert headers["triton-status"] == b"OK", (headers, reply.value[:300])
         length = headers.get("inference-header-content-length")
         result = httpclient.InferenceServerClient.parse_response_body(
-            reply.value, header_length=int(length) if length else None)
+            reply.value, header_length=int(length) if length else None
+        )
         rows = result.as_numpy("detections")[0]
         found = rows[rows[:, 4] > 0.5]
         assert_boxes_on_objects(found[:, :4], [CLASS_NAMES[int(c)] for c in found[:, 5]], truth)

@@ -1,6 +1,7 @@
 """The node's Kafka parts without a broker: the kafka.* and kafka_mirror_* parameters, a result
 message as JSON, record keys, the mirror's queue (never blocking, drops counted by reason) and
 its /diagnostics figures. The same against a real broker and node: test_ros_kafka.py."""
+
 from __future__ import annotations
 
 import base64
@@ -37,6 +38,7 @@ def binding(name="cams", **extra):
 # Parameters
 # ------------------------------------------------------------------------------------------
 
+
 def kafka_options(values):
     """The node's reading of its kafka.* parameters: brokers alone are a connection."""
     return options_from_parameters(values, require_topics=False)
@@ -55,15 +57,23 @@ def node_values(**kafka):
 
 def test_kafka_parameters_are_the_frontends_flags_and_errors_name_the_parameter():
     names = {s.name for s in NODE_PARAMS}
-    assert {"kafka.brokers", "kafka.request_topics", "kafka.security_protocol",
-            "kafka.max_inflight_per_partition", "kafka.producer_config"} <= names
-    assert not kafka_options(node_values()).enable                 # off by default
+    assert {
+        "kafka.brokers",
+        "kafka.request_topics",
+        "kafka.security_protocol",
+        "kafka.max_inflight_per_partition",
+        "kafka.producer_config",
+    } <= names
+    assert not kafka_options(node_values()).enable  # off by default
     with pytest.raises(TritonRosError) as info:
         kafka_options(node_values(brokers="b:9092", security_protocol="TLS"))
     assert info.value.message.startswith("parameter 'kafka.security_protocol' must be one of")
     assert "--kafka" not in info.value.message
-    with pytest.raises(TritonRosError, match=r"'kafka.max_inflight_per_partition' must be a "
-                                             r"positive integer"):
+    with pytest.raises(
+        TritonRosError,
+        match=r"'kafka.max_inflight_per_partition' must be a "
+        r"positive integer",
+    ):
         kafka_options(node_values(brokers="b:9092", max_inflight_per_partition=0))
     with pytest.raises(TritonRosError, match=r"'kafka.consumer_config' expects KEY=VALUE"):
         kafka_options(node_values(brokers="b:9092", consumer_config=["novalue"]))
@@ -77,21 +87,31 @@ def test_kafka_parameters_are_the_frontends_flags_and_errors_name_the_parameter(
         check_kafka_use(connection, [])
     check_kafka_use(connection, ["cams"])
     check_kafka_use(served, [])
-    with pytest.raises(TritonRosError, match=r"'cams.kafka_mirror_topic' needs the brokers in "
-                                             r"parameter 'kafka.brokers'"):
+    with pytest.raises(
+        TritonRosError,
+        match=r"'cams.kafka_mirror_topic' needs the brokers in "
+        r"parameter 'kafka.brokers'",
+    ):
         check_kafka_use(KafkaOptions(), ["cams"])
 
 
 def test_mirror_parameters_of_a_binding():
-    assert binding().kafka_mirror is None                          # off by default
-    cfg = binding(kafka_mirror_topic="fleet.results", kafka_mirror_max_queued=5,
-                  kafka_mirror_timeout_ms=700).kafka_mirror
+    assert binding().kafka_mirror is None  # off by default
+    cfg = binding(
+        kafka_mirror_topic="fleet.results", kafka_mirror_max_queued=5, kafka_mirror_timeout_ms=700
+    ).kafka_mirror
     assert cfg == MirrorConfig("fleet.results", "{namespace}", 5, 700)
-    with pytest.raises(TritonRosError, match=r"'cams.kafka_mirror_topic': 'fleet/results' is "
-                                             r"not a valid Kafka topic name"):
+    with pytest.raises(
+        TritonRosError,
+        match=r"'cams.kafka_mirror_topic': 'fleet/results' is "
+        r"not a valid Kafka topic name",
+    ):
         binding(kafka_mirror_topic="fleet/results")
-    with pytest.raises(TritonRosError, match=r"'cams.kafka_mirror_key': unknown field\(s\) "
-                                             r"\{robot\}"):
+    with pytest.raises(
+        TritonRosError,
+        match=r"'cams.kafka_mirror_key': unknown field\(s\) "
+        r"\{robot\}",
+    ):
         binding(kafka_mirror_topic="r", kafka_mirror_key="{robot}")
     with pytest.raises(TritonRosError, match=r"'cams.kafka_mirror_max_queued' must be a positive"):
         binding(kafka_mirror_topic="r", kafka_mirror_max_queued=0)
@@ -101,9 +121,9 @@ def test_mirror_parameters_of_a_binding():
 # A result as JSON, its key
 # ------------------------------------------------------------------------------------------
 
+
 def test_a_result_message_as_json_keeps_its_fields_stamp_and_frame_id():
-    from triton_ros.ros.codec.messages import (DETECTION_RESULT_TYPE, DETECTION_TYPE,
-                                               DETECTIONS_TYPE)
+    from triton_ros.ros.codec.messages import DETECTION_RESULT_TYPE, DETECTION_TYPE, DETECTIONS_TYPE
     from triton_ros_interfaces.msg import Tensor, TensorList
 
     msg = DETECTIONS_TYPE()
@@ -119,16 +139,17 @@ def test_a_result_message_as_json_keeps_its_fields_stamp_and_frame_id():
     result.hypothesis.class_id, result.hypothesis.score = "cup", 0.9
     msg.detections[0].results.append(result)
     out = json.loads(json.dumps(message_to_dict(msg), allow_nan=False))
-    assert out["header"] == {"stamp": {"sec": 1700000000, "nanosec": 123456789},
-                             "frame_id": "robot1/camera_front_optical_frame"}
+    assert out["header"] == {
+        "stamp": {"sec": 1700000000, "nanosec": 123456789},
+        "frame_id": "robot1/camera_front_optical_frame",
+    }
     assert [d["bbox"]["center"]["position"]["x"] for d in out["detections"]] == [10.5, 200.25]
     assert out["detections"][0]["results"][0]["hypothesis"] == {"class_id": "cup", "score": 0.9}
     assert type_name(msg).endswith(("/msg/Detections", "/msg/Detection2DArray"))
 
     data = np.array([[1.5, math.inf]], np.float32)
     tensors = TensorList(header=msg.header, model_name="m", model_version=3)
-    tensors.tensors.append(Tensor(name="y", datatype="FP32", shape=[1, 2],
-                                  data=data.tobytes()))
+    tensors.tensors.append(Tensor(name="y", datatype="FP32", shape=[1, 2], data=data.tobytes()))
     out = json.loads(json.dumps(message_to_dict(tensors), allow_nan=False))
     tensor = out["tensors"][0]
     assert tensor["shape"] == [1, 2] and tensor["datatype"] == "FP32"
@@ -137,8 +158,10 @@ def test_a_result_message_as_json_keeps_its_fields_stamp_and_frame_id():
 
 def test_record_keys_are_robot_and_camera():
     cams = binding(kafka_mirror_topic="r")
-    assert record_key(cams.kafka_mirror, cams, "/robot1/camera_front/image_raw") == \
-        "robot1/camera_front"
+    assert (
+        record_key(cams.kafka_mirror, cams, "/robot1/camera_front/image_raw")
+        == "robot1/camera_front"
+    )
     other = MirrorConfig("r", "{binding}:{basename}")
     assert record_key(other, cams, "/robot1/camera_front/image_raw") == "cams:image_raw"
 
@@ -146,6 +169,7 @@ def test_record_keys_are_robot_and_camera():
 # ------------------------------------------------------------------------------------------
 # The mirror: never blocks, drops counted by reason
 # ------------------------------------------------------------------------------------------
+
 
 class Log:
     def __init__(self):
@@ -171,6 +195,7 @@ class SlowSink:
 
     def snapshot(self):
         from triton_ros.frontend.kafka.result_sink import SinkStats
+
         return SinkStats(published=len(self.records), delivered=len(self.records))
 
     def close(self, timeout):
@@ -188,8 +213,13 @@ def test_the_mirror_never_blocks_and_counts_what_it_drops():
     cams = binding(kafka_mirror_topic="r", kafka_mirror_max_queued=3)
     sink = SlowSink()
     log = Log()
-    mirror = KafkaMirror(KafkaOptions(brokers="b:9092"), [cams, binding("plain")],
-                         node_name="/node", logger=log, sink_factory=lambda o, c: sink)
+    mirror = KafkaMirror(
+        KafkaOptions(brokers="b:9092"),
+        [cams, binding("plain")],
+        node_name="/node",
+        logger=log,
+        sink_factory=lambda o, c: sink,
+    )
     assert mirror.for_binding("plain") is None
     offer = mirror.for_binding("cams")
     mirror.start()
@@ -198,26 +228,34 @@ def test_the_mirror_never_blocks_and_counts_what_it_drops():
     t0 = time.monotonic()
     for _ in range(10):
         offer(Source(), msg, "color_detector", 1)
-    assert time.monotonic() - t0 < 0.5                 # the sink waits; the frames do not
+    assert time.monotonic() - t0 < 0.5  # the sink waits; the frames do not
     (fig,) = mirror.figures()
     # three taken (the one in the sink's hands counts), seven dropped
     assert fig.offered == 10 and fig.drops["dropped_backlog"] == 7 and fig.pending == 3, fig
-    assert sum(1 for line in log.lines if "dropped_backlog" in line) == 1      # throttled
+    assert sum(1 for line in log.lines if "dropped_backlog" in line) == 1  # throttled
     sink.release.set()
-    wait_until(lambda: not mirror.figures()[0].pending, 10, "the mirror's queue drained",
-               interval=0.01)
-    offer(Source(), object(), "color_detector", 1)     # no JSON form: dropped_encode
+    wait_until(
+        lambda: not mirror.figures()[0].pending, 10, "the mirror's queue drained", interval=0.01
+    )
+    offer(Source(), object(), "color_detector", 1)  # no JSON form: dropped_encode
     mirror.close(timeout=5)
     (fig,) = mirror.figures()
     assert fig.drops["dropped_encode"] == 1 and fig.delivered == 3 and fig.pending == 0, fig
     key, value, headers = sink.records[0]
     assert key == "robot1/camera_front"
     assert headers["content-type"] == "application/json"
-    assert value == record_value(msg, key=key, node="/node", binding="cams",
-                                 model="color_detector", version=1,
-                                 source_topic=Source.topic, topic=Source.output_topic)
+    assert value == record_value(
+        msg,
+        key=key,
+        node="/node",
+        binding="cams",
+        model="color_detector",
+        version=1,
+        source_topic=Source.topic,
+        topic=Source.output_topic,
+    )
     assert value["message"]["header"]["stamp"] == {"sec": 12, "nanosec": 500_000_000}
-    offer(Source(), msg, "color_detector", 1)          # after close: dropped, never raises
+    offer(Source(), msg, "color_detector", 1)  # after close: dropped, never raises
     assert mirror.figures()[0].drops["dropped_backlog"] == 8
     assert any("dropped_encode" in line and "could not be written" in line for line in log.lines)
 
@@ -228,8 +266,20 @@ def test_mirror_diagnostics_levels():
     def figures(offered, delivered, queue_full=0, client_errors=0, running=True):
         drops = dict.fromkeys(DROP_REASONS, 0)
         drops["dropped_queue_full"] = queue_full
-        return MirrorFigures("cams", "r", "{namespace}", "b:9092", offered, delivered, 0, drops,
-                             client_errors, "", "Connect to b:9092 failed", running)
+        return MirrorFigures(
+            "cams",
+            "r",
+            "{namespace}",
+            "b:9092",
+            offered,
+            delivered,
+            0,
+            drops,
+            client_errors,
+            "",
+            "Connect to b:9092 failed",
+            running,
+        )
 
     reporter = MirrorReporter()
     reporter.report([figures(0, 0)], 1_000_000_000)
@@ -246,7 +296,9 @@ def test_mirror_diagnostics_levels():
     assert down.level == 2
 
     results, pending, errors = mirror_families([warn.figures])
-    assert ({"binding": "cams", "topic": "r", "outcome": "dropped_queue_full"}, 8) in \
-        results.samples
+    assert (
+        {"binding": "cams", "topic": "r", "outcome": "dropped_queue_full"},
+        8,
+    ) in results.samples
     assert ({"binding": "cams", "topic": "r", "outcome": "delivered"}, 12) in results.samples
     assert errors.samples == [({"binding": "cams", "topic": "r"}, 2)]

@@ -14,6 +14,7 @@ and checks recall at BEV IoU >= 0.5 and the centre error per robot, the malforme
 /diagnostics, that clouds of several robots ran in one batch, and that the camera's detections
 never stopped.
 """
+
 from __future__ import annotations
 
 import signal
@@ -37,7 +38,7 @@ NS = f"/lidar{TOKEN}"
 LIDARS = [parse_lidar(t) for t in ("l1:f64pad", "l2:organised", "l3:velodyne")]
 PLAIN = parse_camera("cam/front:320x240:rgb8")
 BAD = f"{NS}/lbad/lidar/points"
-FRAMES = 30                               # clouds scored per robot
+FRAMES = 30  # clouds scored per robot
 RATE = 10.0
 
 
@@ -45,16 +46,32 @@ def params() -> dict:
     return {
         "model_repository": str(ROOT / "model_repository"),
         "startup_models": ["color_detector", "lidar_detector"],
-        "diagnostics_period_s": 0.5, "discovery_period_s": 0.5,
+        "diagnostics_period_s": 0.5,
+        "discovery_period_s": 0.5,
         "bindings": ["plain", "lidar"],
-        "plain": {"model": "color_detector", "topic_patterns": [f"{NS}/cam/*/image_raw"],
-                  "score_threshold": 0.5, "max_age_ms": 0},
-        "lidar": {"model": "lidar_detector", "input_kind": "pointcloud",
-                  "topic_patterns": [f"{NS}/*/lidar/points"], "max_age_ms": 0,
-                  "format": "detections3d", "detections3d_decode": "bev_cells",
-                  "cloud_bev_channels": ["occupancy", "max_height", "min_height",
-                                         "mean_intensity", "density"],
-                  "cloud_intensity_scale": 1 / 255, "score_threshold": 0.5},
+        "plain": {
+            "model": "color_detector",
+            "topic_patterns": [f"{NS}/cam/*/image_raw"],
+            "score_threshold": 0.5,
+            "max_age_ms": 0,
+        },
+        "lidar": {
+            "model": "lidar_detector",
+            "input_kind": "pointcloud",
+            "topic_patterns": [f"{NS}/*/lidar/points"],
+            "max_age_ms": 0,
+            "format": "detections3d",
+            "detections3d_decode": "bev_cells",
+            "cloud_bev_channels": [
+                "occupancy",
+                "max_height",
+                "min_height",
+                "mean_intensity",
+                "density",
+            ],
+            "cloud_intensity_scale": 1 / 255,
+            "score_threshold": 0.5,
+        },
     }
 
 
@@ -78,8 +95,10 @@ class BadLidar:
         msg.header.stamp = self.probe.node.get_clock().now().to_msg()
         msg.header.frame_id = "lbad/lidar"
         past = 14 if self.sent % 2 else 12
-        msg.fields = [PointField(name=n, offset=o, datatype=7, count=1)
-                      for n, o in (("x", 0), ("y", 4), ("z", 8), ("intensity", past))]
+        msg.fields = [
+            PointField(name=n, offset=o, datatype=7, count=1)
+            for n, o in (("x", 0), ("y", 4), ("z", 8), ("intensity", past))
+        ]
         msg.data = uint8_array(bytes(1600 if self.sent % 2 else 800))
         self.pub.publish(msg)
         self.sent += 1
@@ -98,41 +117,76 @@ def lidar(tmp_path_factory):
         matchers = {}
         for spec in LIDARS:
             matcher = FrameMatcher(score=ScoreBEV())
-            probe.node.create_subscription(DETECTIONS3D_TYPE, spec.truth_topic(NS),
-                                           matcher.on_truth, 100)
             probe.node.create_subscription(
-                DETECTIONS3D_TYPE, spec.topic(NS).rsplit("/", 1)[0] + "/detections3d",
-                matcher.on_detections, 100)
+                DETECTIONS3D_TYPE, spec.truth_topic(NS), matcher.on_truth, 100
+            )
+            probe.node.create_subscription(
+                DETECTIONS3D_TYPE,
+                spec.topic(NS).rsplit("/", 1)[0] + "/detections3d",
+                matcher.on_detections,
+                100,
+            )
             matchers[spec.robot] = matcher
         plain_times: list[float] = []
         plain = FrameMatcher()
-        probe.node.create_subscription(DETECTIONS_TYPE, ground_truth_topic(PLAIN.topic(NS)),
-                                       plain.on_truth, 100)
         probe.node.create_subscription(
-            DETECTIONS_TYPE, PLAIN.topic(NS).rsplit("/", 1)[0] + "/detections",
-            lambda m: (plain_times.append(time.monotonic()), plain.on_detections(m)), 100)
+            DETECTIONS_TYPE, ground_truth_topic(PLAIN.topic(NS)), plain.on_truth, 100
+        )
+        probe.node.create_subscription(
+            DETECTIONS_TYPE,
+            PLAIN.topic(NS).rsplit("/", 1)[0] + "/detections",
+            lambda m: (plain_times.append(time.monotonic()), plain.on_detections(m)),
+            100,
+        )
         diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics", qos=100)
         bad = BadLidar(probe)
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_lidar", "--prefix", NS,
-             "--rate", str(RATE), *[a for s in LIDARS for a in ("--lidar",
-                                                                f"{s.robot}:{s.layout}")]],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--prefix", NS,
-             "--rate", "10", "--camera", f"{PLAIN.robot}/{PLAIN.camera}:{PLAIN.width}x"
-                                         f"{PLAIN.height}"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "triton_ros.ros.tools.synthetic_lidar",
+                    "--prefix",
+                    NS,
+                    "--rate",
+                    str(RATE),
+                    *[a for s in LIDARS for a in ("--lidar", f"{s.robot}:{s.layout}")],
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "triton_ros.ros.tools.synthetic_cameras",
+                    "--prefix",
+                    NS,
+                    "--rate",
+                    "10",
+                    "--camera",
+                    f"{PLAIN.robot}/{PLAIN.camera}:{PLAIN.width}x{PLAIN.height}",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
 
         def enough() -> bool:
             bad.publish()
             return all(m.snapshot().frames >= FRAMES for m in matchers.values())
+
         try:
             wait_until(enough, 180, f"{FRAMES} scored clouds of every robot", interval=1 / RATE)
         except AssertionError as exc:
-            raise AssertionError(f"{exc}: {[vars(m.snapshot()) for m in matchers.values()]}\n"
-                                 f"{node.log()[-4000:]}") from None
-        time.sleep(1.5)                                 # a diagnostics period or two more
+            raise AssertionError(
+                f"{exc}: {[vars(m.snapshot()) for m in matchers.values()]}\n{node.log()[-4000:]}"
+            ) from None
+        time.sleep(1.5)  # a diagnostics period or two more
         status = binding_status(node, diagnostics, "lidar")
         outs = []
         for proc in procs:
@@ -141,8 +195,16 @@ def lidar(tmp_path_factory):
             assert proc.returncode == 0, out
             outs.append(out)
         procs = []
-        yield {"node": node, "probe": probe, "matchers": matchers, "plain": plain,
-               "plain_times": plain_times, "status": status, "bad": bad, "outs": outs}
+        yield {
+            "node": node,
+            "probe": probe,
+            "matchers": matchers,
+            "plain": plain,
+            "plain_times": plain_times,
+            "status": status,
+            "bad": bad,
+            "outs": outs,
+        }
     finally:
         for proc in procs:
             proc.kill()
@@ -163,9 +225,11 @@ def binding_status(node, diagnostics, name: str):
 def test_every_robots_boxes_are_found_in_place(lidar):
     for robot, matcher in lidar["matchers"].items():
         score = matcher.snapshot()
-        print(f"{robot}: {score.frames} clouds, recall {score.recall:.3f}, precision "
-              f"{score.precision:.3f}, BEV IoU {score.mean_iou:.3f}, centre error mean "
-              f"{score.mean_error:.3f} m, max {score.error_max:.3f} m")
+        print(
+            f"{robot}: {score.frames} clouds, recall {score.recall:.3f}, precision "
+            f"{score.precision:.3f}, BEV IoU {score.mean_iou:.3f}, centre error mean "
+            f"{score.mean_error:.3f} m, max {score.error_max:.3f} m"
+        )
         assert score.frames >= FRAMES, (robot, vars(score))
         assert score.recall >= 0.95, (robot, vars(score))
         assert score.mean_error <= 0.2, (robot, vars(score))

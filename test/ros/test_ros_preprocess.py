@@ -1,4 +1,5 @@
 """Image preprocessing of the ROS node: encodings, letterbox, layouts, dtypes, normalization."""
+
 from __future__ import annotations
 
 import threading
@@ -8,8 +9,15 @@ import pytest
 
 from triton_ros.core.errors import TritonRosError
 from triton_ros.core.model_config import TensorConfig
-from triton_ros.ros.codec.preprocess import (MalformedImage, PreprocessConfig, Preprocessor,
-                                       check_image, letterbox_for, plan_input, preprocess)
+from triton_ros.ros.codec.preprocess import (
+    MalformedImage,
+    PreprocessConfig,
+    Preprocessor,
+    check_image,
+    letterbox_for,
+    plan_input,
+    preprocess,
+)
 
 
 pytestmark = pytest.mark.unit
@@ -29,8 +37,12 @@ def reference_bilinear(image: np.ndarray, nh: int, nw: int) -> np.ndarray:
             sx = min(max((x + 0.5) * w / nw - 0.5, 0), w - 1)
             x0 = int(np.floor(sx))
             x1, fx = min(x0 + 1, w - 1), sx - x0
-            out[y, x] = (image[y0, x0] * (1 - fy) * (1 - fx) + image[y0, x1] * (1 - fy) * fx
-                         + image[y1, x0] * fy * (1 - fx) + image[y1, x1] * fy * fx)
+            out[y, x] = (
+                image[y0, x0] * (1 - fy) * (1 - fx)
+                + image[y0, x1] * (1 - fy) * fx
+                + image[y1, x0] * fy * (1 - fx)
+                + image[y1, x1] * fy * fx
+            )
     return out
 
 
@@ -61,14 +73,17 @@ def test_letterbox_bilinear_matches_reference_and_pads(use_opencv):
     np.testing.assert_allclose(out[:, 14:, :], 114 / 255.0, atol=1e-6)
 
 
-@pytest.mark.parametrize("encoding,to_rgb", [
-    ("rgb8", lambda a: a),
-    ("bgr8", lambda a: a[..., ::-1]),
-    ("rgba8", lambda a: a[..., :3]),
-    ("bgra8", lambda a: a[..., 2::-1]),
-    ("mono8", lambda a: np.repeat(a, 3, axis=2)),
-    ("8UC1", lambda a: np.repeat(a, 3, axis=2)),
-])
+@pytest.mark.parametrize(
+    "encoding,to_rgb",
+    [
+        ("rgb8", lambda a: a),
+        ("bgr8", lambda a: a[..., ::-1]),
+        ("rgba8", lambda a: a[..., :3]),
+        ("bgra8", lambda a: a[..., 2::-1]),
+        ("mono8", lambda a: np.repeat(a, 3, axis=2)),
+        ("8UC1", lambda a: np.repeat(a, 3, axis=2)),
+    ],
+)
 @BOTH
 def test_encodings_become_the_models_rgb(encoding, to_rgb, use_opencv):
     channels = {"rgba8": 4, "bgra8": 4, "mono8": 1, "8UC1": 1}.get(encoding, 3)
@@ -94,7 +109,7 @@ def test_bgr_model_and_mono_model(use_opencv):
 @BOTH
 def test_uint8_nhwc_input_gets_raw_pixels(use_opencv):
     image = RNG.integers(0, 256, (20, 40, 3), dtype=np.uint8)
-    tensor = TensorConfig("images", "UINT8", (16, 16, 3))      # no format: layout from dims
+    tensor = TensorConfig("images", "UINT8", (16, 16, 3))  # no format: layout from dims
     plan = plan_input(PreprocessConfig(pad_value=7), tensor, model="m")
     assert plan.layout == "NHWC" and plan.gain is None
     out, box = preprocess(image, "rgb8", plan, use_opencv=use_opencv)
@@ -108,13 +123,17 @@ def test_uint8_nhwc_input_gets_raw_pixels(use_opencv):
 @BOTH
 def test_scale_mean_std_and_nearest_stretch(use_opencv):
     image = RNG.integers(0, 256, (32, 16, 3), dtype=np.uint8)
-    cfg = PreprocessConfig(resize="stretch", interpolation="nearest", scale=1.0,
-                           mean=(10.0, 20.0, 30.0), std=(2.0, 4.0, 8.0))
-    plan = plan_input(cfg, TensorConfig("x", "FP16", (8, 8, 3), format="FORMAT_NHWC"),
-                      model="m")
+    cfg = PreprocessConfig(
+        resize="stretch",
+        interpolation="nearest",
+        scale=1.0,
+        mean=(10.0, 20.0, 30.0),
+        std=(2.0, 4.0, 8.0),
+    )
+    plan = plan_input(cfg, TensorConfig("x", "FP16", (8, 8, 3), format="FORMAT_NHWC"), model="m")
     out, box = preprocess(image, "rgb8", plan, use_opencv=use_opencv)
     assert out.dtype == np.float16 and (box.scale_x, box.scale_y) == (0.5, 0.25)
-    nearest = image[2::4, 1::2].astype(np.float64)           # centres of 4x2 source blocks
+    nearest = image[2::4, 1::2].astype(np.float64)  # centres of 4x2 source blocks
     expected = (nearest - [10, 20, 30]) / [2, 4, 8]
     np.testing.assert_allclose(out.astype(np.float64), expected, rtol=1e-3, atol=1e-2)
 
@@ -126,8 +145,7 @@ def test_row_padding_step_is_honoured(use_opencv):
     padded[:, :10] = image
     plan = plan_input(PreprocessConfig(), nchw(8), model="m")
     direct, _ = preprocess(image, "rgb8", plan, use_opencv=use_opencv)
-    strided, _ = Preprocessor(plan, use_opencv=use_opencv)(padded.tobytes(), "rgb8", 12, 10,
-                                                           16 * 3)
+    strided, _ = Preprocessor(plan, use_opencv=use_opencv)(padded.tobytes(), "rgb8", 12, 10, 16 * 3)
     np.testing.assert_array_equal(direct, strided)
 
 
@@ -139,12 +157,15 @@ def test_letterbox_maps_boxes_back_to_source_pixels():
     np.testing.assert_allclose(mapped, [[128, 0, 384, 256], [0, 0, 512, 0]])
 
 
-@pytest.mark.parametrize("args,message", [
-    (("yuv9000", 4, 4, 12, 48), "unsupported encoding 'yuv9000'"),
-    (("rgb8", 4, 4, 12, 47), "fewer than step x height"),
-    (("rgb8", 4, 4, 11, 48), "smaller than width x channels"),
-    (("mono8", 0, 4, 4, 0), "empty image"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("yuv9000", 4, 4, 12, 48), "unsupported encoding 'yuv9000'"),
+        (("rgb8", 4, 4, 12, 47), "fewer than step x height"),
+        (("rgb8", 4, 4, 11, 48), "smaller than width x channels"),
+        (("mono8", 0, 4, 4, 0), "empty image"),
+    ],
+)
 def test_malformed_images_are_refused_with_a_reason(args, message):
     with pytest.raises(MalformedImage, match=message):
         check_image(*args)
@@ -159,23 +180,27 @@ def test_plans_that_cannot_fit_the_model_are_refused():
         plan_input(PreprocessConfig(), TensorConfig("x", "FP32", (3, 8, 3)), model="m")
     with pytest.raises(TritonRosError, match="'mean' has 2 values for 3 channels"):
         plan_input(PreprocessConfig(mean=(1.0, 2.0)), nchw(), model="m")
-    variable = plan_input(PreprocessConfig(width=32, height=24),
-                          TensorConfig("x", "FP32", (3, -1, -1)), model="m")
+    variable = plan_input(
+        PreprocessConfig(width=32, height=24), TensorConfig("x", "FP32", (3, -1, -1)), model="m"
+    )
     assert (variable.width, variable.height) == (32, 24)
 
 
-@pytest.mark.parametrize("encoding,channels", [("rgb8", 3), ("bgr8", 3), ("rgba8", 4),
-                                               ("bgra8", 4), ("mono8", 1)])
+@pytest.mark.parametrize(
+    "encoding,channels", [("rgb8", 3), ("bgr8", 3), ("rgba8", 4), ("bgra8", 4), ("mono8", 1)]
+)
 @pytest.mark.parametrize("datatype,layout", [("FP32", "NCHW"), ("UINT8", "NHWC")])
 @pytest.mark.parametrize("height,width", [(480, 640), (640, 480)], ids=["landscape", "portrait"])
-def test_opencv_and_numpy_paths_agree_on_camera_frames(encoding, channels, datatype, layout,
-                                                       height, width):
+def test_opencv_and_numpy_paths_agree_on_camera_frames(
+    encoding, channels, datatype, layout, height, width
+):
     """A 640x480 camera frame (or a portrait one, padded left and right) letterboxed into
     256x256: OpenCV within one grey level of numpy."""
     image = RNG.integers(0, 256, (height, width, channels), dtype=np.uint8)
     dims = (3, 256, 256) if layout == "NCHW" else (256, 256, 3)
-    plan = plan_input(PreprocessConfig(), TensorConfig("x", datatype, dims,
-                                                       format=f"FORMAT_{layout}"), model="m")
+    plan = plan_input(
+        PreprocessConfig(), TensorConfig("x", datatype, dims, format=f"FORMAT_{layout}"), model="m"
+    )
     fast, box_fast = preprocess(image, encoding, plan, use_opencv=True)
     slow, box_slow = preprocess(image, encoding, plan, use_opencv=False)
     assert box_fast == box_slow and fast.shape == slow.shape and fast.dtype == slow.dtype

@@ -6,6 +6,7 @@ hold it: a non-daemon thread, an atexit hook that never returns, a stop that nev
 call that holds the GIL (no signal handler can run then), a second signal. Each must end within
 its bound, with the exit status the watchdog gives and what still ran written to stderr.
 """
+
 from __future__ import annotations
 
 import signal
@@ -54,8 +55,13 @@ PROGRAM = textwrap.dedent("""
 def run(kind: str, *signals: int, limit: float = 5.0) -> tuple[int, float, str]:
     """Start the case, send ``signals`` (0.5 s apart) once it is ready; (exit status, seconds
     from the first signal to its end, stderr)."""
-    proc = subprocess.Popen([sys.executable, "-c", PROGRAM, kind], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PROGRAM, kind],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         start = time.monotonic()
@@ -82,7 +88,7 @@ def test_a_non_daemon_thread_does_not_hold_the_exit_and_is_named():
 
 def test_an_atexit_hook_that_never_returns_is_cut_after_the_exit_bound():
     rc, took, err = run("atexit", signal.SIGTERM)
-    assert rc == 0 and took < 4.0, (rc, took, err)       # exit_s 1 s (+1 s: the C backstop)
+    assert rc == 0 and took < 4.0, (rc, took, err)  # exit_s 1 s (+1 s: the C backstop)
     assert "still exiting after its bound" in err and " in leave" in err, err
 
 

@@ -12,6 +12,7 @@ frame (stamp and frame_id) and checks every position within 2 % of the object's 
 unmatched and malformed counts on /diagnostics, the plain camera's detections all along, and
 that sets of several cameras were batched together.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,17 +28,22 @@ from ros_env import TOKEN
 from ros_probe import ROOT, TIMEOUT, NodeProcess, Probe, wait_until
 from triton_ros.ros.codec.messages import DETECTIONS3D_TYPE, DETECTIONS_TYPE
 from triton_ros.ros.tools.detection_metrics import FrameMatcher, Score3D
-from triton_ros.ros.tools.synthetic_cameras import (ground_truth_topic, parse_camera,
-                                                    parse_rgbd)
+from triton_ros.ros.tools.synthetic_cameras import ground_truth_topic, parse_camera, parse_rgbd
 
 pytestmark = pytest.mark.system
 
 NS = f"/rgbd{TOKEN}"
-RGBD = [parse_rgbd(c) for c in ("r16/cam:640x480:16UC1", "r32/cam:424x240:32FC1:compressedDepth",
-                                "rz/cam:320x240:16UC1:compressedDepth")]
+RGBD = [
+    parse_rgbd(c)
+    for c in (
+        "r16/cam:640x480:16UC1",
+        "r32/cam:424x240:32FC1:compressedDepth",
+        "rz/cam:320x240:16UC1:compressedDepth",
+    )
+]
 PLAIN = parse_camera("plain/cam:640x480:rgb8")
-BAD = f"{NS}/rbad/cam"                    # published by the test: corrupt compressedDepth
-FRAMES = 40                               # frames scored per RGB-D camera
+BAD = f"{NS}/rbad/cam"  # published by the test: corrupt compressedDepth
+FRAMES = 40  # frames scored per RGB-D camera
 RATE = 15.0
 
 
@@ -45,17 +51,32 @@ def params() -> dict:
     return {
         "model_repository": str(ROOT / "model_repository"),
         "startup_models": ["color_detector", "rgbd_locator"],
-        "diagnostics_period_s": 0.5, "discovery_period_s": 0.5,
+        "diagnostics_period_s": 0.5,
+        "discovery_period_s": 0.5,
         "bindings": ["plain", "rgbd"],
-        "plain": {"model": "color_detector", "topic_patterns": [f"{NS}/plain/*/image_raw"],
-                  "score_threshold": 0.5, "max_age_ms": 0},
+        "plain": {
+            "model": "color_detector",
+            "topic_patterns": [f"{NS}/plain/*/image_raw"],
+            "score_threshold": 0.5,
+            "max_age_ms": 0,
+        },
         # max_age_ms 0: a loaded CI machine must not turn this into a test of staleness.
-        "rgbd": {"model": "rgbd_locator", "format": "detections3d", "score_threshold": 0.5,
-                 "topic_patterns": [f"{NS}/r*/cam"], "max_age_ms": 0,
-                 "inputs": {"COLOR": "color/image_raw", "DEPTH": "depth/image_raw",
-                            "K": "color/camera_info"},
-                 "input_kinds": {"DEPTH": "depth"}, "sync_slop_ms": 10.0,
-                 "sync_min_interval_ms": 40.0, "forget_after_s": 2.0},
+        "rgbd": {
+            "model": "rgbd_locator",
+            "format": "detections3d",
+            "score_threshold": 0.5,
+            "topic_patterns": [f"{NS}/r*/cam"],
+            "max_age_ms": 0,
+            "inputs": {
+                "COLOR": "color/image_raw",
+                "DEPTH": "depth/image_raw",
+                "K": "color/camera_info",
+            },
+            "input_kinds": {"DEPTH": "depth"},
+            "sync_slop_ms": 10.0,
+            "sync_min_interval_ms": 40.0,
+            "forget_after_s": 2.0,
+        },
     }
 
 
@@ -72,7 +93,8 @@ class BadCamera:
         self.colour = probe.node.create_publisher(Image, f"{BAD}/color/image_raw", qos)
         self.info = probe.node.create_publisher(CameraInfo, f"{BAD}/color/camera_info", qos)
         self.depth = probe.node.create_publisher(
-            CompressedImage, f"{BAD}/depth/image_raw/compressedDepth", qos)
+            CompressedImage, f"{BAD}/depth/image_raw/compressedDepth", qos
+        )
         self.sent = 0
 
     def leave(self) -> None:
@@ -90,11 +112,14 @@ class BadCamera:
 
         stamp = self.probe.node.get_clock().now().to_msg()
         colour = image_message(np.full((48, 64, 3), 90, np.uint8), "rgb8", "bad", stamp)
-        info = CameraInfo(header=colour.header, width=64, height=48,
-                          k=[50.0, 0.0, 32.0, 0.0, 50.0, 24.0, 0.0, 0.0, 1.0])
+        info = CameraInfo(
+            header=colour.header,
+            width=64,
+            height=48,
+            k=[50.0, 0.0, 32.0, 0.0, 50.0, 24.0, 0.0, 0.0, 1.0],
+        )
         _, png = cv2.imencode(".png", np.full((48, 64), 1500, np.uint16))
-        data = png.tobytes()[:len(png) // 2] if self.sent % 2 else b"\x89PNG\r\n\x1a\n" + \
-            bytes(40)
+        data = png.tobytes()[: len(png) // 2] if self.sent % 2 else b"\x89PNG\r\n\x1a\n" + bytes(40)
         depth = CompressedImage(header=colour.header, format="16UC1; compressedDepth png")
         depth.data = uint8_array(struct.pack("<iff", 0, 0.0, 0.0) + data)
         self.info.publish(info)
@@ -116,48 +141,88 @@ def rgbd(tmp_path_factory):
         matchers = {}
         for spec in RGBD:
             matcher = FrameMatcher(score=Score3D())
-            probe.node.create_subscription(DETECTIONS3D_TYPE, spec.truth_topic(NS),
-                                           matcher.on_truth, 100)
-            probe.node.create_subscription(DETECTIONS3D_TYPE, f"{spec.namespace(NS)}/detections3d",
-                                           matcher.on_detections, 100)
+            probe.node.create_subscription(
+                DETECTIONS3D_TYPE, spec.truth_topic(NS), matcher.on_truth, 100
+            )
+            probe.node.create_subscription(
+                DETECTIONS3D_TYPE, f"{spec.namespace(NS)}/detections3d", matcher.on_detections, 100
+            )
             matchers[spec.namespace(NS)] = matcher
         plain = FrameMatcher()
         plain_times: list[float] = []
-        probe.node.create_subscription(DETECTIONS_TYPE, ground_truth_topic(PLAIN.topic(NS)),
-                                       plain.on_truth, 100)
         probe.node.create_subscription(
-            DETECTIONS_TYPE, PLAIN.topic(NS).rsplit("/", 1)[0] + "/detections",
-            lambda m: (plain_times.append(time.monotonic()), plain.on_detections(m)), 100)
+            DETECTIONS_TYPE, ground_truth_topic(PLAIN.topic(NS)), plain.on_truth, 100
+        )
+        probe.node.create_subscription(
+            DETECTIONS_TYPE,
+            PLAIN.topic(NS).rsplit("/", 1)[0] + "/detections",
+            lambda m: (plain_times.append(time.monotonic()), plain.on_detections(m)),
+            100,
+        )
         diagnostics = probe.subscribe(DiagnosticArray, "/diagnostics", qos=100)
         bad = BadCamera(probe)
         cameras = subprocess.Popen(
-            [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--prefix", NS,
-             "--rate", str(RATE), "--sync-jitter-ms", "4", "--unpaired", "0.1",
-             "--camera", f"{PLAIN.robot}/{PLAIN.camera}:{PLAIN.width}x{PLAIN.height}",
-             *[a for s in RGBD for a in ("--rgbd", f"{s.robot}/{s.camera}:{s.width}x{s.height}:"
-                                                   f"{s.depth_encoding}:{s.depth_transport}")]],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            [
+                sys.executable,
+                "-m",
+                "triton_ros.ros.tools.synthetic_cameras",
+                "--prefix",
+                NS,
+                "--rate",
+                str(RATE),
+                "--sync-jitter-ms",
+                "4",
+                "--unpaired",
+                "0.1",
+                "--camera",
+                f"{PLAIN.robot}/{PLAIN.camera}:{PLAIN.width}x{PLAIN.height}",
+                *[
+                    a
+                    for s in RGBD
+                    for a in (
+                        "--rgbd",
+                        f"{s.robot}/{s.camera}:{s.width}x{s.height}:"
+                        f"{s.depth_encoding}:{s.depth_transport}",
+                    )
+                ],
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         started = time.monotonic()
 
         def enough() -> bool:
             bad.publish()
             return all(m.snapshot().frames >= FRAMES for m in matchers.values())
+
         try:
-            wait_until(enough, 120, f"{FRAMES} scored frames of every RGB-D camera",
-                       interval=1 / RATE)
+            wait_until(
+                enough, 120, f"{FRAMES} scored frames of every RGB-D camera", interval=1 / RATE
+            )
         except AssertionError as exc:
-            raise AssertionError(f"{exc}: {[vars(m.snapshot()) for m in matchers.values()]}\n"
-                                 f"{node.log()[-4000:]}") from None
-        time.sleep(1.5)                                 # a diagnostics period or two more
+            raise AssertionError(
+                f"{exc}: {[vars(m.snapshot()) for m in matchers.values()]}\n{node.log()[-4000:]}"
+            ) from None
+        time.sleep(1.5)  # a diagnostics period or two more
         # as the cameras run: once they stop, their namespaces are unbound (forget_after_s)
         status = binding_status({"node": node, "diagnostics": diagnostics}, "rgbd")
         cameras.send_signal(signal.SIGINT)
         out, _ = cameras.communicate(timeout=TIMEOUT)
         assert cameras.returncode == 0, out
         cameras = None
-        yield {"node": node, "probe": probe, "matchers": matchers, "plain": plain,
-               "plain_times": plain_times, "started": started, "diagnostics": diagnostics,
-               "cameras_out": out, "bad": bad, "status": status}
+        yield {
+            "node": node,
+            "probe": probe,
+            "matchers": matchers,
+            "plain": plain,
+            "plain_times": plain_times,
+            "started": started,
+            "diagnostics": diagnostics,
+            "cameras_out": out,
+            "bad": bad,
+            "status": status,
+        }
     finally:
         if cameras is not None:
             cameras.kill()
@@ -185,10 +250,11 @@ def test_every_object_is_located_within_2_percent_of_its_distance(rgbd):
 
 def test_messages_without_partners_are_counted_by_reason_on_diagnostics(rgbd):
     _, values = rgbd["status"]
-    left_out = {m.group(1): int(m.group(2)) for m in re.finditer(
-        r"(\w+)/cam \d+ \(RGB-D, (\d+) without", rgbd["cameras_out"])}
-    assert set(left_out) == {s.robot for s in RGBD} and all(left_out.values()), \
-        rgbd["cameras_out"]
+    left_out = {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"(\w+)/cam \d+ \(RGB-D, (\d+) without", rgbd["cameras_out"])
+    }
+    assert set(left_out) == {s.robot for s in RGBD} and all(left_out.values()), rgbd["cameras_out"]
     # Each frame sent without its depth or CameraInfo leaves its two other messages alone (the
     # ones sent before the node bound the namespace it never saw); the first messages after a
     # namespace is bound may find none either. Jitter within the slop leaves none alone. (The
@@ -242,10 +308,14 @@ def test_sets_of_several_cameras_were_batched_together(rgbd):
 def test_a_namespace_whose_robot_left_is_unbound_and_its_counts_kept(rgbd):
     node = rgbd["node"]
     rgbd["bad"].leave()
-    wait_until(lambda: f"{BAD} has had no publisher" in node.log(), TIMEOUT,
-               f"{BAD} unbound after forget_after_s")
+    wait_until(
+        lambda: f"{BAD} has had no publisher" in node.log(),
+        TIMEOUT,
+        f"{BAD} unbound after forget_after_s",
+    )
     before = int(rgbd["status"][1]["dropped_malformed"])
-    wait_until(lambda: BAD not in binding_status(rgbd, "rgbd")[1], TIMEOUT,
-               f"{BAD} gone from /diagnostics")
+    wait_until(
+        lambda: BAD not in binding_status(rgbd, "rgbd")[1], TIMEOUT, f"{BAD} gone from /diagnostics"
+    )
     _, values = binding_status(rgbd, "rgbd")
-    assert int(values["dropped_malformed"]) >= before, values      # retired, not forgotten
+    assert int(values["dropped_malformed"]) >= before, values  # retired, not forgotten

@@ -3,6 +3,7 @@ back every field rclpy serialized, its pixels a view of the received bytes, and 
 are no Image; a binding reading serialized frames publishes exactly what one reading typed
 messages publishes, header kept, for a frame with objects in it, and one asked for serialized
 frames where rosbags cannot be imported reads typed messages instead."""
+
 from __future__ import annotations
 
 import sys
@@ -12,8 +13,14 @@ import numpy as np
 import pytest
 
 from ros_env import ROOT, TOKEN
-from ros_probe import (assert_same_right_boxes, bundled_core, detections_probe,
-                       image_message, stop_binding, wait_until)
+from ros_probe import (
+    assert_same_right_boxes,
+    bundled_core,
+    detections_probe,
+    image_message,
+    stop_binding,
+    wait_until,
+)
 from triton_ros.ros.codec.preprocess import MalformedImage
 from triton_ros.ros.codec.serialized_image import ImageReader
 
@@ -31,19 +38,30 @@ def _serialized(pixels: np.ndarray, encoding: str, frame_id: str, sec: int, nano
 
 # frame_id and encoding lengths move every later field across CDR's 4-byte alignment
 @pytest.mark.parametrize("frame_id", ["", "c", "cam", "cam0", "robot_7/camera_optical_frame"])
-@pytest.mark.parametrize("encoding,shape", [("rgb8", (48, 64, 3)), ("mono8", (7, 5)),
-                                            ("bgra8", (3, 9, 4)), ("mono16", (4, 6, 2))])
+@pytest.mark.parametrize(
+    "encoding,shape",
+    [("rgb8", (48, 64, 3)), ("mono8", (7, 5)), ("bgra8", (3, 9, 4)), ("mono16", (4, 6, 2))],
+)
 def test_reader_gives_back_what_rclpy_serialized(frame_id, encoding, shape):
     rng = np.random.default_rng(len(frame_id) * 31 + len(encoding))
     pixels = rng.integers(0, 256, shape, dtype=np.uint8)
-    msg, raw = _serialized(pixels, encoding, frame_id, -7 if frame_id else 1_700_000_000,
-                           999_999_999)
+    msg, raw = _serialized(
+        pixels, encoding, frame_id, -7 if frame_id else 1_700_000_000, 999_999_999
+    )
     got = ImageReader()(raw)
-    assert (got.header.stamp.sec, got.header.stamp.nanosec, got.header.frame_id) == \
-        (msg.header.stamp.sec, msg.header.stamp.nanosec, msg.header.frame_id)
-    assert type(got.header) is type(msg.header)    # the outputs carry it: rclpy's own Header
-    assert (got.height, got.width, got.encoding, got.is_bigendian, got.step) == \
-        (msg.height, msg.width, msg.encoding, msg.is_bigendian, msg.step)
+    assert (got.header.stamp.sec, got.header.stamp.nanosec, got.header.frame_id) == (
+        msg.header.stamp.sec,
+        msg.header.stamp.nanosec,
+        msg.header.frame_id,
+    )
+    assert type(got.header) is type(msg.header)  # the outputs carry it: rclpy's own Header
+    assert (got.height, got.width, got.encoding, got.is_bigendian, got.step) == (
+        msg.height,
+        msg.width,
+        msg.encoding,
+        msg.is_bigendian,
+        msg.step,
+    )
     assert got.data.dtype == np.uint8 and got.data.tobytes() == pixels.tobytes()
     assert np.shares_memory(got.data, np.frombuffer(raw, np.uint8)), "the pixels were copied"
 
@@ -61,9 +79,16 @@ TOPIC = f"/serialized{TOKEN}/cam/image_raw"
 
 @pytest.fixture
 def ros_node(spinning_node):
-    return spinning_node(f"serialized_{TOKEN}", {
-        "bindings": ["cam"], "cam.model": "color_detector", "cam.topics": [TOPIC],
-        "cam.score_threshold": 0.5, "cam.max_age_ms": 0})
+    return spinning_node(
+        f"serialized_{TOKEN}",
+        {
+            "bindings": ["cam"],
+            "cam.model": "color_detector",
+            "cam.topics": [TOPIC],
+            "cam.score_threshold": 0.5,
+            "cam.max_age_ms": 0,
+        },
+    )
 
 
 def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
@@ -85,11 +110,15 @@ def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
             workers = ThreadPoolExecutor(2)
             with monkeypatch.context() as patch:
                 if frame_id == "fallback":
-                    patch.setitem(sys.modules, "rosbags.typesys", None)   # import fails
-                binding = Binding(config.bindings[0], node=ros_node,
-                                  target=LocalModelTarget(core, "color_detector"),
-                                  workers=workers, callback_group=None,
-                                  serialized_images=serialized)
+                    patch.setitem(sys.modules, "rosbags.typesys", None)  # import fails
+                binding = Binding(
+                    config.bindings[0],
+                    node=ros_node,
+                    target=LocalModelTarget(core, "color_detector"),
+                    workers=workers,
+                    callback_group=None,
+                    serialized_images=serialized,
+                )
             assert (binding._readers["image"] is not None) == (frame_id == "serialized")
             binding.start()
             stamp = ros_node.get_clock().now().to_msg()
@@ -97,6 +126,7 @@ def test_serialized_and_typed_bindings_publish_the_same(ros_node, monkeypatch):
             def arrived():
                 pub.publish(image_message(pixels, "rgb8", frame_id, stamp))
                 return any(r.header.frame_id == frame_id for r in results)
+
             wait_until(arrived, what=f"detections of the {frame_id} binding", interval=0.2)
             msg = next(r for r in results if r.header.frame_id == frame_id)
             assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (stamp.sec, stamp.nanosec)

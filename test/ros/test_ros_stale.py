@@ -9,6 +9,7 @@ executor thread, the bundled ``detector`` in a core of this process, the lag mea
 node's timer) gets fresh frames while its executor is held busy by a slow callback, and a
 frame stamped 5 s before it was sent.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,7 @@ from ros_env import ROOT, TOKEN
 from ros_probe import bundled_core, image_message, wait_until
 from triton_ros.ros.binding.frames import stale_cause
 from triton_ros.ros.monitoring.executor_lag import ExecutorLag
-from triton_ros.ros.monitoring.failures import (BACKLOG_CAUSE, NO_BACKLOG, STALE_CAUSES,
-                                                WAITED_CAUSE)
+from triton_ros.ros.monitoring.failures import BACKLOG_CAUSE, NO_BACKLOG, STALE_CAUSES, WAITED_CAUSE
 from triton_ros.ros.targets.local import LocalModelTarget
 
 pytestmark = pytest.mark.integration
@@ -57,10 +57,10 @@ def test_the_executor_lag_holds_a_stall_longer_than_its_period_and_an_overdue_ti
     assert lag.behind_ns(150 * MS) == 0
     # the executor is held from 150 ms: a frame taken at 1.65 s sees the tick 1.45 s overdue
     assert lag.behind_ns(1_650 * MS) == 1_450 * MS
-    lag.tick(1_700 * MS, 1_800 * MS)                   # the late tick: 1.5 s late
+    lag.tick(1_700 * MS, 1_800 * MS)  # the late tick: 1.5 s late
     assert lag.behind_ns(1_750 * MS) == 1_500 * MS
     assert lag.samples.drain() == [0, 1_500 * MS]
-    assert lag.behind_ns(4_000 * MS) == 2_200 * MS     # no tick since: overdue again
+    assert lag.behind_ns(4_000 * MS) == 2_200 * MS  # no tick since: overdue again
 
 
 class Logged:
@@ -72,10 +72,18 @@ class Logged:
 
 @pytest.fixture
 def ros_node(spinning_node):
-    return spinning_node(f"stale_{TOKEN}", {
-        "bindings": ["cam"], "cam.model": "detector", "cam.topics": [TOPIC],
-        "cam.max_age_ms": 500, "cam.max_in_flight": 4, "cam.input_depth": 10,
-        "cam.input_reliability": "reliable"})
+    return spinning_node(
+        f"stale_{TOKEN}",
+        {
+            "bindings": ["cam"],
+            "cam.model": "detector",
+            "cam.topics": [TOPIC],
+            "cam.max_age_ms": 500,
+            "cam.max_in_flight": 4,
+            "cam.input_depth": 10,
+            "cam.input_reliability": "reliable",
+        },
+    )
 
 
 def test_frames_that_waited_for_a_busy_executor_are_blamed_on_the_backlog_not_clocks(ros_node):
@@ -88,24 +96,32 @@ def test_frames_that_waited_for_a_busy_executor_are_blamed_on_the_backlog_not_cl
     core = bundled_core("detector")
     workers = ThreadPoolExecutor(2)
     config = declare_and_read(ros_node, bundled_repository=ROOT / "model_repository")
-    lag = ExecutorLag()                                 # measured as the node does
+    lag = ExecutorLag()  # measured as the node does
     steady = Clock(clock_type=ClockType.STEADY_TIME)
 
     def measure():
         now = time.monotonic_ns()
         lag.tick(now, now + lag_timer.time_until_next_call())
+
     lag_timer = ros_node.create_timer(0.1, measure, clock=steady)
-    binding = Binding(config.bindings[0], node=ros_node, target=LocalModelTarget(core, "detector"),
-                      workers=workers, callback_group=None, executor_lag=lag)
+    binding = Binding(
+        config.bindings[0],
+        node=ros_node,
+        target=LocalModelTarget(core, "detector"),
+        workers=workers,
+        callback_group=None,
+        executor_lag=lag,
+    )
     logged: list[str] = []
-    binding.failures._logger = Logged(logged)          # its lines, as the node would log them
-    pub = ros_node.create_publisher(Image, TOPIC, QoSProfile(
-        depth=10, reliability=ReliabilityPolicy.RELIABLE))
+    binding.failures._logger = Logged(logged)  # its lines, as the node would log them
+    pub = ros_node.create_publisher(
+        Image, TOPIC, QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    )
     pixels = np.zeros((48, 64, 3), np.uint8)
     clock = ros_node.get_clock()
     busy = threading.Event()
 
-    def hold_the_executor():                  # a callback that keeps the executor for 1.5 s
+    def hold_the_executor():  # a callback that keeps the executor for 1.5 s
         timer.cancel()
         busy.set()
         time.sleep(1.5)
@@ -118,17 +134,17 @@ def test_frames_that_waited_for_a_busy_executor_are_blamed_on_the_backlog_not_cl
         wait_until(lambda: lag.behind_ns(time.monotonic_ns()) >= 0, what="a first lag tick")
         timer = ros_node.create_timer(0.05, hold_the_executor)
         assert busy.wait(30)
-        for _ in range(3):                    # fresh frames, while the executor is held
+        for _ in range(3):  # fresh frames, while the executor is held
             pub.publish(image_message(pixels, "rgb8", "cam", clock.now().to_msg()))
             time.sleep(0.05)
-        time.sleep(1.6)                       # after the hold: a frame 5 s old when sent
+        time.sleep(1.6)  # after the hold: a frame 5 s old when sent
         old = clock.now().nanoseconds - 5_000_000_000
         msg = image_message(pixels, "rgb8", "cam", clock.now().to_msg())
         msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(old, 1_000_000_000)
         pub.publish(msg)
         source = wait_until(lambda: binding.sources(), what="the source")[0]
         wait_until(lambda: source.snapshot()[0].dropped_stale >= 4, what="four stale frames")
-        assert max(lag.samples.drain()) > 1_000 * MS       # it measured the hold
+        assert max(lag.samples.drain()) > 1_000 * MS  # it measured the hold
         backlog = [t for t in logged if BACKLOG_CAUSE in t]
         clocks = [t for t in logged if STALE_CAUSES in t]
         # the fresh frames: the node's queue, not clocks (one line: the others are throttled)
@@ -136,8 +152,7 @@ def test_frames_that_waited_for_a_busy_executor_are_blamed_on_the_backlog_not_cl
         behind_ms = int(re.search(r"the node was (\d+) ms behind", backlog[0]).group(1))
         assert behind_ms >= 1000, backlog[0]
         # the frame sent 5 s old: clocks
-        assert len(clocks) == 1 and "s old even without the node's own backlog" in clocks[0], \
-            logged
+        assert len(clocks) == 1 and "s old even without the node's own backlog" in clocks[0], logged
     finally:
         binding.stop()
         for source in binding.sources():

@@ -8,6 +8,7 @@ test process publishes frames on both cameras, interleaved, and checks that each
 0, 1, 2, ... on its own, and that the CORRID each saw (the box's y1: its length, or its low
 digits) is one per camera. A third model idles sequences out after 1 s: after a pause of 2 s the
 node starts each camera's sequence again, and no frame is refused."""
+
 from __future__ import annotations
 
 import signal
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.system
 
 NS = f"/sm{TOKEN}"
 FRAMES = 6
-MODEL = '''
+MODEL = """
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -49,9 +50,9 @@ class TritonPythonModel:
                 pb_utils.Tensor("detections", rows),
                 pb_utils.Tensor("COUNT_OUT", count + ready.reshape(count.shape[:-1] + (1,)))]))
         return responses
-'''
+"""
 CONFIGS = {
-    "counter_direct": '''
+    "counter_direct": """
 name: "counter_direct"
 backend: "python"
 max_batch_size: 2
@@ -69,8 +70,8 @@ sequence_batching {
             initial_state: { name: "zero" data_type: TYPE_FP32 dims: [ 1 ] zero_data: true } } ]
 }
 instance_group [ { count: 1 kind: KIND_CPU } ]
-''',
-    "counter_oldest": '''
+""",
+    "counter_oldest": """
 name: "counter_oldest"
 backend: "python"
 max_batch_size: 0
@@ -87,13 +88,16 @@ sequence_batching {
   state [ { input_name: "COUNT_IN" output_name: "COUNT_OUT" data_type: TYPE_FP32 dims: [ 1 ] } ]
 }
 instance_group [ { count: 1 kind: KIND_CPU } ]
-''',
+""",
 }
 # The oldest model with an idle time of 1 s, bound without the node's own END of quiet sources
 # (sequence_end_after_ms 0): after a pause of 2 s the model has released each camera's
 # sequence, and the node starts it again (START) rather than being refused.
-CONFIGS["counter_idle"] = CONFIGS["counter_oldest"].replace(
-    '"counter_oldest"', '"counter_idle"').replace("60000000", "1000000")
+CONFIGS["counter_idle"] = (
+    CONFIGS["counter_oldest"]
+    .replace('"counter_oldest"', '"counter_idle"')
+    .replace("60000000", "1000000")
+)
 PAUSE_S = 2.0
 
 
@@ -104,16 +108,27 @@ def test_each_camera_is_its_own_sequence_of_a_stateful_model(tmp_path, model):
     (repo / model / "1" / "model.py").write_text(MODEL)
     (repo / model / "config.pbtxt").write_text(CONFIGS[model])
     topics = [f"{NS}/{model}/cam{i}/image_raw" for i in range(2)]
-    params = {"model_repository": str(repo), "startup_models": [model], "bindings": ["b"],
-              "b": {"model": model, "topics": topics, "max_age_ms": 0, "score_threshold": 0.5,
-                    "resize": "stretch", "nms": False,
-                    "sequence_end_after_ms": 0 if model == "counter_idle" else 2000}}
+    params = {
+        "model_repository": str(repo),
+        "startup_models": [model],
+        "bindings": ["b"],
+        "b": {
+            "model": model,
+            "topics": topics,
+            "max_age_ms": 0,
+            "score_threshold": 0.5,
+            "resize": "stretch",
+            "nms": False,
+            "sequence_end_after_ms": 0 if model == "counter_idle" else 2000,
+        },
+    }
     node = NodeProcess(params, tmp_path, name=f"inference_node_stateful_{TOKEN}")
     probe = Probe(f"probe_stateful_{TOKEN}")
     try:
         node.wait_ready(probe)
-        results = [probe.subscribe(DETECTIONS_TYPE, t.rsplit("/", 1)[0] + "/detections")
-                   for t in topics]
+        results = [
+            probe.subscribe(DETECTIONS_TYPE, t.rsplit("/", 1)[0] + "/detections") for t in topics
+        ]
         publishers = [probe.image_publisher(t) for t in topics]
         for pub in publishers:
             wait_until(lambda p=pub: p.get_subscription_count() > 0, what="the subscription")
@@ -121,35 +136,40 @@ def test_each_camera_is_its_own_sequence_of_a_stateful_model(tmp_path, model):
         rounds = 2 if model == "counter_idle" else 1
         for f in range(FRAMES * rounds):
             if f == FRAMES:
-                time.sleep(PAUSE_S)                       # past the model's idle time
+                time.sleep(PAUSE_S)  # past the model's idle time
             for i, pub in enumerate(publishers):
-                sent = [0.0]                                  # when the frame was last sent
+                sent = [0.0]  # when the frame was last sent
 
                 def answered(i=i, pub=pub, n=f + 1, sent=sent) -> bool:
                     if results[i].count() >= n:
                         return True
-                    if time.monotonic() - sent[0] > 3.0:      # best effort: a frame may be lost
+                    if time.monotonic() - sent[0] > 3.0:  # best effort: a frame may be lost
                         sent[0] = time.monotonic()
-                        pub.publish(image_message(pixels, "rgb8", f"cam{i}",
-                                                  probe.node.get_clock().now().to_msg()))
+                        pub.publish(
+                            image_message(
+                                pixels, "rgb8", f"cam{i}", probe.node.get_clock().now().to_msg()
+                            )
+                        )
                     return False
-                wait_until(answered, what=f"result {f + 1} of cam{i}; node log:\n"
-                                          f"{node.log()[-2000:]}")
+
+                wait_until(
+                    answered, what=f"result {f + 1} of cam{i}; node log:\n{node.log()[-2000:]}"
+                )
         tags = []
         for i, rec in enumerate(results):
             boxes = [message_boxes(m)[0] for m in rec.messages()]
             assert all(len(b) == 1 for b in boxes), boxes
             counts = [round(b[0, 0]) for b in boxes]
-            if rounds == 2:                               # counted again from START
+            if rounds == 2:  # counted again from START
                 restart = counts.index(0, 1)
                 first, counts = counts[:restart], counts[restart:]
                 assert first == list(range(len(first))), (i, first)
-                assert "must specify the START flag" not in node.log()    # none refused
+                assert "must specify the START flag" not in node.log()  # none refused
             assert len(counts) >= FRAMES and counts == list(range(len(counts))), (i, counts)
             seen = {round(b[0, 1]) for b in boxes}
-            assert len(seen) == 1, seen                           # one CORRID a camera
+            assert len(seen) == 1, seen  # one CORRID a camera
             tags.append(seen.pop())
-        if model == "counter_oldest":                             # two IDs (their low digits)
+        if model == "counter_oldest":  # two IDs (their low digits)
             assert tags[0] != tags[1], tags
     finally:
         probe.close()

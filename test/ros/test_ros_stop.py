@@ -7,6 +7,7 @@ loaded (Python models' stub processes included) and its three endpoints open, is
 stopped with SIGINT :data:`STOPS` times in a row, each time once it serves frames. The long
 version is ``bench/ros/stops.py`` (50 stops). The tool itself must stop on SIGINT and on SIGTERM.
 """
+
 from __future__ import annotations
 
 import signal
@@ -24,15 +25,31 @@ pytestmark = pytest.mark.system
 STOPS = 5
 LIMIT_S = 3.0
 NS = f"/stop{TOKEN}"
-CAMERAS = ("robot1/camera_front:640x480:rgb8", "robot1/camera_rear:320x240:bgr8",
-           "robot2/camera_front:848x480:rgb8", "robot2/camera_rear:424x240:mono8")
+CAMERAS = (
+    "robot1/camera_front:640x480:rgb8",
+    "robot1/camera_rear:320x240:bgr8",
+    "robot2/camera_front:848x480:rgb8",
+    "robot2/camera_rear:424x240:mono8",
+)
 
 
 def cameras_process(*, rate: float = 30.0) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--prefix", NS,
-         "--rate", str(rate), *[a for c in CAMERAS for a in ("--camera", c)]],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.tools.synthetic_cameras",
+            "--prefix",
+            NS,
+            "--rate",
+            str(rate),
+            *[a for c in CAMERAS for a in ("--camera", c)],
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def stop_within(proc: subprocess.Popen, sig: int, limit: float) -> tuple[int, float]:
@@ -49,19 +66,28 @@ def stop_within(proc: subprocess.Popen, sig: int, limit: float) -> tuple[int, fl
 
 def test_sigint_stops_under_camera_load_exit_0_within_3_s(tmp_path):
     cameras = cameras_process()
-    params = {"startup_models": ["*"], "bindings": ["cameras"],
-              "cameras": {"model": "color_detector",
-                          "topic_patterns": [f"{NS}/robot*/camera*/image_raw"]}}
+    params = {
+        "startup_models": ["*"],
+        "bindings": ["cameras"],
+        "cameras": {
+            "model": "color_detector",
+            "topic_patterns": [f"{NS}/robot*/camera*/image_raw"],
+        },
+    }
     took = []
     try:
         for i in range(STOPS):
             node = NodeProcess(params, tmp_path, name=f"stop_node_{TOKEN}_{i}")
             try:
-                wait_until(lambda: "binding 'cameras': model 'color_detector' version" in
-                           node.log() or node.proc.poll() is not None,
-                           what="the node serving camera frames")
+                wait_until(
+                    lambda: (
+                        "binding 'cameras': model 'color_detector' version" in node.log()
+                        or node.proc.poll() is not None
+                    ),
+                    what="the node serving camera frames",
+                )
                 assert node.proc.poll() is None, node.log()
-                time.sleep(0.3 + 0.3 * i)           # the signal at different moments
+                time.sleep(0.3 + 0.3 * i)  # the signal at different moments
             finally:
                 rc, seconds = stop_within(node.proc, signal.SIGINT, LIMIT_S)
             log = node.log()

@@ -5,6 +5,7 @@ core's request activities and the publication, in order; one trace per published
 A node process (its parameters from a params file, read by rcl's parser) and a camera published
 from this process; the trace file is read after the node stopped (SIGINT), which closes it.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,9 +24,19 @@ pytestmark = pytest.mark.system
 
 NS = f"/t{TOKEN}"
 CAMERA = parse_camera("robot/camera:320x240:rgb8")
-ORDER = ("ROS_FRAME_RECEIVED", "ROS_PREPROCESS_END", "REQUEST_START", "QUEUE_START", "COMPUTE_START",
-         "COMPUTE_INPUT_END", "COMPUTE_OUTPUT_START", "COMPUTE_END", "REQUEST_END",
-         "ROS_PUBLISH_START", "ROS_PUBLISH_END")
+ORDER = (
+    "ROS_FRAME_RECEIVED",
+    "ROS_PREPROCESS_END",
+    "REQUEST_START",
+    "QUEUE_START",
+    "COMPUTE_START",
+    "COMPUTE_INPUT_END",
+    "COMPUTE_OUTPUT_START",
+    "COMPUTE_END",
+    "REQUEST_END",
+    "ROS_PUBLISH_START",
+    "ROS_PUBLISH_END",
+)
 
 
 def test_frames_of_a_binding_are_traced_in_triton_format(tmp_path):
@@ -33,13 +44,25 @@ def test_frames_of_a_binding_are_traced_in_triton_format(tmp_path):
 
     repo = make_repository(tmp_path / "models")
     trace_file = tmp_path / "frames.json"
-    params = {"model_repository": str(repo), "startup_models": ["detector"],
-              "diagnostics_period_s": 0.5, "grpc.enable": False, "http.enable": False,
-              "trace.file": str(trace_file), "trace.level": ["TIMESTAMPS"], "trace.rate": 1,
-              "bindings": ["cam"],
-              "cam": {"model": "detector", "topics": [CAMERA.topic(NS)], "max_age_ms": 0,
-                      "score_threshold": 0.0, "top_k": 5,
-                      "output_topic_template": "{namespace}/detections"}}
+    params = {
+        "model_repository": str(repo),
+        "startup_models": ["detector"],
+        "diagnostics_period_s": 0.5,
+        "grpc.enable": False,
+        "http.enable": False,
+        "trace.file": str(trace_file),
+        "trace.level": ["TIMESTAMPS"],
+        "trace.rate": 1,
+        "bindings": ["cam"],
+        "cam": {
+            "model": "detector",
+            "topics": [CAMERA.topic(NS)],
+            "max_age_ms": 0,
+            "score_threshold": 0.0,
+            "top_k": 5,
+            "output_topic_template": "{namespace}/detections",
+        },
+    }
     probe = Probe(f"probe_{TOKEN}_trace")
     node = NodeProcess(params, tmp_path, name=f"trace_node_{TOKEN}")
     try:
@@ -58,15 +81,25 @@ def test_frames_of_a_binding_are_traced_in_triton_format(tmp_path):
             """The binding's totals once every frame it received is accounted for: the last
             two statuses agree, nothing in flight (best-effort delivery may lose some of the
             frames sent on a loaded host)."""
-            mine = [{kv.key: kv.value for kv in st.values} for msg, _ in diagnostics.items
-                    for st in msg.status if st.name == name]
+            mine = [
+                {kv.key: kv.value for kv in st.values}
+                for msg, _ in diagnostics.items
+                for st in msg.status
+                if st.name == name
+            ]
             if len(mine) < 2:
                 return None
             last, before = mine[-1], mine[-2]
-            return (last["in_flight"] == "0" and last["received"] == before["received"]
-                    and 0 < int(last["received"]) <= sent and last)
-        values = wait_until(settled, 15, f"the frames received of {sent} accounted for in "
-                                         f"/diagnostics")
+            return (
+                last["in_flight"] == "0"
+                and last["received"] == before["received"]
+                and 0 < int(last["received"]) <= sent
+                and last
+            )
+
+        values = wait_until(
+            settled, 15, f"the frames received of {sent} accounted for in /diagnostics"
+        )
         published = int(values["published"])
     finally:
         probe.close()
@@ -77,14 +110,18 @@ def test_frames_of_a_binding_are_traced_in_triton_format(tmp_path):
     stamps: dict[int, dict[str, int]] = {}
     for e in entries:
         if "timestamps" in e:
-            stamps.setdefault(e["id"], {}).update({t["name"]: int(t["ns"])
-                                                   for t in e["timestamps"]})
-    assert all(h["model_name"] == "detector" and h["model_version"] == 1
-               for h in heads.values()), heads
+            stamps.setdefault(e["id"], {}).update(
+                {t["name"]: int(t["ns"]) for t in e["timestamps"]}
+            )
+    assert all(h["model_name"] == "detector" and h["model_version"] == 1 for h in heads.values()), (
+        heads
+    )
     frames = [s for s in stamps.values() if "ROS_PUBLISH_END" in s]
     # rate 1: every frame traced; every published frame has its publication in its trace
     assert len(frames) == published, (len(frames), published, len(stamps))
-    print(f"sent {sent}, published {published}, traces {len(stamps)}, with publication {len(frames)}")
+    print(
+        f"sent {sent}, published {published}, traces {len(stamps)}, with publication {len(frames)}"
+    )
     assert published >= 15
     for s in frames:
         assert tuple(n for n in ORDER if n in s) == ORDER, s

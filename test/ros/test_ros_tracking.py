@@ -7,6 +7,7 @@ the track IDs (CLEAR-MOT). Two cameras of two processes show the same scene and 
 independent IDs; hostile sequence requests to the node's gRPC endpoint get Triton's statuses
 and disturb no camera; a camera that goes away, or goes quiet, ends its sequence, and its slot
 serves another; a reload of the tracker mid-sequence restarts the sequences."""
+
 from __future__ import annotations
 
 import shutil
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.system
 
 NS = f"/t{TOKEN}"
 RATE = 8.0
-MIN_FRAMES = 60       # frames scored per camera
+MIN_FRAMES = 60  # frames scored per camera
 
 
 def repository(dest):
@@ -40,14 +41,19 @@ def repository(dest):
     for name in ("color_detector", "tracker", "color_tracker"):
         shutil.copytree(ROOT / "model_repository" / name, dest / name)
     two = (ROOT / "model_repository" / "tracker" / "config.pbtxt").read_text()
-    two = two.replace('name: "tracker"', 'name: "tracker_two"').replace(
-        "max_candidate_sequences: 64", "max_candidate_sequences: 2").replace(
-        "max_sequence_idle_microseconds: 10000000", "max_sequence_idle_microseconds: 600000000")
+    two = (
+        two.replace('name: "tracker"', 'name: "tracker_two"')
+        .replace("max_candidate_sequences: 64", "max_candidate_sequences: 2")
+        .replace(
+            "max_sequence_idle_microseconds: 10000000", "max_sequence_idle_microseconds: 600000000"
+        )
+    )
     shutil.copytree(ROOT / "model_repository" / "tracker", dest / "tracker_two")
     (dest / "tracker_two" / "config.pbtxt").write_text(two)
     ens = (ROOT / "model_repository" / "color_tracker" / "config.pbtxt").read_text()
     ens = ens.replace('name: "color_tracker"', 'name: "color_tracker_two"').replace(
-        'model_name: "tracker"', 'model_name: "tracker_two"')
+        'model_name: "tracker"', 'model_name: "tracker_two"'
+    )
     shutil.copytree(ROOT / "model_repository" / "color_tracker", dest / "color_tracker_two")
     (dest / "color_tracker_two" / "config.pbtxt").write_text(ens)
     return dest
@@ -55,14 +61,27 @@ def repository(dest):
 
 def params(repo) -> dict:
     common = {"max_age_ms": 0, "score_threshold": 0.5}
-    return {"model_repository": str(repo),
-            "startup_models": ["color_tracker", "color_tracker_two"],
-            "diagnostics_period_s": 0.5, "discovery_period_s": 0.3,
-            "bindings": ["track", "slots"],
-            "track": {"model": "color_tracker", "topic_patterns": [f"{NS}/trk/*/image_raw"],
-                      "forget_after_s": 60.0, "sequence_end_after_ms": 3000, **common},
-            "slots": {"model": "color_tracker_two", "topic_patterns": [f"{NS}/slot/*/image_raw"],
-                      "forget_after_s": 1.0, "sequence_end_after_ms": 0, **common}}
+    return {
+        "model_repository": str(repo),
+        "startup_models": ["color_tracker", "color_tracker_two"],
+        "diagnostics_period_s": 0.5,
+        "discovery_period_s": 0.3,
+        "bindings": ["track", "slots"],
+        "track": {
+            "model": "color_tracker",
+            "topic_patterns": [f"{NS}/trk/*/image_raw"],
+            "forget_after_s": 60.0,
+            "sequence_end_after_ms": 3000,
+            **common,
+        },
+        "slots": {
+            "model": "color_tracker_two",
+            "topic_patterns": [f"{NS}/slot/*/image_raw"],
+            "forget_after_s": 1.0,
+            "sequence_end_after_ms": 0,
+            **common,
+        },
+    }
 
 
 class Pairs(FrameMatcher):
@@ -81,8 +100,9 @@ class Rig:
     """The node, the probe, and camera processes started and stopped by the tests."""
 
     def __init__(self, tmp) -> None:
-        self.node = NodeProcess(params(repository(tmp / "repo")), tmp,
-                                name=f"inference_node_tracking_{TOKEN}")
+        self.node = NodeProcess(
+            params(repository(tmp / "repo")), tmp, name=f"inference_node_tracking_{TOKEN}"
+        )
         self.probe = Probe(f"probe_tracking_{TOKEN}")
         self.cameras: dict[str, subprocess.Popen] = {}
         self.pairs: dict[str, Pairs] = {}
@@ -91,23 +111,35 @@ class Rig:
     def watch(self, robot: str, camera: str) -> Pairs:
         topic = f"{NS}/{robot}/{camera}/image_raw"
         pairs = Pairs()
-        self.probe.node.create_subscription(DETECTIONS_TYPE, ground_truth_topic(topic),
-                                            pairs.on_truth, 100)
-        self.probe.node.create_subscription(DETECTIONS_TYPE, f"{NS}/{robot}/{camera}/detections",
-                                            pairs.on_detections, 100)
+        self.probe.node.create_subscription(
+            DETECTIONS_TYPE, ground_truth_topic(topic), pairs.on_truth, 100
+        )
+        self.probe.node.create_subscription(
+            DETECTIONS_TYPE, f"{NS}/{robot}/{camera}/detections", pairs.on_detections, 100
+        )
         self.pairs[f"{robot}/{camera}"] = pairs
         return pairs
 
     def start(self, key: str, *cameras: str, seconds: float = 0.0) -> None:
         """One synthetic_cameras process of ``cameras`` (ROBOT/CAMERA:WxH:ENC)."""
-        cmd = [sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras", "--moving",
-               "--prefix", NS, "--rate", str(RATE), "--quiet"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.tools.synthetic_cameras",
+            "--moving",
+            "--prefix",
+            NS,
+            "--rate",
+            str(RATE),
+            "--quiet",
+        ]
         for c in cameras:
             cmd += ["--camera", c]
         if seconds:
             cmd += ["--seconds", str(seconds)]
-        self.cameras[key] = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                             stderr=subprocess.STDOUT, text=True)
+        self.cameras[key] = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
 
     def stop(self, key: str) -> None:
         proc = self.cameras.pop(key)
@@ -142,8 +174,11 @@ def rig(tmp_path_factory):
 
 def wait_pairs(rig, key: str, n: int, since: int = 0) -> list:
     pairs = rig.pairs[key]
-    wait_until(lambda: len(pairs.pairs()) >= since + n, TIMEOUT * 2,
-               f"{n} scored frames of {key}; node log:\n{rig.node.log()[-3000:]}")
+    wait_until(
+        lambda: len(pairs.pairs()) >= since + n,
+        TIMEOUT * 2,
+        f"{n} scored frames of {key}; node log:\n{rig.node.log()[-3000:]}",
+    )
     return pairs.pairs()
 
 
@@ -160,8 +195,9 @@ def test_each_camera_is_tracked_and_two_showing_one_scene_keep_independent_ids(r
     # own, from 1, as if it were alone (a table shared between cameras would number on).
     ids = {}
     for key in ("trk/same_a", "trk/same_b"):
-        ids[key] = sorted({int(i) for _, det in rig.pairs[key].pairs()[:MIN_FRAMES]
-                           for i in message_ids(det)})
+        ids[key] = sorted(
+            {int(i) for _, det in rig.pairs[key].pairs()[:MIN_FRAMES] for i in message_ids(det)}
+        )
         assert ids[key][0] == 1, (key, ids[key])
     assert ids["trk/same_a"] == ids["trk/same_b"], ids
 
@@ -183,22 +219,23 @@ def test_hostile_sequence_requests_get_tritons_status_and_disturb_no_camera(rig)
             infer(**kwargs)
         return info.value
 
-    error = refused(sequence_id=987654321)                    # unknown, no START
+    error = refused(sequence_id=987654321)  # unknown, no START
     assert error.status() == "StatusCode.INVALID_ARGUMENT"
     assert "must specify the START flag" in error.message()
     infer(sequence_id=55, sequence_start=True)
     infer(sequence_id=55, sequence_end=True)
-    error = refused(sequence_id=55, sequence_end=True)        # END twice
+    error = refused(sequence_id=55, sequence_end=True)  # END twice
     assert error.status() == "StatusCode.INVALID_ARGUMENT"
     assert "must specify the START flag" in error.message()
-    error = refused(sequence_id="h" * 100_000, sequence_start=True)   # a huge string ID
-    assert error.status() == "StatusCode.UNIMPLEMENTED"       # tritonserver's UNSUPPORTED
+    error = refused(sequence_id="h" * 100_000, sequence_start=True)  # a huge string ID
+    assert error.status() == "StatusCode.UNIMPLEMENTED"  # tritonserver's UNSUPPORTED
     assert "cannot be longer than 128 characters" in error.message()
-    longest = "h" * 128                                       # the longest it takes: a key
+    longest = "h" * 128  # the longest it takes: a key
     infer(sequence_id=longest, sequence_start=True)
     infer(sequence_id=longest, sequence_end=True)
-    error = refused(sequence_id=0)                            # no ID at all
+    error = refused(sequence_id=0)  # no ID at all
     assert "correlation ID" in error.message()
+
     # A flood of new sequences past the model's 64 slots: those that find none wait in the
     # backlog, and fail UNAVAILABLE when their timeout expires; the cameras' sequences keep
     # their slots.
@@ -208,14 +245,15 @@ def test_hostile_sequence_requests_get_tritons_status_and_disturb_no_camera(rig)
             return "OK"
         except InferenceServerException as exc:
             return exc.status()
+
     with ThreadPoolExecutor(80) as pool:
         statuses = list(pool.map(start, range(80)))
     assert statuses.count("OK") <= 64 - 3 and "StatusCode.UNAVAILABLE" in statuses, statuses
-    for i, status in enumerate(statuses):                     # end those that got a slot
+    for i, status in enumerate(statuses):  # end those that got a slot
         if status == "OK":
             infer(sequence_id=10_000 + i, sequence_end=True)
     client.close()
-    for key, n in before.items():                             # undisturbed, and still served
+    for key, n in before.items():  # undisturbed, and still served
         pairs = wait_pairs(rig, key, 20, since=n)
         assert_tracked(pairs, f"{key} across the hostile requests")
 
@@ -223,9 +261,12 @@ def test_hostile_sequence_requests_get_tritons_status_and_disturb_no_camera(rig)
 def test_a_camera_that_goes_away_ends_its_sequence_and_its_slot_is_reused(rig):
     wait_pairs(rig, "slot/d", 5)
     before_e = len(wait_pairs(rig, "slot/e", 5))
-    rig.stop("d")                                  # its robot goes away: unbound, END
-    wait_until(lambda: f"of {NS}/slot/d/image_raw ends (unbound)" in rig.node.log(), TIMEOUT,
-               f"the END of slot/d's sequence; node log:\n{rig.node.log()[-3000:]}")
+    rig.stop("d")  # its robot goes away: unbound, END
+    wait_until(
+        lambda: f"of {NS}/slot/d/image_raw ends (unbound)" in rig.node.log(),
+        TIMEOUT,
+        f"the END of slot/d's sequence; node log:\n{rig.node.log()[-3000:]}",
+    )
     # Two slots and a model idle time of ten minutes: only that END lets a third camera in.
     rig.watch("slot", "f")
     rig.start("f", "slot/f:320x240:rgb8")
@@ -238,17 +279,26 @@ def test_a_camera_that_goes_quiet_ends_its_sequence_and_starts_anew(rig):
     rig.watch("trk", "quiet")
     rig.start("quiet", "trk/quiet:320x240:rgb8")
     first = wait_pairs(rig, "trk/quiet", 5)
-    rig.stop("quiet")                              # stopped publishing; still bound
-    wait_until(lambda: f"of {NS}/trk/quiet/image_raw ends (no frame for over "
-                       f"sequence_end_after_ms 3000)" in rig.node.log(), TIMEOUT,
-               f"the END of the quiet camera's sequence; node log:\n{rig.node.log()[-3000:]}")
+    rig.stop("quiet")  # stopped publishing; still bound
+    wait_until(
+        lambda: (
+            f"of {NS}/trk/quiet/image_raw ends (no frame for over "
+            f"sequence_end_after_ms 3000)" in rig.node.log()
+        ),
+        TIMEOUT,
+        f"the END of the quiet camera's sequence; node log:\n{rig.node.log()[-3000:]}",
+    )
     time.sleep(0.5)
     n = len(rig.pairs["trk/quiet"].pairs())
     assert n >= len(first)
-    rig.start("quiet", "trk/quiet:320x240:rgb8")   # back: a new sequence, numbered from 1
+    rig.start("quiet", "trk/quiet:320x240:rgb8")  # back: a new sequence, numbered from 1
     later = wait_pairs(rig, "trk/quiet", 30, since=n)[n:]
-    first_ids = [int(i) for i in message_ids(sorted(
-        later, key=lambda p: (p[0].header.stamp.sec, p[0].header.stamp.nanosec))[0][1])]
+    first_ids = [
+        int(i)
+        for i in message_ids(
+            sorted(later, key=lambda p: (p[0].header.stamp.sec, p[0].header.stamp.nanosec))[0][1]
+        )
+    ]
     assert first_ids and min(first_ids) == 1, first_ids
     assert_tracked(later, "trk/quiet after it came back")
 
@@ -258,9 +308,9 @@ def test_a_reload_of_the_tracker_mid_sequence_restarts_the_sequences(rig):
 
     n = len(rig.pairs["trk/mono"].pairs())
     client = grpcclient.InferenceServerClient(f"127.0.0.1:{rig.node.grpc_port}")
-    client.load_model("tracker")                   # a new tracker: it knows no sequence
+    client.load_model("tracker")  # a new tracker: it knows no sequence
     client.close()
     # Triton's new version refuses a sequence it does not know without START: the node starts
     # each camera's sequence again at its next frame, and tracking goes on from there.
-    later = wait_pairs(rig, "trk/mono", 20, since=n)[n + 3:]
+    later = wait_pairs(rig, "trk/mono", 20, since=n)[n + 3 :]
     assert_tracked(later, "trk/mono after the reload")

@@ -2,6 +2,7 @@
 MOTA and ID switches against the ground-truth identities, and passes the targets (MOTA >= 0.9,
 at most 1 ID switch per 100 object-frames); with an impossible target it fails and says which
 camera."""
+
 from __future__ import annotations
 
 import os
@@ -21,10 +22,27 @@ CAMERAS = 4
 
 def run_demo(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "ROS_DOMAIN_ID": str(random.SystemRandom().randint(150, 230))}
-    return subprocess.run([sys.executable, "-m", "triton_ros.ros.tools.tracking_demo",
-                           "--seconds", "12", "--rate", "10", "--cameras", str(CAMERAS),
-                           "--interval", "6", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.tools.tracking_demo",
+            "--seconds",
+            "12",
+            "--rate",
+            "10",
+            "--cameras",
+            str(CAMERAS),
+            "--interval",
+            "6",
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_the_tracking_demo_reports_mota_and_id_switches_per_camera_and_passes():
@@ -32,9 +50,12 @@ def test_the_tracking_demo_reports_mota_and_id_switches_per_camera_and_passes():
     out = result.stdout + result.stderr
     assert result.returncode == 0, out
     final = out.split("final:", 1)[1]
-    lines = re.findall(r"^\[.*\] (/track\d/camera\d/image_raw): MOTA ([\d.-]+), ID switches "
-                       r"(\d+) \(([\d.]+) per 100 object-frames\).* over (\d+) frames", final,
-                       re.M)
+    lines = re.findall(
+        r"^\[.*\] (/track\d/camera\d/image_raw): MOTA ([\d.-]+), ID switches "
+        r"(\d+) \(([\d.]+) per 100 object-frames\).* over (\d+) frames",
+        final,
+        re.M,
+    )
     assert len({topic for topic, *_ in lines}) == CAMERAS, out
     for topic, mota, _switches, per_100, frames in lines:
         assert float(mota) >= 0.9 and float(per_100) <= 1.0 and int(frames) >= 30, topic

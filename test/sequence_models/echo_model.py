@@ -10,6 +10,7 @@ it into every model it builds): each request's inputs come back as outputs named
 
 Only the outputs a configuration lists (or a client asks for) leave the stub.
 """
+
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -21,8 +22,11 @@ class TritonPythonModel:
             tensors = {t.name(): t.as_numpy() for t in request.inputs()}
             outputs = [pb_utils.Tensor(f"{name}_OUT", value) for name, value in tensors.items()]
             rows = tensors["INPUT"].shape[0]
-            outputs.append(pb_utils.Tensor("BATCH", np.tile(
-                np.array([index, len(requests)], np.int32), (rows, 1))))
+            outputs.append(
+                pb_utils.Tensor(
+                    "BATCH", np.tile(np.array([index, len(requests)], np.int32), (rows, 1))
+                )
+            )
             ids = f"{request.correlation_id()}|{request.flags()}".encode()
             outputs.append(pb_utils.Tensor("IDS", np.full((rows, 1), ids, dtype=object)))
             value = tensors["INPUT"]

@@ -1,4 +1,5 @@
 """``python -m triton_ros.analyzer``: the same as ``triton-ros-analyzer``."""
+
 import sys
 
 from .cli import main

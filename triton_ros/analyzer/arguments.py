@@ -1,6 +1,7 @@
 """The analyzer's argparse types: every value a user types is checked where it is parsed, so
 that a bad one is a usage error (exit 2, argparse's message naming the option) rather than a
 traceback or a failure halfway through a sweep."""
+
 from __future__ import annotations
 
 import argparse
@@ -10,6 +11,7 @@ from pathlib import Path
 
 def positive(kind):
     """An argparse type: a finite number above 0 (a negative or NaN budget is refused)."""
+
     def parse(text: str):
         try:
             value = kind(text)
@@ -18,6 +20,7 @@ def positive(kind):
         if not math.isfinite(value) or value <= 0:
             raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
         return value
+
     parse.__name__ = f"positive {kind.__name__}"
     return parse
 
@@ -36,6 +39,7 @@ def number_list(kind, *, what: str, zero_allowed: bool):
     """An argparse type: a comma-separated list of finite numbers, each above 0 (or at least 0
     where ``zero_allowed``), for ``--rates 15,30`` and ``--max-queue-delay-microseconds
     0,1000``."""
+
     def parse(text: str) -> tuple:
         items = [item.strip() for item in text.split(",")]
         if not all(items):
@@ -49,9 +53,12 @@ def number_list(kind, *, what: str, zero_allowed: bool):
             if not math.isfinite(value) or value < 0 or (value == 0 and not zero_allowed):
                 raise argparse.ArgumentTypeError(
                     f"{what}: {item} is out of range (each must be "
-                    + (">= 0" if zero_allowed else "> 0") + ")")
+                    + (">= 0" if zero_allowed else "> 0")
+                    + ")"
+                )
             out.append(value)
         return tuple(out)
+
     parse.__name__ = what
     return parse
 

@@ -18,6 +18,7 @@ until throughput stops growing (``tries`` consecutive steps, 3, none of which ga
 ``min_gain`` over the best before it: model_analyzer's early exit, made robust to a noisy step)
 or a measurement exceeds the constraints (more load only queues longer).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,7 +39,7 @@ class SearchStopped(Exception):
 @dataclass(frozen=True)
 class ConcurrencySweepSettings:
     min_concurrency: int = 1
-    max_concurrency: int = 1024            # model_analyzer's default range
+    max_concurrency: int = 1024  # model_analyzer's default range
     min_gain: float = 0.05
     tries: int = 3
 
@@ -51,8 +52,11 @@ class ConcurrencySweepSettings:
         return out or [self.min_concurrency]
 
 
-def sweep_concurrency(measure: Callable[[int], Measurement], settings: ConcurrencySweepSettings,
-                      constraints: Constraints) -> list[Measurement]:
+def sweep_concurrency(
+    measure: Callable[[int], Measurement],
+    settings: ConcurrencySweepSettings,
+    constraints: Constraints,
+) -> list[Measurement]:
     """Measurements at increasing concurrency, stopping early (see the module docstring): after
     ``tries`` consecutive steps none of which beat the best before it by ``min_gain`` (one or
     two noisy steps do not end a sweep whose next step would still have grown), or at a
@@ -94,8 +98,9 @@ def quick_plan_size(space: SearchSpace, passes: int = 1) -> int:
     return 1 + passes * sum(len(d) - 1 for d in space.dimensions)
 
 
-def quick_search(space: SearchSpace, evaluate: Evaluate, *, min_gain: float = 0.05,
-                 passes: int = 1) -> Point:
+def quick_search(
+    space: SearchSpace, evaluate: Evaluate, *, min_gain: float = 0.05, passes: int = 1
+) -> Point:
     """Hill climbing from the model's configuration; returns the best point found."""
     order = [space.index(name) for name in QUICK_ORDER if space.index(name) is not None]
     current = space.default
@@ -115,7 +120,7 @@ def quick_search(space: SearchSpace, evaluate: Evaluate, *, min_gain: float = 0.
                     current, best, moved = candidate, score, True
                 if moved:
                     moved_in_pass = True
-                    break          # this direction paid: the other one is not tried
+                    break  # this direction paid: the other one is not tried
         if not moved_in_pass:
             break
     return current

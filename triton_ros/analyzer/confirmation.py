@@ -27,6 +27,7 @@ their min..max: the figures of these rounds, not the sweep's.
 The statistics are a few lines (median, min, max of at most ten numbers) written here: a
 library would add nothing to them.
 """
+
 from __future__ import annotations
 
 import math
@@ -80,13 +81,13 @@ class Rounds:
         ok = [c for c in self.concurrencies() if self.met_in_most(c, constraints)]
         if not ok:
             return None
-        return max(ok, key=lambda c: (statistics.median(r[c].throughput for r in self.rounds),
-                                      -c))
+        return max(ok, key=lambda c: (statistics.median(r[c].throughput for r in self.rounds), -c))
 
     def best_in_round(self, k: int, constraints: Constraints) -> float:
         """The highest throughput of round ``k`` that met the constraints (0: none did)."""
-        return max((m.throughput for m in self.rounds[k].values() if constraints.meets(m)),
-                   default=0.0)
+        return max(
+            (m.throughput for m in self.rounds[k].values() if constraints.meets(m)), default=0.0
+        )
 
 
 @dataclass(frozen=True)
@@ -110,12 +111,18 @@ class Ratio:
     def text(self) -> str:
         if math.isinf(self.low):
             return "the model's own configuration met the constraints in no round"
-        return (f"{_x(self.median)} (per round {_x(self.low, '')}-{_x(self.high)}, "
-                f"{len(self.per_round)} rounds)")
+        return (
+            f"{_x(self.median)} (per round {_x(self.low, '')}-{_x(self.high)}, "
+            f"{len(self.per_round)} rounds)"
+        )
 
     def as_json(self) -> dict:
-        return {"median": _finite(self.median), "low": _finite(self.low),
-                "high": _finite(self.high), "per_round": [_finite(v) for v in self.per_round]}
+        return {
+            "median": _finite(self.median),
+            "low": _finite(self.low),
+            "high": _finite(self.high),
+            "per_round": [_finite(v) for v in self.per_round],
+        }
 
 
 def _x(value: float, suffix: str = "x") -> str:
@@ -137,11 +144,11 @@ class Comparison:
     """A candidate against the model's own configuration over the same rounds."""
 
     candidate: Rounds
-    concurrency: int | None        # its best under the constraints in most rounds (None: none)
+    concurrency: int | None  # its best under the constraints in most rounds (None: none)
     same_concurrency: Ratio | None  # its throughput / the model's own at that concurrency
-    best_vs_best: Ratio | None     # there / the model's own best under the constraints
+    best_vs_best: Ratio | None  # there / the model's own best under the constraints
     min_gain: float
-    default_met: bool = True       # the model's own met the constraints in most rounds
+    default_met: bool = True  # the model's own met the constraints in most rounds
 
     @property
     def variant(self) -> str:
@@ -156,35 +163,61 @@ class Comparison:
         if self.concurrency is None:
             return "it missed the constraints in half the rounds or more at every concurrency"
         same, best = self.same_concurrency, self.best_vs_best
-        if not self.default_met:       # the model's own misses the constraints: meeting them wins
-            return "" if best.low > 1.0 else (
-                f"against the model's own best under the constraints its per-round ratio went "
-                f"down to {best.low:.2f}x")
+        if not self.default_met:  # the model's own misses the constraints: meeting them wins
+            return (
+                ""
+                if best.low > 1.0
+                else (
+                    f"against the model's own best under the constraints its per-round ratio went "
+                    f"down to {best.low:.2f}x"
+                )
+            )
         if same.low <= 1.0:
-            return (f"its per-round ratio at concurrency {self.concurrency} went down to "
-                    f"{same.low:.2f}x: within the rounds' spread")
+            return (
+                f"its per-round ratio at concurrency {self.concurrency} went down to "
+                f"{same.low:.2f}x: within the rounds' spread"
+            )
         if same.low <= 1.0 + self.min_gain:
-            return (f"its per-round ratio at concurrency {self.concurrency} went down to "
-                    f"{same.low:.2f}x: under the minimum gain of {self.min_gain:.0%} in some "
-                    f"round")
+            return (
+                f"its per-round ratio at concurrency {self.concurrency} went down to "
+                f"{same.low:.2f}x: under the minimum gain of {self.min_gain:.0%} in some "
+                f"round"
+            )
         if best.low <= 1.0:
-            return (f"against the model's own best concurrency its per-round ratio went down to "
-                    f"{best.low:.2f}x")
+            return (
+                f"against the model's own best concurrency its per-round ratio went down to "
+                f"{best.low:.2f}x"
+            )
         return ""
 
 
-def compare(candidate: Rounds, default: Rounds, constraints: Constraints,
-            min_gain: float) -> Comparison:
+def compare(
+    candidate: Rounds, default: Rounds, constraints: Constraints, min_gain: float
+) -> Comparison:
     c = candidate.best_concurrency(constraints)
     if c is None or c not in default.concurrencies():
         return Comparison(candidate, None, None, None, min_gain)
     n = min(len(candidate.rounds), len(default.rounds))
-    same = Ratio(tuple(_ratio(candidate.rounds[k][c].throughput,
-                              default.rounds[k][c].throughput) for k in range(n)))
-    best = Ratio(tuple(_ratio(candidate.rounds[k][c].throughput,
-                              default.best_in_round(k, constraints)) for k in range(n)))
-    return Comparison(candidate, c, same, best, min_gain,
-                      default_met=default.best_concurrency(constraints) is not None)
+    same = Ratio(
+        tuple(
+            _ratio(candidate.rounds[k][c].throughput, default.rounds[k][c].throughput)
+            for k in range(n)
+        )
+    )
+    best = Ratio(
+        tuple(
+            _ratio(candidate.rounds[k][c].throughput, default.best_in_round(k, constraints))
+            for k in range(n)
+        )
+    )
+    return Comparison(
+        candidate,
+        c,
+        same,
+        best,
+        min_gain,
+        default_met=default.best_concurrency(constraints) is not None,
+    )
 
 
 @dataclass(frozen=True)
@@ -192,7 +225,7 @@ class Verdict:
     """The answer of the confirmation: the change to make, or keep the model's own."""
 
     default: Rounds
-    default_concurrency: int | None    # the model's own best under the constraints, every round
+    default_concurrency: int | None  # the model's own best under the constraints, every round
     comparisons: tuple[Comparison, ...]
     winner: Comparison | None
 
@@ -210,8 +243,9 @@ class Verdict:
         return max(measured, key=lambda c: c.same_concurrency.median, default=None)
 
 
-def decide(default: Rounds, candidates: list[Rounds], constraints: Constraints,
-           min_gain: float) -> Verdict:
+def decide(
+    default: Rounds, candidates: list[Rounds], constraints: Constraints, min_gain: float
+) -> Verdict:
     """Compare each candidate with the model's own configuration over the same rounds; the
     winner is the one with the highest median ratio among those that beat it (see the module
     docstring)."""

@@ -1,4 +1,5 @@
 """The analyzer's errors: what stopped a sweep, with the exit status the command returns."""
+
 from __future__ import annotations
 
 import enum
@@ -7,8 +8,8 @@ import enum
 class ExitStatus(enum.IntEnum):
     """``triton-ros-analyzer``'s exit statuses (argparse's usage errors are 2)."""
 
-    OK = 0                 # the sweep finished and a recommendation was written
-    FAILED = 1             # the sweep could not run (a tool is missing, the model never loaded)
+    OK = 0  # the sweep finished and a recommendation was written
+    FAILED = 1  # the sweep could not run (a tool is missing, the model never loaded)
     NO_RECOMMENDATION = 3  # the sweep finished, no configuration met the constraints
 
 

@@ -13,6 +13,7 @@ most ``budget * (1 - headroom)``. A recommendation is measured again by whoever 
 shared host a second measurement of the same configuration varies (here 10-30 % within minutes);
 the headroom keeps a recommendation inside its budget when measured again.
 """
+
 from __future__ import annotations
 
 import math
@@ -48,13 +49,13 @@ class RunConfigResult:
     """A configuration variant and what was measured of it."""
 
     variant: str
-    values: dict[str, Any]                 # the point's values by dimension (search_space)
-    changes: dict[str, Any]                # what differs from the model's own configuration
-    config: mc.ModelConfig                 # its configuration (the user's, changed)
+    values: dict[str, Any]  # the point's values by dimension (search_space)
+    changes: dict[str, Any]  # what differs from the model's own configuration
+    config: mc.ModelConfig  # its configuration (the user's, changed)
     measurements: list[Measurement] = field(default_factory=list)
     confirmations: list[Measurement] = field(default_factory=list)  # measured again
-    error: str = ""                        # why it could not be measured (failed to load...)
-    seconds: float = 0.0                   # wall time spent on it (server start to stop)
+    error: str = ""  # why it could not be measured (failed to load...)
+    seconds: float = 0.0  # wall time spent on it (server start to stop)
 
     @property
     def is_default(self) -> bool:
@@ -81,8 +82,10 @@ class Constraints:
         out = []
         limit = self.latency_limit_ms
         if limit is not None and m.latency(self.latency_metric) > limit:
-            out.append(f"{self.latency_metric} latency {m.latency(self.latency_metric):.1f} ms > "
-                       f"{limit:.1f} ms")
+            out.append(
+                f"{self.latency_metric} latency {m.latency(self.latency_metric):.1f} ms > "
+                f"{limit:.1f} ms"
+            )
         if self.memory_cap_mb is not None and m.server.peak_rss_mb > self.memory_cap_mb:
             out.append(f"memory {m.server.peak_rss_mb:.0f} MB > {self.memory_cap_mb:.0f} MB")
         gpu = m.server.peak_gpu_memory_mb
@@ -128,9 +131,11 @@ class Constraints:
     def describe(self) -> str:
         parts = []
         if self.latency_budget_ms is not None:
-            parts.append(f"{self.latency_metric} latency <= {self.latency_budget_ms:g} ms "
-                         f"(chosen at <= {self.latency_limit_ms:.3g} ms: "
-                         f"{self.headroom:.0%} headroom)")
+            parts.append(
+                f"{self.latency_metric} latency <= {self.latency_budget_ms:g} ms "
+                f"(chosen at <= {self.latency_limit_ms:.3g} ms: "
+                f"{self.headroom:.0%} headroom)"
+            )
         if self.memory_cap_mb is not None:
             parts.append(f"server memory (peak RSS) <= {self.memory_cap_mb:g} MB")
         if self.gpu_memory_cap_mb is not None:

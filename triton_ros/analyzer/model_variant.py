@@ -10,12 +10,13 @@ configuration, which the server auto-completes as it would the user's.
 Configuration variants are named as model_analyzer names them: ``<model>_config_default`` for the
 user's configuration, ``<model>_config_<n>`` for the others.
 """
+
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from ..core.model_config import (CONFIG_FILENAME, model_config_to_text, parse_config_text)
+from ..core.model_config import CONFIG_FILENAME, model_config_to_text, parse_config_text
 from ..core.protos import model_config_pb2 as mc
 from .errors import AnalyzerError
 
@@ -29,11 +30,14 @@ def find_model_dir(repositories: list[Path], model: str) -> Path:
     """The model's directory in the first repository that has it (tritonserver's lookup)."""
     found = [repo / model for repo in repositories if (repo / model).is_dir()]
     if not found:
-        raise AnalyzerError(f"model '{model}' is not in the model repository "
-                            f"({', '.join(str(r) for r in repositories)})")
+        raise AnalyzerError(
+            f"model '{model}' is not in the model repository "
+            f"({', '.join(str(r) for r in repositories)})"
+        )
     if len(found) > 1:
-        raise AnalyzerError(f"model '{model}' is in more than one repository: "
-                            f"{', '.join(str(p) for p in found)}")
+        raise AnalyzerError(
+            f"model '{model}' is in more than one repository: {', '.join(str(p) for p in found)}"
+        )
     return found[0]
 
 
@@ -42,8 +46,9 @@ def read_user_config(model_dir: Path) -> mc.ModelConfig:
     path = model_dir / CONFIG_FILENAME
     if not path.is_file():
         return mc.ModelConfig()
-    return parse_config_text(path.read_text(encoding="utf-8"), model_name=model_dir.name,
-                             source=str(path))
+    return parse_config_text(
+        path.read_text(encoding="utf-8"), model_name=model_dir.name, source=str(path)
+    )
 
 
 def config_text(proto: mc.ModelConfig, header: str = "") -> str:
@@ -62,8 +67,11 @@ class ScratchRepository:
         self.root.mkdir(parents=True, exist_ok=True)
         source = find_model_dir(self.repositories, model)
         self.user_config = read_user_config(source)
-        self._user_file = (source / CONFIG_FILENAME).read_bytes() \
-            if (source / CONFIG_FILENAME).is_file() else None
+        self._user_file = (
+            (source / CONFIG_FILENAME).read_bytes()
+            if (source / CONFIG_FILENAME).is_file()
+            else None
+        )
         self.models: list[str] = []
         self._copy(model)
 
@@ -71,11 +79,12 @@ class ScratchRepository:
         if name in self.models:
             return
         source = find_model_dir(self.repositories, name)
-        shutil.copytree(source, self.root / name, symlinks=False,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            source, self.root / name, symlinks=False, ignore=shutil.ignore_patterns("__pycache__")
+        )
         self.models.append(name)
         config = read_user_config(source)
-        for step in config.ensemble_scheduling.step:   # an ensemble needs its steps' models
+        for step in config.ensemble_scheduling.step:  # an ensemble needs its steps' models
             self._copy(step.model_name)
 
     @property

@@ -11,6 +11,7 @@ perf_analyzer exits 2 (``STABILITY_ERROR``) when ``--max-trials`` windows did no
 more with the stability check off (the last three windows, as perf_analyzer merges them) and
 marked unstable in the tables, rather than dropped: the sweep still needs a figure for it.
 """
+
 from __future__ import annotations
 
 import csv
@@ -30,28 +31,41 @@ PERF_ANALYZER_ENV = "TRITON_ROS_PERF_ANALYZER"
 STABILITY_ERROR = 2
 OPTION_ERROR = 3
 
-NO_STABILITY_CHECK = 100000   # a stability percentage no set of windows can miss
+NO_STABILITY_CHECK = 100000  # a stability percentage no set of windows can miss
 
 LATENCY_METRICS = ("avg", "p50", "p90", "p95", "p99")
-_PERCENTILE_COLUMNS = {"p50": "p50 latency", "p90": "p90 latency", "p95": "p95 latency",
-                       "p99": "p99 latency"}
-_AVERAGE_PARTS = ("Client Send", "Network+Server Send/Recv", "Server Queue",
-                  "Server Compute Input", "Server Compute Infer", "Server Compute Output",
-                  "Client Recv")
+_PERCENTILE_COLUMNS = {
+    "p50": "p50 latency",
+    "p90": "p90 latency",
+    "p95": "p95 latency",
+    "p99": "p99 latency",
+}
+_AVERAGE_PARTS = (
+    "Client Send",
+    "Network+Server Send/Recv",
+    "Server Queue",
+    "Server Compute Input",
+    "Server Compute Infer",
+    "Server Compute Output",
+    "Client Recv",
+)
 
 
 def find_perf_analyzer() -> str:
     """The perf_analyzer executable: $TRITON_ROS_PERF_ANALYZER, the one scripts/setup.sh puts
     next to this Python, or the first on PATH."""
-    candidates = [os.environ.get(PERF_ANALYZER_ENV, ""),
-                  str(Path(sys.executable).parent / "perf_analyzer"),
-                  shutil.which("perf_analyzer") or ""]
+    candidates = [
+        os.environ.get(PERF_ANALYZER_ENV, ""),
+        str(Path(sys.executable).parent / "perf_analyzer"),
+        shutil.which("perf_analyzer") or "",
+    ]
     for candidate in candidates:
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     raise ToolNotFoundError(
         "perf_analyzer not found: scripts/setup.sh installs it into the virtual environment "
-        f"(.venv/bin/perf_analyzer); or set {PERF_ANALYZER_ENV} to its path")
+        f"(.venv/bin/perf_analyzer); or set {PERF_ANALYZER_ENV} to its path"
+    )
 
 
 @dataclass(frozen=True)
@@ -63,20 +77,47 @@ class PerfAnalyzerSettings:
     max_trials: int = 6
     batch_size: int = 1
     protocol: str = "grpc"
-    input_data: str = "zero"           # zero | random | a JSON file (perf_analyzer's --input-data)
-    shapes: tuple[str, ...] = ()       # NAME:D1,D2 for inputs with variable dimensions
+    input_data: str = "zero"  # zero | random | a JSON file (perf_analyzer's --input-data)
+    shapes: tuple[str, ...] = ()  # NAME:D1,D2 for inputs with variable dimensions
     extra_flags: tuple[str, ...] = ()  # any other perf_analyzer flags, passed as they are
     timeout_s: float = 120.0
 
-    def command(self, executable: str, model: str, url: str, concurrency: int, csv_path: Path,
-                *, stability_percentage: float | None = None) -> list[str]:
-        stability = (self.stability_percentage if stability_percentage is None
-                     else stability_percentage)
-        cmd = [executable, "-m", model, "-i", self.protocol, "-u", url,
-               "-b", str(self.batch_size), "--concurrency-range", str(concurrency),
-               "--measurement-interval", str(self.measurement_interval_ms),
-               "-s", f"{stability:g}", "--max-trials", str(self.max_trials),
-               "--input-data", self.input_data, "-f", str(csv_path)]
+    def command(
+        self,
+        executable: str,
+        model: str,
+        url: str,
+        concurrency: int,
+        csv_path: Path,
+        *,
+        stability_percentage: float | None = None,
+    ) -> list[str]:
+        stability = (
+            self.stability_percentage if stability_percentage is None else stability_percentage
+        )
+        cmd = [
+            executable,
+            "-m",
+            model,
+            "-i",
+            self.protocol,
+            "-u",
+            url,
+            "-b",
+            str(self.batch_size),
+            "--concurrency-range",
+            str(concurrency),
+            "--measurement-interval",
+            str(self.measurement_interval_ms),
+            "-s",
+            f"{stability:g}",
+            "--max-trials",
+            str(self.max_trials),
+            "--input-data",
+            self.input_data,
+            "-f",
+            str(csv_path),
+        ]
         for shape in self.shapes:
             cmd += ["--shape", shape]
         return cmd + list(self.extra_flags)
@@ -87,16 +128,17 @@ class PerfResult:
     """One perf_analyzer measurement: a concurrency's throughput and latencies."""
 
     concurrency: int
-    throughput: float                      # inferences/s
-    latency_ms: dict[str, float]           # avg, p50, p90, p95, p99
+    throughput: float  # inferences/s
+    latency_ms: dict[str, float]  # avg, p50, p90, p95, p99
     server_queue_ms: float
-    server_compute_ms: float               # compute input + infer + output
-    stable: bool | None = True             # None: the stability check was off
+    server_compute_ms: float  # compute input + infer + output
+    stable: bool | None = True  # None: the stability check was off
     command: tuple[str, ...] = field(default=(), compare=False)
 
 
-def read_csv(path: Path, *, stable: bool | None = True,
-             command: tuple[str, ...] = ()) -> PerfResult:
+def read_csv(
+    path: Path, *, stable: bool | None = True, command: tuple[str, ...] = ()
+) -> PerfResult:
     """The single row of perf_analyzer's ``-f`` CSV file of a one-concurrency run."""
     with open(path, newline="") as f:
         rows = [row for row in csv.DictReader(f) if row.get("Concurrency", "").strip()]
@@ -107,13 +149,19 @@ def read_csv(path: Path, *, stable: bool | None = True,
         us = {name: float(row[column]) for name, column in _PERCENTILE_COLUMNS.items()}
         us["avg"] = sum(float(row[part]) for part in _AVERAGE_PARTS)
         queue = float(row["Server Queue"])
-        compute = sum(float(row[part]) for part in
-                      ("Server Compute Input", "Server Compute Infer", "Server Compute Output"))
-        return PerfResult(concurrency=int(row["Concurrency"]),
-                          throughput=float(row["Inferences/Second"]),
-                          latency_ms={k: us[k] / 1000.0 for k in LATENCY_METRICS},
-                          server_queue_ms=queue / 1000.0, server_compute_ms=compute / 1000.0,
-                          stable=stable, command=command)
+        compute = sum(
+            float(row[part])
+            for part in ("Server Compute Input", "Server Compute Infer", "Server Compute Output")
+        )
+        return PerfResult(
+            concurrency=int(row["Concurrency"]),
+            throughput=float(row["Inferences/Second"]),
+            latency_ms={k: us[k] / 1000.0 for k in LATENCY_METRICS},
+            server_queue_ms=queue / 1000.0,
+            server_compute_ms=compute / 1000.0,
+            stable=stable,
+            command=command,
+        )
     except (KeyError, ValueError) as exc:
         raise PerfAnalyzerError(f"unexpected perf_analyzer CSV in {path}: {exc!r}", None) from None
 
@@ -121,8 +169,9 @@ def read_csv(path: Path, *, stable: bool | None = True,
 class PerfAnalyzer:
     """Runs perf_analyzer against one server and model, one concurrency at a time."""
 
-    def __init__(self, settings: PerfAnalyzerSettings, workdir: Path,
-                 executable: str | None = None) -> None:
+    def __init__(
+        self, settings: PerfAnalyzerSettings, workdir: Path, executable: str | None = None
+    ) -> None:
         self.settings = settings
         self.workdir = workdir
         self.executable = executable or find_perf_analyzer()
@@ -137,31 +186,40 @@ class PerfAnalyzer:
                 raise
         return self._run(model, url, concurrency, NO_STABILITY_CHECK)
 
-    def _run(self, model: str, url: str, concurrency: int,
-             stability: float | None) -> PerfResult:
+    def _run(self, model: str, url: str, concurrency: int, stability: float | None) -> PerfResult:
         self._runs += 1
         self.workdir.mkdir(parents=True, exist_ok=True)
         csv_path = self.workdir / f"perf_analyzer_{self._runs}.csv"
         log_path = self.workdir / f"perf_analyzer_{self._runs}.log"
-        cmd = self.settings.command(self.executable, model, url, concurrency, csv_path,
-                                    stability_percentage=stability)
+        cmd = self.settings.command(
+            self.executable, model, url, concurrency, csv_path, stability_percentage=stability
+        )
         with open(log_path, "w") as log:
             try:
-                proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                      timeout=self.settings.timeout_s, check=False)
+                proc = subprocess.run(
+                    cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=self.settings.timeout_s,
+                    check=False,
+                )
             except subprocess.TimeoutExpired:
                 raise PerfAnalyzerError(
                     f"perf_analyzer did not finish within {self.settings.timeout_s:.0f} s at "
-                    f"concurrency {concurrency} (log: {log_path})", None) from None
+                    f"concurrency {concurrency} (log: {log_path})",
+                    None,
+                ) from None
         if proc.returncode != 0:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-3:]
             raise PerfAnalyzerError(
                 f"perf_analyzer exited {proc.returncode} at concurrency {concurrency}: "
-                f"{' / '.join(tail)} (log: {log_path})", proc.returncode)
+                f"{' / '.join(tail)} (log: {log_path})",
+                proc.returncode,
+            )
         if stability is not None:
-            stable = False                 # measured again without the check
+            stable = False  # measured again without the check
         elif self.settings.stability_percentage >= NO_STABILITY_CHECK:
-            stable = None                  # not checked (--quick)
+            stable = None  # not checked (--quick)
         else:
             stable = True
         return read_csv(csv_path, stable=stable, command=tuple(cmd))

@@ -1,6 +1,7 @@
 """What a profile is asked to do (:class:`ProfileOptions`) and what it found
 (:class:`ProfileResult`): read by the profiler, which fills them, and by the report, which draws
 them."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -26,10 +27,10 @@ class ProfileOptions:
     concurrency: ConcurrencySweepSettings = ConcurrencySweepSettings()
     perf: PerfAnalyzerSettings = PerfAnalyzerSettings()
     time_budget_s: float | None = None
-    max_configs: int | None = None                    # configurations measured, at most
+    max_configs: int | None = None  # configurations measured, at most
     confirm_candidates: int = 2
-    confirm_rounds: int = 5                           # alternating rounds
-    confirm_perf: PerfAnalyzerSettings | None = None   # None: as ``perf``
+    confirm_rounds: int = 5  # alternating rounds
+    confirm_perf: PerfAnalyzerSettings | None = None  # None: as ``perf``
     server_args: tuple[str, ...] = ()
     progress: bool = True
 
@@ -45,4 +46,4 @@ class ProfileResult:
     stopped_by_budget: bool
     options: ProfileOptions
     files: dict[str, Path] = field(default_factory=dict)
-    verdict: Verdict | None = None                     # the confirmation's rounds
+    verdict: Verdict | None = None  # the confirmation's rounds

@@ -23,6 +23,7 @@ Output (``--output-dir``, model_analyzer's export layout)::
 A progress bar (tqdm) counts configurations against the search's plan, with the time per
 configuration so far and an estimate of the time left (bounded by ``--time-budget-s``).
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,8 +37,15 @@ from pathlib import Path
 from . import confirmation
 from . import recommendation as recommendation_module
 from . import report
-from .config_search import (BRUTE, SearchStopped, brute_plan, brute_search, quick_plan_size,
-                            quick_search, sweep_concurrency)
+from .config_search import (
+    BRUTE,
+    SearchStopped,
+    brute_plan,
+    brute_search,
+    quick_plan_size,
+    quick_search,
+    sweep_concurrency,
+)
 from .errors import AnalyzerError, ModelLoadError, PerfAnalyzerError, ServerStartError
 from .measurement import Constraints, Measurement, RunConfigResult
 from .profile_result import ProfileOptions, ProfileResult
@@ -64,9 +72,15 @@ class _Progress:
         self.bar = None
         if enabled:
             from tqdm import tqdm
-            self.bar = tqdm(total=total, unit="config", desc="profiling", file=sys.stderr,
-                            dynamic_ncols=True, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} "
-                            "configs [{elapsed}{postfix}]")
+
+            self.bar = tqdm(
+                total=total,
+                unit="config",
+                desc="profiling",
+                file=sys.stderr,
+                dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} configs [{elapsed}{postfix}]",
+            )
 
     def estimate_left(self, done: int, per_config_s: float) -> float:
         left = max(self.total - done, 0) * per_config_s
@@ -78,8 +92,9 @@ class _Progress:
         if self.bar is None:
             return
         self.bar.n = min(done, self.total)
-        self.bar.set_postfix_str(f"~{self.estimate_left(done, per_config_s):.0f} s left, "
-                                 f"best: {best}", refresh=True)
+        self.bar.set_postfix_str(
+            f"~{self.estimate_left(done, per_config_s):.0f} s left, best: {best}", refresh=True
+        )
 
     def write(self, text: str) -> None:
         if self.bar is not None:
@@ -121,36 +136,49 @@ class Profiler:
         scratch_root = Path(tempfile.mkdtemp(prefix="triton_ros_analyzer_"))
         stopped = False
         try:
-            self._scratch = ScratchRepository(self.options.model_repositories, self.model,
-                                              scratch_root / "models")
+            self._scratch = ScratchRepository(
+                self.options.model_repositories, self.model, scratch_root / "models"
+            )
             default = self._measure_default()
             if default.error and not default.measurements:
-                raise AnalyzerError(f"the model's own configuration could not be measured: "
-                                    f"{default.error}")
+                raise AnalyzerError(
+                    f"the model's own configuration could not be measured: {default.error}"
+                )
             space = self._space
-            plan = (len(brute_plan(space)) if self.options.mode == BRUTE
-                    else quick_plan_size(space, self.options.quick_passes))
+            plan = (
+                len(brute_plan(space))
+                if self.options.mode == BRUTE
+                else quick_plan_size(space, self.options.quick_passes)
+            )
             if self.options.max_configs is not None:
                 plan = min(plan, self.options.max_configs)
-            self._progress = _Progress(plan, self.options.progress, self.options.time_budget_s,
-                                       self._t0)
+            self._progress = _Progress(
+                plan, self.options.progress, self.options.time_budget_s, self._t0
+            )
             self._progress.write(
                 f"{self.model}: {space.size} configurations in the space "
                 f"({', '.join(f'{d.name}: {len(d)}' for d in space.dimensions) or 'none'}); "
                 f"{self.options.mode} search measures at most {plan}"
-                + (f" within {self.options.time_budget_s:.0f} s"
-                   if self.options.time_budget_s else ""))
+                + (
+                    f" within {self.options.time_budget_s:.0f} s"
+                    if self.options.time_budget_s
+                    else ""
+                )
+            )
             self._report_progress(default)
             try:
                 if self.options.mode == BRUTE:
                     brute_search(space, self._evaluate)
                 else:
-                    quick_search(space, self._evaluate, min_gain=self.options.concurrency.min_gain,
-                                 passes=self.options.quick_passes)
+                    quick_search(
+                        space,
+                        self._evaluate,
+                        min_gain=self.options.concurrency.min_gain,
+                        passes=self.options.quick_passes,
+                    )
             except SearchStopped:
                 stopped = True
-                self._progress.write("time budget (or --max-configs) spent: the search stops "
-                                     "here")
+                self._progress.write("time budget (or --max-configs) spent: the search stops here")
             rec = self._confirm()
         finally:
             if self._progress is not None:
@@ -158,12 +186,21 @@ class Profiler:
             if self._gpu is not None:
                 self._gpu.close()
             shutil.rmtree(scratch_root, ignore_errors=True)
-        result = ProfileResult(self.model, self.results, self._space, self.constraints, rec,
-                               time.monotonic() - self._t0, stopped, self.options,
-                               verdict=self.verdict)
+        result = ProfileResult(
+            self.model,
+            self.results,
+            self._space,
+            self.constraints,
+            rec,
+            time.monotonic() - self._t0,
+            stopped,
+            self.options,
+            verdict=self.verdict,
+        )
         if rec is not None:
-            config, js = recommendation_module.write(rec, self.model,
-                                                     self.out / "recommended" / self.model)
+            config, js = recommendation_module.write(
+                rec, self.model, self.out / "recommended" / self.model
+            )
             result.files.update(recommended_config=config, recommendation_json=js)
         result.files.update(report.write_all(result, self.out))
         return result
@@ -177,8 +214,9 @@ class Profiler:
         self._save_variant(result)
         self._measure(result, on_start=self._learn_space)
         if self._space is None:
-            raise AnalyzerError(f"the server did not serve '{self.model}' in its own "
-                                f"configuration: {result.error}")
+            raise AnalyzerError(
+                f"the server did not serve '{self.model}' in its own configuration: {result.error}"
+            )
         result.values = self._space.values(self._space.default)
         self._by_point[self._space.default] = result
         self._by_text[config_text(scratch.user_config)] = result
@@ -188,15 +226,16 @@ class Profiler:
     def _learn_space(self, server: TritonServer) -> None:
         self._served = server.model_config()
         self._check_shapes(self._served)
-        self._space = model_search_space(self._served, self.options.limits,
-                                         gpu_count=len(self._gpu_ids()))
+        self._space = model_search_space(
+            self._served, self.options.limits, gpu_count=len(self._gpu_ids())
+        )
 
     def _check_shapes(self, served) -> None:
         """perf_analyzer needs a shape for every variable dimension: say which input lacks one
         before it fails with its own words."""
         given = {s.split(":", 1)[0] for s in self.options.perf.shapes}
         if Path(self.options.perf.input_data).is_file():
-            return                         # a JSON data file gives its own shapes
+            return  # a JSON data file gives its own shapes
         for tensor in served.input:
             if -1 in tensor.dims and tensor.name not in given:
                 example = ",".join("224" if d == -1 else str(d) for d in tensor.dims)
@@ -204,12 +243,14 @@ class Profiler:
                     f"input '{tensor.name}' of '{self.model}' has variable dimensions "
                     f"{list(tensor.dims)}: give the shape to measure with --shape "
                     f"{tensor.name}:{example} (perf_analyzer's --shape, without the batch "
-                    f"dimension), or --input-data FILE.json")
+                    f"dimension), or --input-data FILE.json"
+                )
 
     def _gpu_ids(self) -> frozenset[int]:
         if self._gpu is None or not self._gpu.available:
             return frozenset()
         from ..core import gpu
+
         return gpu.supported_gpus()
 
     def _evaluate(self, point) -> tuple:
@@ -217,16 +258,16 @@ class Profiler:
             return self.constraints.score(self._by_point[point])
         space = self._space
         changes = space.changes(point)
-        proto = apply_changes(self._scratch.user_config, changes, self._served,
-                              space.values(point))
+        proto = apply_changes(self._scratch.user_config, changes, self._served, space.values(point))
         text = config_text(proto)
         same = self._by_text.get(text)
-        if same is not None:           # identical configuration: measured already
+        if same is not None:  # identical configuration: measured already
             self._by_point[point] = same
             return self.constraints.score(same)
         self._check_budget()
-        result = RunConfigResult(variant_name(self.model, len(self.results) - 1),
-                                 space.values(point), changes, proto)
+        result = RunConfigResult(
+            variant_name(self.model, len(self.results) - 1), space.values(point), changes, proto
+        )
         self._save_variant(result)
         self._scratch.write_config(proto)
         self._measure(result)
@@ -263,22 +304,29 @@ class Profiler:
         (:mod:`.confirmation`); a change is recommended only when it beats the model's own by
         more than those rounds' spread, else the model's own is (``keep``)."""
         default = next(r for r in self.results if r.is_default)
-        ranked = [r for r, _ in recommendation_module.candidates(self.results,
-                                                                 self.constraints)
-                  if not r.is_default][:self.options.confirm_candidates]
+        ranked = [
+            r
+            for r, _ in recommendation_module.candidates(self.results, self.constraints)
+            if not r.is_default
+        ][: self.options.confirm_candidates]
         chosen = [self.constraints.best(r) for r in [default, *ranked]]
         concurrencies = confirmation.confirmation_concurrencies(
             [m.concurrency if m is not None else None for m in chosen],
-            least=self.options.concurrency.min_concurrency)
+            least=self.options.concurrency.min_concurrency,
+        )
         if not concurrencies:
-            return None                # nothing met the constraints in the sweep
-        perf = PerfAnalyzer(self.options.confirm_perf or self.options.perf,
-                            self.logs / "confirmation", executable=self._perf.executable)
+            return None  # nothing met the constraints in the sweep
+        perf = PerfAnalyzer(
+            self.options.confirm_perf or self.options.perf,
+            self.logs / "confirmation",
+            executable=self._perf.executable,
+        )
         rounds_wanted = self.options.confirm_rounds
         self._progress.write(
             f"confirming: {', '.join(r.variant for r in [default, *ranked])} in {rounds_wanted} "
             f"alternating rounds at concurrency {', '.join(map(str, concurrencies))}, each on "
-            f"a fresh server")
+            f"a fresh server"
+        )
         servers: list[tuple[confirmation.Rounds, TritonServer]] = []
         try:
             for result in [default, *ranked]:
@@ -286,8 +334,9 @@ class Profiler:
                 if server is not None:
                     servers.append((confirmation.Rounds(result), server))
             if not servers or servers[0][0].result is not default:
-                self._progress.write("  the model's own configuration did not start again: "
-                                     "nothing can be confirmed")
+                self._progress.write(
+                    "  the model's own configuration did not start again: nothing can be confirmed"
+                )
                 return None
             for k in range(rounds_wanted):
                 measured: dict[str, dict[int, Measurement]] = {}
@@ -300,32 +349,39 @@ class Profiler:
                         measured[rounds.variant][c] = m
                         rounds.result.confirmations.append(m)
                 if len(measured.get(default.variant, {})) != len(concurrencies):
-                    continue           # the model's own missed a point: the round is void
+                    continue  # the model's own missed a point: the round is void
                 for rounds, _ in servers:
                     if len(measured.get(rounds.variant, {})) == len(concurrencies):
                         rounds.rounds.append(measured[rounds.variant])
-                self._progress.write(f"  round {k + 1}: " + "; ".join(
-                    f"{rounds.variant} " + ", ".join(
-                        f"{measured[rounds.variant][c].throughput:.0f}/s@{c}"
-                        for c in concurrencies if c in measured.get(rounds.variant, {}))
-                    for rounds, _ in servers))
+                self._progress.write(
+                    f"  round {k + 1}: "
+                    + "; ".join(
+                        f"{rounds.variant} "
+                        + ", ".join(
+                            f"{measured[rounds.variant][c].throughput:.0f}/s@{c}"
+                            for c in concurrencies
+                            if c in measured.get(rounds.variant, {})
+                        )
+                        for rounds, _ in servers
+                    )
+                )
         finally:
             for _, server in servers:
                 server.stop()
         default_rounds = servers[0][0]
-        complete = [r for r, _ in servers[1:]
-                    if len(r.rounds) == len(default_rounds.rounds)]
+        complete = [r for r, _ in servers[1:] if len(r.rounds) == len(default_rounds.rounds)]
         if not default_rounds.rounds:
             return None
-        verdict = confirmation.decide(default_rounds, complete, self.constraints,
-                                      self.options.concurrency.min_gain)
+        verdict = confirmation.decide(
+            default_rounds, complete, self.constraints, self.options.concurrency.min_gain
+        )
         self.verdict = verdict
         for comparison in verdict.comparisons:
-            text = (comparison.same_concurrency.text() if comparison.same_concurrency
-                    else "no ratio")
+            text = comparison.same_concurrency.text() if comparison.same_concurrency else "no ratio"
             self._progress.write(
                 f"  {comparison.variant}: {text} at concurrency {comparison.concurrency}"
-                + ("" if comparison.beats else f": not recommended, {comparison.why_not()}"))
+                + ("" if comparison.beats else f": not recommended, {comparison.why_not()}")
+            )
         return recommendation_module.from_verdict(verdict, self.constraints)
 
     def _start_confirmation_server(self, result: RunConfigResult) -> TritonServer | None:
@@ -333,19 +389,23 @@ class Profiler:
             self._scratch.restore_user_config()
         else:
             self._scratch.write_config(result.config)
-        server = TritonServer(self._scratch.root, self.model,
-                              self.logs / f"server_{result.variant}_confirmation.log",
-                              extra_args=self.options.server_args)
+        server = TritonServer(
+            self._scratch.root,
+            self.model,
+            self.logs / f"server_{result.variant}_confirmation.log",
+            extra_args=self.options.server_args,
+        )
         try:
-            server.start()          # loads the configuration now: the next one may be written
+            server.start()  # loads the configuration now: the next one may be written
             return server
         except (ModelLoadError, ServerStartError) as exc:
             self._progress.write(f"  {result.variant} did not start again: {exc}")
             server.stop()
             return None
 
-    def _measure_on(self, server: TritonServer, result: RunConfigResult, concurrency: int,
-                    perf: PerfAnalyzer) -> Measurement | None:
+    def _measure_on(
+        self, server: TritonServer, result: RunConfigResult, concurrency: int, perf: PerfAnalyzer
+    ) -> Measurement | None:
         monitor = ProcessMonitor(server.pid, gpu=self._gpu).start()
         try:
             p = perf.measure(self.model, server.url, concurrency)
@@ -354,16 +414,18 @@ class Profiler:
             return None
         finally:
             sample = monitor.stop()
-        return Measurement(result.variant, concurrency, self.options.perf.batch_size, p,
-                           sample)
+        return Measurement(result.variant, concurrency, self.options.perf.batch_size, p, sample)
 
     # -- measuring one configuration -------------------------------------------------------
 
     def _measure(self, result: RunConfigResult, on_start=None) -> None:
         t0 = time.monotonic()
-        server = TritonServer(self._scratch.root, self.model,
-                              self.logs / f"server_{result.variant}.log",
-                              extra_args=self.options.server_args)
+        server = TritonServer(
+            self._scratch.root,
+            self.model,
+            self.logs / f"server_{result.variant}.log",
+            extra_args=self.options.server_args,
+        )
         try:
             server.start()
             if on_start is not None:
@@ -384,8 +446,7 @@ class Profiler:
                 perf = self._perf.measure(self.model, server.url, concurrency)
             finally:
                 sample = monitor.stop()
-            m = Measurement(result.variant, concurrency, self.options.perf.batch_size, perf,
-                            sample)
+            m = Measurement(result.variant, concurrency, self.options.perf.batch_size, perf, sample)
             done.append(m)
             return m
 
@@ -400,16 +461,21 @@ class Profiler:
             return
         best_result = max(self.results, key=self.constraints.score)
         best = self.constraints.best(best_result)
-        best_text = (f"{best.throughput:.0f} infer/s ({best_result.variant})" if best
-                     else "none meets the constraints yet")
+        best_text = (
+            f"{best.throughput:.0f} infer/s ({best_result.variant})"
+            if best
+            else "none meets the constraints yet"
+        )
         self._progress.write(_line(result, self.constraints))
         self._progress.update(len(self.results), self._per_config_s(), best_text)
 
 
 def _point(m: Measurement, constraints: Constraints) -> str:
     metric = constraints.latency_metric
-    return (f"{m.throughput:.0f} infer/s at concurrency {m.concurrency}, {metric} "
-            f"{m.latency(metric):.1f} ms, {m.server.peak_rss_mb:.0f} MB")
+    return (
+        f"{m.throughput:.0f} infer/s at concurrency {m.concurrency}, {metric} "
+        f"{m.latency(metric):.1f} ms, {m.server.peak_rss_mb:.0f} MB"
+    )
 
 
 def _line(result: RunConfigResult, constraints: Constraints) -> str:
@@ -420,12 +486,13 @@ def _line(result: RunConfigResult, constraints: Constraints) -> str:
     metric = constraints.latency_metric
     if best is None:
         top = max(result.measurements, key=lambda m: m.throughput)
-        return (f"  {result.variant} [{changes}]: no measurement meets the constraints; at best "
-                f"{top.throughput:.0f} infer/s, {metric} {top.latency(metric):.1f} ms "
-                f"({result.seconds:.0f} s)")
+        return (
+            f"  {result.variant} [{changes}]: no measurement meets the constraints; at best "
+            f"{top.throughput:.0f} infer/s, {metric} {top.latency(metric):.1f} ms "
+            f"({result.seconds:.0f} s)"
+        )
     return f"  {result.variant} [{changes}]: {_point(best, constraints)} ({result.seconds:.0f} s)"
 
 
 def profile(options: ProfileOptions) -> ProfileResult:
     return Profiler(options).run()
-

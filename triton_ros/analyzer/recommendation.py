@@ -6,6 +6,7 @@ by the core's writer with a comment header saying what it was chosen for and wha
 them, so that it can be checked again (``triton-ros-server`` on a repository with this
 config.pbtxt, then perf_analyzer with those flags at the stated concurrency).
 """
+
 from __future__ import annotations
 
 import json
@@ -26,11 +27,11 @@ class Recommendation:
     """The answer: a change that beat the model's own configuration in every confirmation round
     by more than their spread, or the model's own (``keep``), with the rounds' figures."""
 
-    result: RunConfigResult                   # the configuration to use (the model's own: keep)
-    measurement: Measurement                  # its median confirmation round, at its concurrency
-    sweep_measurement: Measurement | None     # what the sweep measured at its best
+    result: RunConfigResult  # the configuration to use (the model's own: keep)
+    measurement: Measurement  # its median confirmation round, at its concurrency
+    sweep_measurement: Measurement | None  # what the sweep measured at its best
     constraints: Constraints
-    default_measurement: Measurement | None   # the model's own, median round, same concurrency
+    default_measurement: Measurement | None  # the model's own, median round, same concurrency
     verdict: Verdict | None = None
     confirmed: bool = True
 
@@ -61,15 +62,21 @@ def from_verdict(verdict: Verdict, constraints: Constraints) -> Recommendation |
         w = verdict.winner
         c = w.concurrency
         default_m = verdict.default.median(c) if c in verdict.default.concurrencies() else None
-        return Recommendation(w.candidate.result, w.candidate.median(c),
-                              constraints.best(w.candidate.result), constraints, default_m,
-                              verdict)
+        return Recommendation(
+            w.candidate.result,
+            w.candidate.median(c),
+            constraints.best(w.candidate.result),
+            constraints,
+            default_m,
+            verdict,
+        )
     c = verdict.default_concurrency
     if c is None:
         return None
     m = verdict.default.median(c)
-    return Recommendation(verdict.default.result, m, constraints.best(verdict.default.result),
-                          constraints, m, verdict)
+    return Recommendation(
+        verdict.default.result, m, constraints.best(verdict.default.result), constraints, m, verdict
+    )
 
 
 def verdict_lines(rec: Recommendation) -> list[str]:
@@ -77,37 +84,50 @@ def verdict_lines(rec: Recommendation) -> list[str]:
     v = rec.verdict
     metric = rec.constraints.latency_metric
     m = rec.measurement
-    point = (f"{m.throughput:.1f} infer/s at concurrency {m.concurrency}, {metric} "
-             f"{m.latency(metric):.2f} ms, peak RSS {m.server.peak_rss_mb:.0f} MB")
+    point = (
+        f"{m.throughput:.1f} infer/s at concurrency {m.concurrency}, {metric} "
+        f"{m.latency(metric):.2f} ms, peak RSS {m.server.peak_rss_mb:.0f} MB"
+    )
     rounds = v.rounds if v is not None else 0
     if rec.keep:
-        lines = [f"keep your configuration: {rec.result.variant} measured {point} (median of "
-                 f"{rounds} alternating rounds); no change beat it by more than the rounds' "
-                 f"spread"]
-        for c in (v.comparisons if v is not None else ()):
+        lines = [
+            f"keep your configuration: {rec.result.variant} measured {point} (median of "
+            f"{rounds} alternating rounds); no change beat it by more than the rounds' "
+            f"spread"
+        ]
+        for c in v.comparisons if v is not None else ():
             ratio = c.same_concurrency.text() if c.same_concurrency else "no figure"
-            lines.append(f"  {c.variant} [{_changes(c.candidate.result)}]: {ratio} of it at "
-                         f"concurrency {c.concurrency}: {c.why_not()}")
+            lines.append(
+                f"  {c.variant} [{_changes(c.candidate.result)}]: {ratio} of it at "
+                f"concurrency {c.concurrency}: {c.why_not()}"
+            )
         if v is not None and not v.comparisons:
             lines.append("  no other configuration met the constraints in the sweep")
         return lines
     w = rec.comparison
     d = rec.default_measurement
-    return [f"recommended: {rec.result.variant} [{_changes(rec.result)}]: "
-            f"{w.same_concurrency.text()} the throughput of the model's own configuration "
-            f"at concurrency {w.concurrency}, in alternating rounds: {point}"
-            + (f"; the model's own {d.throughput:.1f} infer/s, {metric} "
-               f"{d.latency(metric):.2f} ms there" if d is not None else ""),
-            f"  against the model's own best under the constraints in each round: "
-            f"{w.best_vs_best.text()}"]
+    return [
+        f"recommended: {rec.result.variant} [{_changes(rec.result)}]: "
+        f"{w.same_concurrency.text()} the throughput of the model's own configuration "
+        f"at concurrency {w.concurrency}, in alternating rounds: {point}"
+        + (
+            f"; the model's own {d.throughput:.1f} infer/s, {metric} "
+            f"{d.latency(metric):.2f} ms there"
+            if d is not None
+            else ""
+        ),
+        f"  against the model's own best under the constraints in each round: "
+        f"{w.best_vs_best.text()}",
+    ]
 
 
 def _changes(result: RunConfigResult) -> str:
     return ", ".join(f"{k}={v}" for k, v in describe(result.changes).items()) or "as written"
 
 
-def candidates(results: list[RunConfigResult],
-               constraints: Constraints) -> list[tuple[RunConfigResult, Measurement]]:
+def candidates(
+    results: list[RunConfigResult], constraints: Constraints
+) -> list[tuple[RunConfigResult, Measurement]]:
     """Configurations with a measurement under the constraints, best first (highest throughput,
     then less memory; the model's own configuration first among equals)."""
     eligible = [r for r in results if constraints.best(r) is not None]
@@ -134,23 +154,31 @@ def header(rec: Recommendation, model: str) -> str:
     m = rec.measurement
     metric = rec.constraints.latency_metric
     lines = [
-        (f"Keep: the model's own configuration of '{model}', confirmed by triton-ros-analyzer."
-         if rec.keep else
-         f"Recommended by triton-ros-analyzer for model '{model}' ({rec.result.variant})."),
+        (
+            f"Keep: the model's own configuration of '{model}', confirmed by triton-ros-analyzer."
+            if rec.keep
+            else f"Recommended by triton-ros-analyzer for model '{model}' ({rec.result.variant})."
+        ),
         f"Constraints: {rec.constraints.describe()}.",
         *verdict_lines(rec),
         f"Median round with perf_analyzer at concurrency {m.concurrency} (batch size "
         f"{m.batch_size}): {m.throughput:.1f} infer/s, p50 {m.latency('p50'):.2f} ms, "
         f"p99 {m.latency('p99'):.2f} ms ({metric} is the constrained metric);",
         f"server peak RSS {m.server.peak_rss_mb:.0f} MB, CPU {m.server.cpu_cores:.2f} cores"
-        + (f", GPU memory {m.server.peak_gpu_memory_mb:.0f} MB"
-           if m.server.peak_gpu_memory_mb is not None else "") + ".",
-        f"Host: {cpu_model()}, {os.cpu_count()} CPUs; "
-        f"{time.strftime('%Y-%m-%d %H:%M')}.",
+        + (
+            f", GPU memory {m.server.peak_gpu_memory_mb:.0f} MB"
+            if m.server.peak_gpu_memory_mb is not None
+            else ""
+        )
+        + ".",
+        f"Host: {cpu_model()}, {os.cpu_count()} CPUs; {time.strftime('%Y-%m-%d %H:%M')}.",
     ]
     changes = describe(rec.result.changes)
-    lines.append("Changed from the model's configuration: "
-                 + (", ".join(f"{k} = {v}" for k, v in changes.items()) or "nothing") + ".")
+    lines.append(
+        "Changed from the model's configuration: "
+        + (", ".join(f"{k} = {v}" for k, v in changes.items()) or "nothing")
+        + "."
+    )
     return "\n".join(lines)
 
 
@@ -181,12 +209,15 @@ def _measurement_json(m: Measurement) -> dict:
 
 
 def _comparison_json(c: Comparison) -> dict:
-    return {"variant": c.variant, "changes": describe(c.candidate.result.changes),
-            "concurrency": c.concurrency,
-            "ratio_same_concurrency": c.same_concurrency.as_json() if c.same_concurrency
-            else None,
-            "ratio_vs_model_best": c.best_vs_best.as_json() if c.best_vs_best else None,
-            "beats_model_config": c.beats, "why_not": c.why_not()}
+    return {
+        "variant": c.variant,
+        "changes": describe(c.candidate.result.changes),
+        "concurrency": c.concurrency,
+        "ratio_same_concurrency": c.same_concurrency.as_json() if c.same_concurrency else None,
+        "ratio_vs_model_best": c.best_vs_best.as_json() if c.best_vs_best else None,
+        "beats_model_config": c.beats,
+        "why_not": c.why_not(),
+    }
 
 
 def to_json(rec: Recommendation, model: str) -> dict:
@@ -207,14 +238,18 @@ def to_json(rec: Recommendation, model: str) -> dict:
             "gpu_memory_cap_mb": rec.constraints.gpu_memory_cap_mb,
         },
         "measured": _measurement_json(m),
-        "model_config_measured": (_measurement_json(rec.default_measurement)
-                                  if rec.default_measurement is not None else None),
+        "model_config_measured": (
+            _measurement_json(rec.default_measurement)
+            if rec.default_measurement is not None
+            else None
+        ),
         "confirmed": rec.confirmed,
         "confirmation_rounds": v.rounds if v is not None else 0,
         "speedup_over_model_config": rec.speedup,
         "comparisons": [_comparison_json(c) for c in v.comparisons] if v is not None else [],
-        "sweep_measurement": (_measurement_json(rec.sweep_measurement)
-                              if rec.sweep_measurement is not None else None),
+        "sweep_measurement": (
+            _measurement_json(rec.sweep_measurement) if rec.sweep_measurement is not None else None
+        ),
         "answer": verdict_lines(rec),
         "perf_analyzer_flags": flags,
         "host": {"cpu": cpu_model(), "cpus": os.cpu_count()},
@@ -229,4 +264,3 @@ def write(rec: Recommendation, model: str, directory: Path) -> tuple[Path, Path]
     path = directory / "recommendation.json"
     path.write_text(json.dumps(to_json(rec, model), indent=2) + "\n", encoding="utf-8")
     return config, path
-

@@ -37,6 +37,7 @@ The cameras are simulated on the same computer, so their rendering and publishin
 the node: where the camera process could not keep its rate, the step says so (the count found is
 then a lower bound for cameras that are real devices).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,15 @@ from pathlib import Path
 
 import yaml
 
-from .arguments import (existing_file, existing_repository, fraction, number_list, positive,
-                        ros_parameter, size)
+from .arguments import (
+    existing_file,
+    existing_repository,
+    fraction,
+    number_list,
+    positive,
+    ros_parameter,
+    size,
+)
 from .errors import AnalyzerError, ExitStatus
 from .model_variant import ScratchRepository, find_model_dir
 from .server_monitor import ProcessMonitor
@@ -66,56 +74,127 @@ BINDING = "analyzer"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model-repository", "-m", action="append", required=True,
-                   type=existing_repository,
-                   help="model repository (repeat for several); only read, never written")
-    p.add_argument("--model", "--profile-models", dest="model", required=True,
-                   help="the model the cameras are bound to")
-    p.add_argument("--config", type=existing_file, default=None, metavar="CONFIG_PBTXT",
-                   help="serve the model with this config.pbtxt (e.g. the one `profile` "
-                        "recommended) instead of its own")
-    p.add_argument("--rates", default=(30.0,), metavar="HZ,HZ,...",
-                   type=number_list(float, what="rates (Hz)", zero_allowed=False),
-                   help="camera frame rates to try (default 30)")
-    p.add_argument("--camera-size", default=(640, 480), type=size, metavar="WxH",
-                   help="each camera's image size (default 640x480)")
+    p.add_argument(
+        "--model-repository",
+        "-m",
+        action="append",
+        required=True,
+        type=existing_repository,
+        help="model repository (repeat for several); only read, never written",
+    )
+    p.add_argument(
+        "--model",
+        "--profile-models",
+        dest="model",
+        required=True,
+        help="the model the cameras are bound to",
+    )
+    p.add_argument(
+        "--config",
+        type=existing_file,
+        default=None,
+        metavar="CONFIG_PBTXT",
+        help="serve the model with this config.pbtxt (e.g. the one `profile` "
+        "recommended) instead of its own",
+    )
+    p.add_argument(
+        "--rates",
+        default=(30.0,),
+        metavar="HZ,HZ,...",
+        type=number_list(float, what="rates (Hz)", zero_allowed=False),
+        help="camera frame rates to try (default 30)",
+    )
+    p.add_argument(
+        "--camera-size",
+        default=(640, 480),
+        type=size,
+        metavar="WxH",
+        help="each camera's image size (default 640x480)",
+    )
     p.add_argument("--encoding", default="rgb8", help="image encoding (default rgb8)")
-    p.add_argument("--latency-budget-ms", type=positive(float), default=None,
-                   help="per-frame p99 latency budget, input stamp to publication, ms "
-                        "(default: one frame period at each rate)")
-    p.add_argument("--max-drop-fraction", type=fraction, default=0.02,
-                   help="frames that may go unpublished, as a fraction of those the cameras "
-                        "were asked for (default 0.02)")
-    p.add_argument("--min-cameras", type=positive(int), default=1, metavar="N",
-                   help="the first camera count tried (default 1)")
-    p.add_argument("--max-cameras", type=positive(int), default=32, metavar="N",
-                   help="the most cameras tried (default 32)")
-    p.add_argument("--window-s", type=positive(float), default=None,
-                   help="one measuring window (the node's diagnostics period), s "
-                        "(default 3; 2 with --quick)")
-    p.add_argument("--windows", type=positive(int), default=None,
-                   help="windows measured per step (default 4; 3 with --quick); a step "
-                        "passes when more than half of them met the budget and published "
-                        "enough frames")
-    p.add_argument("--format", choices=("auto", "detections", "classification", "tensors"),
-                   default="auto", help="the binding's output format (auto: detections where "
-                   "the model has a 'detections' output or 'boxes' and 'scores', else tensors)")
-    p.add_argument("--binding-param", action="append", default=[], metavar="NAME:=VALUE",
-                   type=ros_parameter,
-                   help="another parameter of the binding (repeat), e.g. max_in_flight:=2")
-    p.add_argument("--node-param", action="append", default=[], metavar="NAME:=VALUE",
-                   type=ros_parameter,
-                   help="another parameter of the node (repeat), e.g. worker_threads:=2")
-    p.add_argument("--output-dir", "--export-path", "-e", type=Path,
-                   default=Path("profile_results"), help="where results, plots, reports and "
-                   "the answer go (default ./profile_results)")
-    p.add_argument("--quick", action="store_true",
-                   help="shorter windows and fewer of them (about 2-3 minutes a rate on "
-                        "2 cores)")
+    p.add_argument(
+        "--latency-budget-ms",
+        type=positive(float),
+        default=None,
+        help="per-frame p99 latency budget, input stamp to publication, ms "
+        "(default: one frame period at each rate)",
+    )
+    p.add_argument(
+        "--max-drop-fraction",
+        type=fraction,
+        default=0.02,
+        help="frames that may go unpublished, as a fraction of those the cameras "
+        "were asked for (default 0.02)",
+    )
+    p.add_argument(
+        "--min-cameras",
+        type=positive(int),
+        default=1,
+        metavar="N",
+        help="the first camera count tried (default 1)",
+    )
+    p.add_argument(
+        "--max-cameras",
+        type=positive(int),
+        default=32,
+        metavar="N",
+        help="the most cameras tried (default 32)",
+    )
+    p.add_argument(
+        "--window-s",
+        type=positive(float),
+        default=None,
+        help="one measuring window (the node's diagnostics period), s (default 3; 2 with --quick)",
+    )
+    p.add_argument(
+        "--windows",
+        type=positive(int),
+        default=None,
+        help="windows measured per step (default 4; 3 with --quick); a step "
+        "passes when more than half of them met the budget and published "
+        "enough frames",
+    )
+    p.add_argument(
+        "--format",
+        choices=("auto", "detections", "classification", "tensors"),
+        default="auto",
+        help="the binding's output format (auto: detections where "
+        "the model has a 'detections' output or 'boxes' and 'scores', else tensors)",
+    )
+    p.add_argument(
+        "--binding-param",
+        action="append",
+        default=[],
+        metavar="NAME:=VALUE",
+        type=ros_parameter,
+        help="another parameter of the binding (repeat), e.g. max_in_flight:=2",
+    )
+    p.add_argument(
+        "--node-param",
+        action="append",
+        default=[],
+        metavar="NAME:=VALUE",
+        type=ros_parameter,
+        help="another parameter of the node (repeat), e.g. worker_threads:=2",
+    )
+    p.add_argument(
+        "--output-dir",
+        "--export-path",
+        "-e",
+        type=Path,
+        default=Path("profile_results"),
+        help="where results, plots, reports and the answer go (default ./profile_results)",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="shorter windows and fewer of them (about 2-3 minutes a rate on 2 cores)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 # -- the node and the cameras as processes ----------------------------------------------------
+
 
 def console_script(name: str, module: str) -> list[str]:
     """A console script of this package next to this Python (a virtual environment) or on
@@ -144,17 +223,32 @@ def output_format(user_config, requested: str) -> str:
     return "tensors"
 
 
-def node_params(repository: Path, model: str, prefix: str, *, fmt: str, window_s: float,
-                binding: dict, node: dict) -> dict:
+def node_params(
+    repository: Path,
+    model: str,
+    prefix: str,
+    *,
+    fmt: str,
+    window_s: float,
+    binding: dict,
+    node: dict,
+) -> dict:
     params = {
         "model_repository": str(repository),
         "model_control_mode": "explicit",
         "startup_models": [model],
-        "grpc": {"enable": False}, "http": {"enable": False}, "metrics": {"enable": False},
+        "grpc": {"enable": False},
+        "http": {"enable": False},
+        "metrics": {"enable": False},
         "diagnostics_period_s": window_s,
         "bindings": [BINDING],
-        BINDING: {"model": model, "topic_patterns": [f"{prefix}/**/image_raw"],
-                  "format": fmt, "forget_after_s": 1.0, **binding},
+        BINDING: {
+            "model": model,
+            "topic_patterns": [f"{prefix}/**/image_raw"],
+            "format": fmt,
+            "forget_after_s": 1.0,
+            **binding,
+        },
         **node,
     }
     return {"/**": {"ros__parameters": params}}
@@ -167,8 +261,9 @@ class Process:
         self.log_path = log_path
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(log_path, "w") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         self.started = time.monotonic()
 
     @property
@@ -198,8 +293,9 @@ def fastdds_profile_file() -> Path | None:
         return candidate
     try:
         from ament_index_python.packages import get_package_share_directory
+
         candidate = Path(get_package_share_directory("triton_ros")) / "config" / "fastdds.xml"
-    except Exception:          # not installed as a ROS package, or no AMENT_PREFIX_PATH
+    except Exception:  # not installed as a ROS package, or no AMENT_PREFIX_PATH
         return None
     return candidate if candidate.is_file() else None
 
@@ -222,6 +318,7 @@ FASTDDS_ENV = "FASTDDS_DEFAULT_PROFILES_FILE"
 
 # -- reading the node through ROS -------------------------------------------------------------
 
+
 class NodeObserver:
     """An rclpy node of this process: the node's ~/status and ~/get_model_statistics."""
 
@@ -236,19 +333,19 @@ class NodeObserver:
         self._srv = GetModelStatistics
         self.context = Context()
         rclpy.init(context=self.context)
-        self.node = rclpy.create_node(f"triton_ros_analyzer_{secrets.token_hex(3)}",
-                                      context=self.context)
+        self.node = rclpy.create_node(
+            f"triton_ros_analyzer_{secrets.token_hex(3)}", context=self.context
+        )
         self.statuses: list = []
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
-        self.node.create_subscription(InferenceStatus, f"/{node_name}/status", self._on_status,
-                                      50)
+        self.node.create_subscription(InferenceStatus, f"/{node_name}/status", self._on_status, 50)
         self.stats_client = self.node.create_client(
-            GetModelStatistics, f"/{node_name}/get_model_statistics")
+            GetModelStatistics, f"/{node_name}/get_model_statistics"
+        )
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self.executor.spin, name="ros-observer",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self.executor.spin, name="ros-observer", daemon=True)
         self._thread.start()
 
     def _on_status(self, msg) -> None:
@@ -301,28 +398,29 @@ def model_state(msg, model: str) -> str:
 
 # -- one step: N cameras at R Hz ---------------------------------------------------------------
 
+
 @dataclass
 class CameraStep:
     rate_hz: float
     cameras: int
     budget_ms: float
-    seconds: float = 0.0                       # measured window
+    seconds: float = 0.0  # measured window
     received: int = 0
     published: int = 0
     drops: dict = field(default_factory=dict)  # reason -> frames
     failed: int = 0
-    latency_p50_ms: float = 0.0                # median of the windows' p50
-    latency_p99_ms: float = 0.0                # median of the windows' p99
-    window_p99_ms: list = field(default_factory=list)   # each window's p99
+    latency_p50_ms: float = 0.0  # median of the windows' p50
+    latency_p99_ms: float = 0.0  # median of the windows' p99
+    window_p99_ms: list = field(default_factory=list)  # each window's p99
     window_published: list = field(default_factory=list)  # each window's frames published
     window_asked: list = field(default_factory=list)  # and the frames asked for in it
-    confirmation: bool = False                 # the answer's count, measured again
+    confirmation: bool = False  # the answer's count, measured again
     inference_p99_ms: float = 0.0
     mean_batch: float = 0.0
-    queue_ms: float = 0.0                      # mean time a request queued in the core
+    queue_ms: float = 0.0  # mean time a request queued in the core
     node_cpu_cores: float = 0.0
     node_peak_rss_mb: float = 0.0
-    camera_cpu_cores: float = 0.0              # the camera process's CPU over the window
+    camera_cpu_cores: float = 0.0  # the camera process's CPU over the window
     level: int = 0
     message: str = ""
     error: str = ""
@@ -364,8 +462,9 @@ class CameraStep:
         return sum(not a for a, _ in oks), sum(not b for _, b in oks)
 
     def windows_passed(self, max_drop_fraction: float) -> int:
-        return sum(all(self.window_ok(k, max_drop_fraction))
-                   for k in range(len(self.window_p99_ms)))
+        return sum(
+            all(self.window_ok(k, max_drop_fraction)) for k in range(len(self.window_p99_ms))
+        )
 
     def passes(self, max_drop_fraction: float) -> bool:
         """Nothing failed, and more than half of the windows met the budget and published
@@ -373,9 +472,10 @@ class CameraStep:
         a busy host decides it; a count that fails most windows does not hold."""
         if self.error or self.failed:
             return False
-        if not self.window_p99_ms:       # no windows recorded: the step's totals
-            return (self.latency_p99_ms <= self.budget_ms
-                    and self.delivered >= 1.0 - max_drop_fraction)
+        if not self.window_p99_ms:  # no windows recorded: the step's totals
+            return (
+                self.latency_p99_ms <= self.budget_ms and self.delivered >= 1.0 - max_drop_fraction
+            )
         return 2 * self.windows_passed(max_drop_fraction) > len(self.window_p99_ms)
 
     def why(self, max_drop_fraction: float) -> str:
@@ -388,30 +488,37 @@ class CameraStep:
         if n:
             slow, short = self.windows_failed(max_drop_fraction)
             if slow:
-                reasons.append(f"p99 over {self.budget_ms:.1f} ms in {slow} of {n} windows ("
-                               + ", ".join(f"{p:.1f}" for p in self.window_p99_ms) + " ms)")
+                reasons.append(
+                    f"p99 over {self.budget_ms:.1f} ms in {slow} of {n} windows ("
+                    + ", ".join(f"{p:.1f}" for p in self.window_p99_ms)
+                    + " ms)"
+                )
             if short:
-                reasons.append(f"under {1 - max_drop_fraction:.0%} of the frames published in "
-                               f"{short} of {n} windows ({self.delivered:.1%} over all)")
+                reasons.append(
+                    f"under {1 - max_drop_fraction:.0%} of the frames published in "
+                    f"{short} of {n} windows ({self.delivered:.1%} over all)"
+                )
         else:
             if self.latency_p99_ms > self.budget_ms:
                 reasons.append(f"p99 {self.latency_p99_ms:.1f} ms > {self.budget_ms:.1f} ms")
             if self.delivered < 1.0 - max_drop_fraction:
                 reasons.append(f"published {self.delivered:.1%} of the frames")
         if not self.cameras_kept_up:
-            reasons.append(f"the camera process was saturated ({self.camera_cpu_cores:.2f} "
-                           f"cores) and the node received {self.offered:.0%} of the frames")
+            reasons.append(
+                f"the camera process was saturated ({self.camera_cpu_cores:.2f} "
+                f"cores) and the node received {self.offered:.0%} of the frames"
+            )
         if reasons and n and self.passes(max_drop_fraction):
             return "passes in most windows; " + "; ".join(reasons)
         return "; ".join(reasons) or "ok"
 
 
 CAMERA_SATURATED_CORES = 0.9
-QUICK_WINDOWS = 3          # windows a step measures, with --quick
-WINDOWS = 4                # and without
-CONFIRM_WINDOWS = 5        # windows of the answer's confirmation
-CONFIRM_TRIES = 4          # confirmation steps at most, the search's answer first
-LEVELS = {0: "OK", 1: "WARN", 2: "ERROR"}     # diagnostic_msgs/DiagnosticStatus levels
+QUICK_WINDOWS = 3  # windows a step measures, with --quick
+WINDOWS = 4  # and without
+CONFIRM_WINDOWS = 5  # windows of the answer's confirmation
+CONFIRM_TRIES = 4  # confirmation steps at most, the search's answer first
+LEVELS = {0: "OK", 1: "WARN", 2: "ERROR"}  # diagnostic_msgs/DiagnosticStatus levels
 DROP_FIELDS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable")
 
 
@@ -444,41 +551,70 @@ class RosProfiler:
         node = observer = None
         progress = None
         try:
-            scratch = ScratchRepository([p.resolve() for p in self.args.model_repository],
-                                        self.model, scratch_root / "models")
+            scratch = ScratchRepository(
+                [p.resolve() for p in self.args.model_repository],
+                self.model,
+                scratch_root / "models",
+            )
             config = scratch.user_config
             if self.args.config is not None:
                 from ..core.model_config import parse_config_text
-                config = parse_config_text(self.args.config.read_text(encoding="utf-8"),
-                                           model_name=self.model, source=str(self.args.config))
+
+                config = parse_config_text(
+                    self.args.config.read_text(encoding="utf-8"),
+                    model_name=self.model,
+                    source=str(self.args.config),
+                )
                 scratch.write_config(config)
-            params = node_params(scratch.root, self.model, self.prefix,
-                                 fmt=output_format(config, self.args.format),
-                                 window_s=self.window_s,
-                                 binding=_params(self.args.binding_param),
-                                 node=_params(self.args.node_param))
+            params = node_params(
+                scratch.root,
+                self.model,
+                self.prefix,
+                fmt=output_format(config, self.args.format),
+                window_s=self.window_s,
+                binding=_params(self.args.binding_param),
+                node=_params(self.args.node_param),
+            )
             params_file = scratch_root / "params.yaml"
             params_file.write_text(yaml.safe_dump(params))
             self.logs.mkdir(parents=True, exist_ok=True)
             # the same parameters on the user's own repository, for checking the count (the
             # scratch copy is removed at the end; with --config, copy it in first)
-            user_repo = find_model_dir([r.resolve() for r in self.args.model_repository],
-                                       self.model).parent
-            kept = node_params(user_repo, self.model, f"{self.prefix}/check",
-                               fmt=output_format(config, self.args.format),
-                               window_s=self.window_s, binding=_params(self.args.binding_param),
-                               node=_params(self.args.node_param))
+            user_repo = find_model_dir(
+                [r.resolve() for r in self.args.model_repository], self.model
+            ).parent
+            kept = node_params(
+                user_repo,
+                self.model,
+                f"{self.prefix}/check",
+                fmt=output_format(config, self.args.format),
+                window_s=self.window_s,
+                binding=_params(self.args.binding_param),
+                node=_params(self.args.node_param),
+            )
             (self.logs / "params.yaml").write_text(
-                ("# with the config.pbtxt of --config in place of the model's own\n"
-                 if self.args.config is not None else "") + yaml.safe_dump(kept))
+                (
+                    "# with the config.pbtxt of --config in place of the model's own\n"
+                    if self.args.config is not None
+                    else ""
+                )
+                + yaml.safe_dump(kept)
+            )
             self.fastdds_profile = use_fastdds_profile()
             observer = NodeObserver(self.node_name)
-            node = Process([*console_script("inference_node", "triton_ros.ros.inference_node"),
-                            "--ros-args", "--params-file", str(params_file),
-                            "-r", f"__node:={self.node_name}"], self.logs / "inference_node.log")
+            node = Process(
+                [
+                    *console_script("inference_node", "triton_ros.ros.inference_node"),
+                    "--ros-args",
+                    "--params-file",
+                    str(params_file),
+                    "-r",
+                    f"__node:={self.node_name}",
+                ],
+                self.logs / "inference_node.log",
+            )
             self._wait_ready(node, observer)
-            progress = _progress(len(self.rates) * self.steps_per_rate(),
-                                 not self.args.no_progress)
+            progress = _progress(len(self.rates) * self.steps_per_rate(), not self.args.no_progress)
             for rate in self.rates:
                 self._sweep_rate(rate, node, observer, progress)
         finally:
@@ -490,14 +626,18 @@ class RosProfiler:
                 node.stop()
             shutil.rmtree(scratch_root, ignore_errors=True)
         answer = {rate: self.capacity(rate) for rate in self.rates}
-        return {"answer": answer, "seconds": time.monotonic() - t0,
-                "files": write_report(self, answer)}
+        return {
+            "answer": answer,
+            "seconds": time.monotonic() - t0,
+            "files": write_report(self, answer),
+        }
 
     def steps_per_rate(self) -> int:
         """At most how many steps one rate takes (the search run against every answer)."""
         low, high = max(1, self.args.min_cameras), self.args.max_cameras
-        return max(len(camera_counts(low, high, lambda n, t=t: n < t))
-                   for t in range(low, high + 2))
+        return max(
+            len(camera_counts(low, high, lambda n, t=t: n < t)) for t in range(low, high + 2)
+        )
 
     def capacity(self, rate: float) -> int:
         """The count confirmed at ``rate`` (:meth:`_confirm_rate`); 0 when none held."""
@@ -506,8 +646,10 @@ class RosProfiler:
     @staticmethod
     def _check_alive(node: Process) -> None:
         if node.proc.poll() is not None:
-            raise AnalyzerError(f"inference_node exited with {node.proc.returncode}:\n"
-                                + "\n".join(node.log().splitlines()[-20:]))
+            raise AnalyzerError(
+                f"inference_node exited with {node.proc.returncode}:\n"
+                + "\n".join(node.log().splitlines()[-20:])
+            )
 
     def _wait_ready(self, node: Process, observer: NodeObserver) -> None:
         deadline = time.monotonic() + 120.0
@@ -522,8 +664,10 @@ class RosProfiler:
             if state == "READY" and binding_status(msg) is not None:
                 return
             if state == "UNAVAILABLE":
-                raise AnalyzerError(f"model '{self.model}' did not load in the node:\n"
-                                    + "\n".join(node.log().splitlines()[-20:]))
+                raise AnalyzerError(
+                    f"model '{self.model}' did not load in the node:\n"
+                    + "\n".join(node.log().splitlines()[-20:])
+                )
         raise AnalyzerError("the node did not report the model READY on ~/status within 120 s")
 
     def _sweep_rate(self, rate: float, node: Process, observer: NodeObserver, progress) -> None:
@@ -533,24 +677,33 @@ class RosProfiler:
             ok = step.passes(self.args.max_drop_fraction)
             if progress is not None:
                 progress.update(1)
-                progress.write(f"  {cameras} cameras at {rate:g} Hz: "
-                               + ("ok" if ok else "fails") + f" (p99 {step.latency_p99_ms:.1f} ms,"
-                               f" published {step.delivered:.1%}, node {step.node_cpu_cores:.2f}"
-                               f" cores; {step.why(self.args.max_drop_fraction)})")
+                progress.write(
+                    f"  {cameras} cameras at {rate:g} Hz: "
+                    + ("ok" if ok else "fails")
+                    + f" (p99 {step.latency_p99_ms:.1f} ms,"
+                    f" published {step.delivered:.1%}, node {step.node_cpu_cores:.2f}"
+                    f" cores; {step.why(self.args.max_drop_fraction)})"
+                )
             return ok
 
         camera_counts(max(1, self.args.min_cameras), self.args.max_cameras, passes)
         self._confirm_rate(rate, node, observer, progress)
 
-    def _confirm_rate(self, rate: float, node: Process, observer: NodeObserver,
-                      progress) -> None:
+    def _confirm_rate(self, rate: float, node: Process, observer: NodeObserver, progress) -> None:
         """Measure the search's answer again with fresh cameras and more windows. Where it does
         not hold, bisect down between it and the next lower count that passed in the search,
         each with a confirmation step (at most :data:`CONFIRM_TRIES` steps in all); the count
         kept is the first that held. None held: 0."""
-        passed = sorted({s.cameras for s in self.steps if s.rate_hz == rate
-                         and not s.confirmation and s.passes(self.args.max_drop_fraction)},
-                        reverse=True)
+        passed = sorted(
+            {
+                s.cameras
+                for s in self.steps
+                if s.rate_hz == rate
+                and not s.confirmation
+                and s.passes(self.args.max_drop_fraction)
+            },
+            reverse=True,
+        )
         self.confirmed[rate] = 0
         if not passed:
             return
@@ -561,9 +714,11 @@ class RosProfiler:
             self.steps.append(step)
             ok = step.passes(self.args.max_drop_fraction)
             if progress is not None:
-                progress.write(f"  confirming {cameras} cameras at {rate:g} Hz: "
-                               + ("holds" if ok else "does not hold")
-                               + f" ({step.why(self.args.max_drop_fraction)})")
+                progress.write(
+                    f"  confirming {cameras} cameras at {rate:g} Hz: "
+                    + ("holds" if ok else "does not hold")
+                    + f" ({step.why(self.args.max_drop_fraction)})"
+                )
             if ok:
                 self.confirmed[rate] = cameras
                 return
@@ -572,18 +727,31 @@ class RosProfiler:
                 return
             cameras = (lower[0] + cameras) // 2 if cameras - lower[0] > 1 else lower[0]
 
-    def _step(self, rate: float, cameras: int, node: Process,
-              observer: NodeObserver, windows: int | None = None) -> CameraStep:
+    def _step(
+        self,
+        rate: float,
+        cameras: int,
+        node: Process,
+        observer: NodeObserver,
+        windows: int | None = None,
+    ) -> CameraStep:
         self._step_no += 1
         self._check_alive(node)
         windows = windows or self.windows
         step = CameraStep(rate, cameras, self.budget(rate))
         w, h = self.size
         specs = [f"--camera=r{i}/camera:{w}x{h}:{self.args.encoding}" for i in range(cameras)]
-        cams = Process([*console_script("synthetic_cameras", "triton_ros.ros.tools.synthetic_cameras"),
-                        *specs, "--rate", f"{rate:g}", "--prefix",
-                        f"{self.prefix}/s{self._step_no}"],
-                       self.logs / f"synthetic_cameras_{self._step_no}.log")
+        cams = Process(
+            [
+                *console_script("synthetic_cameras", "triton_ros.ros.tools.synthetic_cameras"),
+                *specs,
+                "--rate",
+                f"{rate:g}",
+                "--prefix",
+                f"{self.prefix}/s{self._step_no}",
+            ],
+            self.logs / f"synthetic_cameras_{self._step_no}.log",
+        )
         try:
             # warm up: every camera bound and one whole period published
             start = observer.count()
@@ -598,7 +766,7 @@ class RosProfiler:
                 if b is None or b.source_count < cameras or b.output_rate <= 0:
                     continue
                 if first is None:
-                    first = msg          # the period in which all were bound: not yet measured
+                    first = msg  # the period in which all were bound: not yet measured
                     continue
                 break
             else:
@@ -610,7 +778,7 @@ class RosProfiler:
             begin = binding_status(msg)
             begin_stamp = _stamp(msg)
             periods = []
-            for k in range(windows):
+            for _k in range(windows):
                 m = observer.wait_status(start, timeout=self.window_s * 3 + 5)
                 start += 1
                 if m is None:
@@ -635,10 +803,12 @@ class RosProfiler:
         step.latency_p50_ms = statistics.median(b.latency_p50_ms for b in bs)
         step.window_p99_ms = [b.latency_p99_ms for b in bs]
         edges = [(begin, begin_stamp)] + [(b, _stamp(m)) for b, m in zip(bs, periods)]
-        step.window_published = [b.published - a.published
-                                 for (a, _), (b, _) in zip(edges, edges[1:])]
-        step.window_asked = [cameras * rate * (t1 - t0)
-                             for (_, t0), (_, t1) in zip(edges, edges[1:])]
+        step.window_published = [
+            b.published - a.published for (a, _), (b, _) in zip(edges, edges[1:])
+        ]
+        step.window_asked = [
+            cameras * rate * (t1 - t0) for (_, t0), (_, t1) in zip(edges, edges[1:])
+        ]
         step.latency_p99_ms = statistics.median(step.window_p99_ms)
         step.inference_p99_ms = max(b.inference_p99_ms for b in bs)
         worst = max(bs, key=lambda b: b.level)
@@ -667,7 +837,7 @@ def camera_counts(low: int, high: int, passes) -> list[int]:
             lo = n
             if hi is None:
                 if n >= high:
-                    break                  # the most asked for: at least this many
+                    break  # the most asked for: at least this many
                 n *= 2
                 continue
         else:
@@ -686,34 +856,69 @@ def _progress(total: int, enabled: bool):
     if not enabled:
         return None
     from tqdm import tqdm
+
     return tqdm(total=total, unit="step", desc="cameras", file=sys.stderr, dynamic_ncols=True)
 
 
 # -- report --------------------------------------------------------------------------------------
 
+
 def step_rows(steps: list[CameraStep], max_drop_fraction: float) -> list[list[str]]:
-    rows = [["Rate (Hz)", "Cameras", "Step", "Passes", "p50 Latency (ms)",
-             "p99 Latency (ms, median of windows)", "Window p99s (ms)",
-             "Budget (ms)", "Published (% of asked)", "Received", "Published",
-             *[f.replace("dropped_", "Dropped ") for f in DROP_FIELDS], "Failed",
-             "Mean Batch", "Queue (ms)", "Inference p99 (ms)", "Node CPU (cores)",
-             "Node Peak RSS (MB)", "Received (% of asked)", "Camera Process CPU (cores)",
-             "Diagnostics", "Why"]]
+    rows = [
+        [
+            "Rate (Hz)",
+            "Cameras",
+            "Step",
+            "Passes",
+            "p50 Latency (ms)",
+            "p99 Latency (ms, median of windows)",
+            "Window p99s (ms)",
+            "Budget (ms)",
+            "Published (% of asked)",
+            "Received",
+            "Published",
+            *[f.replace("dropped_", "Dropped ") for f in DROP_FIELDS],
+            "Failed",
+            "Mean Batch",
+            "Queue (ms)",
+            "Inference p99 (ms)",
+            "Node CPU (cores)",
+            "Node Peak RSS (MB)",
+            "Received (% of asked)",
+            "Camera Process CPU (cores)",
+            "Diagnostics",
+            "Why",
+        ]
+    ]
     for s in steps:
-        rows.append([f"{s.rate_hz:g}", str(s.cameras),
-                     "confirmation" if s.confirmation else "search",
-                     "yes" if s.passes(max_drop_fraction)
-                     else "no", f"{s.latency_p50_ms:.1f}", f"{s.latency_p99_ms:.1f}",
-                     " ".join(f"{p:.1f}" for p in s.window_p99_ms),
-                     f"{s.budget_ms:.1f}", f"{100 * s.delivered:.1f}", str(s.received),
-                     str(s.published), *[str(s.drops.get(f, 0)) for f in DROP_FIELDS],
-                     str(s.failed), f"{s.mean_batch:.2f}", f"{s.queue_ms:.2f}",
-                     f"{s.inference_p99_ms:.1f}", f"{s.node_cpu_cores:.2f}",
-                     f"{s.node_peak_rss_mb:.0f}", f"{100 * s.offered:.1f}",
-                     f"{s.camera_cpu_cores:.2f}",
-                     f"{LEVELS.get(s.level, s.level)}: {s.message}" if s.message else
-                     str(LEVELS.get(s.level, s.level)),
-                     s.why(max_drop_fraction)])
+        rows.append(
+            [
+                f"{s.rate_hz:g}",
+                str(s.cameras),
+                "confirmation" if s.confirmation else "search",
+                "yes" if s.passes(max_drop_fraction) else "no",
+                f"{s.latency_p50_ms:.1f}",
+                f"{s.latency_p99_ms:.1f}",
+                " ".join(f"{p:.1f}" for p in s.window_p99_ms),
+                f"{s.budget_ms:.1f}",
+                f"{100 * s.delivered:.1f}",
+                str(s.received),
+                str(s.published),
+                *[str(s.drops.get(f, 0)) for f in DROP_FIELDS],
+                str(s.failed),
+                f"{s.mean_batch:.2f}",
+                f"{s.queue_ms:.2f}",
+                f"{s.inference_p99_ms:.1f}",
+                f"{s.node_cpu_cores:.2f}",
+                f"{s.node_peak_rss_mb:.0f}",
+                f"{100 * s.offered:.1f}",
+                f"{s.camera_cpu_cores:.2f}",
+                f"{LEVELS.get(s.level, s.level)}: {s.message}"
+                if s.message
+                else str(LEVELS.get(s.level, s.level)),
+                s.why(max_drop_fraction),
+            ]
+        )
     return rows
 
 
@@ -724,6 +929,7 @@ def plot_steps(profiler: RosProfiler, answer: dict, path: Path, *, return_axes: 
     from matplotlib.ticker import MaxNLocator
 
     from .report import _pyplot
+
     plt = _pyplot()
     fig, axes = plt.subplots(3, 1, figsize=(10, 9), sharex=True)
     colours = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"]
@@ -738,38 +944,55 @@ def plot_steps(profiler: RosProfiler, answer: dict, path: Path, *, return_axes: 
         xs = [s.cameras for s in steps]
         label = f"{rate:g} Hz: serves {answer[rate]} camera(s)"
         axes[0].plot(xs, [s.latency_p99_ms for s in steps], "o-", color=c, label=label)
-        axes[0].axhline(profiler.budget(rate), color=c, ls="--", lw=1,
-                        label=f"{rate:g} Hz budget {profiler.budget(rate):.1f} ms")
-        axes[1].plot(xs, [100 * s.delivered for s in steps], "o-", color=c,
-                     label=f"{rate:g} Hz: published")
-        axes[1].plot(xs, [100 * s.offered for s in steps], "s:", color=c, ms=4,
-                     label=f"{rate:g} Hz: received by the node")
+        axes[0].axhline(
+            profiler.budget(rate),
+            color=c,
+            ls="--",
+            lw=1,
+            label=f"{rate:g} Hz budget {profiler.budget(rate):.1f} ms",
+        )
+        axes[1].plot(
+            xs, [100 * s.delivered for s in steps], "o-", color=c, label=f"{rate:g} Hz: published"
+        )
+        axes[1].plot(
+            xs,
+            [100 * s.offered for s in steps],
+            "s:",
+            color=c,
+            ms=4,
+            label=f"{rate:g} Hz: received by the node",
+        )
         axes[2].plot(xs, [s.node_cpu_cores for s in steps], "o-", color=c, label=label)
-        if checks:                    # the confirmation of the answer: markers, no line
+        if checks:  # the confirmation of the answer: markers, no line
             kw = dict(marker="D", ls="none", ms=8, mfc="none", mec=c, mew=1.5)
-            axes[0].plot([s.cameras for s in checks], [s.latency_p99_ms for s in checks],
-                         label=f"{rate:g} Hz: measured again (confirmation)", **kw)
+            axes[0].plot(
+                [s.cameras for s in checks],
+                [s.latency_p99_ms for s in checks],
+                label=f"{rate:g} Hz: measured again (confirmation)",
+                **kw,
+            )
             axes[1].plot([s.cameras for s in checks], [100 * s.delivered for s in checks], **kw)
             axes[2].plot([s.cameras for s in checks], [s.node_cpu_cores for s in checks], **kw)
         for s in everything:
             if not s.passes(profiler.args.max_drop_fraction):
                 axes[0].plot([s.cameras], [s.latency_p99_ms], "x", color="red", ms=10, mew=2)
-    axes[1].axhline(100 * limit, color="red", ls="--", lw=1,
-                    label=f"required {100 * limit:.0f} %")
-    axes[0].set_ylabel("per-frame p99 latency (ms, median\nof windows), stamp to "
-                       "publication")
+    axes[1].axhline(100 * limit, color="red", ls="--", lw=1, label=f"required {100 * limit:.0f} %")
+    axes[0].set_ylabel("per-frame p99 latency (ms, median\nof windows), stamp to publication")
     axes[1].set_ylabel("frames received and published\n(% of frames asked for)")
     axes[2].set_ylabel("inference node CPU (cores)")
-    axes[2].set_xlabel("cameras (each " + f"{profiler.size[0]}x{profiler.size[1]} "
-                       f"{profiler.args.encoding})")
+    axes[2].set_xlabel(
+        "cameras (each " + f"{profiler.size[0]}x{profiler.size[1]} {profiler.args.encoding})"
+    )
     w, h = profiler.size
-    axes[0].set_title(f"{profiler.model}: inference_node with synthetic cameras "
-                      f"({w}x{h}); red x: step failed", fontsize=11)
+    axes[0].set_title(
+        f"{profiler.model}: inference_node with synthetic cameras ({w}x{h}); red x: step failed",
+        fontsize=11,
+    )
     for ax in axes:
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8, loc="best")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))    # whole cameras
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # whole cameras
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
@@ -793,17 +1016,22 @@ def checked_text(profiler: RosProfiler, rate: float) -> str:
     parts = []
     refuted = [s.cameras for s in confirmations if not s.passes(drop)]
     if refuted:
-        parts.append(f"{', '.join(map(str, refuted))} camera(s) did not hold when measured "
-                     f"again")
+        parts.append(f"{', '.join(map(str, refuted))} camera(s) did not hold when measured again")
     if held is not None:
         searched = any(s.cameras == n and s.passes(drop) for s in steps if not s.confirmation)
-        parts.append(f"{n} camera(s) "
-                     + (f"passed in the search ({profiler.windows} windows of "
-                        f"{profiler.window_s:g} s) and again" if searched else "held")
-                     + " with fresh cameras over "
-                     f"{len(held.window_p99_ms)} windows (p99 "
-                     + ", ".join(f"{p:.0f}" for p in held.window_p99_ms)
-                     + f" ms; {held.delivered:.1%} published)")
+        parts.append(
+            f"{n} camera(s) "
+            + (
+                f"passed in the search ({profiler.windows} windows of "
+                f"{profiler.window_s:g} s) and again"
+                if searched
+                else "held"
+            )
+            + " with fresh cameras over "
+            f"{len(held.window_p99_ms)} windows (p99 "
+            + ", ".join(f"{p:.0f}" for p in held.window_p99_ms)
+            + f" ms; {held.delivered:.1%} published)"
+        )
     if above is not None:
         parts.append(f"{above.cameras} failed ({above.why(drop)})")
     elif n >= profiler.args.max_cameras:
@@ -818,14 +1046,19 @@ def answer_text(profiler: RosProfiler, answer: dict) -> list[str]:
         budget = profiler.budget(rate)
         limited = [s for s in profiler.steps if s.rate_hz == rate and not s.cameras_kept_up]
         served = f"at least {n}" if n >= profiler.args.max_cameras else str(n)
-        text = (f"{profiler.model} serves {served} camera(s) of {w}x{h} "
-                f"{profiler.args.encoding} at {rate:g} Hz on this computer (per-frame p99 <= "
-                f"{budget:.1f} ms in most windows, at least "
-                f"{1 - profiler.args.max_drop_fraction:.0%} of the frames published)")
+        text = (
+            f"{profiler.model} serves {served} camera(s) of {w}x{h} "
+            f"{profiler.args.encoding} at {rate:g} Hz on this computer (per-frame p99 <= "
+            f"{budget:.1f} ms in most windows, at least "
+            f"{1 - profiler.args.max_drop_fraction:.0%} of the frames published)"
+        )
         if limited:
-            text += ("; the camera simulator itself fell behind at "
-                     + ", ".join(str(s.cameras) for s in limited) + " camera(s), so more real "
-                     "cameras may be served")
+            text += (
+                "; the camera simulator itself fell behind at "
+                + ", ".join(str(s.cameras) for s in limited)
+                + " camera(s), so more real "
+                "cameras may be served"
+            )
         lines.append(text)
         lines.append("  " + checked_text(profiler, rate))
     return lines
@@ -834,55 +1067,71 @@ def answer_text(profiler: RosProfiler, answer: dict) -> list[str]:
 def reproduce_commands(profiler: RosProfiler, rate: float, cameras: int) -> list[str]:
     """Commands that run the node and the cameras as the count was measured, to check it."""
     w, h = profiler.size
-    specs = " ".join(f"--camera r{i}/camera:{w}x{h}:{profiler.args.encoding}"
-                     for i in range(max(cameras, 1)))
-    return [f"export {FASTDDS_ENV}={profiler.fastdds_profile}" if profiler.fastdds_profile
-            else f"# no {FASTDDS_ENV} was found",
-            f"inference_node --ros-args --params-file {profiler.logs / 'params.yaml'} "
-            f"-r __node:=checked_node &",
-            f"synthetic_cameras {specs} --rate {rate:g} --prefix {profiler.prefix}/check"]
+    specs = " ".join(
+        f"--camera r{i}/camera:{w}x{h}:{profiler.args.encoding}" for i in range(max(cameras, 1))
+    )
+    return [
+        f"export {FASTDDS_ENV}={profiler.fastdds_profile}"
+        if profiler.fastdds_profile
+        else f"# no {FASTDDS_ENV} was found",
+        f"inference_node --ros-args --params-file {profiler.logs / 'params.yaml'} "
+        f"-r __node:=checked_node &",
+        f"synthetic_cameras {specs} --rate {rate:g} --prefix {profiler.prefix}/check",
+    ]
 
 
 def write_report(profiler: RosProfiler, answer: dict) -> dict[str, Path]:
     import html
 
     from .report import _CSS, _image, _table, write_csv
+
     out = profiler.out
     rows = step_rows(profiler.steps, profiler.args.max_drop_fraction)
     files = {"csv": write_csv(out / "results" / "metrics-ros.csv", rows)}
-    files["plot"] = plot_steps(profiler, answer,
-                               out / "plots" / "simple" / profiler.model / "ros_cameras.png")
+    files["plot"] = plot_steps(
+        profiler, answer, out / "plots" / "simple" / profiler.model / "ros_cameras.png"
+    )
     lines = answer_text(profiler, answer)
-    page = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
-            f"{html.escape(profiler.model)}: cameras served</title><style>{_CSS}</style>"
-            f"</head><body><h1>{html.escape(profiler.model)}: cameras an inference_node "
-            f"serves</h1><div class='box'>"
-            + "".join(f"<p><b>{html.escape(t)}</b></p>" for t in lines)
-            + "</div><p>Each step ran the bundled synthetic_cameras with that many cameras "
-              "against one inference_node process and read the node's ~/status (latency from "
-              "each frame's stamp to its publication, drops by reason) and "
-              "~/get_model_statistics over "
-            + f"{profiler.windows} window(s) of {profiler.window_s:g} s; the answer was "
-              f"measured again with fresh cameras over {profiler.confirm_windows} windows. "
-              f"Fast DDS profile: {html.escape(profiler.fastdds_profile or 'none')}.</p>",
-            _image(files["plot"], "cameras"), _table(rows), "</body></html>"]
+    page = [
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>"
+        f"{html.escape(profiler.model)}: cameras served</title><style>{_CSS}</style>"
+        f"</head><body><h1>{html.escape(profiler.model)}: cameras an inference_node "
+        f"serves</h1><div class='box'>"
+        + "".join(f"<p><b>{html.escape(t)}</b></p>" for t in lines)
+        + "</div><p>Each step ran the bundled synthetic_cameras with that many cameras "
+        "against one inference_node process and read the node's ~/status (latency from "
+        "each frame's stamp to its publication, drops by reason) and "
+        "~/get_model_statistics over "
+        + f"{profiler.windows} window(s) of {profiler.window_s:g} s; the answer was "
+        f"measured again with fresh cameras over {profiler.confirm_windows} windows. "
+        f"Fast DDS profile: {html.escape(profiler.fastdds_profile or 'none')}.</p>",
+        _image(files["plot"], "cameras"),
+        _table(rows),
+        "</body></html>",
+    ]
     files["html"] = out / "reports" / "summaries" / profiler.model / "ros_summary.html"
     files["html"].parent.mkdir(parents=True, exist_ok=True)
     files["html"].write_text("\n".join(page), encoding="utf-8")
-    summary = {"model": profiler.model, "camera_size": f"{profiler.size[0]}x{profiler.size[1]}",
-               "encoding": profiler.args.encoding,
-               "config": str(profiler.args.config) if profiler.args.config else
-               "the model's own config.pbtxt",
-               "max_drop_fraction": profiler.args.max_drop_fraction,
-               "cameras_served": {f"{r:g}": n for r, n in answer.items()},
-               "checked": {f"{r:g}": checked_text(profiler, r) for r in answer},
-               "fastdds_profile": profiler.fastdds_profile,
-               "windows": {"search": profiler.windows, "confirmation":
-                           profiler.confirm_windows, "seconds": profiler.window_s},
-               "reproduce": {f"{r:g}": reproduce_commands(profiler, r, n)
-                             for r, n in answer.items()},
-               "latency_budget_ms": {f"{r:g}": profiler.budget(r) for r in answer},
-               "answer": lines}
+    summary = {
+        "model": profiler.model,
+        "camera_size": f"{profiler.size[0]}x{profiler.size[1]}",
+        "encoding": profiler.args.encoding,
+        "config": str(profiler.args.config)
+        if profiler.args.config
+        else "the model's own config.pbtxt",
+        "max_drop_fraction": profiler.args.max_drop_fraction,
+        "cameras_served": {f"{r:g}": n for r, n in answer.items()},
+        "checked": {f"{r:g}": checked_text(profiler, r) for r in answer},
+        "fastdds_profile": profiler.fastdds_profile,
+        "windows": {
+            "search": profiler.windows,
+            "confirmation": profiler.confirm_windows,
+            "seconds": profiler.window_s,
+        },
+        "reproduce": {f"{r:g}": reproduce_commands(profiler, r, n) for r, n in answer.items()},
+        "latency_budget_ms": {f"{r:g}": profiler.budget(r) for r in answer},
+        "answer": lines,
+    }
     files["json"] = out / "recommended" / profiler.model / "ros_capacity.json"
     files["json"].parent.mkdir(parents=True, exist_ok=True)
     files["json"].write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
@@ -897,4 +1146,3 @@ def run(args: argparse.Namespace) -> int:
     for key, path in result["files"].items():
         print(f"  {key}: {path}")
     return ExitStatus.OK if any(result["answer"].values()) else ExitStatus.NO_RECOMMENDATION
-

@@ -21,6 +21,7 @@ The model's own value of every dimension is one of its values, and the user's co
 the space's :attr:`SearchSpace.default` point. Ensembles and sequence-batched models are swept
 over client concurrency only (model_analyzer sweeps ensembles' composing models; this does not).
 """
+
 from __future__ import annotations
 
 import os
@@ -82,7 +83,7 @@ class SearchLimits:
     min_model_batch_size: int = 1
     max_model_batch_size: int = 128
     max_queue_delays_us: tuple[int, ...] = (0, 500, 2000, 8000)
-    max_thread_count: int = 0              # 0: the CPU count
+    max_thread_count: int = 0  # 0: the CPU count
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class SearchDimension:
         return len(self.values)
 
 
-Point = tuple[int, ...]   # an index into each dimension's values
+Point = tuple[int, ...]  # an index into each dimension's values
 
 
 @dataclass(frozen=True)
@@ -122,20 +123,25 @@ class SearchSpace:
     def changes(self, point: Point) -> dict[str, Any]:
         """The values of ``point`` that differ from the model's own (what a variant sets)."""
         values = self.values(point)
-        return {d.name: values[d.name] for d, i, j in zip(self.dimensions, point, self.default)
-                if i != j}
+        return {
+            d.name: values[d.name]
+            for d, i, j in zip(self.dimensions, point, self.default)
+            if i != j
+        }
 
     def step(self, point: Point, dimension: int, delta: int) -> Point | None:
         """``point`` moved ``delta`` values along one dimension, or None past its ends."""
         i = point[dimension] + delta
         if not 0 <= i < len(self.dimensions[dimension]):
             return None
-        return point[:dimension] + (i,) + point[dimension + 1:]
+        return point[:dimension] + (i,) + point[dimension + 1 :]
 
     def grid(self, names: tuple[str, ...]) -> Iterator[Point]:
         """Every point crossing the named dimensions, the others at the default."""
-        axes = [range(len(d)) if d.name in names else (self.default[k],)
-                for k, d in enumerate(self.dimensions)]
+        axes = [
+            range(len(d)) if d.name in names else (self.default[k],)
+            for k, d in enumerate(self.dimensions)
+        ]
 
         def walk(prefix: tuple[int, ...], rest: list) -> Iterator[Point]:
             if not rest:
@@ -185,8 +191,13 @@ def _threads(config: mc.ModelConfig, key: str, default: int) -> int:
         return default
 
 
-def model_search_space(served: mc.ModelConfig, limits: SearchLimits = SearchLimits(), *,
-                       gpu_count: int = 0, cpu_count: int | None = None) -> SearchSpace:
+def model_search_space(
+    served: mc.ModelConfig,
+    limits: SearchLimits = SearchLimits(),
+    *,
+    gpu_count: int = 0,
+    cpu_count: int | None = None,
+) -> SearchSpace:
     """The search space of the model whose served (completed, normalized) configuration is
     ``served``."""
     cpu_count = cpu_count or os.cpu_count() or 1
@@ -247,8 +258,12 @@ def _kind_value(name: str) -> int:
     return mc.ModelInstanceGroup.Kind.Value(name)
 
 
-def apply_changes(user: mc.ModelConfig, changes: dict[str, Any], served: mc.ModelConfig,
-                  values: dict[str, Any] | None = None) -> mc.ModelConfig:
+def apply_changes(
+    user: mc.ModelConfig,
+    changes: dict[str, Any],
+    served: mc.ModelConfig,
+    values: dict[str, Any] | None = None,
+) -> mc.ModelConfig:
     """A copy of the user's configuration with ``changes`` (from :meth:`SearchSpace.changes`)
     set. ``served`` gives the values a change depends on that the user may not have written
     (the max_batch_size auto-complete chose); ``values`` (the point's every value) gives the
@@ -283,7 +298,8 @@ def apply_changes(user: mc.ModelConfig, changes: dict[str, Any], served: mc.Mode
     if PREFERRED in changes and proto.HasField("dynamic_batching"):
         del proto.dynamic_batching.preferred_batch_size[:]
         proto.dynamic_batching.preferred_batch_size.extend(
-            changes[PREFERRED].resolve(max_batch_size))
+            changes[PREFERRED].resolve(max_batch_size)
+        )
     for name in (INTRA_OP, INTER_OP):
         if name in changes:
             key = name.split(".", 1)[1]

@@ -9,6 +9,7 @@ attributes to the server's processes, summed over the GPUs; where NVML sees none
 container NVML may list processes under the host's ids) it is the memory used on the GPUs, as
 model_analyzer's ``gpu_used_memory`` is. Without NVML or a GPU it is None.
 """
+
 from __future__ import annotations
 
 import logging
@@ -27,7 +28,7 @@ MB = 1024 * 1024
 class ProcessSample:
     """What a process tree used over one measurement window."""
 
-    cpu_cores: float                  # CPU seconds per wall second (1.0: one core busy)
+    cpu_cores: float  # CPU seconds per wall second (1.0: one core busy)
     peak_rss_mb: float
     mean_rss_mb: float
     peak_gpu_memory_mb: float | None  # None: no GPU (or no NVML)
@@ -42,6 +43,7 @@ class GpuMemoryReader:
         self._handles: list = []
         try:
             import pynvml  # nvidia-ml-py: only where GPU memory is asked for
+
             pynvml.nvmlInit()
             count = pynvml.nvmlDeviceGetCount()
             self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(count)]
@@ -90,8 +92,9 @@ def _tree(pid: int) -> list[psutil.Process]:
 class ProcessMonitor:
     """Samples a process tree every ``interval_s`` from :meth:`start` to :meth:`stop`."""
 
-    def __init__(self, pid: int, *, interval_s: float = 0.2,
-                 gpu: GpuMemoryReader | None = None) -> None:
+    def __init__(
+        self, pid: int, *, interval_s: float = 0.2, gpu: GpuMemoryReader | None = None
+    ) -> None:
         self.pid = pid
         self.interval_s = interval_s
         self.gpu = gpu
@@ -125,7 +128,7 @@ class ProcessMonitor:
         try:
             processes = _tree(self.pid)
         except psutil.NoSuchProcess:
-            return                     # the server exited: stop() reports what was seen
+            return  # the server exited: stop() reports what was seen
         for process in processes:
             try:
                 with process.oneshot():
@@ -134,7 +137,7 @@ class ProcessMonitor:
                     self._cpu_last[process.pid] = times.user + times.system
                 pids.add(process.pid)
             except (psutil.NoSuchProcess, psutil.AccessDenied):
-                continue               # a child that just exited
+                continue  # a child that just exited
         self._rss.append(rss / MB)
         if self.gpu is not None:
             used = self.gpu.used_mb(pids)
@@ -155,4 +158,5 @@ class ProcessMonitor:
             peak_rss_mb=max(self._rss, default=0.0),
             mean_rss_mb=sum(self._rss) / len(self._rss) if self._rss else 0.0,
             peak_gpu_memory_mb=max(self._gpu) if self._gpu else None,
-            seconds=seconds)
+            seconds=seconds,
+        )

@@ -7,6 +7,7 @@ repository holds only the models a profile needs, so the server loads all of the
 (``--model-control-mode none``) before it starts listening; whether the profiled model is READY,
 and why not, comes from the server's repository index (the RepositoryIndex RPC), not its log.
 """
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,9 @@ def server_command() -> list[str]:
 class TritonServer:
     """One server process; :meth:`start` returns once ``model`` is READY (or raises)."""
 
-    def __init__(self, repository: Path, model: str, log_path: Path, *,
-                 extra_args: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, repository: Path, model: str, log_path: Path, *, extra_args: tuple[str, ...] = ()
+    ) -> None:
         self.repository = repository
         self.model = model
         self.log_path = log_path
@@ -67,14 +69,27 @@ class TritonServer:
         return self.proc.pid
 
     def start(self, timeout_s: float = 180.0) -> None:
-        cmd = [*server_command(), "--model-repository", str(self.repository),
-               "--model-control-mode", "none", "--grpc-address", "127.0.0.1",
-               "--grpc-port", "0", "--allow-http", "false", "--allow-metrics", "false",
-               *self.extra_args]
+        cmd = [
+            *server_command(),
+            "--model-repository",
+            str(self.repository),
+            "--model-control-mode",
+            "none",
+            "--grpc-address",
+            "127.0.0.1",
+            "--grpc-port",
+            "0",
+            "--allow-http",
+            "false",
+            "--allow-metrics",
+            "false",
+            *self.extra_args,
+        ]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         deadline = time.monotonic() + timeout_s
         while True:
             match = _BANNER.search(self.log())
@@ -82,17 +97,21 @@ class TritonServer:
                 self.url = f"{match.group(1)}:{match.group(2)}"
                 break
             if self.proc.poll() is not None:
-                raise ServerStartError(f"triton-ros-server exited with {self.proc.returncode} "
-                                       f"before listening:\n{self.log_tail()}")
+                raise ServerStartError(
+                    f"triton-ros-server exited with {self.proc.returncode} "
+                    f"before listening:\n{self.log_tail()}"
+                )
             if time.monotonic() > deadline:
                 self.stop()
-                raise ServerStartError(f"triton-ros-server did not listen within "
-                                       f"{timeout_s:.0f} s:\n{self.log_tail()}")
+                raise ServerStartError(
+                    f"triton-ros-server did not listen within {timeout_s:.0f} s:\n{self.log_tail()}"
+                )
             time.sleep(0.05)
         self._check_ready()
 
     def client(self):
         import tritonclient.grpc as grpcclient
+
         return grpcclient.InferenceServerClient(self.url)
 
     def _check_ready(self) -> None:
@@ -100,12 +119,16 @@ class TritonServer:
         try:
             if client.is_model_ready(self.model):
                 return
-            reasons = [m.reason or m.state for m in client.get_model_repository_index().models
-                       if m.name == self.model]
+            reasons = [
+                m.reason or m.state
+                for m in client.get_model_repository_index().models
+                if m.name == self.model
+            ]
         finally:
             client.close()
-        raise ModelLoadError(self.model, "; ".join(r for r in reasons if r)
-                             or "not in the repository index")
+        raise ModelLoadError(
+            self.model, "; ".join(r for r in reasons if r) or "not in the repository index"
+        )
 
     def model_config(self):
         """The configuration the server serves (auto-completed, normalized), as

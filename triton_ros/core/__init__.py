@@ -3,6 +3,7 @@
 The public names are resolved lazily (PEP 562) so that importing one light submodule (the Python
 backend's stub process imports ``triton_ros.core.datatypes``) does not import the whole server.
 """
+
 from __future__ import annotations
 
 import importlib

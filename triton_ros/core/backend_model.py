@@ -19,6 +19,7 @@ backend is imported only when a model names it, so that a machine without Tensor
 OpenVINO, TensorFlow, LiteRT or the forest libraries never imports them. The contract a plugin
 implements is docs/backends.md.
 """
+
 from __future__ import annotations
 
 import abc
@@ -37,11 +38,15 @@ from typing import Callable, Mapping
 import numpy as np
 
 from .datatypes import from_numpy_dtype
-from .errors import (TritonRosError, as_triton_error, internal, invalid_arg, unavailable,
-                     unsupported)
+from .errors import TritonRosError, as_triton_error, internal, invalid_arg, unavailable, unsupported
 from .infer_request import InferRequest, InferResponse, model_facing_inputs
-from .model_config import (DEFAULT_MAX_BATCH_SIZE, WILDCARD_DIM, ModelConfig, TensorConfig,
-                           version_dirs)
+from .model_config import (
+    DEFAULT_MAX_BATCH_SIZE,
+    WILDCARD_DIM,
+    ModelConfig,
+    TensorConfig,
+    version_dirs,
+)
 
 _log = logging.getLogger("triton_ros.backends")
 
@@ -90,27 +95,37 @@ class BackendRegistry:
         if target is not None:
             if self._entry_point(name) is not None and name not in self._shadow_warned:
                 self._shadow_warned.add(name)
-                _log.warning("backend '%s': the built-in backend is used; the entry point of the "
-                             "same name in group '%s' is ignored", name, ENTRY_POINT_GROUP)
+                _log.warning(
+                    "backend '%s': the built-in backend is used; the entry point of the "
+                    "same name in group '%s' is ignored",
+                    name,
+                    ENTRY_POINT_GROUP,
+                )
             return _import_target(name, target, "built-in backend")
         entry = self._entry_point(name)
         if entry is not None:
             where = f"entry point '{entry.name} = {entry.value}' in group '{ENTRY_POINT_GROUP}'"
             try:
                 cls = entry.load()
-            except Exception as exc:   # a plugin's import error fails its models, named
-                raise unavailable(f"backend '{name}' ({where}) failed to import: "
-                                  f"{type(exc).__name__}: {exc}") from None
+            except Exception as exc:  # a plugin's import error fails its models, named
+                raise unavailable(
+                    f"backend '{name}' ({where}) failed to import: {type(exc).__name__}: {exc}"
+                ) from None
             return _checked_class(name, cls, where)
         for directory in self.directories:
             path = directory / name / BACKEND_FILE
             if path.is_file():
                 return self._from_file(name, path)
-        raise unsupported(f"unknown backend '{name}': not built in ({', '.join(sorted(BACKENDS))}), "
-                          f"no entry point of that name in group '{ENTRY_POINT_GROUP}', "
-                          + (f"and no {name}/{BACKEND_FILE} in the backend directories "
-                             f"({', '.join(str(d) for d in self.directories)})"
-                             if self.directories else "and no --backend-directory given"))
+        raise unsupported(
+            f"unknown backend '{name}': not built in ({', '.join(sorted(BACKENDS))}), "
+            f"no entry point of that name in group '{ENTRY_POINT_GROUP}', "
+            + (
+                f"and no {name}/{BACKEND_FILE} in the backend directories "
+                f"({', '.join(str(d) for d in self.directories)})"
+                if self.directories
+                else "and no --backend-directory given"
+            )
+        )
 
     def available(self) -> dict[str, str]:
         """Every backend name this registry can find, and where from (nothing is imported)."""
@@ -144,7 +159,8 @@ class BackendRegistry:
             module = sys.modules.get(module_name)
             if module is None or getattr(module, "__file__", None) != resolved:
                 spec = importlib.util.spec_from_file_location(
-                    module_name, resolved, submodule_search_locations=[str(path.parent.resolve())])
+                    module_name, resolved, submodule_search_locations=[str(path.parent.resolve())]
+                )
                 if spec is None or spec.loader is None:
                     raise unavailable(f"backend '{name}': cannot import {path}")
                 module = importlib.util.module_from_spec(spec)
@@ -153,19 +169,22 @@ class BackendRegistry:
                     spec.loader.exec_module(module)
                 except BaseException as exc:
                     sys.modules.pop(module_name, None)
-                    raise unavailable(f"backend '{name}' ({path}) failed to import: "
-                                      f"{type(exc).__name__}: {exc}") from None
+                    raise unavailable(
+                        f"backend '{name}' ({path}) failed to import: {type(exc).__name__}: {exc}"
+                    ) from None
         cls = getattr(module, BACKEND_ATTRIBUTE, None)
         if cls is None:
-            raise invalid_arg(f"backend '{name}' ({path}) defines no {BACKEND_ATTRIBUTE} (the "
-                              f"BackendModel subclass the backend serves models with)")
+            raise invalid_arg(
+                f"backend '{name}' ({path}) defines no {BACKEND_ATTRIBUTE} (the "
+                f"BackendModel subclass the backend serves models with)"
+            )
         return _checked_class(name, cls, str(path))
 
 
 def _entry_points():
     try:
         return tuple(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP))
-    except Exception as exc:   # broken metadata of some installed package
+    except Exception as exc:  # broken metadata of some installed package
         _log.warning("reading entry points of group '%s' failed: %s", ENTRY_POINT_GROUP, exc)
         return ()
 
@@ -181,8 +200,10 @@ def _import_target(name: str, target: str, where: str) -> type["BackendModel"]:
 
 def _checked_class(name: str, cls, where: str) -> type["BackendModel"]:
     if not (isinstance(cls, type) and issubclass(cls, BackendModel)):
-        raise invalid_arg(f"backend '{name}' ({where}) is {cls!r}, not a subclass of "
-                          f"triton_ros.core.backend_model.BackendModel")
+        raise invalid_arg(
+            f"backend '{name}' ({where}) is {cls!r}, not a subclass of "
+            f"triton_ros.core.backend_model.BackendModel"
+        )
     return cls
 
 
@@ -205,8 +226,12 @@ def backend_can_use_gpu(name: str) -> bool:
     except TritonRosError:
         return False
     except Exception as exc:
-        _log.warning("backend '%s': can_use_gpu() failed (%s: %s); KIND_AUTO instances run on "
-                     "the CPU", name, type(exc).__name__, exc)
+        _log.warning(
+            "backend '%s': can_use_gpu() failed (%s: %s); KIND_AUTO instances run on the CPU",
+            name,
+            type(exc).__name__,
+            exc,
+        )
         return False
 
 
@@ -225,24 +250,40 @@ def backend_auto_complete(name: str):
         except TritonRosError:
             raise
         except Exception as exc:
-            raise invalid_arg(f"auto-complete of model '{proto.name}' by backend '{name}' "
-                              f"failed: {type(exc).__name__}: {exc}") from None
+            raise invalid_arg(
+                f"auto-complete of model '{proto.name}' by backend '{name}' "
+                f"failed: {type(exc).__name__}: {exc}"
+            ) from None
 
     return checked
 
 
-def warn_unread_parameters(config: ModelConfig, read: frozenset[str], backend: str,
-                           logger: logging.Logger, *, prefix: str = "") -> None:
+def warn_unread_parameters(
+    config: ModelConfig,
+    read: frozenset[str],
+    backend: str,
+    logger: logging.Logger,
+    *,
+    prefix: str = "",
+) -> None:
     """Name, in one warning, the model parameters a backend does not read (not in ``read``, nor
     starting with ``prefix`` when one is given). Triton ignores them silently, so a misspelt key
     would change nothing unseen; clients may still read them from the configuration."""
-    unread = sorted(key for key in config.parameters
-                    if key not in read and not (prefix and key.startswith(prefix)))
+    unread = sorted(
+        key
+        for key in config.parameters
+        if key not in read and not (prefix and key.startswith(prefix))
+    )
     if unread:
         extra = f" and {prefix}* entries" if prefix else ""
-        logger.warning("model '%s': parameter(s) %s are not read by the %s backend (it reads "
-                       "%s%s)", config.name, ", ".join(f"'{k}'" for k in unread), backend,
-                       ", ".join(sorted(read)), extra)
+        logger.warning(
+            "model '%s': parameter(s) %s are not read by the %s backend (it reads %s%s)",
+            config.name,
+            ", ".join(f"'{k}'" for k in unread),
+            backend,
+            ", ".join(sorted(read)),
+            extra,
+        )
 
 
 def auto_complete_source(proto, model_path: Path, model_file) -> Path | None:
@@ -272,9 +313,13 @@ def autofill_batching(proto, model_can_batch: bool) -> list[str]:
             f"autofilled max_batch_size to {DEFAULT_MAX_BATCH_SIZE} for model "
             f"'{proto.name}' since batching is supported but no max_batch_size is "
             f"specified in model configuration. Must specify max_batch_size to utilize "
-            f"autofill with a larger max batch size")
-    if proto.max_batch_size > 1 and not proto.HasField("dynamic_batching") \
-            and not proto.HasField("sequence_batching"):
+            f"autofill with a larger max batch size"
+        )
+    if (
+        proto.max_batch_size > 1
+        and not proto.HasField("dynamic_batching")
+        and not proto.HasField("sequence_batching")
+    ):
         proto.dynamic_batching.SetInParent()
     return warnings
 
@@ -285,6 +330,7 @@ def autofill_tensors(proto, field, tensors) -> None:
     only the batch dimension gets dims [1] reshaped to [] (Triton's rule)."""
     from .datatypes import protocol_to_config
     from .protos import model_config_pb2 as mc
+
     del field[:]
     batching = proto.max_batch_size > 0
     for name, datatype, dims in tensors:
@@ -300,31 +346,43 @@ def autofill_tensors(proto, field, tensors) -> None:
                 io.reshape.SetInParent()
 
 
-def check_tensor(config: ModelConfig, tensor: TensorConfig, info: tuple[str, list[int]],
-                 what: str, batching: bool) -> None:
+def check_tensor(
+    config: ModelConfig,
+    tensor: TensorConfig,
+    info: tuple[str, list[int]],
+    what: str,
+    batching: bool,
+) -> None:
     """A model tensor's (protocol data type, dims with the batch dimension) against its
     configuration; INVALID_ARG saying what differs (the ONNX Runtime backend's messages)."""
     dtype, model_dims = info
     if dtype != tensor.datatype:
-        raise invalid_arg(f"unable to load model '{config.name}', unexpected datatype "
-                          f"TYPE_{dtype if dtype != 'BYTES' else 'STRING'} for {what} "
-                          f"'{tensor.name}', expecting TYPE_"
-                          f"{tensor.datatype if tensor.datatype != 'BYTES' else 'STRING'}")
+        raise invalid_arg(
+            f"unable to load model '{config.name}', unexpected datatype "
+            f"TYPE_{dtype if dtype != 'BYTES' else 'STRING'} for {what} "
+            f"'{tensor.name}', expecting TYPE_"
+            f"{tensor.datatype if tensor.datatype != 'BYTES' else 'STRING'}"
+        )
     expected = list(tensor.reshape if tensor.reshape is not None else tensor.dims)
     if batching:
         if not model_dims or model_dims[0] != WILDCARD_DIM:
-            raise invalid_arg(f"unable to load model '{config.name}', model {what} "
-                              f"'{tensor.name}' has shape {model_dims}: the first dimension must "
-                              f"be dynamic to support batching (max_batch_size "
-                              f"{config.max_batch_size})")
+            raise invalid_arg(
+                f"unable to load model '{config.name}', model {what} "
+                f"'{tensor.name}' has shape {model_dims}: the first dimension must "
+                f"be dynamic to support batching (max_batch_size "
+                f"{config.max_batch_size})"
+            )
         model_dims = model_dims[1:]
     if len(model_dims) != len(expected) or any(
-            m != WILDCARD_DIM and e != WILDCARD_DIM and m != e for m, e in zip(model_dims, expected)):
+        m != WILDCARD_DIM and e != WILDCARD_DIM and m != e for m, e in zip(model_dims, expected)
+    ):
         # Scalars/empty reshape: the model may legitimately see [] where the config says [1].
         if not (expected == [] and model_dims == []):
-            raise invalid_arg(f"unable to load model '{config.name}', model {what} "
-                              f"'{tensor.name}' dims {model_dims} don't match configuration dims "
-                              f"{expected}")
+            raise invalid_arg(
+                f"unable to load model '{config.name}', model {what} "
+                f"'{tensor.name}' dims {model_dims} don't match configuration dims "
+                f"{expected}"
+            )
 
 
 # answer_early(pairs of (request, response), compute_input_ns, compute_infer_ns, compute_output_ns):
@@ -358,7 +416,9 @@ class ExecuteResult:
 class BackendModelInstance(abc.ABC):
     """One execution context (its own session, stream or process)."""
 
-    def __init__(self, model: "BackendModel", *, name: str, kind: str, device_id: int | None) -> None:
+    def __init__(
+        self, model: "BackendModel", *, name: str, kind: str, device_id: int | None
+    ) -> None:
         self.model = model
         self.name = name
         self.kind = kind
@@ -387,8 +447,9 @@ class BackendModelInstance(abc.ABC):
 class BackendModel(abc.ABC):
     """Backend state for one version of a model."""
 
-    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
-                 version_path: Path) -> None:
+    def __init__(
+        self, config: ModelConfig, *, version: int, model_path: Path, version_path: Path
+    ) -> None:
         self.config = config
         self.version = version
         self.model_path = model_path
@@ -409,8 +470,9 @@ class BackendModel(abc.ABC):
         return []
 
     @abc.abstractmethod
-    def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:
-        ...
+    def create_instance(
+        self, *, name: str, kind: str, device_id: int | None
+    ) -> BackendModelInstance: ...
 
     def close(self) -> None:
         """Release model-level resources after every instance is closed."""
@@ -424,12 +486,16 @@ class BatchedTensorInstance(BackendModelInstance):
     (:attr:`answer_early`) those requests are answered before the next part runs, so the first
     requests of a batch do not wait for its last."""
 
-    def __init__(self, model: "BackendModel", *, name: str, kind: str, device_id: int | None) -> None:
+    def __init__(
+        self, model: "BackendModel", *, name: str, kind: str, device_id: int | None
+    ) -> None:
         super().__init__(model, name=name, kind=kind, device_id=device_id)
-        self._batch_buffers: dict[str, np.ndarray] = {}   # per input, reused batch to batch
+        self._batch_buffers: dict[str, np.ndarray] = {}  # per input, reused batch to batch
 
     @abc.abstractmethod
-    def run(self, inputs: Mapping[str, np.ndarray], output_names: list[str]) -> Mapping[str, np.ndarray]:
+    def run(
+        self, inputs: Mapping[str, np.ndarray], output_names: list[str]
+    ) -> Mapping[str, np.ndarray]:
         """Execute the model on batch tensors (model-facing shapes): the whole batch, or one part
         of it when :meth:`rows_per_run` says so."""
 
@@ -449,7 +515,7 @@ class BatchedTensorInstance(BackendModelInstance):
                     wanted.append(name)
         per_request = [model_facing_inputs(config, r) for r in requests]
         groups = self._groups(per_request, requests) if batching else [list(range(len(requests)))]
-        input_ns = infer_ns = output_ns = 0    # assembling, running, splitting (all parts)
+        input_ns = infer_ns = output_ns = 0  # assembling, running, splitting (all parts)
         responses: list[InferResponse | TritonRosError] = []
         try:
             for number, group in enumerate(groups):
@@ -457,12 +523,14 @@ class BatchedTensorInstance(BackendModelInstance):
                 if len(group) == 1:
                     feed = dict(per_request[group[0]])
                 else:
-                    feed = {name: self._assemble(name, [per_request[i][name] for i in group])
-                            for name in per_request[group[0]]}
+                    feed = {
+                        name: self._assemble(name, [per_request[i][name] for i in group])
+                        for name in per_request[group[0]]
+                    }
                 ran = time.monotonic_ns()
                 input_ns += ran - start
                 outputs = self.run(feed, wanted)
-                if len(group) > 1:      # copied off the reused buffers the next part overwrites
+                if len(group) > 1:  # copied off the reused buffers the next part overwrites
                     outputs = self._detach(outputs, feed)
                 split = time.monotonic_ns()
                 infer_ns += split - ran
@@ -470,39 +538,57 @@ class BatchedTensorInstance(BackendModelInstance):
                 responses += self._split(config, part, outputs, wanted, batching)
                 output_ns += time.monotonic_ns() - split
                 if self.answer_early is not None and number < len(groups) - 1:
-                    self.answer_early(list(zip(part, responses[-len(part):])), input_ns,
-                                      infer_ns, output_ns)
+                    self.answer_early(
+                        list(zip(part, responses[-len(part) :])), input_ns, infer_ns, output_ns
+                    )
         except Exception as exc:  # a backend failure fails the rest of the batch, never the server
-            err = exc if isinstance(exc, TritonRosError) else internal(
-                f"{type(self).__name__} failed to execute model '{config.name}': "
-                f"{as_triton_error(exc).message}")
+            err = (
+                exc
+                if isinstance(exc, TritonRosError)
+                else internal(
+                    f"{type(self).__name__} failed to execute model '{config.name}': "
+                    f"{as_triton_error(exc).message}"
+                )
+            )
             # the requests without a response yet get the error; the failing step counts as running
-            return ExecuteResult(responses + [err] * (len(requests) - len(responses)), input_ns,
-                                 time.monotonic_ns() - t0 - input_ns - output_ns, output_ns)
+            return ExecuteResult(
+                responses + [err] * (len(requests) - len(responses)),
+                input_ns,
+                time.monotonic_ns() - t0 - input_ns - output_ns,
+                output_ns,
+            )
         return ExecuteResult(responses, input_ns, infer_ns, output_ns)
 
-    def _split(self, config: ModelConfig, requests: list[InferRequest],
-               outputs: Mapping[str, np.ndarray], wanted: list[str],
-               batching: bool) -> list[InferResponse]:
+    def _split(
+        self,
+        config: ModelConfig,
+        requests: list[InferRequest],
+        outputs: Mapping[str, np.ndarray],
+        wanted: list[str],
+        batching: bool,
+    ) -> list[InferResponse]:
         """One run's outputs, checked, as each of its requests' own rows."""
         total_rows = sum(r.batch_size for r in requests)
-        checked = {name: self._checked_output(config, name, outputs, total_rows, batching)
-                   for name in wanted}
+        checked = {
+            name: self._checked_output(config, name, outputs, total_rows, batching)
+            for name in wanted
+        }
         responses = []
         offset = 0
         for request in requests:
             rows = request.batch_size
             names = request.output_names(config)
             if batching:
-                outs = {n: checked[n][offset:offset + rows] for n in names}
+                outs = {n: checked[n][offset : offset + rows] for n in names}
             else:
                 outs = {n: checked[n] for n in names}
             offset += rows
             responses.append(InferResponse(config.name, self.model.version, request.id, outs))
         return responses
 
-    def _groups(self, per_request: list[Mapping[str, np.ndarray]],
-                requests: list[InferRequest]) -> list[list[int]]:
+    def _groups(
+        self, per_request: list[Mapping[str, np.ndarray]], requests: list[InferRequest]
+    ) -> list[list[int]]:
         """The requests (by index) each :meth:`run` takes: all of them in one run, or, where
         :meth:`rows_per_run` asks for parts, parts of whole requests of at most that many rows
         (a request of more rows runs alone: its rows always run together, as its client sent
@@ -515,7 +601,7 @@ class BatchedTensorInstance(BackendModelInstance):
         if limit is None or limit <= 0:
             return whole
         if not all(self._batch_dimension(i, r) for i, r in zip(per_request[1:], requests[1:])):
-            return whole                       # no common batch dimension: one run
+            return whole  # no common batch dimension: one run
         if limit >= sum(r.batch_size for r in requests):
             return whole
         groups: list[list[int]] = []
@@ -528,8 +614,9 @@ class BatchedTensorInstance(BackendModelInstance):
             filled += request.batch_size
         return groups
 
-    def request_rows_per_run(self, inputs: Mapping[str, np.ndarray],
-                             request: InferRequest) -> int | None:
+    def request_rows_per_run(
+        self, inputs: Mapping[str, np.ndarray], request: InferRequest
+    ) -> int | None:
         """:meth:`rows_per_run` for a batch of requests like ``request``, whose inputs are
         ``inputs``: None (the whole batch) when they do not all lead with its batch size."""
         if not self._batch_dimension(inputs, request):
@@ -540,8 +627,11 @@ class BatchedTensorInstance(BackendModelInstance):
     def _batch_dimension(inputs: Mapping[str, np.ndarray], request: InferRequest) -> bool:
         """Whether every input of the request leads with its (non-zero) batch size."""
         rows = request.batch_size
-        return bool(rows) and bool(inputs) and all(
-            a.ndim and a.shape[0] == rows for a in inputs.values())
+        return (
+            bool(rows)
+            and bool(inputs)
+            and all(a.ndim and a.shape[0] == rows for a in inputs.values())
+        )
 
     def _assemble(self, name: str, parts: list[np.ndarray]) -> np.ndarray:
         """The parts' rows, one after another, in this instance's reusable buffer for the input:
@@ -553,47 +643,77 @@ class BatchedTensorInstance(BackendModelInstance):
         rows = sum(int(p.shape[0]) for p in parts)
         buffers = self._batch_buffers
         buf = buffers.get(name)
-        if buf is None or buf.dtype != first.dtype or buf.shape[1:] != first.shape[1:] \
-                or buf.shape[0] < rows:
-            capacity = max(rows, min(2 * (buf.shape[0] if buf is not None else 0),
-                                     max(self.model.config.max_batch_size, rows)))
+        if (
+            buf is None
+            or buf.dtype != first.dtype
+            or buf.shape[1:] != first.shape[1:]
+            or buf.shape[0] < rows
+        ):
+            capacity = max(
+                rows,
+                min(
+                    2 * (buf.shape[0] if buf is not None else 0),
+                    max(self.model.config.max_batch_size, rows),
+                ),
+            )
             buf = buffers[name] = np.empty((capacity,) + first.shape[1:], first.dtype)
         try:
             return np.concatenate(parts, axis=0, out=buf[:rows])
-        except (ValueError, TypeError):       # shapes that do not line up: numpy's own error
+        except (ValueError, TypeError):  # shapes that do not line up: numpy's own error
             return np.concatenate(parts, axis=0)
 
     @staticmethod
-    def _detach(outputs: Mapping[str, np.ndarray], feed: Mapping[str, np.ndarray]
-                ) -> Mapping[str, np.ndarray]:
+    def _detach(
+        outputs: Mapping[str, np.ndarray], feed: Mapping[str, np.ndarray]
+    ) -> Mapping[str, np.ndarray]:
         """Copies of outputs that share memory with a reused input buffer (a backend may return
         an input as an output): the buffer is overwritten by the next batch."""
-        if not any(isinstance(v, np.ndarray) and any(np.may_share_memory(v, f) for f in
-                                                     feed.values()) for v in outputs.values()):
+        if not any(
+            isinstance(v, np.ndarray) and any(np.may_share_memory(v, f) for f in feed.values())
+            for v in outputs.values()
+        ):
             return outputs
-        return {k: (v.copy() if isinstance(v, np.ndarray) and any(
-            np.may_share_memory(v, f) for f in feed.values()) else v) for k, v in outputs.items()}
+        return {
+            k: (
+                v.copy()
+                if isinstance(v, np.ndarray)
+                and any(np.may_share_memory(v, f) for f in feed.values())
+                else v
+            )
+            for k, v in outputs.items()
+        }
 
     @staticmethod
-    def _checked_output(config: ModelConfig, name: str, outputs: Mapping[str, np.ndarray],
-                        total_rows: int, batching: bool) -> np.ndarray:
+    def _checked_output(
+        config: ModelConfig,
+        name: str,
+        outputs: Mapping[str, np.ndarray],
+        total_rows: int,
+        batching: bool,
+    ) -> np.ndarray:
         array = outputs.get(name)
         if array is None:
             raise internal(f"model '{config.name}' did not produce output '{name}'")
         array = np.asarray(array)
         tensor = config.output(name)
         if batching and (array.ndim == 0 or array.shape[0] != total_rows):
-            raise internal(f"output '{name}' of model '{config.name}' has shape {list(array.shape)}; "
-                           f"expected batch dimension {total_rows}")
+            raise internal(
+                f"output '{name}' of model '{config.name}' has shape {list(array.shape)}; "
+                f"expected batch dimension {total_rows}"
+            )
         if tensor is not None:
             if tensor.datatype == "BYTES":
                 if array.dtype != np.object_ or any(isinstance(x, str) for x in array.flat):
-                    array = np.array([x.encode("utf-8") if isinstance(x, str) else bytes(x)
-                                      for x in array.flat], dtype=np.object_).reshape(array.shape)
+                    array = np.array(
+                        [x.encode("utf-8") if isinstance(x, str) else bytes(x) for x in array.flat],
+                        dtype=np.object_,
+                    ).reshape(array.shape)
             elif from_numpy_dtype(array.dtype) != tensor.datatype:
-                raise internal(f"output '{name}' of model '{config.name}' has data type "
-                               f"{from_numpy_dtype(array.dtype)}; the model configuration "
-                               f"declares {tensor.datatype}")
+                raise internal(
+                    f"output '{name}' of model '{config.name}' has data type "
+                    f"{from_numpy_dtype(array.dtype)}; the model configuration "
+                    f"declares {tensor.datatype}"
+                )
         if tensor is not None and tensor.reshape is not None and WILDCARD_DIM not in tensor.dims:
             # The model produces the reshape shape; clients see the configured dims.
             array = array.reshape(((array.shape[0],) if batching else ()) + tensor.dims)

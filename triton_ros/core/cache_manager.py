@@ -19,6 +19,7 @@ Cached tensors are private read-only copies, so a later response never shares me
 backend's batch buffers. The cache-level counters (entries, lookups, hits, misses, evictions,
 utilization, lookup and insertion time) are what the local cache publishes as metrics.
 """
+
 from __future__ import annotations
 
 import collections
@@ -58,15 +59,19 @@ def parse_cache_config(args: Iterable[str]) -> CacheConfig | None:
     for arg in args:
         cache, sep, rest = arg.partition(",")
         if not sep or not cache:
-            raise invalid_arg(f"No cache specified. --cache-config option format is "
-                              f"<cache name>,<setting>=<value>. Got {arg}")
+            raise invalid_arg(
+                f"No cache specified. --cache-config option format is "
+                f"<cache name>,<setting>=<value>. Got {arg}"
+            )
         key, eq, value = rest.partition("=")
         if not eq or not key or not value:
-            raise invalid_arg(f"--cache-config option format is '<cache name>,<setting>=<value>'. "
-                              f"Got {arg}")
+            raise invalid_arg(
+                f"--cache-config option format is '<cache name>,<setting>=<value>'. Got {arg}"
+            )
         if name and cache != name:
-            raise invalid_arg(f"only one cache implementation can be configured, got '{name}' "
-                              f"and '{cache}'")
+            raise invalid_arg(
+                f"only one cache implementation can be configured, got '{name}' and '{cache}'"
+            )
         name = cache
         settings[key] = value
     return CacheConfig(name, settings) if name else None
@@ -77,29 +82,38 @@ def create_cache(config: CacheConfig | None) -> "LocalCache | None":
     if config is None:
         return None
     if config.name not in CACHE_NAMES:
-        raise unsupported(f"cache implementation '{config.name}' is not available (triton_ros "
-                          f"provides: {', '.join(CACHE_NAMES)})")
+        raise unsupported(
+            f"cache implementation '{config.name}' is not available (triton_ros "
+            f"provides: {', '.join(CACHE_NAMES)})"
+        )
     text = config.settings.get("size")
     if text is None:
-        raise invalid_arg("Failed to initialize LocalCache: config didn't contain a valid 'size' "
-                          "field.")
+        raise invalid_arg(
+            "Failed to initialize LocalCache: config didn't contain a valid 'size' field."
+        )
     try:
         size = parse_size(text, "cache size")
     except TritonRosError as exc:
-        raise invalid_arg(f"Failed to initialize LocalCache: 'size' must be an integer number of "
-                          f"bytes ({exc.message})") from None
+        raise invalid_arg(
+            f"Failed to initialize LocalCache: 'size' must be an integer number of "
+            f"bytes ({exc.message})"
+        ) from None
     if size <= 0:
         raise invalid_arg(f"Failed to initialize LocalCache: 'size' must be > 0, got {size}")
     for key in config.settings:
         if key != "size":
-            _log.warning("--cache-config %s,%s=... is not a setting of the local cache; ignored",
-                         config.name, key)
+            _log.warning(
+                "--cache-config %s,%s=... is not a setting of the local cache; ignored",
+                config.name,
+                key,
+            )
     return LocalCache(size)
 
 
 # ------------------------------------------------------------------------------------------
 # Keys and sizes
 # ------------------------------------------------------------------------------------------
+
 
 def request_cache_key(model_name: str, version: int, request: InferRequest) -> bytes:
     """The cache key of a normalized request for a model version."""
@@ -149,9 +163,10 @@ def tensor_byte_size(array: np.ndarray) -> int:
 # The local cache
 # ------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class CacheEntry:
-    outputs: Mapping[str, np.ndarray]   # read-only private copies, in response order
+    outputs: Mapping[str, np.ndarray]  # read-only private copies, in response order
     parameters: Mapping[str, Any]
     byte_size: int
 
@@ -199,8 +214,12 @@ class LocalCache:
             self._lookup_ns += time.monotonic_ns() - start
         return entry
 
-    def insert(self, key: bytes, outputs: Mapping[str, np.ndarray],
-               parameters: Mapping[str, Any] | None = None) -> bool:
+    def insert(
+        self,
+        key: bytes,
+        outputs: Mapping[str, np.ndarray],
+        parameters: Mapping[str, Any] | None = None,
+    ) -> bool:
         """Cache a response; False when it exists already or cannot fit in the whole cache."""
         start = time.monotonic_ns()
         # Copy outside the lock: backends' outputs are often views of a larger batch buffer.
@@ -217,8 +236,12 @@ class LocalCache:
             if key in self._entries:
                 self._entries.move_to_end(key)
             elif size > self.size_bytes:
-                _log.warning("response of %d bytes is larger than the whole response cache (%d "
-                             "bytes); not cached", size, self.size_bytes)
+                _log.warning(
+                    "response of %d bytes is larger than the whole response cache (%d "
+                    "bytes); not cached",
+                    size,
+                    self.size_bytes,
+                )
             else:
                 while self._used + size > self.size_bytes and self._entries:
                     _, evicted = self._entries.popitem(last=False)
@@ -232,8 +255,14 @@ class LocalCache:
 
     def stats(self) -> CacheStats:
         with self._lock:
-            return CacheStats(total_bytes=self.size_bytes, used_bytes=self._used,
-                              num_entries=len(self._entries), num_lookups=self._lookups,
-                              num_hits=self._hits, num_misses=self._misses,
-                              num_evictions=self._evictions, lookup_ns=self._lookup_ns,
-                              insertion_ns=self._insertion_ns)
+            return CacheStats(
+                total_bytes=self.size_bytes,
+                used_bytes=self._used,
+                num_entries=len(self._entries),
+                num_lookups=self._lookups,
+                num_hits=self._hits,
+                num_misses=self._misses,
+                num_evictions=self._evictions,
+                lookup_ns=self._lookup_ns,
+                insertion_ns=self._insertion_ns,
+            )

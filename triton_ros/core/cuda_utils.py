@@ -12,6 +12,7 @@ current device per thread, and an instance is created on the loading thread but 
 Host arrays are pageable numpy memory; a copy is complete once :meth:`CudaStream.synchronize`
 returns.
 """
+
 from __future__ import annotations
 
 import threading
@@ -29,7 +30,7 @@ class DeviceBuffer:
 
     ptr: int
     nbytes: int
-    handle: object = None      # what must stay alive (pycuda's allocation)
+    handle: object = None  # what must stay alive (pycuda's allocation)
 
 
 class _CudaPython:
@@ -44,7 +45,9 @@ class _CudaPython:
         err = result[0]
         if err != self.rt.cudaError_t.cudaSuccess:
             _, text = self.rt.cudaGetErrorString(err)
-            raise internal(f"CUDA error in {what}: {text.decode() if isinstance(text, bytes) else text}")
+            raise internal(
+                f"CUDA error in {what}: {text.decode() if isinstance(text, bytes) else text}"
+            )
         return result[1] if len(result) == 2 else result[1:]
 
     def use_device(self, device: int) -> None:
@@ -52,8 +55,10 @@ class _CudaPython:
 
     def create_stream(self, device: int):
         self.use_device(device)
-        return self._check(self.rt.cudaStreamCreateWithFlags(self.rt.cudaStreamNonBlocking),
-                           "cudaStreamCreateWithFlags")
+        return self._check(
+            self.rt.cudaStreamCreateWithFlags(self.rt.cudaStreamNonBlocking),
+            "cudaStreamCreateWithFlags",
+        )
 
     def stream_handle(self, stream) -> int:
         return int(stream) if hasattr(stream, "__int__") else int(stream.getPtr())
@@ -153,8 +158,10 @@ def cuda_api():
                 try:
                     import pycuda.driver as driver
                 except ImportError:
-                    raise unavailable("no CUDA Python binding: install cuda-python "
-                                      "(pip install cuda-python; JetPack ships it) or pycuda") from None
+                    raise unavailable(
+                        "no CUDA Python binding: install cuda-python "
+                        "(pip install cuda-python; JetPack ships it) or pycuda"
+                    ) from None
                 try:
                     _api = _PyCuda(driver)
                 except Exception as exc:

@@ -4,6 +4,7 @@ The KServe v2 protocol names tensors' types "FP32", "BYTES"...; config.pbtxt nam
 ``TYPE_FP32``, ``TYPE_STRING``... BYTES tensors are numpy object arrays of ``bytes`` in the core and
 travel as 4-byte little-endian length-prefixed elements on the wire, as in Triton.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,7 @@ def config_to_protocol(type_name: str) -> str:
         return "BYTES"
     if not type_name.startswith("TYPE_") or type_name == "TYPE_INVALID":
         raise invalid_arg(f"invalid data type '{type_name}'")
-    return type_name[len("TYPE_"):]
+    return type_name[len("TYPE_") :]
 
 
 def protocol_to_config(datatype: str) -> str:
@@ -62,12 +63,12 @@ _NAME_OF: dict[np.dtype, str] = {np_dtype: name for name, np_dtype in _NP_OF.ite
 
 def from_numpy_dtype(dtype: np.dtype) -> str:
     try:
-        name = _NAME_OF.get(dtype)         # a dtype hashes as its type and byte order
-    except TypeError:                      # unhashable: not a dtype, numpy says why below
+        name = _NAME_OF.get(dtype)  # a dtype hashes as its type and byte order
+    except TypeError:  # unhashable: not a dtype, numpy says why below
         name = None
     if name is not None:
         return name
-    dtype = np.dtype(dtype)                # a scalar type or a type string: as a dtype
+    dtype = np.dtype(dtype)  # a scalar type or a type string: as a dtype
     if dtype.kind in ("O", "S", "U"):
         return "BYTES"
     name = _NAME_OF.get(dtype)
@@ -117,8 +118,9 @@ def deserialize_bytes_tensor(buffer: bytes | memoryview, count: int | None = Non
         offset += 4
         if offset + length > total:
             raise invalid_arg(
-                f"malformed BYTES tensor: element of {length} bytes runs past the end of the data")
-        items.append(bytes(view[offset:offset + length]))
+                f"malformed BYTES tensor: element of {length} bytes runs past the end of the data"
+            )
+        items.append(bytes(view[offset : offset + length]))
         offset += length
     if count is not None and len(items) != count:
         raise invalid_arg(f"BYTES tensor holds {len(items)} elements, expecting {count}")
@@ -140,9 +142,12 @@ def _uniform_elements(view: memoryview, total: int) -> list[bytes] | None:
     prefixes = np.ndarray((n,), dtype="<u4", buffer=view, offset=0, strides=(stride,))
     if not (prefixes == length).all():
         return None
-    data = view.tobytes() if not isinstance(view.obj, bytes) or view.nbytes != len(view.obj) \
+    data = (
+        view.tobytes()
+        if not isinstance(view.obj, bytes) or view.nbytes != len(view.obj)
         else view.obj
-    return [data[o:o + length] for o in range(4, 4 + n * stride, stride)]
+    )
+    return [data[o : o + length] for o in range(4, 4 + n * stride, stride)]
 
 
 def tensor_to_bytes(array: np.ndarray) -> bytes | memoryview:
@@ -156,7 +161,7 @@ def tensor_to_bytes(array: np.ndarray) -> bytes | memoryview:
 
 #: The most dimensions an input may have (numpy 1.x's limit; numpy 2 allows 64).
 MAX_RANK = 32
-_MAX_BYTES = 2 ** 63 - 1
+_MAX_BYTES = 2**63 - 1
 
 
 def check_input_shape(shape, datatype: str, *, input_name: str, model_name: str) -> tuple[int, ...]:
@@ -168,28 +173,43 @@ def check_input_shape(shape, datatype: str, *, input_name: str, model_name: str)
     dims = []
     for d in shape:
         if isinstance(d, bool) or not isinstance(d, (int, np.integer)):
-            raise invalid_arg(f"invalid shape for input '{input_name}' for model '{model_name}': "
-                              f"dimensions must be integers")
+            raise invalid_arg(
+                f"invalid shape for input '{input_name}' for model '{model_name}': "
+                f"dimensions must be integers"
+            )
         dims.append(int(d))
     if any(d < 0 for d in dims):
-        raise invalid_arg(f"All input dimensions should be specified for input '{input_name}' for "
-                          f"model '{model_name}', got {dims[:MAX_RANK + 1]}")
+        raise invalid_arg(
+            f"All input dimensions should be specified for input '{input_name}' for "
+            f"model '{model_name}', got {dims[: MAX_RANK + 1]}"
+        )
     if len(dims) > MAX_RANK:
-        raise invalid_arg(f"input '{input_name}' for model '{model_name}' has {len(dims)} "
-                          f"dimensions; at most {MAX_RANK} are supported")
+        raise invalid_arg(
+            f"input '{input_name}' for model '{model_name}' has {len(dims)} "
+            f"dimensions; at most {MAX_RANK} are supported"
+        )
     itemsize = _NP_OF[datatype].itemsize if datatype in _NP_OF else 8
     total = itemsize
     for d in dims:
         if d:
             total *= d
             if total > _MAX_BYTES:
-                raise invalid_arg(f"input '{input_name}' for model '{model_name}': shape {dims} "
-                                  f"is too large, its byte size overflows int64")
+                raise invalid_arg(
+                    f"input '{input_name}' for model '{model_name}': shape {dims} "
+                    f"is too large, its byte size overflows int64"
+                )
     return tuple(dims)
 
 
-def tensor_from_bytes(raw: bytes | memoryview, datatype: str, shape: tuple[int, ...], *,
-                      input_name: str, model_name: str, shape_checked: bool = False) -> np.ndarray:
+def tensor_from_bytes(
+    raw: bytes | memoryview,
+    datatype: str,
+    shape: tuple[int, ...],
+    *,
+    input_name: str,
+    model_name: str,
+    shape_checked: bool = False,
+) -> np.ndarray:
     """An input tensor from its wire bytes (raw contents, binary data or shared memory), with
     Triton's errors for a byte count that does not match the shape. Fixed-size types are wrapped
     without a copy (read-only). ``shape_checked``: ``shape`` is what :func:`check_input_shape`
@@ -202,10 +222,13 @@ def tensor_from_bytes(raw: bytes | memoryview, datatype: str, shape: tuple[int, 
         try:
             return deserialize_bytes_tensor(raw, count).reshape(shape)
         except TritonRosError as exc:
-            raise invalid_arg(f"input '{input_name}' for model '{model_name}': "
-                              f"{exc.message}") from None
+            raise invalid_arg(
+                f"input '{input_name}' for model '{model_name}': {exc.message}"
+            ) from None
     expected = count * dtype.itemsize
     if len(raw) != expected:
-        raise invalid_arg(f"input byte size mismatch for input '{input_name}' for model "
-                          f"'{model_name}'. Expected {expected}, got {len(raw)}")
+        raise invalid_arg(
+            f"input byte size mismatch for input '{input_name}' for model "
+            f"'{model_name}'. Expected {expected}, got {len(raw)}"
+        )
     return np.frombuffer(raw, dtype=dtype).reshape(shape)

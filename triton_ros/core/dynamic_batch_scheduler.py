@@ -51,6 +51,7 @@ to save power, which a 2 ms ``max_queue_delay_microseconds`` paid on every batch
 waiting out the batching delay) or fails every waiting request; nothing waiting is ever left
 unanswered. An instance thread never sleeps longer than :data:`MAX_WAIT_S` in one wait.
 """
+
 from __future__ import annotations
 
 import collections
@@ -66,8 +67,9 @@ from .errors import QueueFullError, StoppingError, TritonRosError, unavailable
 from .infer_request import InferRequest
 from .model_config import ModelConfig, QueuePolicy
 
-STOPPING_MESSAGE = ("Server is stopping, scheduler for model has stopped accepting new inference "
-                    "requests")
+STOPPING_MESSAGE = (
+    "Server is stopping, scheduler for model has stopped accepting new inference requests"
+)
 
 
 #: The longest an instance thread sleeps in one wait; it then looks at the queue again. A
@@ -75,8 +77,8 @@ STOPPING_MESSAGE = ("Server is stopping, scheduler for model has stopped accepti
 #: while a timed wait past ``threading.TIMEOUT_MAX`` raises OverflowError.
 MAX_WAIT_S = 3600.0
 
-_PR_SET_TIMERSLACK = 29                # linux/prctl.h
-TIMER_SLACK_NS = 1000                  # 1 us: the batcher's deadlines are tens of us and up
+_PR_SET_TIMERSLACK = 29  # linux/prctl.h
+TIMER_SLACK_NS = 1000  # 1 us: the batcher's deadlines are tens of us and up
 
 
 def tighten_timer_slack(slack_ns: int = TIMER_SLACK_NS) -> bool:
@@ -96,7 +98,7 @@ def tighten_timer_slack(slack_ns: int = TIMER_SLACK_NS) -> bool:
 class _Entry:
     request: InferRequest
     enqueue_ns: int
-    deadline_ns: int                   # 0: no timeout
+    deadline_ns: int  # 0: no timeout
 
 
 class SentBatch:
@@ -112,8 +114,9 @@ class SentBatch:
         self._lock = threading.Lock()
         self._done = self._ok_rows = self._input_ns = self._infer_ns = self._output_ns = 0
 
-    def part_done(self, rows: int, ok_rows: int, input_ns: int, infer_ns: int,
-                  output_ns: int) -> tuple[int, int, int, int] | None:
+    def part_done(
+        self, rows: int, ok_rows: int, input_ns: int, infer_ns: int, output_ns: int
+    ) -> tuple[int, int, int, int] | None:
         """A part of ``rows`` rows ran (``ok_rows`` of them answered): the batch's successful
         rows and summed times when this was its last part, else None."""
         with self._lock:
@@ -130,7 +133,7 @@ class SentBatch:
 @dataclass(eq=False)
 class _PolicyQueue:
     policy: QueuePolicy
-    keep: bool                         # configured levels stay; others vanish when empty
+    keep: bool  # configured levels stay; others vanish when empty
     main: collections.deque = field(default_factory=collections.deque)
     delayed: collections.deque = field(default_factory=collections.deque)
 
@@ -141,8 +144,9 @@ class _PolicyQueue:
 class DynamicBatchScheduler:
     """Queue, priorities, timeouts and batch formation for one model version."""
 
-    def __init__(self, config: ModelConfig, *,
-                 on_reject: Callable[[InferRequest, TritonRosError], None]) -> None:
+    def __init__(
+        self, config: ModelConfig, *, on_reject: Callable[[InferRequest, TritonRosError], None]
+    ) -> None:
         db = config.dynamic_batching
         self.model_name = config.name
         self._batching = db is not None and config.max_batch_size > 0
@@ -161,10 +165,10 @@ class DynamicBatchScheduler:
         if self._levels == 0:
             self._queues[0] = _PolicyQueue(self._policy_for(0) if db else QueuePolicy(), keep=True)
         else:
-            for level in (db.priority_queue_policy if db else {}):
+            for level in db.priority_queue_policy if db else {}:
                 self._queues[level] = _PolicyQueue(db.policy_for(level), keep=True)
         self._size = 0
-        self._rows = 0                 # queued rows (batch sizes summed)
+        self._rows = 0  # queued rows (batch sizes summed)
         # Queued rows from which a new request may complete a batch (see the module docstring).
         self._wake_rows = min(self._preferred) if self._preferred else self._max_batch
         self._last_shape_key: tuple | None = None
@@ -174,14 +178,17 @@ class DynamicBatchScheduler:
         self._ordering = _OrderedDelivery() if self._preserve_ordering else None
         # take_direct: a request may skip the queue only where the queue would send it alone
         # and at once (and no policy of the queue could apply to it).
-        self._direct_ok = ((not self._batching or self._delay_ns == 0) and not self._levels
-                           and self._ordering is None)
+        self._direct_ok = (
+            (not self._batching or self._delay_ns == 0)
+            and not self._levels
+            and self._ordering is None
+        )
         # Parts (set_part_rows): rows one execution takes of a batch sent by step 4, where the
         # backend runs batches in parts; the batch's other requests stay at the head of the
         # queue, already sent (_released), for the next free instance.
         self._part_rows: Callable[[InferRequest], int | None] | None = None
         self._released = 0
-        self._sent: SentBatch | None = None       # the batch _released belongs to
+        self._sent: SentBatch | None = None  # the batch _released belongs to
 
     # ---------------------------------------------------------------- producer side
     def enqueue(self, request: InferRequest, *, keep_queue_start: bool = False) -> None:
@@ -213,8 +220,15 @@ class DynamicBatchScheduler:
             self._rows += request.batch_size
             shape_changed = request.shape_key != self._last_shape_key
             self._last_shape_key = request.shape_key
-            if (self._size == 1 or not self._batching or self._delay_ns == 0 or deadline
-                    or self._levels or shape_changed or self._rows >= self._wake_rows):
+            if (
+                self._size == 1
+                or not self._batching
+                or self._delay_ns == 0
+                or deadline
+                or self._levels
+                or shape_changed
+                or self._rows >= self._wake_rows
+            ):
                 self._cv.notify()
 
     def take_direct(self, request: InferRequest) -> int | None:
@@ -237,8 +251,13 @@ class DynamicBatchScheduler:
         rows one execution of such requests takes (None: the whole batch). Only where the queue
         is one FIFO (no priority levels, no timeouts, no ordering to keep); True if set."""
         policy = self._queues[0].policy if 0 in self._queues else None
-        if (not self._batching or self._levels or self._ordering is not None or policy is None
-                or policy.default_timeout_us):
+        if (
+            not self._batching
+            or self._levels
+            or self._ordering is not None
+            or policy is None
+            or policy.default_timeout_us
+        ):
             return False
         self._part_rows = part_rows
         return True
@@ -251,8 +270,9 @@ class DynamicBatchScheduler:
         return priority
 
     # ---------------------------------------------------------------- consumer side
-    def next_batch(self, instance: int = 0
-                   ) -> tuple[int, list[InferRequest], SentBatch | None] | None:
+    def next_batch(
+        self, instance: int = 0
+    ) -> tuple[int, list[InferRequest], SentBatch | None] | None:
         """Block until a batch should execute; return (sequence, requests, the sent batch they
         are a part of or None when they are the whole of it), or None once stopped and empty.
         Called by each model instance's thread when it is free (any instance takes any
@@ -270,33 +290,35 @@ class DynamicBatchScheduler:
                             return None
                         self._cv.wait()
                         continue
-                    if self._released:     # the rest of a batch already sent
+                    if self._released:  # the rest of a batch already sent
                         decision = self._head(self._released)
                         sent = self._sent
                     else:
                         decision = self._form_batch(now)
                         if isinstance(decision, int):
-                            if self._stopping:     # draining: no batch waits for company
+                            if self._stopping:  # draining: no batch waits for company
                                 decision = self._form_batch(now, flush=True)
                             else:
-                                self._cv.wait(timeout=min(max(decision, 1000) / 1e9,
-                                                          MAX_WAIT_S))
+                                self._cv.wait(timeout=min(max(decision, 1000) / 1e9, MAX_WAIT_S))
                                 continue
                     if self._part_rows is not None:
                         part = self._first_part(decision)
                         if sent is None and part < len(decision):
                             sent = self._sent = SentBatch(
-                                sum(e.request.batch_size for e in decision))
+                                sum(e.request.batch_size for e in decision)
+                            )
                         self._released = len(decision) - part
                         decision = decision[:part]
                     batch = self._pop(decision)
                     seq = self._next_seq
                     self._next_seq += 1
-                    if self._size:         # more to do: the next idle instance takes it
+                    if self._size:  # more to do: the next idle instance takes it
                         self._cv.notify()
             for entry in rejected:
-                self._on_reject(entry.request,
-                                unavailable(f"{_log_prefix(entry.request)}Request timeout expired"))
+                self._on_reject(
+                    entry.request,
+                    unavailable(f"{_log_prefix(entry.request)}Request timeout expired"),
+                )
             if batch is not None:
                 return seq, batch, sent
 
@@ -415,7 +437,7 @@ class DynamicBatchScheduler:
         ``flush``: the batch as it is, when the queue is draining)."""
         pending: list[_Entry] = []
         pending_rows = 0
-        best = 0                        # number of entries in the chosen preferred batch
+        best = 0  # number of entries in the chosen preferred batch
         send_now = False
         key = None
         for entry in self._iter_entries():
@@ -486,7 +508,7 @@ class _LastIdleFirst:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiters: list = []        # one locked lock per waiting thread, oldest first
+        self._waiters: list = []  # one locked lock per waiting thread, oldest first
 
     def __enter__(self) -> bool:
         return self._lock.acquire()
@@ -508,7 +530,7 @@ class _LastIdleFirst:
             if not notified:
                 try:
                     self._waiters.remove(waiter)
-                except ValueError:      # notified as the timeout ended
+                except ValueError:  # notified as the timeout ended
                     pass
 
     def notify(self) -> None:

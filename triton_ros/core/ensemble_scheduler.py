@@ -21,6 +21,7 @@ At load, :func:`validate_ensemble` checks the steps against the composing models
 (ValidateEnsembleConfig); the graph on its own is checked with the configuration
 (model_config._validate_ensemble_graph).
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,7 @@ from typing import Callable
 import numpy as np
 
 from .datatypes import protocol_to_config
-from .errors import (TritonRosError, as_triton_error, internal, invalid_arg, unavailable,
-                     unsupported)
+from .errors import TritonRosError, as_triton_error, internal, invalid_arg, unavailable, unsupported
 from .infer_request import InferRequest, InferResponse, RequestedOutput
 from .model import ModelBase
 from .model_config import WILDCARD_DIM, ModelConfig, TensorConfig
@@ -48,8 +48,8 @@ class _Step:
     index: int
     model_name: str
     model_version: int
-    inputs: tuple[tuple[str, str], ...]     # (composing model input, ensemble tensor)
-    outputs: tuple[tuple[str, str], ...]    # (composing model output, ensemble tensor)
+    inputs: tuple[tuple[str, str], ...]  # (composing model input, ensemble tensor)
+    outputs: tuple[tuple[str, str], ...]  # (composing model output, ensemble tensor)
 
 
 class EnsembleModel(ModelBase):
@@ -59,9 +59,15 @@ class EnsembleModel(ModelBase):
         super().__init__(config, version=version, model_path=model_path)
         self.manager = manager
         self.steps = tuple(
-            _Step(i, s.model_name, s.model_version, tuple(sorted(s.input_map.items())),
-                  tuple(sorted(s.output_map.items())))
-            for i, s in enumerate(config.ensemble_steps))
+            _Step(
+                i,
+                s.model_name,
+                s.model_version,
+                tuple(sorted(s.input_map.items())),
+                tuple(sorted(s.output_map.items())),
+            )
+            for i, s in enumerate(config.ensemble_steps)
+        )
         self._stopping = False
         self._contexts: set[_EnsembleContext] = set()
         self._idle = threading.Condition()
@@ -75,8 +81,10 @@ class EnsembleModel(ModelBase):
         try:
             return self.manager.get_model(step.model_name, step.model_version)
         except TritonRosError as exc:
-            raise invalid_arg(f"ensemble '{self.name}' depends on '{step.model_name}' which has "
-                              f"no loaded version: {exc.message}") from None
+            raise invalid_arg(
+                f"ensemble '{self.name}' depends on '{step.model_name}' which has "
+                f"no loaded version: {exc.message}"
+            ) from None
 
     def _composing_config(self, step: _Step) -> ModelConfig:
         return self._composing_model(step).config
@@ -89,8 +97,9 @@ class EnsembleModel(ModelBase):
         whoever reports its health (the ROS node's diagnostics) can say why it cannot serve."""
         missing: list[str] = []
         for step in self.steps:
-            what = f"'{step.model_name}'" + (f" version {step.model_version}"
-                                             if step.model_version >= 0 else "")
+            what = f"'{step.model_name}'" + (
+                f" version {step.model_version}" if step.model_version >= 0 else ""
+            )
             try:
                 model = self.manager.get_model(step.model_name, step.model_version)
             except TritonRosError:
@@ -121,8 +130,9 @@ class EnsembleModel(ModelBase):
         with self._idle:
             left = list(self._contexts)
         for context in left:
-            context.fail(unavailable(f"ensemble '{self.name}' was unloaded before the request "
-                                     f"completed"))
+            context.fail(
+                unavailable(f"ensemble '{self.name}' was unloaded before the request completed")
+            )
 
     # ---------------------------------------------------------------- requests
     @property
@@ -155,7 +165,7 @@ class _EnsembleContext:
         self.waiting: list[_Step] = list(model.steps)
         self.running = 0
         self.finished = False
-        self.problems: list[str] = []   # outputs a step did not produce
+        self.problems: list[str] = []  # outputs a step did not produce
         self.compute = [0, 0, 0]
         # The running steps' requests, by their future. The future's done-callback must not hold
         # the request (the request holds the future: a cycle that only the garbage collector
@@ -188,14 +198,18 @@ class _EnsembleContext:
         sub = InferRequest(
             model_name=step.model_name,
             inputs={name: self.tensors[t] for name, t in step.inputs if t in self.tensors},
-            model_version=step.model_version, id=request.id,
+            model_version=step.model_version,
+            id=request.id,
             requested_outputs=tuple(RequestedOutput(name) for name, _ in step.outputs),
-            priority=request.priority, timeout_us=request.timeout_us,
+            priority=request.priority,
+            timeout_us=request.timeout_us,
             parameters=dict(request.parameters),
             # A stateful step sees the ensemble request's sequence, as in Triton.
-            sequence_id=request.sequence_id, sequence_start=request.sequence_start,
-            sequence_end=request.sequence_end)
-        if request.trace is not None:       # a step of a traced request: a child trace
+            sequence_id=request.sequence_id,
+            sequence_start=request.sequence_start,
+            sequence_end=request.sequence_end,
+        )
+        if request.trace is not None:  # a step of a traced request: a child trace
             sub.trace = request.trace.spawn_child()
         future = self.model.manager.infer(sub)
         with self.lock:
@@ -208,8 +222,9 @@ class _EnsembleContext:
         error = future.exception()
         if error is not None:
             error = as_triton_error(error)
-            self.fail(TritonRosError(error.code,
-                                     f"in ensemble '{self.model.name}', {error.message}"))
+            self.fail(
+                TritonRosError(error.code, f"in ensemble '{self.model.name}', {error.message}")
+            )
             return
         response: InferResponse = future.result()
         with self.lock:
@@ -221,8 +236,10 @@ class _EnsembleContext:
             for name, tensor in step.outputs:
                 array = response.outputs.get(name)
                 if array is None:
-                    self.problems.append(f"model '{step.model_name}' did not produce output "
-                                         f"'{name}' (ensemble tensor '{tensor}')")
+                    self.problems.append(
+                        f"model '{step.model_name}' did not produce output "
+                        f"'{name}' (ensemble tensor '{tensor}')"
+                    )
                     continue
                 self.tensors[tensor] = array
                 self.ready.add(tensor)
@@ -242,9 +259,13 @@ class _EnsembleContext:
                 outputs[name] = array
         if missing:
             detail = "; ".join(self.problems) or f"output(s) {', '.join(missing)} never written"
-            self.fail(internal(f"in ensemble '{model.name}', unexpected deadlock, at least one "
-                               f"output is not set while no more ensemble steps can be made: "
-                               f"{detail}"))
+            self.fail(
+                internal(
+                    f"in ensemble '{model.name}', unexpected deadlock, at least one "
+                    f"output is not set while no more ensemble steps can be made: "
+                    f"{detail}"
+                )
+            )
             return
         with self.lock:
             if self.finished:
@@ -253,13 +274,19 @@ class _EnsembleContext:
         now = time.monotonic_ns()
         compute_input, compute_infer, compute_output = self.compute
         request.compute_input_ns, request.compute_infer_ns, request.compute_output_ns = self.compute
-        model.stats.record_success(request_ns=now - request.arrival_ns,
-                                   queue_ns=request.compute_start_ns - request.queue_start_ns,
-                                   compute_input_ns=compute_input, compute_infer_ns=compute_infer,
-                                   compute_output_ns=compute_output)
-        model.stats.record_execution(batch_size=request.batch_size, compute_input_ns=compute_input,
-                                     compute_infer_ns=compute_infer,
-                                     compute_output_ns=compute_output)
+        model.stats.record_success(
+            request_ns=now - request.arrival_ns,
+            queue_ns=request.compute_start_ns - request.queue_start_ns,
+            compute_input_ns=compute_input,
+            compute_infer_ns=compute_infer,
+            compute_output_ns=compute_output,
+        )
+        model.stats.record_execution(
+            batch_size=request.batch_size,
+            compute_input_ns=compute_input,
+            compute_infer_ns=compute_infer,
+            compute_output_ns=compute_output,
+        )
         request.set_response(InferResponse(model.name, model.version, request.id, outputs))
         model._finished(self)
 
@@ -268,8 +295,9 @@ class _EnsembleContext:
             if self.finished:
                 return
             self.finished = True
-        self.model.stats.record_failure(request_ns=time.monotonic_ns() - self.request.arrival_ns,
-                                        reason="OTHER")
+        self.model.stats.record_failure(
+            request_ns=time.monotonic_ns() - self.request.arrival_ns, reason="OTHER"
+        )
         self.request.set_error(error)
         self.model._finished(self)
 
@@ -278,10 +306,11 @@ class _EnsembleContext:
 # Load-time validation against the composing models (ValidateEnsembleConfig)
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass
 class _TensorNode:
     model: str
-    datatype: str           # protocol name
+    datatype: str  # protocol name
     dims: tuple[int, ...]
     batching: bool
 
@@ -301,14 +330,18 @@ def _dims_text(dims: tuple[int, ...]) -> str:
 def _check_consistent(ensemble: str, tensor: str, known: _TensorNode, new: _TensorNode) -> None:
     prefix = f"in ensemble {ensemble}, ensemble tensor {tensor}: "
     if known.datatype != new.datatype:
-        raise invalid_arg(prefix + f"inconsistent data type: {protocol_to_config(known.datatype)} "
-                          f"is inferred from model {known.model} while "
-                          f"{protocol_to_config(new.datatype)} is inferred from model {new.model}")
+        raise invalid_arg(
+            prefix + f"inconsistent data type: {protocol_to_config(known.datatype)} "
+            f"is inferred from model {known.model} while "
+            f"{protocol_to_config(new.datatype)} is inferred from model {new.model}"
+        )
     # A tensor shared by a batching and a non-batching model compares with the batch dimension.
     if not _dims_match(known.dims, new.dims) and not _dims_match(known.full_dims, new.full_dims):
-        raise invalid_arg(prefix + f"inconsistent shape: {_dims_text(known.full_dims)} is inferred "
-                          f"from model {known.model} while {_dims_text(new.full_dims)} is "
-                          f"inferred from model {new.model}")
+        raise invalid_arg(
+            prefix + f"inconsistent shape: {_dims_text(known.full_dims)} is inferred "
+            f"from model {known.model} while {_dims_text(new.full_dims)} is "
+            f"inferred from model {new.model}"
+        )
 
 
 def _node(model: str, tensor: TensorConfig, batching: bool) -> _TensorNode:
@@ -324,30 +357,46 @@ def validate_ensemble(config: ModelConfig, composing: Callable[[_Step], ModelCon
     nodes: dict[str, _TensorNode] = {}
     for tensor in (*config.inputs, *config.outputs):
         nodes.setdefault(tensor.name, _node(name, tensor, batching))
-    steps = [_Step(i, s.model_name, s.model_version, tuple(s.input_map.items()),
-                   tuple(s.output_map.items())) for i, s in enumerate(config.ensemble_steps)]
+    steps = [
+        _Step(
+            i,
+            s.model_name,
+            s.model_version,
+            tuple(s.input_map.items()),
+            tuple(s.output_map.items()),
+        )
+        for i, s in enumerate(config.ensemble_steps)
+    ]
     for step in steps:
         step_config = composing(step)
         model = step.model_name
         if step_config.decoupled:
-            raise unsupported(f"ensemble {name}: step model {model} uses the decoupled "
-                              f"transaction policy, which triton_ros does not run inside an "
-                              f"ensemble")
+            raise unsupported(
+                f"ensemble {name}: step model {model} uses the decoupled "
+                f"transaction policy, which triton_ros does not run inside an "
+                f"ensemble"
+            )
         if 0 < step_config.max_batch_size < config.max_batch_size:
-            raise invalid_arg(f"ensemble {name} allows maximum batch size {config.max_batch_size}, "
-                              f"but it contains model {model} which only allows maximum batch "
-                              f"size to be {step_config.max_batch_size}")
+            raise invalid_arg(
+                f"ensemble {name} allows maximum batch size {config.max_batch_size}, "
+                f"but it contains model {model} which only allows maximum batch "
+                f"size to be {step_config.max_batch_size}"
+            )
         step_batching = step_config.max_batch_size > 0
         inputs = {t.name: t for t in step_config.inputs}
         for model_input, tensor in step.inputs:
             if model_input not in inputs:
-                raise invalid_arg(f"in ensemble {name}, ensemble tensor {tensor} is mapping to "
-                                  f"non-existing input {model_input} in model {model}")
+                raise invalid_arg(
+                    f"in ensemble {name}, ensemble tensor {tensor} is mapping to "
+                    f"non-existing input {model_input} in model {model}"
+                )
         mapped = {model_input for model_input, _ in step.inputs}
         for tensor_config in step_config.inputs:
             if tensor_config.name not in mapped and not tensor_config.optional:
-                raise invalid_arg(f"in ensemble {name}, input {tensor_config.name} in model "
-                                  f"{model} is not mapped to any ensemble tensors")
+                raise invalid_arg(
+                    f"in ensemble {name}, input {tensor_config.name} in model "
+                    f"{model} is not mapped to any ensemble tensors"
+                )
         for model_input, tensor in step.inputs:
             new = _node(model, inputs[model_input], step_batching)
             if tensor in nodes:
@@ -357,8 +406,10 @@ def validate_ensemble(config: ModelConfig, composing: Callable[[_Step], ModelCon
         outputs = {t.name: t for t in step_config.outputs}
         for model_output, tensor in step.outputs:
             if model_output not in outputs:
-                raise invalid_arg(f"in ensemble {name}, ensemble tensor {tensor} is mapped from "
-                                  f"non-existing output {model_output} in model {model}")
+                raise invalid_arg(
+                    f"in ensemble {name}, ensemble tensor {tensor} is mapped from "
+                    f"non-existing output {model_output} in model {model}"
+                )
             new = _node(model, outputs[model_output], step_batching)
             if tensor in nodes:
                 _check_consistent(name, tensor, nodes[tensor], new)

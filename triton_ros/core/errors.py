@@ -4,6 +4,7 @@ Every failure the core reports is a :class:`TritonRosError` carrying a :class:`S
 mirrors ``TRITONSERVER_Error_Code``. Each frontend maps the code to its own protocol (gRPC status,
 HTTP status, ROS log line and diagnostics counter); the core never imports a transport.
 """
+
 from __future__ import annotations
 
 import enum
@@ -33,8 +34,10 @@ class TritonRosError(Exception):
         if len(message) > MAX_MESSAGE_CHARS:
             # Messages quote what the client sent (names, values): a huge one must not turn into
             # a reply the transport cannot carry (gRPC's 8 KiB metadata limit).
-            message = (message[:MAX_MESSAGE_CHARS]
-                       + f"... ({len(message) - MAX_MESSAGE_CHARS} more characters)")
+            message = (
+                message[:MAX_MESSAGE_CHARS]
+                + f"... ({len(message) - MAX_MESSAGE_CHARS} more characters)"
+            )
         super().__init__(message)
         self.code = code
         self.message = message
@@ -58,8 +61,9 @@ class UnknownModelError(TritonRosError):
 
 def unknown_model(name: str) -> UnknownModelError:
     """tritonserver's answer for a model name it does not serve: NOT_FOUND."""
-    return UnknownModelError(StatusCode.NOT_FOUND,
-                             f"Request for unknown model: '{name}' is not found")
+    return UnknownModelError(
+        StatusCode.NOT_FOUND, f"Request for unknown model: '{name}' is not found"
+    )
 
 
 class StoppingError(TritonRosError):

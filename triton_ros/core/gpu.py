@@ -4,6 +4,7 @@
 can use. It asks the CUDA runtime through cuda-python (``cuda.bindings`` or the older ``cuda``
 package) and falls back to NVML; with neither, or no driver, there are no GPUs.
 """
+
 from __future__ import annotations
 
 import functools

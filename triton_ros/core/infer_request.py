@@ -19,6 +19,7 @@ stop early (a Python model's ``request.is_cancelled()``) is told.
 and messages, and computes its batch size and the shape key that decides which requests may
 share a batch.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,7 +52,7 @@ class RequestTrace(Protocol):
 @dataclass(frozen=True)
 class RequestedOutput:
     name: str
-    class_count: int = 0               # > 0: Triton's classification extension (top-k labels)
+    class_count: int = 0  # > 0: Triton's classification extension (top-k labels)
     # Where the client wants the output written (shared memory extension); the frontend writes
     # it there when it encodes the response, and the response carries no data for it.
     shared_memory: SharedMemoryBlock | None = None
@@ -62,7 +63,7 @@ class InferResponse:
     model_name: str
     model_version: int
     id: str
-    outputs: dict[str, np.ndarray]     # in the order the client should see them
+    outputs: dict[str, np.ndarray]  # in the order the client should see them
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
@@ -75,11 +76,11 @@ ResponseSink = Callable[[Any, bool], None]
 class InferRequest:
     model_name: str
     inputs: dict[str, np.ndarray]
-    model_version: int = -1            # -1: the latest ready version
+    model_version: int = -1  # -1: the latest ready version
     id: str = ""
-    requested_outputs: tuple[RequestedOutput, ...] | None = None   # None: every output
-    priority: int = 0                  # 0: the model's default level
-    timeout_us: int = 0                # 0: the queue policy's default
+    requested_outputs: tuple[RequestedOutput, ...] | None = None  # None: every output
+    priority: int = 0  # 0: the model's default level
+    timeout_us: int = 0  # 0: the queue policy's default
     parameters: dict[str, Any] = field(default_factory=dict)
     # Triton's sequence extension: the correlation ID (a uint64 or a string; 0 or "": none)
     # and the START and END flags. Only a model with sequence_batching reads them.
@@ -92,11 +93,11 @@ class InferRequest:
     # Set by the core ------------------------------------------------------------------------
     future: Future = field(default_factory=Future, repr=False)
     arrival_ns: int = field(default_factory=time.monotonic_ns, repr=False)
-    batch_size: int = 1                # rows this request adds to a batch
-    shape_key: tuple = ()              # requests batch together only with equal keys
+    batch_size: int = 1  # rows this request adds to a batch
+    shape_key: tuple = ()  # requests batch together only with equal keys
     queue_start_ns: int = 0
     compute_start_ns: int = 0
-    cache_key: bytes | None = field(default=None, repr=False)   # set on a response-cache miss
+    cache_key: bytes | None = field(default=None, repr=False)  # set on a response-cache miss
     cache_lookup_ns: int = 0
     # The compute durations charged to this request (its batch's), set before it is answered so
     # that an ensemble can add up its steps' (Triton's secondary stats aggregator).
@@ -105,7 +106,7 @@ class InferRequest:
     compute_output_ns: int = 0
     # Answered with its part of a batch that runs in parts, before the batch ended.
     answered_early: bool = False
-    compute_end_ns: int = 0            # its batch's (or part's) execution returned
+    compute_end_ns: int = 0  # its batch's (or part's) execution returned
     # Request tracing (core/tracer.py): the trace of a sampled request, which the core reports
     # to when it answers the request. A caller that adds timestamps of its own (a frontend's
     # receive and send, the ROS node's frame received and published) sets caller_releases_trace
@@ -116,7 +117,7 @@ class InferRequest:
     # Accepted by a model's scheduler (set at enqueue): a failure after this is the model's
     # answer to the request; before it, the request was refused (Triton's enqueue errors).
     issued: bool = False
-    cancelled: bool = False            # cancel(): the client went away
+    cancelled: bool = False  # cancel(): the client went away
     # Set by the sequence batcher: the slot the request's sequence holds, the sequence's
     # implicit state (captured from the response), outputs the backend must produce beyond the
     # requested ones (the state outputs), and whether this is a not-ready filler of a slot.
@@ -142,16 +143,21 @@ class InferRequest:
                 self._final_sent = True
                 try:
                     self.response_sink(response, True)
-                except Exception as exc:    # the caller's fault: its future still resolves
-                    _log.error("request '%s': its response sink failed: %s: %s", self.id,
-                               type(exc).__name__, exc)
-                self.response_sink = None   # no cycle through the caller's closure
+                except Exception as exc:  # the caller's fault: its future still resolves
+                    _log.error(
+                        "request '%s': its response sink failed: %s: %s",
+                        self.id,
+                        type(exc).__name__,
+                        exc,
+                    )
+                self.response_sink = None  # no cycle through the caller's closure
             if self.trace is not None:
                 self.trace.end_request(self, response, time.monotonic_ns())
             self.future.set_result(response)
 
-    def stream_response(self, response: "InferResponse | TritonRosError | None",
-                        final: bool) -> None:
+    def stream_response(
+        self, response: "InferResponse | TritonRosError | None", final: bool
+    ) -> None:
         """One response of a decoupled model, in order; after the final one the future resolves
         (to the last response, or None when the final flag came alone). Later calls are
         ignored."""
@@ -165,8 +171,11 @@ class InferRequest:
             # Done with the caller's and the backend's closures (they may hold this request).
             self.response_sink = self.response_factory = None
             if self.trace is not None:
-                self.trace.end_request(self, response if isinstance(response, InferResponse)
-                                       else None, time.monotonic_ns())
+                self.trace.end_request(
+                    self,
+                    response if isinstance(response, InferResponse) else None,
+                    time.monotonic_ns(),
+                )
             self.future.set_result(response if isinstance(response, InferResponse) else None)
 
     @property
@@ -182,7 +191,7 @@ class InferRequest:
         for fn in list(self._on_cancel):
             try:
                 fn()
-            except Exception:       # a backend's hook must not fail the canceller
+            except Exception:  # a backend's hook must not fail the canceller
                 pass
 
     def on_cancel(self, fn: Callable[[], None]) -> None:
@@ -200,8 +209,11 @@ class InferRequest:
 
     def shared_memory_outputs(self) -> dict[str, SharedMemoryBlock]:
         """The requested outputs to write into shared memory, by name."""
-        return {o.name: o.shared_memory for o in self.requested_outputs or ()
-                if o.shared_memory is not None}
+        return {
+            o.name: o.shared_memory
+            for o in self.requested_outputs or ()
+            if o.shared_memory is not None
+        }
 
     def output_names(self, config: ModelConfig) -> list[str]:
         """The outputs the backend must produce: the requested ones (every output when none
@@ -240,11 +252,13 @@ def normalize_request(config: ModelConfig, request: InferRequest) -> None:
             raise invalid_arg(
                 f"expected {len(config.inputs)} inputs but got {len(request.inputs)} inputs for "
                 f"model '{model}'. Got input(s) {got}, but missing required input(s) {miss}. "
-                f"Please provide all required input(s).")
+                f"Please provide all required input(s)."
+            )
         raise invalid_arg(
             f"expected number of inputs between {len(required)} and {len(config.inputs)} but got "
             f"{len(request.inputs)} inputs for model '{model}'. Got input(s) {got}, but missing "
-            f"required input(s) {miss}. Please provide all required input(s).")
+            f"required input(s) {miss}. Please provide all required input(s)."
+        )
 
     batching = config.max_batch_size > 0
     batch_size = 0
@@ -253,17 +267,20 @@ def normalize_request(config: ModelConfig, request: InferRequest) -> None:
             raise invalid_arg(f"input '{name}' for model '{model}' is not a tensor")
         if batching:
             if array.ndim == 0:
-                raise invalid_arg(f"input '{name}' has no shape but model requires batch "
-                                  f"dimension for '{model}'")
+                raise invalid_arg(
+                    f"input '{name}' has no shape but model requires batch dimension for '{model}'"
+                )
             if batch_size == 0:
                 batch_size = int(array.shape[0])
             elif int(array.shape[0]) != batch_size:
-                raise invalid_arg(f"input '{name}' batch size does not match other inputs for "
-                                  f"'{model}'")
+                raise invalid_arg(
+                    f"input '{name}' batch size does not match other inputs for '{model}'"
+                )
     if batching:
         if batch_size > config.max_batch_size:
-            raise invalid_arg(f"inference request batch-size must be <= {config.max_batch_size} "
-                              f"for '{model}'")
+            raise invalid_arg(
+                f"inference request batch-size must be <= {config.max_batch_size} for '{model}'"
+            )
         if batch_size < 1 and request.inputs:
             raise invalid_arg(f"inference request batch-size must be >= 1 for '{model}'")
 
@@ -272,22 +289,29 @@ def normalize_request(config: ModelConfig, request: InferRequest) -> None:
         tensor = declared[name]
         got_type = from_numpy_dtype(array.dtype)
         if got_type != tensor.datatype:
-            raise invalid_arg(f"inference input '{name}' data-type is '{got_type}', but model "
-                              f"'{model}' expects '{tensor.datatype}'")
+            raise invalid_arg(
+                f"inference input '{name}' data-type is '{got_type}', but model "
+                f"'{model}' expects '{tensor.datatype}'"
+            )
         shape = array.shape[1:] if batching else array.shape
         ok = len(shape) == len(tensor.dims) and all(
-            c == WILDCARD_DIM or c == s for c, s in zip(tensor.dims, shape))
+            c == WILDCARD_DIM or c == s for c, s in zip(tensor.dims, shape)
+        )
         if not ok:
             full = ((WILDCARD_DIM,) if batching else ()) + tensor.dims
             note = ""
             if batching:
-                note = (" NOTE: Setting a non-zero max_batch_size in the model config requires a "
-                        "batch dimension to be prepended to each input shape. If you want to "
-                        "specify the full shape including the batch dim in your input dims config, "
-                        "try setting max_batch_size to zero. See the model configuration docs for "
-                        "more info on max_batch_size.")
-            raise invalid_arg(f"unexpected shape for input '{name}' for model '{model}'. Expected "
-                              f"{_dims_str(full)}, got {_dims_str(array.shape)}.{note}")
+                note = (
+                    " NOTE: Setting a non-zero max_batch_size in the model config requires a "
+                    "batch dimension to be prepended to each input shape. If you want to "
+                    "specify the full shape including the batch dim in your input dims config, "
+                    "try setting max_batch_size to zero. See the model configuration docs for "
+                    "more info on max_batch_size."
+                )
+            raise invalid_arg(
+                f"unexpected shape for input '{name}' for model '{model}'. Expected "
+                f"{_dims_str(full)}, got {_dims_str(array.shape)}.{note}"
+            )
         if tensor.has_variable_dims:
             # Triton enforces equal shapes inside a batch for non-ragged variable-size inputs.
             key.append((name, tuple(shape)))
@@ -313,8 +337,9 @@ def model_facing_inputs(config: ModelConfig, request: InferRequest) -> Mapping[s
         tensor = config.input(name)
         if tensor is not None and tensor.reshape is not None:
             batch = (array.shape[0],) if config.max_batch_size > 0 else ()
-            array = array.reshape(batch + _resolve_reshape(tensor.dims, tensor.reshape,
-                                                           array.shape[len(batch):]))
+            array = array.reshape(
+                batch + _resolve_reshape(tensor.dims, tensor.reshape, array.shape[len(batch) :])
+            )
         out[name] = array
     return out
 

@@ -9,6 +9,7 @@
 Failures also count by Triton's metric reason (REJECTED, CANCELED, BACKEND, OTHER).
 Durations are nanoseconds; counters only grow, so metrics can be derived from snapshots.
 """
+
 from __future__ import annotations
 
 import threading
@@ -74,8 +75,15 @@ class ModelStats:
         self._batch: dict[int, BatchStat] = {}
         self._fail_reasons: dict[str, int] = {}
 
-    def record_success(self, *, request_ns: int, queue_ns: int, compute_input_ns: int,
-                       compute_infer_ns: int, compute_output_ns: int) -> None:
+    def record_success(
+        self,
+        *,
+        request_ns: int,
+        queue_ns: int,
+        compute_input_ns: int,
+        compute_infer_ns: int,
+        compute_output_ns: int,
+    ) -> None:
         with self._lock:
             self._success.add(request_ns)
             self._queue.add(queue_ns)
@@ -89,8 +97,15 @@ class ModelStats:
             self._fail.add(request_ns)
             self._fail_reasons[reason] = self._fail_reasons.get(reason, 0) + 1
 
-    def record_execution(self, *, batch_size: int, compute_input_ns: int, compute_infer_ns: int,
-                         compute_output_ns: int, inference_count: int | None = None) -> None:
+    def record_execution(
+        self,
+        *,
+        batch_size: int,
+        compute_input_ns: int,
+        compute_infer_ns: int,
+        compute_output_ns: int,
+        inference_count: int | None = None,
+    ) -> None:
         """One execution of a batch of ``batch_size`` rows, ``inference_count`` of them
         inferences (all by default; the sequence batcher's not-ready rows are not)."""
         with self._lock:
@@ -126,17 +141,25 @@ class ModelStats:
 
         with self._lock:
             return StatsSnapshot(
-                name=self.name, version=self.version,
+                name=self.name,
+                version=self.version,
                 last_inference_ms=self._last_inference_ms,
                 inference_count=self._inference_count,
                 execution_count=self._execution_count,
-                success=d(self._success), fail=d(self._fail), queue=d(self._queue),
-                compute_input=d(self._compute_input), compute_infer=d(self._compute_infer),
+                success=d(self._success),
+                fail=d(self._fail),
+                queue=d(self._queue),
+                compute_input=d(self._compute_input),
+                compute_infer=d(self._compute_infer),
                 compute_output=d(self._compute_output),
-                cache_hit=d(self._cache_hit), cache_miss=d(self._cache_miss),
-                batch_stats=[BatchStat(b.batch_size, d(b.compute_input), d(b.compute_infer),
-                                       d(b.compute_output))
-                             for _, b in sorted(self._batch.items())],
+                cache_hit=d(self._cache_hit),
+                cache_miss=d(self._cache_miss),
+                batch_stats=[
+                    BatchStat(
+                        b.batch_size, d(b.compute_input), d(b.compute_infer), d(b.compute_output)
+                    )
+                    for _, b in sorted(self._batch.items())
+                ],
                 failures_by_reason=dict(self._fail_reasons),
             )
 

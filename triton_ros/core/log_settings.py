@@ -7,6 +7,7 @@ as in Triton), ``log_info``, ``log_warning``, ``log_error`` (bool), ``log_verbos
 (verbose > 0: DEBUG), and the handlers' timestamps follow ``log_format``. Both frontends (gRPC
 ``LogSettings``, HTTP ``/v2/logging``) call :class:`LogSettings` through the core server.
 """
+
 from __future__ import annotations
 
 import logging
@@ -19,21 +20,33 @@ LOGGER = "triton_ros"
 FORMATS = ("default", "ISO8601")
 _DATEFMT = {"default": "%m%d %H:%M:%S", "ISO8601": "%Y-%m-%dT%H:%M:%S"}
 _BOOLS = ("log_info", "log_warning", "log_error")
-MAX_VERBOSE_LEVEL = 2 ** 31 - 1
+MAX_VERBOSE_LEVEL = 2**31 - 1
 
 
 class LogSettings:
     """The server's current log settings; :meth:`update` validates everything before applying."""
 
-    def __init__(self, *, info: bool = True, warning: bool = True, error: bool = True,
-                 verbose_level: int = 0, log_format: str = "default") -> None:
+    def __init__(
+        self,
+        *,
+        info: bool = True,
+        warning: bool = True,
+        error: bool = True,
+        verbose_level: int = 0,
+        log_format: str = "default",
+    ) -> None:
         self._lock = threading.Lock()
         if not 0 <= verbose_level <= MAX_VERBOSE_LEVEL:
-            raise invalid_arg(f"--log-verbose must be in [0, {MAX_VERBOSE_LEVEL}], got "
-                              f"{verbose_level}")
+            raise invalid_arg(
+                f"--log-verbose must be in [0, {MAX_VERBOSE_LEVEL}], got {verbose_level}"
+            )
         self._values: dict[str, object] = {
-            "log_file": "", "log_info": info, "log_warning": warning, "log_error": error,
-            "log_verbose_level": verbose_level, "log_format": log_format,
+            "log_file": "",
+            "log_info": info,
+            "log_warning": warning,
+            "log_error": error,
+            "log_verbose_level": verbose_level,
+            "log_format": log_format,
         }
 
     def get(self) -> dict[str, object]:
@@ -52,8 +65,12 @@ class LogSettings:
             elif key == "log_verbose_level":
                 # Triton's level is a uint32 on the wire and an int32 in the core: bounded, so
                 # that what is accepted can always be answered (gRPC LogSettings, uint32_param).
-                if (isinstance(value, bool) or not isinstance(value, int) or value < 0
-                        or value > MAX_VERBOSE_LEVEL):
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int)
+                    or value < 0
+                    or value > MAX_VERBOSE_LEVEL
+                ):
                     raise invalid_arg(f"expect int32 for '{key}' in [0, {MAX_VERBOSE_LEVEL}]")
             elif key == "log_format":
                 if not isinstance(value, str):

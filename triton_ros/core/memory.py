@@ -23,6 +23,7 @@ while requests come (:func:`keep_freed_buffers` with :data:`SERVER_KEEP_AT_TOP`)
 the heap holds free back to the system once requests have stopped for :data:`IDLE_TRIM_S`
 seconds (:class:`IdleTrim`, started by the core).
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -35,14 +36,16 @@ import time
 from typing import Callable
 
 _log = logging.getLogger("triton_ros.memory")
-M_ARENA_MAX = -8            # glibc's mallopt parameter numbers
+M_ARENA_MAX = -8  # glibc's mallopt parameter numbers
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
-KEEP_BELOW = 32 << 20       # the ceiling of glibc's own moving threshold (64-bit DEFAULT_MMAP_THRESHOLD_MAX)
+KEEP_BELOW = (
+    32 << 20
+)  # the ceiling of glibc's own moving threshold (64-bit DEFAULT_MMAP_THRESHOLD_MAX)
 KEEP_AT_TOP = 64 << 20
-SERVER_KEEP_AT_TOP = 256 << 20   # triton-ros-server: kept while busy, trimmed once idle
+SERVER_KEEP_AT_TOP = 256 << 20  # triton-ros-server: kept while busy, trimmed once idle
 DEFAULT_ARENAS = 2
-IDLE_TRIM_S = 3.0           # IdleTrim: seconds without activity before memory is trimmed
+IDLE_TRIM_S = 3.0  # IdleTrim: seconds without activity before memory is trimmed
 _done = False
 _kept = False
 
@@ -64,9 +67,12 @@ def _mallopt(*settings: tuple[int, int]) -> bool:
     if libc is None:
         return False
     for param, value in settings:
-        if not libc.mallopt(param, value):      # glibc refused it: say so, apply no more
-            _log.warning("glibc refused mallopt(%d, %d); the settings after it were not applied",
-                         param, value)
+        if not libc.mallopt(param, value):  # glibc refused it: say so, apply no more
+            _log.warning(
+                "glibc refused mallopt(%d, %d); the settings after it were not applied",
+                param,
+                value,
+            )
             return False
     return True
 
@@ -107,8 +113,9 @@ class IdleTrim:
     never under load. ``activity()`` is any number that changes while the process works (the
     core's count of requests). Does nothing where the C library is not glibc."""
 
-    def __init__(self, activity: Callable[[], int], *, idle_s: float = IDLE_TRIM_S,
-                 period_s: float = 1.0) -> None:
+    def __init__(
+        self, activity: Callable[[], int], *, idle_s: float = IDLE_TRIM_S, period_s: float = 1.0
+    ) -> None:
         self._activity = activity
         self._idle_s = idle_s
         self._period_s = period_s
@@ -116,9 +123,9 @@ class IdleTrim:
         self._thread: threading.Thread | None = None
         self._trim = getattr(_glibc(), "malloc_trim", None)
         self.trims = 0
-        self._seen: int | None = None       # the activity at the last look
-        self._changed = 0.0                 # when it last changed
-        self._trimmed: int | None = None    # the activity at the last trim
+        self._seen: int | None = None  # the activity at the last look
+        self._changed = 0.0  # when it last changed
+        self._trimmed: int | None = None  # the activity at the last trim
 
     def start(self) -> None:
         if self._trim is None or self._thread is not None:
@@ -143,7 +150,7 @@ class IdleTrim:
         if self._seen is None or seen != self._seen:
             self._seen, self._changed = seen, now
             if self._trimmed is None:
-                self._trimmed = seen       # what came before the first look: not a burst
+                self._trimmed = seen  # what came before the first look: not a burst
             return False
         if seen == self._trimmed or now - self._changed < self._idle_s:
             return False

@@ -3,6 +3,7 @@ metric sources that parts other than the core add to every scrape (Triton's metr
 
 Below the server (which holds the registry) and :mod:`metrics` (which reads the server).
 """
+
 from __future__ import annotations
 
 import logging
@@ -47,7 +48,7 @@ def format_value(value: float | int) -> str:
         return "NaN"
     if math.isinf(value):
         return "+Inf" if value > 0 else "-Inf"
-    if value.is_integer() and abs(value) < 2 ** 53:
+    if value.is_integer() and abs(value) < 2**53:
         return str(int(value))
     return repr(value)
 

@@ -19,6 +19,7 @@ and memory from /proc (Linux), GPU utilization, memory, power and energy through
 (``nvidia-ml-py``, imported lazily; without it or without a GPU these families are omitted), and
 the response cache's own gauges.
 """
+
 from __future__ import annotations
 
 import logging
@@ -40,62 +41,118 @@ FAILURE_REASONS = ("REJECTED", "CANCELED", "BACKEND", "OTHER")
 
 # name -> (type, help), in Triton's words (metrics.cc and local_cache).
 FAMILIES: dict[str, tuple[str, str]] = {
-    "nv_inference_request_success": (COUNTER, "Number of successful inference requests, all batch sizes"),
-    "nv_inference_request_failure": (COUNTER, "Number of failed inference requests, all batch sizes"),
-    "nv_inference_count": (COUNTER, "Number of inferences performed (does not include cached requests)"),
-    "nv_inference_exec_count": (COUNTER, "Number of model executions performed (does not include cached requests)"),
-    "nv_inference_request_duration_us": (COUNTER, "Cumulative inference request duration in microseconds (includes cached requests)"),
-    "nv_inference_queue_duration_us": (COUNTER, "Cumulative inference queuing duration in microseconds (includes cached requests)"),
-    "nv_inference_compute_input_duration_us": (COUNTER, "Cumulative compute input duration in microseconds (does not include cached requests)"),
-    "nv_inference_compute_infer_duration_us": (COUNTER, "Cumulative compute inference duration in microseconds (does not include cached requests)"),
+    "nv_inference_request_success": (
+        COUNTER,
+        "Number of successful inference requests, all batch sizes",
+    ),
+    "nv_inference_request_failure": (
+        COUNTER,
+        "Number of failed inference requests, all batch sizes",
+    ),
+    "nv_inference_count": (
+        COUNTER,
+        "Number of inferences performed (does not include cached requests)",
+    ),
+    "nv_inference_exec_count": (
+        COUNTER,
+        "Number of model executions performed (does not include cached requests)",
+    ),
+    "nv_inference_request_duration_us": (
+        COUNTER,
+        "Cumulative inference request duration in microseconds (includes cached requests)",
+    ),
+    "nv_inference_queue_duration_us": (
+        COUNTER,
+        "Cumulative inference queuing duration in microseconds (includes cached requests)",
+    ),
+    "nv_inference_compute_input_duration_us": (
+        COUNTER,
+        "Cumulative compute input duration in microseconds (does not include cached requests)",
+    ),
+    "nv_inference_compute_infer_duration_us": (
+        COUNTER,
+        "Cumulative compute inference duration in microseconds (does not include cached requests)",
+    ),
     "nv_inference_compute_output_duration_us": (
-        COUNTER, "Cumulative inference compute output duration in microseconds (does not include "
-                 "cached requests)"),
-    "nv_inference_pending_request_count": (GAUGE, "Instantaneous number of pending requests awaiting execution per-model."),
+        COUNTER,
+        "Cumulative inference compute output duration in microseconds (does not include "
+        "cached requests)",
+    ),
+    "nv_inference_pending_request_count": (
+        GAUGE,
+        "Instantaneous number of pending requests awaiting execution per-model.",
+    ),
     "nv_model_load_duration_secs": (GAUGE, "Model load time in seconds"),
     "nv_cache_num_hits_per_model": (COUNTER, "Number of cache hits per model"),
-    "nv_cache_hit_duration_per_model": (COUNTER, "Total cache hit duration per model, in microseconds"),
+    "nv_cache_hit_duration_per_model": (
+        COUNTER,
+        "Total cache hit duration per model, in microseconds",
+    ),
     "nv_cache_num_misses_per_model": (COUNTER, "Number of cache misses per model"),
-    "nv_cache_miss_duration_per_model": (COUNTER, "Total cache miss (insert+lookup) duration per model, in microseconds"),
+    "nv_cache_miss_duration_per_model": (
+        COUNTER,
+        "Total cache miss (insert+lookup) duration per model, in microseconds",
+    ),
     "nv_cache_util": (GAUGE, "Cache utilization [0.0 - 1.0]"),
     # Not Triton's: the transports' counts (core/infer_stats.EndpointStats).
     "triton_ros_connections_closed": (
-        COUNTER, "Connections an endpoint closed or lost before it answered a request, by reason: "
-                 "aborted (the client closed it within a request), evicted (closed at the "
-                 "connection limit to admit a new one), refused (over the connection limit), "
-                 "timeout (a request head or body too slow), malformed"),
+        COUNTER,
+        "Connections an endpoint closed or lost before it answered a request, by reason: "
+        "aborted (the client closed it within a request), evicted (closed at the "
+        "connection limit to admit a new one), refused (over the connection limit), "
+        "timeout (a request head or body too slow), malformed",
+    ),
     "nv_cache_num_entries": (GAUGE, "Number of responses stored in response cache"),
     "nv_cache_num_hits": (GAUGE, "Number of cache hits in response cache"),
     "nv_cache_num_misses": (GAUGE, "Number of cache misses in response cache"),
     "nv_cache_num_lookups": (GAUGE, "Number of cache lookups in response cache"),
     "nv_cache_num_evictions": (GAUGE, "Number of cache evictions in response cache"),
-    "nv_cache_lookup_duration": (GAUGE, "Total cache lookup duration (hit and miss), in microseconds"),
+    "nv_cache_lookup_duration": (
+        GAUGE,
+        "Total cache lookup duration (hit and miss), in microseconds",
+    ),
     "nv_cache_insertion_duration": (GAUGE, "Total cache insertion duration, in microseconds"),
     "nv_gpu_utilization": (GAUGE, "GPU utilization rate [0.0 - 1.0)"),
     "nv_gpu_memory_total_bytes": (GAUGE, "GPU total memory, in bytes"),
     "nv_gpu_memory_used_bytes": (GAUGE, "GPU used memory, in bytes"),
     "nv_gpu_power_usage": (GAUGE, "GPU power usage in watts"),
     "nv_gpu_power_limit": (GAUGE, "GPU power management limit in watts"),
-    "nv_energy_consumption": (COUNTER, "GPU energy consumption in joules since the Triton Server started"),
+    "nv_energy_consumption": (
+        COUNTER,
+        "GPU energy consumption in joules since the Triton Server started",
+    ),
     "nv_cpu_utilization": (GAUGE, "CPU utilization rate [0.0 - 1.0]"),
     "nv_cpu_memory_total_bytes": (GAUGE, "CPU total memory (RAM), in bytes"),
     "nv_cpu_memory_used_bytes": (GAUGE, "CPU used memory (RAM), in bytes"),
     # Request tracing (core/tracer.py; not Triton's: it has no trace metrics).
     "triton_ros_trace_written": (COUNTER, "Number of request traces written to trace files"),
-    "triton_ros_trace_dropped": (COUNTER, "Number of request traces lost (trace file not writable, or the trace writer behind)"),
+    "triton_ros_trace_dropped": (
+        COUNTER,
+        "Number of request traces lost (trace file not writable, or the trace writer behind)",
+    ),
     "triton_ros_trace_file_errors": (COUNTER, "Number of failed writes of a trace file"),
 }
 
 # Families every scrape carries, even with no model loaded (as Triton registers them at start).
 _MODEL_FAMILIES = (
-    "nv_inference_request_success", "nv_inference_request_failure", "nv_inference_count",
-    "nv_inference_exec_count", "nv_inference_request_duration_us",
-    "nv_inference_queue_duration_us", "nv_inference_compute_input_duration_us",
-    "nv_inference_compute_infer_duration_us", "nv_inference_compute_output_duration_us",
-    "nv_inference_pending_request_count", "nv_model_load_duration_secs",
+    "nv_inference_request_success",
+    "nv_inference_request_failure",
+    "nv_inference_count",
+    "nv_inference_exec_count",
+    "nv_inference_request_duration_us",
+    "nv_inference_queue_duration_us",
+    "nv_inference_compute_input_duration_us",
+    "nv_inference_compute_infer_duration_us",
+    "nv_inference_compute_output_duration_us",
+    "nv_inference_pending_request_count",
+    "nv_model_load_duration_secs",
 )
-_MODEL_CACHE_FAMILIES = ("nv_cache_num_hits_per_model", "nv_cache_hit_duration_per_model",
-                         "nv_cache_num_misses_per_model", "nv_cache_miss_duration_per_model")
+_MODEL_CACHE_FAMILIES = (
+    "nv_cache_num_hits_per_model",
+    "nv_cache_hit_duration_per_model",
+    "nv_cache_num_misses_per_model",
+    "nv_cache_miss_duration_per_model",
+)
 
 
 def _family(name: str) -> Family:
@@ -106,6 +163,7 @@ def _family(name: str) -> Family:
 # ------------------------------------------------------------------------------------------
 # CPU (/proc) and GPU (NVML) samplers
 # ------------------------------------------------------------------------------------------
+
 
 def read_cpu_times(path: str = "/proc/stat") -> tuple[int, int] | None:
     """(busy, idle) jiffies of the aggregate 'cpu' line, as Triton counts them."""
@@ -157,6 +215,7 @@ class NvmlSampler:
         self._energy_start: dict[int, int] = {}
         try:
             import pynvml  # nvidia-ml-py; absent on machines without NVIDIA drivers
+
             pynvml.nvmlInit()
         except Exception as exc:  # ImportError, NVMLError (no driver / no GPU)
             _log.info("GPU metrics unavailable: %s", exc)
@@ -222,7 +281,7 @@ class NvmlSampler:
             except Exception:
                 pass
             try:
-                s.power_usage = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0     # mW -> W
+                s.power_usage = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0  # mW -> W
             except Exception:
                 pass
             try:
@@ -247,11 +306,18 @@ class NvmlSampler:
 # The metrics of a server
 # ------------------------------------------------------------------------------------------
 
+
 class Metrics:
     """Renders the metrics of one :class:`InferenceServer`; safe to call from many threads."""
 
-    def __init__(self, core: "InferenceServer", *, allow_gpu_metrics: bool = True,
-                 allow_cpu_metrics: bool = True, interval_ms: float = 2000.0) -> None:
+    def __init__(
+        self,
+        core: "InferenceServer",
+        *,
+        allow_gpu_metrics: bool = True,
+        allow_cpu_metrics: bool = True,
+        interval_ms: float = 2000.0,
+    ) -> None:
         self._core = core
         self._interval_ns = int(max(0.0, interval_ms) * 1e6)
         self._allow_cpu = allow_cpu_metrics
@@ -286,8 +352,10 @@ class Metrics:
 
     def _maybe_poll(self) -> None:
         with self._lock:
-            if self._last_poll_ns == 0 or \
-                    time.monotonic_ns() - self._last_poll_ns >= self._interval_ns:
+            if (
+                self._last_poll_ns == 0
+                or time.monotonic_ns() - self._last_poll_ns >= self._interval_ns
+            ):
                 self._poll_locked()
 
     # ---------------------------------------------------------------- rendering
@@ -304,25 +372,25 @@ class Metrics:
             fams["nv_inference_request_success"].add(labels, s.success.count)
             for reason in FAILURE_REASONS:
                 fams["nv_inference_request_failure"].add(
-                    {**labels, "reason": reason}, s.failures_by_reason.get(reason, 0))
+                    {**labels, "reason": reason}, s.failures_by_reason.get(reason, 0)
+                )
             fams["nv_inference_count"].add(labels, s.inference_count)
             fams["nv_inference_exec_count"].add(labels, s.execution_count)
             fams["nv_inference_request_duration_us"].add(labels, s.success.ns // 1000)
             fams["nv_inference_queue_duration_us"].add(labels, s.queue.ns // 1000)
             fams["nv_inference_compute_input_duration_us"].add(labels, s.compute_input.ns // 1000)
             fams["nv_inference_compute_infer_duration_us"].add(labels, s.compute_infer.ns // 1000)
-            fams["nv_inference_compute_output_duration_us"].add(labels,
-                                                                s.compute_output.ns // 1000)
+            fams["nv_inference_compute_output_duration_us"].add(labels, s.compute_output.ns // 1000)
             pending = getattr(model, "pending_request_count", None)
             fams["nv_inference_pending_request_count"].add(labels, pending() if pending else 0)
             fams["nv_model_load_duration_secs"].add(
-                labels, getattr(model, "load_duration_ns", 0) / 1e9)
+                labels, getattr(model, "load_duration_ns", 0) / 1e9
+            )
             if getattr(model, "response_cache_enabled", False):
                 cache_fams["nv_cache_num_hits_per_model"].add(labels, s.cache_hit.count)
                 cache_fams["nv_cache_hit_duration_per_model"].add(labels, s.cache_hit.ns // 1000)
                 cache_fams["nv_cache_num_misses_per_model"].add(labels, s.cache_miss.count)
-                cache_fams["nv_cache_miss_duration_per_model"].add(labels,
-                                                                   s.cache_miss.ns // 1000)
+                cache_fams["nv_cache_miss_duration_per_model"].add(labels, s.cache_miss.ns // 1000)
         out = list(fams.values())
         out.extend(f for f in cache_fams.values() if f.samples)
         out.extend(self._cache_families())
@@ -341,9 +409,11 @@ class Metrics:
             return []
         st = tracer.statistics()
         out = []
-        for name, value in (("triton_ros_trace_written", st.written),
-                            ("triton_ros_trace_dropped", st.dropped),
-                            ("triton_ros_trace_file_errors", st.file_errors)):
+        for name, value in (
+            ("triton_ros_trace_written", st.written),
+            ("triton_ros_trace_dropped", st.dropped),
+            ("triton_ros_trace_file_errors", st.file_errors),
+        ):
             fam = _family(name)
             fam.add({}, value)
             out.append(fam)

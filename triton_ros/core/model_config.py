@@ -15,6 +15,7 @@ reshape, batch and preferred sizes, priority levels, and the batcher's delays an
 most :data:`MAX_MICROSECONDS`, INVALID_ARG naming the field); counts such as
 ``instance_group.count`` or ``model_warmup.count`` are taken as given, as Triton does.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ DEFAULT_MAX_BATCH_SIZE = 4  # tritonserver --backend-config=default-max-batch-si
 #: count of nanoseconds holds (about 292 years). Triton multiplies these uint64 fields by 1000
 #: into uint64 nanoseconds without a check (past 2^64 ns the value wraps around); a larger value
 #: is refused here (INVALID_ARG naming the field), where it once killed the model's threads.
-MAX_MICROSECONDS = (2 ** 63 - 1) // 1000
+MAX_MICROSECONDS = (2**63 - 1) // 1000
 
 # Backend names and platforms (core/src/constants.h)
 ONNXRUNTIME_BACKEND = "onnxruntime"
@@ -59,8 +60,10 @@ PYTORCH_FILENAME = "model.pt"
 PYTORCH_AOTI_PLATFORM = "torch_aoti"
 PYTORCH_AOTI_FILENAME = "model.pt2"
 TENSORFLOW_BACKEND = "tensorflow"
-TENSORFLOW_PLATFORMS = {"tensorflow_savedmodel": "model.savedmodel",
-                        "tensorflow_graphdef": "model.graphdef"}
+TENSORFLOW_PLATFORMS = {
+    "tensorflow_savedmodel": "model.savedmodel",
+    "tensorflow_graphdef": "model.graphdef",
+}
 # LiteRT / TensorFlow Lite: the name of Triton's community backend, and a plain alias
 TFLITE_BACKENDS = ("armnn_tflite", "tflite")
 TFLITE_FILENAME = "model.tflite"
@@ -84,13 +87,14 @@ _PLATFORMS_OF_BACKEND = {
 # Typed configuration
 # --------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class TensorConfig:
     """One ``input`` or ``output`` entry."""
 
     name: str
-    datatype: str                      # protocol name: "FP32", "BYTES", ...
-    dims: tuple[int, ...]              # without the batch dimension when max_batch_size > 0
+    datatype: str  # protocol name: "FP32", "BYTES", ...
+    dims: tuple[int, ...]  # without the batch dimension when max_batch_size > 0
     reshape: tuple[int, ...] | None = None
     optional: bool = False
     format: str = "FORMAT_NONE"
@@ -105,10 +109,10 @@ class TensorConfig:
 class QueuePolicy:
     """``ModelQueuePolicy``: what happens to requests waiting in one priority level's queue."""
 
-    timeout_action: str = "REJECT"     # "REJECT" or "DELAY"
-    default_timeout_us: int = 0        # 0: no timeout
+    timeout_action: str = "REJECT"  # "REJECT" or "DELAY"
+    default_timeout_us: int = 0  # 0: no timeout
     allow_timeout_override: bool = False
-    max_queue_size: int = 0            # 0: unbounded
+    max_queue_size: int = 0  # 0: unbounded
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,7 @@ CONTROL_CORRID = "CONTROL_SEQUENCE_CORRID"
 CORRID_DATATYPES = ("UINT64", "INT64", "UINT32", "INT32", "BYTES")
 #: max_sequence_idle_microseconds when the configuration gives none (SEQUENCE_IDLE_DEFAULT).
 SEQUENCE_IDLE_DEFAULT_US = 1_000_000
-INITIAL_STATE_FOLDER = "initial_state"   # data_file is relative to <model>/initial_state
+INITIAL_STATE_FOLDER = "initial_state"  # data_file is relative to <model>/initial_state
 
 
 @dataclass(frozen=True)
@@ -144,7 +148,7 @@ class SequenceControl:
 
     kind: str
     tensor: str
-    datatype: str                      # protocol name: "INT32", "FP32", "BOOL", "UINT64", ...
+    datatype: str  # protocol name: "INT32", "FP32", "BOOL", "UINT64", ...
     false_value: float | int | bool = 0
     true_value: float | int | bool = 1
 
@@ -167,8 +171,8 @@ class SequenceStateConfig:
 
     input_name: str
     output_name: str
-    datatype: str                      # protocol name
-    dims: tuple[int, ...]              # without the batch dimension
+    datatype: str  # protocol name
+    dims: tuple[int, ...]  # without the batch dimension
     initial_state: SequenceInitialState | None = None
 
 
@@ -177,15 +181,15 @@ class SequenceBatchingConfig:
     """``sequence_batching``: the strategy (``direct`` unless ``oldest`` is given) and its
     settings, the control inputs and the implicit states."""
 
-    strategy: str                      # "direct" or "oldest"
+    strategy: str  # "direct" or "oldest"
     max_sequence_idle_us: int = SEQUENCE_IDLE_DEFAULT_US
     controls: tuple[SequenceControl, ...] = ()
     states: tuple[SequenceStateConfig, ...] = ()
-    max_queue_delay_us: int = 0        # direct or oldest
-    minimum_slot_utilization: float = 0.0          # direct
-    max_candidate_sequences: int = 0               # oldest; 0: max(1, max_batch_size)
-    preferred_batch_sizes: tuple[int, ...] = ()    # oldest
-    preserve_ordering: bool = False                # oldest
+    max_queue_delay_us: int = 0  # direct or oldest
+    minimum_slot_utilization: float = 0.0  # direct
+    max_candidate_sequences: int = 0  # oldest; 0: max(1, max_batch_size)
+    preferred_batch_sizes: tuple[int, ...] = ()  # oldest
+    preserve_ordering: bool = False  # oldest
 
     def control(self, kind: str) -> SequenceControl | None:
         return next((c for c in self.controls if c.kind == kind), None)
@@ -194,7 +198,7 @@ class SequenceBatchingConfig:
 @dataclass(frozen=True)
 class InstanceGroupConfig:
     name: str
-    kind: str                          # "KIND_CPU", "KIND_GPU" or "KIND_MODEL" (AUTO resolved)
+    kind: str  # "KIND_CPU", "KIND_GPU" or "KIND_MODEL" (AUTO resolved)
     count: int
     gpus: tuple[int, ...] = ()
     profiles: tuple[str, ...] = ()
@@ -203,7 +207,7 @@ class InstanceGroupConfig:
 
 @dataclass(frozen=True)
 class VersionPolicy:
-    kind: str = "latest"               # "latest", "all" or "specific"
+    kind: str = "latest"  # "latest", "all" or "specific"
     num_versions: int = 1
     versions: tuple[int, ...] = ()
 
@@ -214,15 +218,15 @@ class VersionPolicy:
             return avail
         if self.kind == "specific":
             return [v for v in avail if v in self.versions]
-        return avail[-self.num_versions:] if self.num_versions > 0 else []
+        return avail[-self.num_versions :] if self.num_versions > 0 else []
 
 
 @dataclass(frozen=True)
 class EnsembleStep:
     model_name: str
-    model_version: int                 # -1: latest
-    input_map: Mapping[str, str]       # step's model input -> ensemble tensor
-    output_map: Mapping[str, str]      # step's model output -> ensemble tensor
+    model_version: int  # -1: latest
+    input_map: Mapping[str, str]  # step's model input -> ensemble tensor
+    output_map: Mapping[str, str]  # step's model output -> ensemble tensor
 
 
 @dataclass(frozen=True)
@@ -239,7 +243,7 @@ class OptimizationConfig:
 
 
 WARMUP_SOURCES = ("zero_data", "random_data", "input_data_file")
-WARMUP_DATA_FOLDER = "warmup"      # input_data_file is relative to <model>/warmup (Triton's rule)
+WARMUP_DATA_FOLDER = "warmup"  # input_data_file is relative to <model>/warmup (Triton's rule)
 
 
 @dataclass(frozen=True)
@@ -247,10 +251,10 @@ class WarmupInput:
     """One input of a ``model_warmup`` sample (``ModelWarmup.Input``)."""
 
     name: str
-    datatype: str                      # protocol name: "FP32", "BYTES", ...
-    dims: tuple[int, ...]              # without the batch dimension; all dims fixed
-    source: str                        # one of WARMUP_SOURCES
-    input_data_file: str = ""          # with source "input_data_file"
+    datatype: str  # protocol name: "FP32", "BYTES", ...
+    dims: tuple[int, ...]  # without the batch dimension; all dims fixed
+    source: str  # one of WARMUP_SOURCES
+    input_data_file: str = ""  # with source "input_data_file"
 
 
 @dataclass(frozen=True)
@@ -259,7 +263,7 @@ class WarmupSample:
     instance, ``count`` times (at least once, as in Triton), before the version is READY."""
 
     name: str
-    batch_size: int                    # 0: the sample is skipped, as in Triton
+    batch_size: int  # 0: the sample is skipped, as in Triton
     inputs: tuple[WarmupInput, ...]
     count: int
 
@@ -286,7 +290,7 @@ class ModelConfig:
     warnings: tuple[str, ...] = field(default=(), compare=False)
     warmup: tuple[WarmupSample, ...] = ()
     sequence_batching: SequenceBatchingConfig | None = None
-    decoupled: bool = False            # model_transaction_policy.decoupled
+    decoupled: bool = False  # model_transaction_policy.decoupled
 
     @property
     def is_ensemble(self) -> bool:
@@ -344,7 +348,10 @@ def _first_by_name(tensors: Iterable[TensorConfig]) -> dict[str, TensorConfig]:
 # Parse
 # --------------------------------------------------------------------------------------------
 
-def parse_config_text(text: str, *, model_name: str, source: str = CONFIG_FILENAME) -> mc.ModelConfig:
+
+def parse_config_text(
+    text: str, *, model_name: str, source: str = CONFIG_FILENAME
+) -> mc.ModelConfig:
     proto = mc.ModelConfig()
     try:
         text_format.Parse(text, proto)
@@ -359,8 +366,7 @@ def parse_config_json(text: str, *, model_name: str) -> mc.ModelConfig:
     try:
         value = json.loads(text)
         if not isinstance(value, dict):
-            raise ValueError(f"a model configuration is a JSON object, not "
-                             f"{type(value).__name__}")
+            raise ValueError(f"a model configuration is a JSON object, not {type(value).__name__}")
         json_format.ParseDict(value, proto)
     except (json_format.ParseError, ValueError, RecursionError) as exc:
         raise invalid_arg(f"failed to parse JSON config of model '{model_name}': {exc}") from None
@@ -371,7 +377,8 @@ def model_config_to_json(proto: mc.ModelConfig) -> str:
     """JSON as Triton writes it (ModelConfigToJson): proto field names, every field printed
     (``always_print_primitive_fields``), int64 fields as numbers (Triton's FixInt)."""
     as_dict = json_format.MessageToDict(
-        proto, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+        proto, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+    )
     return json.dumps(_ints_as_numbers(proto.DESCRIPTOR, as_dict))
 
 
@@ -381,10 +388,15 @@ def model_config_to_text(proto: mc.ModelConfig) -> str:
     return text_format.MessageToString(proto, use_short_repeated_primitives=True)
 
 
-_INT64_TYPES = frozenset({
-    FieldDescriptor.TYPE_INT64, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT64,
-    FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED64,
-})
+_INT64_TYPES = frozenset(
+    {
+        FieldDescriptor.TYPE_INT64,
+        FieldDescriptor.TYPE_UINT64,
+        FieldDescriptor.TYPE_SINT64,
+        FieldDescriptor.TYPE_FIXED64,
+        FieldDescriptor.TYPE_SFIXED64,
+    }
+)
 
 
 def _ints_as_numbers(descriptor, value: dict) -> dict:
@@ -417,6 +429,7 @@ def _convert_field(field, item):
 # Auto-complete
 # --------------------------------------------------------------------------------------------
 
+
 def version_dirs(model_path: Path) -> list[int]:
     """Numeric subdirectories of a model directory (others are ignored, as in Triton)."""
     out = []
@@ -447,8 +460,7 @@ def auto_complete_backend_fields(proto: mc.ModelConfig, model_name: str, model_p
     version_path = model_path / str(versions[0]) if versions else None
 
     def is_file(name: str) -> bool:
-        return name in contents and version_path is not None and \
-            not (version_path / name).is_dir()
+        return name in contents and version_path is not None and not (version_path / name).is_dir()
 
     guessing = not proto.platform and not proto.default_model_filename and bool(versions)
     # Triton's order: TensorFlow, TensorRT, ONNX Runtime, OpenVINO, PyTorch, Python.
@@ -464,37 +476,49 @@ def auto_complete_backend_fields(proto: mc.ModelConfig, model_name: str, model_p
                 proto.platform = "tensorflow_graphdef"
     if proto.platform in TENSORFLOW_PLATFORMS:
         proto.backend = proto.backend or TENSORFLOW_BACKEND
-        proto.default_model_filename = (proto.default_model_filename
-                                        or TENSORFLOW_PLATFORMS[proto.platform])
+        proto.default_model_filename = (
+            proto.default_model_filename or TENSORFLOW_PLATFORMS[proto.platform]
+        )
         return
     if not proto.backend:
-        if proto.platform == TENSORRT_PLATFORM or proto.default_model_filename == TENSORRT_FILENAME \
-                or (guessing and is_file(TENSORRT_FILENAME)):
+        if (
+            proto.platform == TENSORRT_PLATFORM
+            or proto.default_model_filename == TENSORRT_FILENAME
+            or (guessing and is_file(TENSORRT_FILENAME))
+        ):
             proto.backend = TENSORRT_BACKEND
-        elif proto.platform == ONNXRUNTIME_PLATFORM \
-                or proto.default_model_filename == ONNXRUNTIME_FILENAME \
-                or (guessing and ONNXRUNTIME_FILENAME in contents):   # a file or a directory
+        elif (
+            proto.platform == ONNXRUNTIME_PLATFORM
+            or proto.default_model_filename == ONNXRUNTIME_FILENAME
+            or (guessing and ONNXRUNTIME_FILENAME in contents)
+        ):  # a file or a directory
             proto.backend = ONNXRUNTIME_BACKEND
-        elif proto.default_model_filename == OPENVINO_FILENAME \
-                or (guessing and OPENVINO_FILENAME in contents):
+        elif proto.default_model_filename == OPENVINO_FILENAME or (
+            guessing and OPENVINO_FILENAME in contents
+        ):
             proto.backend = OPENVINO_BACKEND
-        elif proto.platform in (PYTORCH_PLATFORM, PYTORCH_PLATFORM_ALT, PYTORCH_AOTI_PLATFORM) \
-                or proto.default_model_filename in (PYTORCH_FILENAME, PYTORCH_AOTI_FILENAME):
+        elif proto.platform in (
+            PYTORCH_PLATFORM,
+            PYTORCH_PLATFORM_ALT,
+            PYTORCH_AOTI_PLATFORM,
+        ) or proto.default_model_filename in (PYTORCH_FILENAME, PYTORCH_AOTI_FILENAME):
             proto.backend = PYTORCH_BACKEND
         elif guessing and is_file(PYTORCH_FILENAME):
             proto.backend, proto.platform = PYTORCH_BACKEND, PYTORCH_PLATFORM
         elif guessing and is_file(PYTORCH_AOTI_FILENAME):
             proto.backend, proto.platform = PYTORCH_BACKEND, PYTORCH_AOTI_PLATFORM
-        elif proto.default_model_filename == PYTHON_FILENAME \
-                or (guessing and PYTHON_FILENAME in contents):
+        elif proto.default_model_filename == PYTHON_FILENAME or (
+            guessing and PYTHON_FILENAME in contents
+        ):
             proto.backend = PYTHON_BACKEND
-        elif proto.default_model_filename == TFLITE_FILENAME \
-                or (guessing and is_file(TFLITE_FILENAME)):
-            proto.backend = "tflite"            # beyond Triton, whose core guesses no TFLite
+        elif proto.default_model_filename == TFLITE_FILENAME or (
+            guessing and is_file(TFLITE_FILENAME)
+        ):
+            proto.backend = "tflite"  # beyond Triton, whose core guesses no TFLite
     if proto.backend in _PLATFORM_OF_BACKEND and not proto.platform:
         proto.platform = _PLATFORM_OF_BACKEND[proto.backend]
     if proto.backend == PYTORCH_BACKEND and not proto.platform:
-        proto.platform = PYTORCH_PLATFORM        # until an AOTI platform is named, as Triton
+        proto.platform = PYTORCH_PLATFORM  # until an AOTI platform is named, as Triton
     if not proto.default_model_filename:
         proto.default_model_filename = {
             ONNXRUNTIME_BACKEND: ONNXRUNTIME_FILENAME,
@@ -503,14 +527,18 @@ def auto_complete_backend_fields(proto: mc.ModelConfig, model_name: str, model_p
             OPENVINO_BACKEND: OPENVINO_FILENAME,
             TFLITE_BACKENDS[0]: TFLITE_FILENAME,
             TFLITE_BACKENDS[1]: TFLITE_FILENAME,
-            PYTORCH_BACKEND: (PYTORCH_AOTI_FILENAME if proto.platform == PYTORCH_AOTI_PLATFORM
-                              else PYTORCH_FILENAME),
+            PYTORCH_BACKEND: (
+                PYTORCH_AOTI_FILENAME
+                if proto.platform == PYTORCH_AOTI_PLATFORM
+                else PYTORCH_FILENAME
+            ),
         }.get(proto.backend, "")
 
 
 # --------------------------------------------------------------------------------------------
 # Normalize
 # --------------------------------------------------------------------------------------------
+
 
 def normalize(proto: mc.ModelConfig, *, auto_gpu: bool = True) -> None:
     """Triton's defaults (NormalizeModelConfig + NormalizeInstanceGroup).
@@ -528,8 +556,11 @@ def normalize(proto: mc.ModelConfig, *, auto_gpu: bool = True) -> None:
         sb = proto.sequence_batching
         if sb.max_sequence_idle_microseconds == 0:
             sb.max_sequence_idle_microseconds = SEQUENCE_IDLE_DEFAULT_US
-        if sb.HasField("oldest") and not sb.oldest.preferred_batch_size \
-                and proto.max_batch_size > 0:
+        if (
+            sb.HasField("oldest")
+            and not sb.oldest.preferred_batch_size
+            and proto.max_batch_size > 0
+        ):
             sb.oldest.preferred_batch_size.append(proto.max_batch_size)
     if proto.HasField("ensemble_scheduling") or proto.platform == ENSEMBLE_PLATFORM:
         return
@@ -542,13 +573,20 @@ def normalize(proto: mc.ModelConfig, *, auto_gpu: bool = True) -> None:
         if not group.name:
             group.name = f"{proto.name}_{index}"
         if group.kind == mc.ModelInstanceGroup.KIND_AUTO:
-            if not auto_gpu or not supported_gpus or any(g not in supported_gpus for g in group.gpus):
+            if (
+                not auto_gpu
+                or not supported_gpus
+                or any(g not in supported_gpus for g in group.gpus)
+            ):
                 group.kind = mc.ModelInstanceGroup.KIND_CPU
             else:
                 group.kind = mc.ModelInstanceGroup.KIND_GPU
         if group.count < 1:
             # SetDefaultInstanceCount: ONNX Runtime (and TensorFlow) get 2 CPU instances.
-            cpu_default = group.kind == mc.ModelInstanceGroup.KIND_CPU and proto.backend == ONNXRUNTIME_BACKEND
+            cpu_default = (
+                group.kind == mc.ModelInstanceGroup.KIND_CPU
+                and proto.backend == ONNXRUNTIME_BACKEND
+            )
             group.count = 2 if cpu_default else 1
         if group.kind == mc.ModelInstanceGroup.KIND_GPU and not group.gpus:
             group.gpus.extend(sorted(supported_gpus))
@@ -557,6 +595,7 @@ def normalize(proto: mc.ModelConfig, *, auto_gpu: bool = True) -> None:
 # --------------------------------------------------------------------------------------------
 # Validate
 # --------------------------------------------------------------------------------------------
+
 
 def _kind_name(kind: int) -> str:
     return mc.ModelInstanceGroup.Kind.Name(kind)
@@ -573,29 +612,44 @@ def _validate_io(proto: mc.ModelConfig, io, what: str) -> None:
         raise invalid_arg(prefix + "must specify 'dims'")
     for dim in io.dims:
         if dim < 1 and dim != WILDCARD_DIM:
-            raise invalid_arg(prefix + f"dimension must be integer >= 1, or -1 to indicate a "
-                              f"variable-size dimension, got {list(io.dims)}")
+            raise invalid_arg(
+                prefix + f"dimension must be integer >= 1, or -1 to indicate a "
+                f"variable-size dimension, got {list(io.dims)}"
+            )
     if io.HasField("reshape"):
         if not io.reshape.shape and proto.max_batch_size == 0:
-            raise invalid_arg(prefix + "cannot have empty reshape for non-batching model as "
-                              "scalar tensors are not supported")
+            raise invalid_arg(
+                prefix + "cannot have empty reshape for non-batching model as "
+                "scalar tensors are not supported"
+            )
         for dim in io.reshape.shape:
             if dim < 1 and dim != WILDCARD_DIM:
-                raise invalid_arg(prefix + f"reshape dimensions must be integer >= 1, or -1, got "
-                                  f"{list(io.reshape.shape)}")
+                raise invalid_arg(
+                    prefix + f"reshape dimensions must be integer >= 1, or -1, got "
+                    f"{list(io.reshape.shape)}"
+                )
         if _chunks(io.dims) != _chunks(io.reshape.shape) and not (
-                not io.reshape.shape and _chunks(io.dims) == [1]):
-            raise invalid_arg(prefix + f"has different size for dims {list(io.dims)} and reshape "
-                              f"{list(io.reshape.shape)}")
+            not io.reshape.shape and _chunks(io.dims) == [1]
+        ):
+            raise invalid_arg(
+                prefix + f"has different size for dims {list(io.dims)} and reshape "
+                f"{list(io.reshape.shape)}"
+            )
     if io.is_shape_tensor and proto.platform != TENSORRT_PLATFORM:
-        raise invalid_arg(prefix + "is a shape tensor: shape tensors are only supported for "
-                          "TensorRT platform")
+        raise invalid_arg(
+            prefix + "is a shape tensor: shape tensors are only supported for TensorRT platform"
+        )
     if io.is_non_linear_format_io:
-        raise unsupported(prefix + "sets is_non_linear_format_io, which triton_ros does not support")
+        raise unsupported(
+            prefix + "sets is_non_linear_format_io, which triton_ros does not support"
+        )
     if getattr(io, "allow_ragged_batch", False):
         raise unsupported(prefix + "sets allow_ragged_batch, which triton_ros does not support")
-    if what == "input" and io.format in (mc.ModelInput.FORMAT_NHWC, mc.ModelInput.FORMAT_NCHW) \
-            and len(io.dims) != 3:
+    if (
+        what == "input"
+        and io.format in (mc.ModelInput.FORMAT_NHWC, mc.ModelInput.FORMAT_NCHW)
+        and len(io.dims) != 3
+    ):
         raise invalid_arg(prefix + "format NHWC/NCHW requires 3 dims")
     try:
         config_to_protocol(mc.DataType.Name(io.data_type))
@@ -620,10 +674,16 @@ def check_label_filename(model: str, output: str, label_filename: str) -> None:
     """A label file is a path relative to the model's folder that stays inside it: no absolute
     path, no ``..`` component, no NUL (Triton joins it to the model directory)."""
     parts = label_filename.replace("\\", "/").split("/")
-    if (label_filename.startswith(("/", "\\")) or os.path.isabs(label_filename)
-            or ".." in parts or "\x00" in label_filename):
-        raise invalid_arg(f"model '{model}': label_filename '{label_filename}' of output "
-                          f"'{output}' must be a relative path inside the model's folder")
+    if (
+        label_filename.startswith(("/", "\\"))
+        or os.path.isabs(label_filename)
+        or ".." in parts
+        or "\x00" in label_filename
+    ):
+        raise invalid_arg(
+            f"model '{model}': label_filename '{label_filename}' of output "
+            f"'{output}' must be a relative path inside the model's folder"
+        )
 
 
 def validate(proto: mc.ModelConfig) -> list[str]:
@@ -638,68 +698,97 @@ def validate(proto: mc.ModelConfig) -> list[str]:
             raise invalid_arg(f"unexpected platform type '{proto.platform}' for {name}")
         raise invalid_arg(f"must specify 'platform' or 'backend' for '{name}'")
     if proto.backend and is_ensemble:
-        raise invalid_arg(f"Ensemble model '{name}' must have platform type 'ensemble' and "
-                          f"empty backend type")
+        raise invalid_arg(
+            f"Ensemble model '{name}' must have platform type 'ensemble' and empty backend type"
+        )
     expected_platforms = _PLATFORMS_OF_BACKEND.get(proto.backend)
     if expected_platforms and proto.platform and proto.platform not in expected_platforms:
-        raise invalid_arg(f"unexpected 'platform' and 'backend' pair, got:{proto.platform}, "
-                          f"{proto.backend}")
+        raise invalid_arg(
+            f"unexpected 'platform' and 'backend' pair, got:{proto.platform}, {proto.backend}"
+        )
     if proto.max_batch_size < 0:
-        raise invalid_arg(f"'max_batch_size' must be non-negative value for {name}, got "
-                          f"{proto.max_batch_size}")
+        raise invalid_arg(
+            f"'max_batch_size' must be non-negative value for {name}, got {proto.max_batch_size}"
+        )
 
     if proto.HasField("dynamic_batching"):
         db = proto.dynamic_batching
         for size in db.preferred_batch_size:
             if size <= 0:
-                raise invalid_arg(f"dynamic batching preferred size must be positive for {name}, "
-                                  f"got {size}")
+                raise invalid_arg(
+                    f"dynamic batching preferred size must be positive for {name}, got {size}"
+                )
             if size > proto.max_batch_size:
-                raise invalid_arg(f"dynamic batching preferred size must be <= max batch size "
-                                  f"for {name}, got {size} > {proto.max_batch_size}")
-        _check_microseconds(name, "dynamic_batching.max_queue_delay_microseconds",
-                            db.max_queue_delay_microseconds)
-        _check_microseconds(name, "dynamic_batching.default_queue_policy."
-                                  "default_timeout_microseconds",
-                            db.default_queue_policy.default_timeout_microseconds)
+                raise invalid_arg(
+                    f"dynamic batching preferred size must be <= max batch size "
+                    f"for {name}, got {size} > {proto.max_batch_size}"
+                )
+        _check_microseconds(
+            name, "dynamic_batching.max_queue_delay_microseconds", db.max_queue_delay_microseconds
+        )
+        _check_microseconds(
+            name,
+            "dynamic_batching.default_queue_policy.default_timeout_microseconds",
+            db.default_queue_policy.default_timeout_microseconds,
+        )
         for level, policy in sorted(db.priority_queue_policy.items()):
-            _check_microseconds(name, f"dynamic_batching.priority_queue_policy[{level}]."
-                                      f"default_timeout_microseconds",
-                                policy.default_timeout_microseconds)
+            _check_microseconds(
+                name,
+                f"dynamic_batching.priority_queue_policy[{level}].default_timeout_microseconds",
+                policy.default_timeout_microseconds,
+            )
         if db.priority_levels != 0:
             if db.default_priority_level == 0 or db.default_priority_level > db.priority_levels:
-                raise invalid_arg(f"default priority level must be in range [1, "
-                                  f"{db.priority_levels}] for {name}, got "
-                                  f"{db.default_priority_level}")
+                raise invalid_arg(
+                    f"default priority level must be in range [1, "
+                    f"{db.priority_levels}] for {name}, got "
+                    f"{db.default_priority_level}"
+                )
             for level in db.priority_queue_policy:
                 if level == 0 or level > db.priority_levels:
-                    raise invalid_arg(f"priority queue policy must have priority level in range "
-                                      f"[1, {db.priority_levels}] for {name}, got {level}")
+                    raise invalid_arg(
+                        f"priority queue policy must have priority level in range "
+                        f"[1, {db.priority_levels}] for {name}, got {level}"
+                    )
         if db.preserve_ordering:
             if db.priority_levels > 1:
-                raise invalid_arg(f"Only one priority level is allowed when 'preserve_ordering' "
-                                  f"is true for {name}")
+                raise invalid_arg(
+                    f"Only one priority level is allowed when 'preserve_ordering' "
+                    f"is true for {name}"
+                )
             policies = [db.default_queue_policy, *db.priority_queue_policy.values()]
-            if any(p.default_timeout_microseconds != 0 and p.timeout_action == mc.ModelQueuePolicy.DELAY
-                   for p in policies):
-                raise invalid_arg(f"Queue policy can not have DELAY as timeout action when "
-                                  f"'preserve_ordering' is true for {name}")
+            if any(
+                p.default_timeout_microseconds != 0
+                and p.timeout_action == mc.ModelQueuePolicy.DELAY
+                for p in policies
+            ):
+                raise invalid_arg(
+                    f"Queue policy can not have DELAY as timeout action when "
+                    f"'preserve_ordering' is true for {name}"
+                )
         if proto.max_batch_size == 0:
-            warnings.append(f"model '{name}': dynamic_batching has no effect when max_batch_size is 0; "
-                            f"each request executes alone")
+            warnings.append(
+                f"model '{name}': dynamic_batching has no effect when max_batch_size is 0; "
+                f"each request executes alone"
+            )
 
     if proto.HasField("sequence_batching"):
         _validate_sequence_batching(proto, warnings)
     if proto.batch_input or proto.batch_output:
-        raise unsupported(f"model '{name}': batch_input/batch_output are not supported by triton_ros")
+        raise unsupported(
+            f"model '{name}': batch_input/batch_output are not supported by triton_ros"
+        )
     if proto.model_transaction_policy.decoupled and proto.response_cache.enable:
-        raise invalid_arg(f"Response Cache does not currently support model {name} with "
-                          f"'decoupled' transaction policy. Please disable the response cache.")
+        raise invalid_arg(
+            f"Response Cache does not currently support model {name} with "
+            f"'decoupled' transaction policy. Please disable the response cache."
+        )
 
     if is_ensemble:
         if not proto.HasField("ensemble_scheduling") or not proto.ensemble_scheduling.step:
-            raise invalid_arg(f"ensemble scheduling must be set for ensemble {name} whose platform "
-                              f"is ensemble")
+            raise invalid_arg(
+                f"ensemble scheduling must be set for ensemble {name} whose platform is ensemble"
+            )
         if proto.instance_group:
             raise invalid_arg(f"instance group should not be specified for ensemble '{name}'")
         if proto.HasField("optimization"):
@@ -710,8 +799,10 @@ def validate(proto: mc.ModelConfig) -> list[str]:
             warnings.append(f"model '{name}': ensemble_scheduling.max_inflight_requests is ignored")
         _validate_ensemble_graph(proto)
     elif proto.HasField("ensemble_scheduling"):
-        raise invalid_arg(f"model '{name}' sets ensemble_scheduling but its platform is "
-                          f"'{proto.platform}', not 'ensemble'")
+        raise invalid_arg(
+            f"model '{name}' sets ensemble_scheduling but its platform is "
+            f"'{proto.platform}', not 'ensemble'"
+        )
 
     seen: set[str] = set()
     for io in proto.input:
@@ -755,43 +846,66 @@ def _sequence_controls(proto: mc.ModelConfig) -> tuple[SequenceControl, ...]:
         if not tensor:
             raise invalid_arg(f"sequence batching control tensor must have a name for {name}")
         if tensor in seen_tensors:
-            raise invalid_arg(f"sequence batching control tensor '{tensor}' is specified for "
-                              f"multiple control kinds for {name}")
+            raise invalid_arg(
+                f"sequence batching control tensor '{tensor}' is specified for "
+                f"multiple control kinds for {name}"
+            )
         seen_tensors.add(tensor)
         for c in control_input.control:
             kind = _kind(c.kind)
             if kind in by_kind:
-                raise invalid_arg(f"sequence batching specifies multiple {kind} tensors for "
-                                  f"{name}")
-            pairs = [(field_name, list(values)) for field_name, values in (
-                ("int32_false_true", c.int32_false_true), ("fp32_false_true", c.fp32_false_true),
-                ("bool_false_true", c.bool_false_true)) if values]
+                raise invalid_arg(f"sequence batching specifies multiple {kind} tensors for {name}")
+            pairs = [
+                (field_name, list(values))
+                for field_name, values in (
+                    ("int32_false_true", c.int32_false_true),
+                    ("fp32_false_true", c.fp32_false_true),
+                    ("bool_false_true", c.bool_false_true),
+                )
+                if values
+            ]
             if kind == CONTROL_CORRID:
                 if pairs:
-                    raise invalid_arg(f"sequence batching must not specify either "
-                                      f"'int32_false_true', 'fp32_false_true' or "
-                                      f"'bool_false_true' for {kind} for {name}")
-                datatype = config_to_protocol(mc.DataType.Name(c.data_type)) \
-                    if c.data_type != mc.TYPE_INVALID else ""
+                    raise invalid_arg(
+                        f"sequence batching must not specify either "
+                        f"'int32_false_true', 'fp32_false_true' or "
+                        f"'bool_false_true' for {kind} for {name}"
+                    )
+                datatype = (
+                    config_to_protocol(mc.DataType.Name(c.data_type))
+                    if c.data_type != mc.TYPE_INVALID
+                    else ""
+                )
                 if datatype not in CORRID_DATATYPES:
-                    raise invalid_arg(f"unexpected data type for control {kind} for {name}. "
-                                      f"Allowed data types are TYPE_UINT64, TYPE_INT64, "
-                                      f"TYPE_UINT32, TYPE_INT32 and TYPE_STRING")
+                    raise invalid_arg(
+                        f"unexpected data type for control {kind} for {name}. "
+                        f"Allowed data types are TYPE_UINT64, TYPE_INT64, "
+                        f"TYPE_UINT32, TYPE_INT32 and TYPE_STRING"
+                    )
                 by_kind[kind] = SequenceControl(kind, tensor, datatype)
                 continue
             if not pairs:
-                raise invalid_arg(f"sequence batching must specify either 'int32_false_true', "
-                                  f"'fp32_false_true' or 'bool_false_true' for {kind} for {name}")
+                raise invalid_arg(
+                    f"sequence batching must specify either 'int32_false_true', "
+                    f"'fp32_false_true' or 'bool_false_true' for {kind} for {name}"
+                )
             if len(pairs) > 1:
-                raise invalid_arg(f"sequence batching specifies more than one from "
-                                  f"'int32_false_true', 'fp32_false_true' and 'bool_false_true' "
-                                  f"for {kind} for {name}")
+                raise invalid_arg(
+                    f"sequence batching specifies more than one from "
+                    f"'int32_false_true', 'fp32_false_true' and 'bool_false_true' "
+                    f"for {kind} for {name}"
+                )
             field_name, values = pairs[0]
             if len(values) != 2:
-                raise invalid_arg(f"sequence batching control '{field_name}' must have exactly 2 "
-                                  f"entries for {kind} for {name}")
-            datatype = {"int32_false_true": "INT32", "fp32_false_true": "FP32",
-                        "bool_false_true": "BOOL"}[field_name]
+                raise invalid_arg(
+                    f"sequence batching control '{field_name}' must have exactly 2 "
+                    f"entries for {kind} for {name}"
+                )
+            datatype = {
+                "int32_false_true": "INT32",
+                "fp32_false_true": "FP32",
+                "bool_false_true": "BOOL",
+            }[field_name]
             by_kind[kind] = SequenceControl(kind, tensor, datatype, values[0], values[1])
     order = (CONTROL_START, CONTROL_END, CONTROL_READY, CONTROL_CORRID)
     return tuple(by_kind[k] for k in order if k in by_kind)
@@ -804,31 +918,45 @@ def _validate_sequence_batching(proto: mc.ModelConfig, warnings: list[str]) -> N
     name = proto.name
     sb = proto.sequence_batching
     if proto.response_cache.enable:
-        raise invalid_arg(f"Response Cache does not currently support model {name} with "
-                          f"sequence batching scheduler. Please disable the response cache.")
+        raise invalid_arg(
+            f"Response Cache does not currently support model {name} with "
+            f"sequence batching scheduler. Please disable the response cache."
+        )
     if sb.iterative_sequence:
-        raise unsupported(f"model '{name}': sequence_batching.iterative_sequence is not "
-                          f"supported by triton_ros (requests are never rescheduled)")
+        raise unsupported(
+            f"model '{name}': sequence_batching.iterative_sequence is not "
+            f"supported by triton_ros (requests are never rescheduled)"
+        )
     _sequence_controls(proto)
-    _check_microseconds(name, "sequence_batching.max_sequence_idle_microseconds",
-                        sb.max_sequence_idle_microseconds)
+    _check_microseconds(
+        name, "sequence_batching.max_sequence_idle_microseconds", sb.max_sequence_idle_microseconds
+    )
     if sb.HasField("oldest"):
-        _check_microseconds(name, "sequence_batching.oldest.max_queue_delay_microseconds",
-                            sb.oldest.max_queue_delay_microseconds)
+        _check_microseconds(
+            name,
+            "sequence_batching.oldest.max_queue_delay_microseconds",
+            sb.oldest.max_queue_delay_microseconds,
+        )
         for size in sb.oldest.preferred_batch_size:
             if size <= 0:
-                raise invalid_arg(f"sequence batching preferred batch size must be positive for "
-                                  f"{name}")
+                raise invalid_arg(
+                    f"sequence batching preferred batch size must be positive for {name}"
+                )
             if size > proto.max_batch_size:
-                raise invalid_arg(f"sequence batching preferred batch size must be <= max batch "
-                                  f"size for {name}")
+                raise invalid_arg(
+                    f"sequence batching preferred batch size must be <= max batch size for {name}"
+                )
     if sb.HasField("direct"):
-        _check_microseconds(name, "sequence_batching.direct.max_queue_delay_microseconds",
-                            sb.direct.max_queue_delay_microseconds)
+        _check_microseconds(
+            name,
+            "sequence_batching.direct.max_queue_delay_microseconds",
+            sb.direct.max_queue_delay_microseconds,
+        )
         utilization = sb.direct.minimum_slot_utilization
         if not 0.0 <= utilization <= 1.0:
-            raise invalid_arg(f"sequence batching minimum slot utilization must be in range "
-                              f"(0.0, 1.0] for {name}")
+            raise invalid_arg(
+                f"sequence batching minimum slot utilization must be in range (0.0, 1.0] for {name}"
+            )
     inputs, outputs = set(), set()
     for state in sb.state:
         where = f"model '{name}': sequence_batching state"
@@ -837,8 +965,7 @@ def _validate_sequence_batching(proto: mc.ModelConfig, warnings: list[str]) -> N
         if state.input_name in inputs:
             raise invalid_arg(f"State input name '{state.input_name}' specified more than once.")
         if state.output_name in outputs:
-            raise invalid_arg(f"State output name '{state.output_name}' specified more than "
-                              f"once.")
+            raise invalid_arg(f"State output name '{state.output_name}' specified more than once.")
         inputs.add(state.input_name)
         outputs.add(state.output_name)
         if state.data_type == mc.TYPE_INVALID:
@@ -847,18 +974,23 @@ def _validate_sequence_batching(proto: mc.ModelConfig, warnings: list[str]) -> N
             raise invalid_arg(f"{where} '{state.input_name}' must specify 'dims'")
         for dim in state.dims:
             if dim < 1 and dim != WILDCARD_DIM:
-                raise invalid_arg(f"{where} '{state.input_name}': dimension must be integer >= "
-                                  f"1, or -1 to indicate a variable-size dimension, got "
-                                  f"{list(state.dims)}")
+                raise invalid_arg(
+                    f"{where} '{state.input_name}': dimension must be integer >= "
+                    f"1, or -1 to indicate a variable-size dimension, got "
+                    f"{list(state.dims)}"
+                )
         try:
             config_to_protocol(mc.DataType.Name(state.data_type))
         except TritonRosError:
-            raise invalid_arg(f"{where} '{state.input_name}' has invalid data_type "
-                              f"{state.data_type}") from None
+            raise invalid_arg(
+                f"{where} '{state.input_name}' has invalid data_type {state.data_type}"
+            ) from None
         if state.use_same_buffer_for_input_output or state.use_growable_memory:
-            warnings.append(f"{where} '{state.input_name}': use_same_buffer_for_input_output and "
-                            f"use_growable_memory are ignored (they only place the state's "
-                            f"GPU buffers)")
+            warnings.append(
+                f"{where} '{state.input_name}': use_same_buffer_for_input_output and "
+                f"use_growable_memory are ignored (they only place the state's "
+                f"GPU buffers)"
+            )
         _validate_initial_state(state)
 
 
@@ -867,40 +999,55 @@ def _validate_initial_state(state) -> None:
     when the model loads, as there)."""
     source = state.input_name
     if len(state.initial_state) > 1:
-        raise invalid_arg(f"initial_state field for state input '{source}' must contain exactly "
-                          f"one or zero element. Found '{len(state.initial_state)}' elements.")
+        raise invalid_arg(
+            f"initial_state field for state input '{source}' must contain exactly "
+            f"one or zero element. Found '{len(state.initial_state)}' elements."
+        )
     if not state.initial_state:
         return
     initial = state.initial_state[0]
     if initial.data_type != state.data_type:
-        raise invalid_arg(f"The data type used for 'initial_state' field of state '{source}' "
-                          f"does not match the state data type.")
+        raise invalid_arg(
+            f"The data type used for 'initial_state' field of state '{source}' "
+            f"does not match the state data type."
+        )
     if not initial.name:
-        raise invalid_arg(f"Field 'name' must be set when using initial_state for state input "
-                          f"'{source}'.")
+        raise invalid_arg(
+            f"Field 'name' must be set when using initial_state for state input '{source}'."
+        )
     if len(initial.dims) != len(state.dims):
-        raise invalid_arg(f"Number of dimensions in 'initial_state' doesn't match the size of "
-                          f"'state' dimensions for state input '{source}'. "
-                          f"{len(initial.dims)} != {len(state.dims)}")
+        raise invalid_arg(
+            f"Number of dimensions in 'initial_state' doesn't match the size of "
+            f"'state' dimensions for state input '{source}'. "
+            f"{len(initial.dims)} != {len(state.dims)}"
+        )
     for got, want in zip(initial.dims, state.dims):
         if got == WILDCARD_DIM:
-            raise invalid_arg(f"'initial_state' field for state input name '{source}' contains "
-                              f"variable dimensions.")
+            raise invalid_arg(
+                f"'initial_state' field for state input name '{source}' contains "
+                f"variable dimensions."
+            )
         if got < 1:
-            raise invalid_arg(f"'initial_state' dims for state input name '{source}' must be "
-                              f"integers >= 1, got {list(initial.dims)}")
+            raise invalid_arg(
+                f"'initial_state' dims for state input name '{source}' must be "
+                f"integers >= 1, got {list(initial.dims)}"
+            )
         if want != WILDCARD_DIM and got != want:
-            raise invalid_arg(f"'initial_state' dim for input name '{source}' doesn't match "
-                              f"'state' dim description. {got} != {want}")
+            raise invalid_arg(
+                f"'initial_state' dim for input name '{source}' doesn't match "
+                f"'state' dim description. {got} != {want}"
+            )
     which = initial.WhichOneof("state_data")
     if which is None:
         raise invalid_arg(f"initial_state setting expects state'{source}' to have state_data set")
     if which == "data_file":
         rel = initial.data_file
         if not rel or os.path.isabs(rel) or ".." in Path(rel).parts or "\x00" in rel:
-            raise invalid_arg(f"initial_state of state input '{source}': data_file '{rel}' must "
-                              f"be a file name inside the model's '{INITIAL_STATE_FOLDER}' "
-                              f"directory")
+            raise invalid_arg(
+                f"initial_state of state input '{source}': data_file '{rel}' must "
+                f"be a file name inside the model's '{INITIAL_STATE_FOLDER}' "
+                f"directory"
+            )
 
 
 def _sequence_batching(proto: mc.ModelConfig) -> SequenceBatchingConfig | None:
@@ -912,32 +1059,47 @@ def _sequence_batching(proto: mc.ModelConfig) -> SequenceBatchingConfig | None:
         initial = None
         if state.initial_state:
             i = state.initial_state[0]
-            initial = SequenceInitialState(name=i.name, dims=tuple(int(d) for d in i.dims),
-                                           zero_data=i.WhichOneof("state_data") == "zero_data",
-                                           data_file=i.data_file)
-        states.append(SequenceStateConfig(
-            input_name=state.input_name, output_name=state.output_name,
-            datatype=config_to_protocol(mc.DataType.Name(state.data_type)),
-            dims=tuple(int(d) for d in state.dims), initial_state=initial))
+            initial = SequenceInitialState(
+                name=i.name,
+                dims=tuple(int(d) for d in i.dims),
+                zero_data=i.WhichOneof("state_data") == "zero_data",
+                data_file=i.data_file,
+            )
+        states.append(
+            SequenceStateConfig(
+                input_name=state.input_name,
+                output_name=state.output_name,
+                datatype=config_to_protocol(mc.DataType.Name(state.data_type)),
+                dims=tuple(int(d) for d in state.dims),
+                initial_state=initial,
+            )
+        )
     oldest = sb.HasField("oldest")
     return SequenceBatchingConfig(
         strategy="oldest" if oldest else "direct",
         max_sequence_idle_us=int(sb.max_sequence_idle_microseconds),
         controls=_sequence_controls(proto),
         states=tuple(states),
-        max_queue_delay_us=int(sb.oldest.max_queue_delay_microseconds if oldest
-                               else sb.direct.max_queue_delay_microseconds),
+        max_queue_delay_us=int(
+            sb.oldest.max_queue_delay_microseconds
+            if oldest
+            else sb.direct.max_queue_delay_microseconds
+        ),
         minimum_slot_utilization=0.0 if oldest else float(sb.direct.minimum_slot_utilization),
         max_candidate_sequences=int(sb.oldest.max_candidate_sequences) if oldest else 0,
         preferred_batch_sizes=tuple(sorted(set(int(s) for s in sb.oldest.preferred_batch_size)))
-        if oldest else (),
-        preserve_ordering=bool(sb.oldest.preserve_ordering) if oldest else False)
+        if oldest
+        else (),
+        preserve_ordering=bool(sb.oldest.preserve_ordering) if oldest else False,
+    )
 
 
 def _check_microseconds(model: str, field_name: str, value: int) -> None:
     if value > MAX_MICROSECONDS:
-        raise invalid_arg(f"model '{model}': {field_name} must be at most {MAX_MICROSECONDS} "
-                          f"(292 years), got {value}")
+        raise invalid_arg(
+            f"model '{model}': {field_name} must be at most {MAX_MICROSECONDS} "
+            f"(292 years), got {value}"
+        )
 
 
 def _warmup_source(proto_input) -> str:
@@ -953,35 +1115,48 @@ def _validate_warmup(proto: mc.ModelConfig) -> None:
         if not sample.name:
             raise invalid_arg(f"model '{proto.name}': every model_warmup sample must have a name")
         if proto.max_batch_size > 0 and sample.batch_size > proto.max_batch_size:
-            raise invalid_arg(f"{where} has batch_size {sample.batch_size}, larger than "
-                              f"max_batch_size {proto.max_batch_size}")
+            raise invalid_arg(
+                f"{where} has batch_size {sample.batch_size}, larger than "
+                f"max_batch_size {proto.max_batch_size}"
+            )
         for name, value in sample.inputs.items():
             source = _warmup_source(value)
             if not source:
-                raise invalid_arg(f"{where}: warmup setting expects input '{name}' to have "
-                                  f"input_data_type set")
+                raise invalid_arg(
+                    f"{where}: warmup setting expects input '{name}' to have input_data_type set"
+                )
             if any(d < 0 for d in value.dims):
-                raise invalid_arg(f"{where}: warmup setting expects all variable-size dimensions "
-                                  f"are specified for input '{name}'")
+                raise invalid_arg(
+                    f"{where}: warmup setting expects all variable-size dimensions "
+                    f"are specified for input '{name}'"
+                )
             config_input = declared.get(name)
             if config_input is None:
-                raise invalid_arg(f"{where}: unexpected input '{name}', the model has no such "
-                                  f"input")
+                raise invalid_arg(
+                    f"{where}: unexpected input '{name}', the model has no such input"
+                )
             if value.data_type != config_input.data_type:
-                raise invalid_arg(f"{where}: input '{name}' has data_type "
-                                  f"{mc.DataType.Name(value.data_type)}, the model expects "
-                                  f"{mc.DataType.Name(config_input.data_type)}")
+                raise invalid_arg(
+                    f"{where}: input '{name}' has data_type "
+                    f"{mc.DataType.Name(value.data_type)}, the model expects "
+                    f"{mc.DataType.Name(config_input.data_type)}"
+                )
             dims = list(value.dims)
             if len(dims) != len(config_input.dims) or any(
-                    c != WILDCARD_DIM and c != d for c, d in zip(config_input.dims, dims)):
-                raise invalid_arg(f"{where}: input '{name}' has dims {dims}, the model expects "
-                                  f"{list(config_input.dims)}")
+                c != WILDCARD_DIM and c != d for c, d in zip(config_input.dims, dims)
+            ):
+                raise invalid_arg(
+                    f"{where}: input '{name}' has dims {dims}, the model expects "
+                    f"{list(config_input.dims)}"
+                )
             if source == "input_data_file":
                 rel = value.input_data_file
                 if not rel or os.path.isabs(rel) or ".." in Path(rel).parts:
-                    raise invalid_arg(f"{where}: input '{name}' input_data_file '{rel}' must be "
-                                      f"a file name inside the model's '{WARMUP_DATA_FOLDER}' "
-                                      f"directory")
+                    raise invalid_arg(
+                        f"{where}: input '{name}' input_data_file '{rel}' must be "
+                        f"a file name inside the model's '{WARMUP_DATA_FOLDER}' "
+                        f"directory"
+                    )
 
 
 def _validate_ensemble_graph(proto: mc.ModelConfig) -> None:
@@ -991,8 +1166,8 @@ def _validate_ensemble_graph(proto: mc.ModelConfig) -> None:
     that need the composing models' configurations run when the ensemble loads
     (ensemble_scheduler.validate_ensemble)."""
     name = proto.name
-    produced: dict[str, int] = {}                 # ensemble tensor -> step that writes it
-    consumers: dict[str, list[int]] = {}          # ensemble tensor -> steps that read it
+    produced: dict[str, int] = {}  # ensemble tensor -> step that writes it
+    consumers: dict[str, list[int]] = {}  # ensemble tensor -> steps that read it
     step_inputs: list[set[str]] = []
     for index, step in enumerate(proto.ensemble_scheduling.step):
         if not step.model_name:
@@ -1004,8 +1179,10 @@ def _validate_ensemble_graph(proto: mc.ModelConfig) -> None:
         targets = list(step.output_map.values())
         for tensor in targets:
             if tensor in produced or targets.count(tensor) > 1:
-                raise invalid_arg(f"ensemble tensor '{tensor}' can appear in an output map only "
-                                  f"once for ensemble '{name}' step {index}")
+                raise invalid_arg(
+                    f"ensemble tensor '{tensor}' can appear in an output map only "
+                    f"once for ensemble '{name}' step {index}"
+                )
             produced[tensor] = index
         step_inputs.append(set(step.input_map.values()))
         for tensor in step.input_map.values():
@@ -1042,8 +1219,9 @@ def _validate_ensemble_graph(proto: mc.ModelConfig) -> None:
             raise invalid_arg(f"ensemble tensor '{tensor}' is unused in ensemble '{name}'")
 
 
-def _first_unconnected(tensor: str, produced: Mapping[str, int], step_inputs: list[set[str]],
-                       ready: set[str]) -> str:
+def _first_unconnected(
+    tensor: str, produced: Mapping[str, int], step_inputs: list[set[str]], ready: set[str]
+) -> str:
     """Walk back from a tensor that is never written to the first input that is never ready."""
     seen: set[str] = set()
     current = tensor
@@ -1075,20 +1253,26 @@ def _validate_instance_groups(proto: mc.ModelConfig, warnings: list[str]) -> Non
                 if gid not in supported_gpus:
                     raise invalid_arg(
                         f"{where} specifies invalid or unsupported gpu id {gid}. GPUs available "
-                        f"are: {', '.join(map(str, sorted(supported_gpus))) or 'none'}")
+                        f"are: {', '.join(map(str, sorted(supported_gpus))) or 'none'}"
+                    )
         elif group.kind == mc.ModelInstanceGroup.KIND_CPU:
             if group.gpus:
                 raise invalid_arg(f"{where} has kind KIND_CPU but specifies one or more GPUs")
         else:
-            raise TritonRosError(StatusCode.INTERNAL, f"{where} has unexpected kind "
-                                 f"{_kind_name(group.kind)}")
+            raise TritonRosError(
+                StatusCode.INTERNAL, f"{where} has unexpected kind {_kind_name(group.kind)}"
+            )
         if group.profile and proto.platform != TENSORRT_PLATFORM:
-            raise invalid_arg(f"{where} and platform {proto.platform} specifies profile field "
-                              f"which is only supported for TensorRT models")
+            raise invalid_arg(
+                f"{where} and platform {proto.platform} specifies profile field "
+                f"which is only supported for TensorRT models"
+            )
         for profile in group.profile:
             if not profile.isdigit():
-                raise invalid_arg(f"{where} specifies invalid profile {profile}. The field should "
-                                  f"contain the string representation of a non-negative integer.")
+                raise invalid_arg(
+                    f"{where} specifies invalid profile {profile}. The field should "
+                    f"contain the string representation of a non-negative integer."
+                )
         if group.HasField("rate_limiter"):
             warnings.append(f"{where}: rate_limiter is ignored (triton_ros has no rate limiter)")
         if group.secondary_devices:
@@ -1111,8 +1295,10 @@ def _collect_ignored_fields(proto: mc.ModelConfig, warnings: list[str]) -> None:
     if opt.eager_batching:
         warnings.append(f"model '{name}': optimization.eager_batching is ignored")
     for accel in opt.execution_accelerators.cpu_execution_accelerator:
-        warnings.append(f"model '{name}': CPU execution accelerator '{accel.name}' is not "
-                        f"available in triton_ros and is ignored")
+        warnings.append(
+            f"model '{name}': CPU execution accelerator '{accel.name}' is not "
+            f"available in triton_ros and is ignored"
+        )
     if proto.model_repository_agents.agents:
         warnings.append(f"model '{name}': model_repository_agents are ignored")
     if proto.cc_model_filenames:
@@ -1126,6 +1312,7 @@ def _collect_ignored_fields(proto: mc.ModelConfig, warnings: list[str]) -> None:
 # --------------------------------------------------------------------------------------------
 # Typed conversion
 # --------------------------------------------------------------------------------------------
+
 
 def _tensor(io, is_input: bool) -> TensorConfig:
     return TensorConfig(
@@ -1159,42 +1346,70 @@ def to_typed(proto: mc.ModelConfig, warnings: Iterable[str] = ()) -> ModelConfig
             priority_levels=int(d.priority_levels),
             default_priority_level=int(d.default_priority_level),
             default_queue_policy=_queue_policy(d.default_queue_policy),
-            priority_queue_policy={int(k): _queue_policy(v) for k, v in d.priority_queue_policy.items()},
+            priority_queue_policy={
+                int(k): _queue_policy(v) for k, v in d.priority_queue_policy.items()
+            },
         )
     vp = proto.version_policy
     which = vp.WhichOneof("policy_choice")
     if which == "all":
         version_policy = VersionPolicy(kind="all")
     elif which == "specific":
-        version_policy = VersionPolicy(kind="specific", versions=tuple(int(v) for v in vp.specific.versions))
+        version_policy = VersionPolicy(
+            kind="specific", versions=tuple(int(v) for v in vp.specific.versions)
+        )
     else:
         version_policy = VersionPolicy(kind="latest", num_versions=int(vp.latest.num_versions))
     groups = tuple(
-        InstanceGroupConfig(name=g.name, kind=_kind_name(g.kind), count=int(g.count),
-                            gpus=tuple(int(x) for x in g.gpus), profiles=tuple(g.profile),
-                            passive=bool(g.passive))
-        for g in proto.instance_group)
+        InstanceGroupConfig(
+            name=g.name,
+            kind=_kind_name(g.kind),
+            count=int(g.count),
+            gpus=tuple(int(x) for x in g.gpus),
+            profiles=tuple(g.profile),
+            passive=bool(g.passive),
+        )
+        for g in proto.instance_group
+    )
     steps = tuple(
-        EnsembleStep(model_name=s.model_name, model_version=int(s.model_version),
-                     input_map=dict(s.input_map), output_map=dict(s.output_map))
-        for s in proto.ensemble_scheduling.step)
+        EnsembleStep(
+            model_name=s.model_name,
+            model_version=int(s.model_version),
+            input_map=dict(s.input_map),
+            output_map=dict(s.output_map),
+        )
+        for s in proto.ensemble_scheduling.step
+    )
     accels = proto.optimization.execution_accelerators
     optimization = OptimizationConfig(
         graph_level=int(proto.optimization.graph.level),
-        gpu_execution_accelerators=tuple(ExecutionAccelerator(a.name, dict(a.parameters))
-                                         for a in accels.gpu_execution_accelerator),
-        cpu_execution_accelerators=tuple(ExecutionAccelerator(a.name, dict(a.parameters))
-                                         for a in accels.cpu_execution_accelerator),
+        gpu_execution_accelerators=tuple(
+            ExecutionAccelerator(a.name, dict(a.parameters))
+            for a in accels.gpu_execution_accelerator
+        ),
+        cpu_execution_accelerators=tuple(
+            ExecutionAccelerator(a.name, dict(a.parameters))
+            for a in accels.cpu_execution_accelerator
+        ),
     )
     warmup = tuple(
         WarmupSample(
-            name=w.name, batch_size=int(w.batch_size), count=max(1, int(w.count)),
+            name=w.name,
+            batch_size=int(w.batch_size),
+            count=max(1, int(w.count)),
             inputs=tuple(
-                WarmupInput(name=n, datatype=config_to_protocol(mc.DataType.Name(v.data_type)),
-                            dims=tuple(int(d) for d in v.dims), source=_warmup_source(v),
-                            input_data_file=v.input_data_file)
-                for n, v in sorted(w.inputs.items())))
-        for w in proto.model_warmup)
+                WarmupInput(
+                    name=n,
+                    datatype=config_to_protocol(mc.DataType.Name(v.data_type)),
+                    dims=tuple(int(d) for d in v.dims),
+                    source=_warmup_source(v),
+                    input_data_file=v.input_data_file,
+                )
+                for n, v in sorted(w.inputs.items())
+            ),
+        )
+        for w in proto.model_warmup
+    )
     return ModelConfig(
         name=proto.name,
         platform=proto.platform,
@@ -1249,17 +1464,23 @@ def load_model_config(
         try:
             text = config_file.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise invalid_arg(f"failed to read {config_file} of model '{model_name}': {exc}") from None
+            raise invalid_arg(
+                f"failed to read {config_file} of model '{model_name}': {exc}"
+            ) from None
         proto = parse_config_text(text, model_name=model_name, source=str(config_file))
     elif strict:
-        raise invalid_arg(f"model '{model_name}': {CONFIG_FILENAME} is required when "
-                          f"--strict-model-config=true (no {config_file})")
+        raise invalid_arg(
+            f"model '{model_name}': {CONFIG_FILENAME} is required when "
+            f"--strict-model-config=true (no {config_file})"
+        )
     else:
         proto = mc.ModelConfig()
 
     if proto.name and proto.name != model_name:
-        raise invalid_arg(f"unexpected directory name '{model_name}' for model '{proto.name}', "
-                          f"directory name must equal model name")
+        raise invalid_arg(
+            f"unexpected directory name '{model_name}' for model '{proto.name}', "
+            f"directory name must equal model name"
+        )
 
     auto_complete_backend_fields(proto, model_name, model_path)
     warnings: list[str] = []

@@ -15,6 +15,7 @@ that fails to load is UNAVAILABLE with the error as its reason and never blocks 
 Model names are single directory names: anything that could reach outside the repository
 (``..``, a path separator) is refused.
 """
+
 from __future__ import annotations
 
 import logging
@@ -30,8 +31,15 @@ from concurrent.futures import Future
 
 from .backend_model import backend_auto_complete, backend_can_use_gpu
 from .cache_manager import LocalCache
-from .errors import (StatusCode, TritonRosError, UnknownModelError, as_triton_error, invalid_arg,
-                     unavailable, unknown_model)
+from .errors import (
+    StatusCode,
+    TritonRosError,
+    UnknownModelError,
+    as_triton_error,
+    invalid_arg,
+    unavailable,
+    unknown_model,
+)
 from .infer_request import InferRequest
 from .model import Model, ModelBase, ModelStopping
 from .model_config import ModelConfig, load_model_config, parse_config_json, version_dirs
@@ -51,8 +59,8 @@ class RepositoryEntry:
     """One row of the repository index (RepositoryIndexResponse.ModelIndex)."""
 
     name: str
-    version: str            # "" for a model with no version state
-    state: str              # "" for a model never loaded
+    version: str  # "" for a model with no version state
+    state: str  # "" for a model never loaded
     reason: str = ""
 
 
@@ -62,11 +70,11 @@ class _ModelRecord:
     path: Path | None = None
     config: ModelConfig | None = None
     versions: dict[int, ModelBase] = field(default_factory=dict)
-    states: dict[int, tuple[str, str]] = field(default_factory=dict)   # version -> (state, reason)
-    model_error: str = ""   # a failure before any version (config, files)
+    states: dict[int, tuple[str, str]] = field(default_factory=dict)  # version -> (state, reason)
+    model_error: str = ""  # a failure before any version (config, files)
     signature: tuple = ()
     temp_dir: str | None = None
-    overridden: bool = False    # the serving config came from the load API's ``config``
+    overridden: bool = False  # the serving config came from the load API's ``config``
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -75,10 +83,16 @@ def check_model_name(name: str) -> None:
     trimmed = name.strip()
     if not trimmed:
         raise invalid_arg("Model name cannot be empty. Please enter a valid name to deploy.")
-    if (trimmed in (".", "..") or "/" in name or "\\" in name or "\x00" in name
-            or os.path.isabs(name)):
-        raise invalid_arg(f"invalid model name '{name}', model name must not contain path "
-                          f"traversal characters")
+    if (
+        trimmed in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or os.path.isabs(name)
+    ):
+        raise invalid_arg(
+            f"invalid model name '{name}', model name must not contain path traversal characters"
+        )
 
 
 def _signature(path: Path) -> tuple:
@@ -111,8 +125,10 @@ class ModelRepositoryManager:
         response_cache: LocalCache | None = None,
     ) -> None:
         if control_mode not in CONTROL_MODES:
-            raise invalid_arg(f"unexpected model control mode '{control_mode}', expected one of "
-                              f"{', '.join(CONTROL_MODES)}")
+            raise invalid_arg(
+                f"unexpected model control mode '{control_mode}', expected one of "
+                f"{', '.join(CONTROL_MODES)}"
+            )
         self.repositories = [Path(r).resolve() for r in repositories]
         if not self.repositories:
             raise invalid_arg("at least one model repository is required (--model-repository)")
@@ -121,12 +137,12 @@ class ModelRepositoryManager:
         self.strict = strict_model_config
         self.poll_secs = poll_secs
         self._model_factory = model_factory
-        self.response_cache = response_cache   # the server-wide cache (--cache-config), if any
+        self.response_cache = response_cache  # the server-wide cache (--cache-config), if any
         self._records: dict[str, _ModelRecord] = {}
         self._records_lock = threading.Lock()
         self._stop = threading.Event()
         self._poll_thread: threading.Thread | None = None
-        self._loading = threading.local()   # per thread: ensembles whose dependencies load
+        self._loading = threading.local()  # per thread: ensembles whose dependencies load
 
     # ---------------------------------------------------------------- start / stop
     def start(self) -> None:
@@ -147,8 +163,9 @@ class ModelRepositoryManager:
             except TritonRosError as exc:
                 _log.error("failed to load '%s': %s", name, exc.message)
         if self.control_mode == "poll":
-            self._poll_thread = threading.Thread(target=self._poll_loop, name="repository-poll",
-                                                 daemon=True)
+            self._poll_thread = threading.Thread(
+                target=self._poll_loop, name="repository-poll", daemon=True
+            )
             self._poll_thread.start()
 
     def stop(self, *, timeout: float | None = 30.0) -> None:
@@ -161,13 +178,16 @@ class ModelRepositoryManager:
 
     def _unload_order(self) -> list[str]:
         """Ensembles before the models they compose, so that their in-flight requests finish."""
-        deps = {name: {s.model_name for s in r.config.ensemble_steps} if r.config else set()
-                for name, r in list(self._records.items())}
+        deps = {
+            name: {s.model_name for s in r.config.ensemble_steps} if r.config else set()
+            for name, r in list(self._records.items())
+        }
         order: list[str] = []
         remaining = list(deps)
         while remaining:
-            free = [n for n in remaining
-                    if not any(n in deps[m] for m in remaining if m != n)] or remaining[:1]
+            free = [
+                n for n in remaining if not any(n in deps[m] for m in remaining if m != n)
+            ] or remaining[:1]
             order.extend(free)
             remaining = [n for n in remaining if n not in free]
         return order
@@ -182,15 +202,21 @@ class ModelRepositoryManager:
             for v in sorted(record.versions, reverse=True):
                 if record.states.get(v, ("", ""))[0] == READY:
                     return record.versions[v]
-            raise UnknownModelError(StatusCode.NOT_FOUND,
-                                 f"Request for unknown model: '{name}' has no available versions")
+            raise UnknownModelError(
+                StatusCode.NOT_FOUND,
+                f"Request for unknown model: '{name}' has no available versions",
+            )
         if version not in record.states:
-            raise UnknownModelError(StatusCode.NOT_FOUND,
-                                 f"Request for unknown model: '{name}' version {version} is not found")
+            raise UnknownModelError(
+                StatusCode.NOT_FOUND,
+                f"Request for unknown model: '{name}' version {version} is not found",
+            )
         model = record.versions.get(version)
         if model is None or record.states[version][0] != READY:
-            raise UnknownModelError(StatusCode.UNAVAILABLE, f"Request for unknown model: '{name}' "
-                                    f"version {version} is not at ready state")
+            raise UnknownModelError(
+                StatusCode.UNAVAILABLE,
+                f"Request for unknown model: '{name}' version {version} is not at ready state",
+            )
         return model
 
     def infer(self, request: InferRequest) -> Future:
@@ -271,8 +297,14 @@ class ModelRepositoryManager:
         return entries
 
     # ---------------------------------------------------------------- load / unload
-    def load(self, name: str, *, config_json: str | None = None,
-             files: dict[str, bytes] | None = None, _internal: bool = False) -> None:
+    def load(
+        self,
+        name: str,
+        *,
+        config_json: str | None = None,
+        files: dict[str, bytes] | None = None,
+        _internal: bool = False,
+    ) -> None:
         """Load (or reload) a model; raise with the failure. The API's RepositoryModelLoad.
 
         Errors as tritonserver gives them: a ``config`` override that does not parse, or file
@@ -294,8 +326,9 @@ class ModelRepositoryManager:
                 _log.error("%s", exc.message)
                 raise TritonRosError(StatusCode.INTERNAL, poll_failed) from None
         if files and override is None:
-            raise invalid_arg(f"failed to load '{name}': file overrides require the 'config' "
-                              f"parameter")
+            raise invalid_arg(
+                f"failed to load '{name}': file overrides require the 'config' parameter"
+            )
         if files:
             _check_override_paths(name, files, poll_failed)
         record = self._record(name)
@@ -312,8 +345,11 @@ class ModelRepositoryManager:
                 except OSError as exc:
                     shutil.rmtree(temp_dir, ignore_errors=True)
                     # The cause goes to the log, without the server's temporary path.
-                    _log.error("failed to write the file overrides of model '%s': %s", name,
-                               exc.strerror or type(exc).__name__)
+                    _log.error(
+                        "failed to write the file overrides of model '%s': %s",
+                        name,
+                        exc.strerror or type(exc).__name__,
+                    )
                     raise TritonRosError(StatusCode.INTERNAL, poll_failed) from None
                 except BaseException:
                     shutil.rmtree(temp_dir, ignore_errors=True)
@@ -332,21 +368,35 @@ class ModelRepositoryManager:
 
             try:
                 signature = _signature(path)
-                if (not files and override is None and not record.overridden and record.versions
-                        and record.path == path and record.signature == signature
-                        and all(s == READY for s, _ in record.states.values())):
+                if (
+                    not files
+                    and override is None
+                    and not record.overridden
+                    and record.versions
+                    and record.path == path
+                    and record.signature == signature
+                    and all(s == READY for s, _ in record.states.values())
+                ):
                     return  # unchanged: Triton does not reload an unmodified model
 
                 try:
-                    config = load_model_config(name, path, strict=self.strict, override=override,
-                                               backend_auto_complete=_auto_complete_for,
-                                               backend_can_use_gpu=_can_use_gpu)
+                    config = load_model_config(
+                        name,
+                        path,
+                        strict=self.strict,
+                        override=override,
+                        backend_auto_complete=_auto_complete_for,
+                        backend_can_use_gpu=_can_use_gpu,
+                    )
                     for warning in config.warnings:
                         _log.warning("%s", warning)
                     if config.response_cache and self.response_cache is None:
-                        _log.warning("model '%s' enables response_cache but the server has no "
-                                     "cache (--cache-config local,size=N); its responses are not "
-                                     "cached", name)
+                        _log.warning(
+                            "model '%s' enables response_cache but the server has no "
+                            "cache (--cache-config local,size=N); its responses are not "
+                            "cached",
+                            name,
+                        )
                     if config.is_ensemble:
                         self._load_dependencies(config)
                     self._load_versions(record, config, path, signature)
@@ -357,14 +407,18 @@ class ModelRepositoryManager:
                     record.path, record.signature = path, signature
                     # Triton answers INVALID_ARG for a failed load; a feature the core does not
                     # serve stays UNSUPPORTED (docs/model_repository.md's promise).
-                    code = (StatusCode.UNSUPPORTED if exc.code is StatusCode.UNSUPPORTED
-                            else StatusCode.INVALID_ARG)
+                    code = (
+                        StatusCode.UNSUPPORTED
+                        if exc.code is StatusCode.UNSUPPORTED
+                        else StatusCode.INVALID_ARG
+                    )
                     message = exc.message
-                    if temp_dir:   # a backend's message names files: not the server's temp path
+                    if temp_dir:  # a backend's message names files: not the server's temp path
                         message = message.replace(str(path), f"<file override of '{name}'>")
                         message = message.replace(temp_dir, "<file override>")
-                    raise TritonRosError(code, f"load failed for model '{name}': "
-                                               f"{message}") from None
+                    raise TritonRosError(
+                        code, f"load failed for model '{name}': {message}"
+                    ) from None
             except BaseException:
                 if temp_dir and record.temp_dir != temp_dir:
                     shutil.rmtree(temp_dir, ignore_errors=True)
@@ -380,9 +434,11 @@ class ModelRepositoryManager:
         for step in config.ensemble_steps:
             dep = step.model_name
             if dep == config.name or dep in chain:
-                cycle = chain[chain.index(dep):] if dep in chain else []
-                raise invalid_arg("circular dependency between ensembles: "
-                                  + " -> ".join([*cycle, config.name, dep]))
+                cycle = chain[chain.index(dep) :] if dep in chain else []
+                raise invalid_arg(
+                    "circular dependency between ensembles: "
+                    + " -> ".join([*cycle, config.name, dep])
+                )
             if self.is_ready(dep, step.model_version):
                 continue
             error = ""
@@ -394,21 +450,28 @@ class ModelRepositoryManager:
             finally:
                 chain.pop()
             if self.is_ready(dep, -1) and not self.is_ready(dep, step.model_version):
-                raise invalid_arg(f"ensemble '{config.name}' depends on '{dep}' whose required "
-                                  f"version {step.model_version} is not loaded.")
+                raise invalid_arg(
+                    f"ensemble '{config.name}' depends on '{dep}' whose required "
+                    f"version {step.model_version} is not loaded."
+                )
             if not self.is_ready(dep, step.model_version):
-                message = f"ensemble '{config.name}' depends on '{dep}' which has no loaded version."
+                message = (
+                    f"ensemble '{config.name}' depends on '{dep}' which has no loaded version."
+                )
                 if error:
                     message += f" Model '{dep}' loading failed with error: {error}"
                 raise invalid_arg(message)
 
-    def _load_versions(self, record: _ModelRecord, config: ModelConfig, path: Path,
-                       signature: tuple) -> None:
+    def _load_versions(
+        self, record: _ModelRecord, config: ModelConfig, path: Path, signature: tuple
+    ) -> None:
         available = version_dirs(path) if not config.is_ensemble else (version_dirs(path) or [1])
         versions = config.version_policy.select(available)
         if not versions:
-            raise invalid_arg(f"at least one version must be available under the version policy "
-                              f"of model '{config.name}'")
+            raise invalid_arg(
+                f"at least one version must be available under the version policy "
+                f"of model '{config.name}'"
+            )
         new_models: dict[int, Model] = {}
         failures: list[str] = []
         for version in versions:
@@ -423,7 +486,9 @@ class ModelRepositoryManager:
                 failures.append(f"version {version}: {error.message}")
                 if version not in record.versions:
                     record.states[version] = (UNAVAILABLE, error.message)
-                _log.error("failed to load '%s' version %d: %s", config.name, version, error.message)
+                _log.error(
+                    "failed to load '%s' version %d: %s", config.name, version, error.message
+                )
                 continue
             new_models[version] = model
 
@@ -452,8 +517,12 @@ class ModelRepositoryManager:
         record.model_error = ""
         if failures:
             raise TritonRosError(StatusCode.UNAVAILABLE, "; ".join(failures))
-        _log.info("successfully loaded '%s' version%s %s", config.name,
-                  "s" if len(versions) > 1 else "", ",".join(map(str, versions)))
+        _log.info(
+            "successfully loaded '%s' version%s %s",
+            config.name,
+            "s" if len(versions) > 1 else "",
+            ",".join(map(str, versions)),
+        )
 
     def _create_model(self, config: ModelConfig, version: int, path: Path) -> ModelBase:
         if self._model_factory is not None:
@@ -463,8 +532,13 @@ class ModelRepositoryManager:
 
             model = EnsembleModel(config, version=version, model_path=path, manager=self)
         else:
-            model = Model(config, version=version, model_path=path, server=self,
-                          response_cache=self.response_cache)
+            model = Model(
+                config,
+                version=version,
+                model_path=path,
+                server=self,
+                response_cache=self.response_cache,
+            )
         model.on_unavailable = lambda reason: self._version_failed(model, reason)
         return model
 
@@ -475,7 +549,9 @@ class ModelRepositoryManager:
         record = self._records.get(model.name)
         if record is not None and record.versions.get(model.version) is model:
             record.states[model.version] = (UNAVAILABLE, reason)
-            _log.error("model '%s' version %d is unavailable: %s", model.name, model.version, reason)
+            _log.error(
+                "model '%s' version %d is unavailable: %s", model.name, model.version, reason
+            )
 
     def unload(self, name: str, *, unload_dependents: bool = False) -> None:
         """Unload every version of a model (RepositoryModelUnload)."""
@@ -578,8 +654,11 @@ class ModelRepositoryManager:
             paths = found[name]
             if len(paths) != 1:
                 continue
-            if record is not None and record.path == paths[0] and \
-                    record.signature == _signature(paths[0]):
+            if (
+                record is not None
+                and record.path == paths[0]
+                and record.signature == _signature(paths[0])
+            ):
                 continue
             try:
                 self.load(name, _internal=True)
@@ -607,21 +686,30 @@ def _check_override_paths(name: str, files: dict[str, bytes], poll_failed: str) 
         shown = rel if len(rel) <= 80 else rel[:80] + "..."
         parts = tuple(p for p in rel.replace("\\", "/").split("/") if p not in ("", "."))
         if rel.startswith(("/", "\\")) or ".." in parts or not parts:
-            raise invalid_arg(f"failed to load '{name}': file override '{shown}' is outside the "
-                              f"model directory")
+            raise invalid_arg(
+                f"failed to load '{name}': file override '{shown}' is outside the model directory"
+            )
         if any(len(p.encode("utf-8", "surrogatepass")) > NAME_MAX for p in parts):
-            _log.error("file override of model '%s' has a path component longer than %d bytes: "
-                       "%s", name, NAME_MAX, shown)
+            _log.error(
+                "file override of model '%s' has a path component longer than %d bytes: %s",
+                name,
+                NAME_MAX,
+                shown,
+            )
             raise TritonRosError(StatusCode.INTERNAL, poll_failed)
         if parts in seen:
-            raise invalid_arg(f"failed to load '{name}': file overrides '{seen[parts]}' and "
-                              f"'{shown}' name the same file")
+            raise invalid_arg(
+                f"failed to load '{name}': file overrides '{seen[parts]}' and "
+                f"'{shown}' name the same file"
+            )
         seen[parts] = shown
     for parts, shown in seen.items():
         for i in range(1, len(parts)):
             if parts[:i] in seen:
-                raise invalid_arg(f"failed to load '{name}': file override '{seen[parts[:i]]}' "
-                                  f"is a file but '{shown}' needs it to be a folder")
+                raise invalid_arg(
+                    f"failed to load '{name}': file override '{seen[parts[:i]]}' "
+                    f"is a file but '{shown}' needs it to be a folder"
+                )
 
 
 def _write_override_files(path: Path, files: dict[str, bytes], name: str) -> None:
@@ -632,7 +720,8 @@ def _write_override_files(path: Path, files: dict[str, bytes], name: str) -> Non
     for rel, content in files.items():
         target = (path / rel).resolve()
         if root not in target.parents:
-            raise invalid_arg(f"failed to load '{name}': a file override is outside the model "
-                              f"directory")
+            raise invalid_arg(
+                f"failed to load '{name}': a file override is outside the model directory"
+            )
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)

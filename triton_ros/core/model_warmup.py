@@ -16,6 +16,7 @@ Input data:
 - ``input_data_file``: raw bytes read from ``<model>/warmup/<file>``: the first bytes the tensor
   needs for fixed-size types, the whole file as length-prefixed elements for BYTES.
 """
+
 from __future__ import annotations
 
 import logging
@@ -34,8 +35,13 @@ from .model_config import WARMUP_DATA_FOLDER, ModelConfig, WarmupInput, WarmupSa
 _log = logging.getLogger("triton_ros.warmup")
 
 
-def warmup_input(config: ModelConfig, model_path: Path, sample: WarmupSample,
-                 spec: WarmupInput, rng: np.random.Generator) -> np.ndarray:
+def warmup_input(
+    config: ModelConfig,
+    model_path: Path,
+    sample: WarmupSample,
+    spec: WarmupInput,
+    rng: np.random.Generator,
+) -> np.ndarray:
     """One request's tensor for a warmup input (with the batch dimension when batching)."""
     dtype = to_numpy_dtype(spec.datatype)
     count = math.prod(spec.dims)
@@ -44,21 +50,27 @@ def warmup_input(config: ModelConfig, model_path: Path, sample: WarmupSample,
         try:
             data = path.read_bytes()
         except OSError as exc:
-            raise invalid_arg(f"warmup sample '{sample.name}': cannot read input_data_file "
-                              f"'{spec.input_data_file}' for input '{spec.name}': {exc}") from None
+            raise invalid_arg(
+                f"warmup sample '{sample.name}': cannot read input_data_file "
+                f"'{spec.input_data_file}' for input '{spec.name}': {exc}"
+            ) from None
         if spec.datatype == "BYTES":
             try:
                 array = deserialize_bytes_tensor(data, count)
             except TritonRosError as exc:
-                raise invalid_arg(f"warmup sample '{sample.name}': input_data_file "
-                                  f"'{spec.input_data_file}' for input '{spec.name}': "
-                                  f"{exc.message}") from None
+                raise invalid_arg(
+                    f"warmup sample '{sample.name}': input_data_file "
+                    f"'{spec.input_data_file}' for input '{spec.name}': "
+                    f"{exc.message}"
+                ) from None
         else:
             needed = count * dtype.itemsize
             if len(data) < needed:
-                raise invalid_arg(f"warmup sample '{sample.name}': warmup setting expects "
-                                  f"{needed} bytes, but the data provided from "
-                                  f"{spec.input_data_file} only has {len(data)} bytes")
+                raise invalid_arg(
+                    f"warmup sample '{sample.name}': warmup setting expects "
+                    f"{needed} bytes, but the data provided from "
+                    f"{spec.input_data_file} only has {len(data)} bytes"
+                )
             array = np.frombuffer(data[:needed], dtype=dtype).copy()
     elif spec.datatype == "BYTES":
         array = np.empty(count, dtype=np.object_)
@@ -75,26 +87,42 @@ def warmup_input(config: ModelConfig, model_path: Path, sample: WarmupSample,
     return array.reshape(shape)
 
 
-def run_warmup(config: ModelConfig, *, version: int, model_path: Path,
-               instances: Sequence[BackendModelInstance]) -> None:
+def run_warmup(
+    config: ModelConfig,
+    *,
+    version: int,
+    model_path: Path,
+    instances: Sequence[BackendModelInstance],
+) -> None:
     """Run every warmup sample on every instance; raise INVALID_ARG naming the failed sample."""
     rng = np.random.default_rng()
     for sample in config.warmup:
         if sample.batch_size == 0:
             _log.debug("model '%s': skipping batch 0 warmup sample '%s'", config.name, sample.name)
             continue
-        inputs = {spec.name: warmup_input(config, model_path, sample, spec, rng)
-                  for spec in sample.inputs}
+        inputs = {
+            spec.name: warmup_input(config, model_path, sample, spec, rng) for spec in sample.inputs
+        }
         for instance in instances:
-            _log.info("model '%s' instance %s is running warmup sample '%s' (%d iteration%s)",
-                      config.name, instance.name, sample.name, sample.count,
-                      "s" if sample.count > 1 else "")
+            _log.info(
+                "model '%s' instance %s is running warmup sample '%s' (%d iteration%s)",
+                config.name,
+                instance.name,
+                sample.name,
+                sample.count,
+                "s" if sample.count > 1 else "",
+            )
             for _ in range(sample.count):
                 _run_sample(config, version, instance, sample, inputs)
 
 
-def _run_sample(config: ModelConfig, version: int, instance: BackendModelInstance,
-                sample: WarmupSample, inputs: dict[str, np.ndarray]) -> None:
+def _run_sample(
+    config: ModelConfig,
+    version: int,
+    instance: BackendModelInstance,
+    sample: WarmupSample,
+    inputs: dict[str, np.ndarray],
+) -> None:
     prefix = f"failed to run warmup sample '{sample.name}' on instance {instance.name}: "
     requests = []
     for _ in range(sample.batch_size):

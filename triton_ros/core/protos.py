@@ -6,6 +6,7 @@ must not import a transport, so the module is loaded from its file directly and 
 its canonical name: a frontend that later imports ``tritonclient.grpc`` reuses the same module,
 and the message types are registered with protobuf only once.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -21,8 +22,10 @@ def _load_generated(name: str) -> ModuleType:
         return module
     package = importlib.util.find_spec("tritonclient")
     if package is None or not package.submodule_search_locations:
-        raise ImportError("tritonclient is required for Triton's protobuf messages "
-                          "(pip install tritonclient[grpc])")
+        raise ImportError(
+            "tritonclient is required for Triton's protobuf messages "
+            "(pip install tritonclient[grpc])"
+        )
     path = Path(next(iter(package.submodule_search_locations))) / "grpc" / f"{name}.py"
     spec = importlib.util.spec_from_file_location(canonical, path)
     if spec is None or spec.loader is None:

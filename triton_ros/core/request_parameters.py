@@ -20,6 +20,7 @@ way it came, as in tritonserver's ``SetInferenceRequestMetadata``:
 A requested output's ``classification`` parameter (Triton's classification extension) must be a
 non-negative integer: :func:`classification_count`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -28,8 +29,8 @@ from typing import Any, Mapping
 from .errors import invalid_arg, unsupported
 
 SEQUENCE_PARAMETERS = ("sequence_id", "sequence_start", "sequence_end")
-_MAX_INT64 = 2 ** 63 - 1
-_MAX_UINT64 = 2 ** 64 - 1
+_MAX_INT64 = 2**63 - 1
+_MAX_UINT64 = 2**64 - 1
 #: The longest string correlation ID tritonserver takes (bytes).
 MAX_STRING_SEQUENCE_ID = 128
 
@@ -40,8 +41,8 @@ class RequestParameters:
 
     priority: int = 0
     timeout_us: int = 0
-    user: dict[str, Any] = field(default_factory=dict)   # passed to the model
-    sequence_id: int | str = 0         # 0 or "": not part of a sequence
+    user: dict[str, Any] = field(default_factory=dict)  # passed to the model
+    sequence_id: int | str = 0  # 0 or "": not part of a sequence
     sequence_start: bool = False
     sequence_end: bool = False
     enable_empty_final_response: bool = False
@@ -59,36 +60,45 @@ def split_request_parameters(params: Mapping[str, Any]) -> RequestParameters:
             raise invalid_arg("request parameter names must be strings")
         if key == "priority":
             if not _is_int(value) or not 0 <= value <= _MAX_UINT64:
-                raise invalid_arg("invalid value type for 'priority' parameter, expected "
-                                  "int64_param or uint64_param.")
+                raise invalid_arg(
+                    "invalid value type for 'priority' parameter, expected "
+                    "int64_param or uint64_param."
+                )
             out.priority = value
         elif key == "timeout":
             if not _is_int(value) or not 0 <= value <= _MAX_INT64:
-                raise invalid_arg("invalid value type for 'timeout' parameter, expected "
-                                  "int64_param.")
+                raise invalid_arg(
+                    "invalid value type for 'timeout' parameter, expected int64_param."
+                )
             out.timeout_us = value
         elif key == "sequence_id":
             out.sequence_id = sequence_id(value)
         elif key in ("sequence_start", "sequence_end"):
             if not isinstance(value, bool):
-                raise invalid_arg(f"invalid value type for '{key}' parameter, expected "
-                                  f"bool_param.")
+                raise invalid_arg(f"invalid value type for '{key}' parameter, expected bool_param.")
             setattr(out, key, value)
         elif key == "triton_enable_empty_final_response":
             # Sent by perf_analyzer and streaming clients; read by the gRPC stream.
             if not isinstance(value, bool):
-                raise invalid_arg("invalid value type for 'triton_enable_empty_final_response' "
-                                  "parameter, expected bool_param.")
+                raise invalid_arg(
+                    "invalid value type for 'triton_enable_empty_final_response' "
+                    "parameter, expected bool_param."
+                )
             out.enable_empty_final_response = value
         elif key.startswith("triton_"):
-            raise invalid_arg("parameter keys starting with 'triton_' are reserved for Triton "
-                              "usage and should not be specified.")
-        elif isinstance(value, (bool, str, float)) or (_is_int(value)
-                                                       and -_MAX_INT64 - 1 <= value <= _MAX_UINT64):
+            raise invalid_arg(
+                "parameter keys starting with 'triton_' are reserved for Triton "
+                "usage and should not be specified."
+            )
+        elif isinstance(value, (bool, str, float)) or (
+            _is_int(value) and -_MAX_INT64 - 1 <= value <= _MAX_UINT64
+        ):
             out.user[key] = value
         else:
-            raise invalid_arg(f"parameter '{key}' has invalid type. It should be either 'int', "
-                              f"'bool', 'double' or 'string'.")
+            raise invalid_arg(
+                f"parameter '{key}' has invalid type. It should be either 'int', "
+                f"'bool', 'double' or 'string'."
+            )
     return out
 
 
@@ -97,18 +107,22 @@ def sequence_id(value: Any) -> int | str:
     is the uint64 whose two's complement it is (tritonserver casts gRPC's int64_param)."""
     if isinstance(value, str):
         if len(value.encode(errors="surrogatepass")) > MAX_STRING_SEQUENCE_ID:
-            raise unsupported(f"string correlation ID cannot be longer than "
-                              f"{MAX_STRING_SEQUENCE_ID} characters")
+            raise unsupported(
+                f"string correlation ID cannot be longer than {MAX_STRING_SEQUENCE_ID} characters"
+            )
         return value
     if not _is_int(value) or not -_MAX_INT64 - 1 <= value <= _MAX_UINT64:
-        raise invalid_arg("invalid value type for 'sequence_id' parameter, expected "
-                          "int64_param or string_param.")
+        raise invalid_arg(
+            "invalid value type for 'sequence_id' parameter, expected int64_param or string_param."
+        )
     return value & _MAX_UINT64
 
 
 def classification_count(value: Any, output_name: str) -> int:
     """A requested output's ``classification`` parameter: a non-negative integer."""
     if not _is_int(value) or not 0 <= value <= _MAX_INT64:
-        raise invalid_arg(f"invalid value type for 'classification' parameter of output "
-                          f"'{output_name}', expected a non-negative int64_param")
+        raise invalid_arg(
+            f"invalid value type for 'classification' parameter of output "
+            f"'{output_name}', expected a non-negative int64_param"
+        )
     return value

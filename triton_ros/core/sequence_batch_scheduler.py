@@ -43,6 +43,7 @@ executed batch size; queue time runs from the sequence batcher's enqueue, backlo
 Locking: one lock guards slots, backlog and sequence maps; each instance waits on its own
 condition of it. The oldest strategy's dynamic batchers have their own locks, taken after it.
 """
+
 from __future__ import annotations
 
 import collections
@@ -59,12 +60,27 @@ import numpy as np
 
 from .datatypes import to_numpy_dtype
 from .dynamic_batch_scheduler import MAX_WAIT_S, STOPPING_MESSAGE, DynamicBatchScheduler
-from .errors import (EnqueueRefused, StatusCode, StoppingError, TritonRosError, internal,
-                     invalid_arg, unavailable)
+from .errors import (
+    EnqueueRefused,
+    StatusCode,
+    StoppingError,
+    TritonRosError,
+    internal,
+    invalid_arg,
+    unavailable,
+)
 from .infer_request import InferRequest
-from .model_config import (CONTROL_CORRID, CONTROL_END, CONTROL_READY, CONTROL_START,
-                           INITIAL_STATE_FOLDER, WILDCARD_DIM, DynamicBatchingConfig, ModelConfig,
-                           SequenceStateConfig)
+from .model_config import (
+    CONTROL_CORRID,
+    CONTROL_END,
+    CONTROL_READY,
+    CONTROL_START,
+    INITIAL_STATE_FOLDER,
+    WILDCARD_DIM,
+    DynamicBatchingConfig,
+    ModelConfig,
+    SequenceStateConfig,
+)
 
 _log = logging.getLogger("triton_ros.sequence")
 
@@ -112,11 +128,15 @@ class SequenceStates:
 
     __slots__ = ("_configs", "_inputs", "_listed")
 
-    def __init__(self, configs: tuple[SequenceStateConfig, ...], initial: dict[str, np.ndarray],
-                 listed: frozenset[str]) -> None:
+    def __init__(
+        self,
+        configs: tuple[SequenceStateConfig, ...],
+        initial: dict[str, np.ndarray],
+        listed: frozenset[str],
+    ) -> None:
         self._configs = configs
         self._inputs = dict(initial)
-        self._listed = listed           # the model's configured outputs
+        self._listed = listed  # the model's configured outputs
 
     def attach(self, request: InferRequest) -> None:
         """Give ``request`` the state inputs and ask its backend for the state outputs."""
@@ -133,8 +153,11 @@ class SequenceStates:
         the client did not ask for from the response. A state output the model did not produce
         leaves the state as it was."""
         # The client sees what it asked for: the named outputs, or the configured ones.
-        wanted = (self._listed if request.requested_outputs is None
-                  else {o.name for o in request.requested_outputs})
+        wanted = (
+            self._listed
+            if request.requested_outputs is None
+            else {o.name for o in request.requested_outputs}
+        )
         for state in self._configs:
             array = response.outputs.get(state.output_name)
             if array is None:
@@ -156,8 +179,8 @@ class _Slot:
         self.queue: collections.deque = collections.deque()
         self.sequence: int | str | None = None
         self.states: SequenceStates | None = None
-        self.in_flight = False          # oldest: a request of the slot is in the dynamic batcher
-        self.dead = False               # its instance stopped
+        self.in_flight = False  # oldest: a request of the slot is in the dynamic batcher
+        self.dead = False  # its instance stopped
 
 
 class _Backlog:
@@ -167,7 +190,7 @@ class _Backlog:
 
     def __init__(self) -> None:
         self.queue: collections.deque = collections.deque()
-        self.expires_us = 0             # 0: no request of it has a timeout
+        self.expires_us = 0  # 0: no request of it has a timeout
 
 
 class _Controls:
@@ -191,7 +214,8 @@ class _Controls:
         self.corrid_tensor = corrid.tensor if corrid is not None else None
         self.corrid_type = corrid.datatype if corrid is not None else ""
         self.names = tuple(name for _, name, _, _ in self.flags) + (
-            (self.corrid_tensor,) if self.corrid_tensor else ())
+            (self.corrid_tensor,) if self.corrid_tensor else ()
+        )
 
     def apply(self, request: InferRequest, *, ready: bool) -> None:
         for kind, name, false, true in self.flags:
@@ -206,7 +230,8 @@ class _Controls:
             request.inputs[name] = value
         if self.corrid_tensor:
             request.inputs[self.corrid_tensor] = self.corrid_array(
-                request.sequence_id if ready else 0)
+                request.sequence_id if ready else 0
+            )
 
     def corrid_array(self, sequence_id: int | str) -> np.ndarray:
         kind = self.corrid_type
@@ -215,13 +240,14 @@ class _Controls:
             array = np.empty(self.shape, dtype=np.object_)
             array.fill(text.encode("utf-8"))
             return array
-        value = np.full(self.shape, int(sequence_id) if isinstance(sequence_id, int) else 0,
-                        np.uint64)
+        value = np.full(
+            self.shape, int(sequence_id) if isinstance(sequence_id, int) else 0, np.uint64
+        )
         if kind == "UINT64":
             return value
         if kind == "INT64":
             return value.view(np.int64)
-        low = (value & np.uint64(0xFFFFFFFF)).astype(np.uint32)   # Triton copies the low bytes
+        low = (value & np.uint64(0xFFFFFFFF)).astype(np.uint32)  # Triton copies the low bytes
         return low if kind == "UINT32" else low.view(np.int32)
 
     def request_type_error(self, request: InferRequest, model: str) -> TritonRosError | None:
@@ -232,9 +258,11 @@ class _Controls:
         if is_string == (self.corrid_type == "BYTES"):
             return None
         got = "BYTES" if is_string else "UINT64"
-        return EnqueueRefused(StatusCode.INVALID_ARG,
-                              f"sequence batching control '{self.corrid_tensor}' data-type is "
-                              f"'{got}', but model '{model}' expects '{self.corrid_type}'")
+        return EnqueueRefused(
+            StatusCode.INVALID_ARG,
+            f"sequence batching control '{self.corrid_tensor}' data-type is "
+            f"'{got}', but model '{model}' expects '{self.corrid_type}'",
+        )
 
 
 def initial_states(config: ModelConfig, model_path: Path) -> dict[str, np.ndarray]:
@@ -246,13 +274,19 @@ def initial_states(config: ModelConfig, model_path: Path) -> dict[str, np.ndarra
     for state in config.sequence_batching.states:
         dtype = to_numpy_dtype(state.datatype)
         initial = state.initial_state
-        dims = initial.dims if initial is not None else tuple(
-            1 if d == WILDCARD_DIM else d for d in state.dims)
+        dims = (
+            initial.dims
+            if initial is not None
+            else tuple(1 if d == WILDCARD_DIM else d for d in state.dims)
+        )
         shape = batch + tuple(dims)
         count = int(np.prod(shape, dtype=np.int64))
         if initial is None or initial.zero_data:
-            array = (np.full(shape, b"", dtype=np.object_) if state.datatype == "BYTES"
-                     else np.zeros(shape, dtype))
+            array = (
+                np.full(shape, b"", dtype=np.object_)
+                if state.datatype == "BYTES"
+                else np.zeros(shape, dtype)
+            )
         else:
             array = _state_from_file(config.name, model_path, state, dtype, shape, count)
         array.flags.writeable = False
@@ -260,30 +294,40 @@ def initial_states(config: ModelConfig, model_path: Path) -> dict[str, np.ndarra
     return out
 
 
-def _state_from_file(model: str, model_path: Path, state: SequenceStateConfig, dtype, shape,
-                     count: int) -> np.ndarray:
+def _state_from_file(
+    model: str, model_path: Path, state: SequenceStateConfig, dtype, shape, count: int
+) -> np.ndarray:
     from .datatypes import deserialize_bytes_tensor
+
     name = state.initial_state.data_file
     folder = (model_path / INITIAL_STATE_FOLDER).resolve()
     path = (folder / name).resolve()
     if folder not in path.parents:
-        raise invalid_arg(f"model '{model}': initial_state data_file '{name}' is outside the "
-                          f"model's '{INITIAL_STATE_FOLDER}' directory")
+        raise invalid_arg(
+            f"model '{model}': initial_state data_file '{name}' is outside the "
+            f"model's '{INITIAL_STATE_FOLDER}' directory"
+        )
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise invalid_arg(f"model '{model}': cannot read initial_state data_file '{name}' of "
-                          f"state '{state.input_name}': {exc.strerror}") from None
+        raise invalid_arg(
+            f"model '{model}': cannot read initial_state data_file '{name}' of "
+            f"state '{state.input_name}': {exc.strerror}"
+        ) from None
     if state.datatype == "BYTES":
         try:
             return deserialize_bytes_tensor(data, count).reshape(shape)
         except (TritonRosError, ValueError) as exc:
-            raise invalid_arg(f"model '{model}': initial_state data_file '{name}' does not hold "
-                              f"{count} serialized strings: {exc}") from None
+            raise invalid_arg(
+                f"model '{model}': initial_state data_file '{name}' does not hold "
+                f"{count} serialized strings: {exc}"
+            ) from None
     need = count * np.dtype(dtype).itemsize
     if need > len(data):
-        raise invalid_arg(f"initial_state setting expects {need} bytes, but the data provided "
-                          f"from {name}only has {len(data)} bytes.")
+        raise invalid_arg(
+            f"initial_state setting expects {need} bytes, but the data provided "
+            f"from {name}only has {len(data)} bytes."
+        )
     return np.frombuffer(data[:need], dtype=dtype).reshape(shape).copy()
 
 
@@ -291,8 +335,13 @@ class SequenceBatchScheduler:
     """Slots, backlog, controls and implicit state for one model version; one batcher per
     instance. The model's instance threads call ``next_batch(instance)``."""
 
-    def __init__(self, config: ModelConfig, *, model_path: Path,
-                 on_reject: Callable[[InferRequest, TritonRosError], None]) -> None:
+    def __init__(
+        self,
+        config: ModelConfig,
+        *,
+        model_path: Path,
+        on_reject: Callable[[InferRequest, TritonRosError], None],
+    ) -> None:
         sb = config.sequence_batching
         self.model_name = config.name
         self._config = config
@@ -315,7 +364,7 @@ class SequenceBatchScheduler:
         self._cvs: list[threading.Condition] = []
         self._slots: list[list[_Slot]] = []
         self._dynamic: list[DynamicBatchScheduler] = []
-        self._ready: list[tuple[int, int]] = []          # (slot index, instance): a heap
+        self._ready: list[tuple[int, int]] = []  # (slot index, instance): a heap
         self._to_slot: dict[int | str, _Slot] = {}
         self._to_backlog: dict[int | str, _Backlog] = {}
         self._backlogs: collections.deque[_Backlog] = collections.deque()
@@ -329,15 +378,17 @@ class SequenceBatchScheduler:
         self._reaper_cv = threading.Condition(self._lock)
         self._conflicts = 0
         self._conflicts_logged_at = 0.0
-        self.idle_releases = 0          # sequences whose slot the reaper released
+        self.idle_releases = 0  # sequences whose slot the reaper released
 
     # ---------------------------------------------------------------- set-up
     def set_instances(self, count: int) -> None:
         """Create one batcher, with its slots, per instance that takes batches (call once,
         before the instance threads start); starts the reaper."""
         if count == 0:
-            raise internal("Initialization failed for all sequence-batch scheduler threads "
-                           f"(model '{self.model_name}' has no instance that takes requests)")
+            raise internal(
+                "Initialization failed for all sequence-batch scheduler threads "
+                f"(model '{self.model_name}' has no instance that takes requests)"
+            )
         with self._lock:
             for instance in range(count):
                 self._cvs.append(threading.Condition(self._lock))
@@ -346,16 +397,22 @@ class SequenceBatchScheduler:
                     heapq.heappush(self._ready, (index, instance))
                 if self._oldest:
                     self._dynamic.append(self._dynamic_batcher())
-        self._reaper = threading.Thread(target=self._reap, daemon=True,
-                                        name=f"{self.model_name}:sequence-reaper")
+        self._reaper = threading.Thread(
+            target=self._reap, daemon=True, name=f"{self.model_name}:sequence-reaper"
+        )
         self._reaper.start()
 
     def _dynamic_batcher(self) -> DynamicBatchScheduler:
         sb = self._sb
-        config = replace(self._config, dynamic_batching=DynamicBatchingConfig(
-            preferred_batch_sizes=sb.preferred_batch_sizes or (
-                (self._config.max_batch_size,) if self._batching else ()),
-            max_queue_delay_us=sb.max_queue_delay_us, preserve_ordering=sb.preserve_ordering))
+        config = replace(
+            self._config,
+            dynamic_batching=DynamicBatchingConfig(
+                preferred_batch_sizes=sb.preferred_batch_sizes
+                or ((self._config.max_batch_size,) if self._batching else ()),
+                max_queue_delay_us=sb.max_queue_delay_us,
+                preserve_ordering=sb.preserve_ordering,
+            ),
+        )
         return DynamicBatchScheduler(config, on_reject=self._on_reject)
 
     # ---------------------------------------------------------------- producer side
@@ -364,13 +421,17 @@ class SequenceBatchScheduler:
         nothing queued) as Triton's Enqueue does."""
         model = self.model_name
         if request.batch_size > 1:
-            raise EnqueueRefused(StatusCode.INVALID_ARG,
-                                 f"inference request to model '{model}' must specify batch-size "
-                                 f"1 due to requirements of sequence batcher")
+            raise EnqueueRefused(
+                StatusCode.INVALID_ARG,
+                f"inference request to model '{model}' must specify batch-size "
+                f"1 due to requirements of sequence batcher",
+            )
         if not request.in_sequence:
-            raise EnqueueRefused(StatusCode.INVALID_ARG,
-                                 f"inference request to model '{model}' must specify a non-zero "
-                                 f"or non-empty correlation ID")
+            raise EnqueueRefused(
+                StatusCode.INVALID_ARG,
+                f"inference request to model '{model}' must specify a non-zero "
+                f"or non-empty correlation ID",
+            )
         error = self._controls.request_type_error(request, model)
         if error is not None:
             raise error
@@ -382,15 +443,22 @@ class SequenceBatchScheduler:
             slot = self._to_slot.get(key)
             backlog = self._to_backlog.get(key)
             if not request.sequence_start and slot is None and backlog is None:
-                raise EnqueueRefused(StatusCode.INVALID_ARG,
-                                     f"inference request for sequence {sequence_label(key)} to "
-                                     f"model '{model}' must specify the START flag on the first "
-                                     f"request of the sequence")
-            if slot is None and (backlog is not None or not self._ready) \
-                    and self._backlog_requests >= MAX_BACKLOG_REQUESTS:
-                raise unavailable(f"inference request for sequence {sequence_label(key)} to "
-                                  f"model '{model}' cannot wait for a sequence slot: the "
-                                  f"backlog holds {MAX_BACKLOG_REQUESTS} requests")
+                raise EnqueueRefused(
+                    StatusCode.INVALID_ARG,
+                    f"inference request for sequence {sequence_label(key)} to "
+                    f"model '{model}' must specify the START flag on the first "
+                    f"request of the sequence",
+                )
+            if (
+                slot is None
+                and (backlog is not None or not self._ready)
+                and self._backlog_requests >= MAX_BACKLOG_REQUESTS
+            ):
+                raise unavailable(
+                    f"inference request for sequence {sequence_label(key)} to "
+                    f"model '{model}' cannot wait for a sequence slot: the "
+                    f"backlog holds {MAX_BACKLOG_REQUESTS} requests"
+                )
             now_us = _now_us()
             self._last_seen_us[key] = now_us
             if request.sequence_start and (slot is not None or backlog is not None):
@@ -436,10 +504,14 @@ class SequenceBatchScheduler:
         now = time.monotonic()
         if now - self._conflicts_logged_at >= _WARN_PERIOD_S:
             self._conflicts_logged_at = now
-            _log.warning("sequence %s for model '%s' has a conflict. The previous sequence did "
-                         "not end before this sequence start. Previous sequence will be "
-                         "terminated early. (%d such starts so far)", sequence_label(key),
-                         self.model_name, self._conflicts)
+            _log.warning(
+                "sequence %s for model '%s' has a conflict. The previous sequence did "
+                "not end before this sequence start. Previous sequence will be "
+                "terminated early. (%d such starts so far)",
+                sequence_label(key),
+                self.model_name,
+                self._conflicts,
+            )
 
     def take_direct(self, request: InferRequest) -> None:
         return None
@@ -464,10 +536,15 @@ class SequenceBatchScheduler:
         slot.queue.clear()
         slot.sequence = None
         slot.states = None
-        for request in leftovers:       # never expected: nothing follows an END
-            self._reject_later(request, TritonRosError(
-                StatusCode.CANCELLED, f"sequence {sequence_label(request.sequence_id)} of model "
-                                      f"'{self.model_name}' ended before this request ran"))
+        for request in leftovers:  # never expected: nothing follows an END
+            self._reject_later(
+                request,
+                TritonRosError(
+                    StatusCode.CANCELLED,
+                    f"sequence {sequence_label(request.sequence_id)} of model "
+                    f"'{self.model_name}' ended before this request ran",
+                ),
+            )
         if slot.dead:
             return
         while self._backlogs:
@@ -505,15 +582,19 @@ class SequenceBatchScheduler:
                 self._release_slot(slot)
             try:
                 self._dynamic[slot.instance].enqueue(request, keep_queue_start=True)
-            except TritonRosError as exc:       # the batcher stopped
+            except TritonRosError as exc:  # the batcher stopped
                 slot.in_flight = False
                 self._reject_later(request, exc)
 
     def _reject_later(self, request: InferRequest, error: TritonRosError) -> None:
         # Answered on a thread of its own: the caller holds the lock, and the request's
         # callbacks may call back into the server.
-        threading.Thread(target=self._on_reject, args=(request, error), daemon=True,
-                         name=f"{self.model_name}:sequence-reject").start()
+        threading.Thread(
+            target=self._on_reject,
+            args=(request, error),
+            daemon=True,
+            name=f"{self.model_name}:sequence-reject",
+        ).start()
 
     # ---------------------------------------------------------------- consumer side
     def next_batch(self, instance: int = 0):
@@ -545,8 +626,10 @@ class SequenceBatchScheduler:
                 if self._delay_ns and self._min_utilization and not self._stopping:
                     oldest = min(s.queue[0].queue_start_ns for s in ready)
                     waited = time.monotonic_ns() - oldest
-                    if waited <= self._delay_ns and \
-                            len(ready) / self._slot_count < self._min_utilization:
+                    if (
+                        waited <= self._delay_ns
+                        and len(ready) / self._slot_count < self._min_utilization
+                    ):
                         cv.wait(min(MAX_WAIT_S, (self._delay_ns - waited) / 1e9 + 1e-6))
                         continue
                 return (instance, next(self._seq), None), self._direct_batch(ready), None
@@ -557,9 +640,9 @@ class SequenceBatchScheduler:
         key = self._direct_key(first)
         template: InferRequest | None = None
         batch: list[InferRequest] = []
-        for slot in self._slots[first.instance][:ready[-1].index + 1]:
+        for slot in self._slots[first.instance][: ready[-1].index + 1]:
             if not slot.queue or self._direct_key(slot) != key:
-                batch.append(None)      # a null request, made once the template is known
+                batch.append(None)  # a null request, made once the template is known
                 continue
             request = slot.queue.popleft()
             self._prepare(request, slot)
@@ -568,7 +651,7 @@ class SequenceBatchScheduler:
             batch.append(request)
             if request.sequence_end:
                 self._release_slot(slot)
-        if template is None:            # cannot happen: the first ready slot always joins
+        if template is None:  # cannot happen: the first ready slot always joins
             template = representative
         return [r if r is not None else self._null(template) for r in batch]
 
@@ -585,11 +668,17 @@ class SequenceBatchScheduler:
         CORRID 0; executed in its slot's row and answered to no one."""
         inputs = {}
         for name, array in template.inputs.items():
-            inputs[name] = (np.full(array.shape, b"", dtype=np.object_)
-                            if array.dtype == np.object_ else np.zeros_like(array))
-        null = InferRequest(model_name=template.model_name, inputs=inputs,
-                            model_version=template.model_version,
-                            requested_outputs=template.requested_outputs)
+            inputs[name] = (
+                np.full(array.shape, b"", dtype=np.object_)
+                if array.dtype == np.object_
+                else np.zeros_like(array)
+            )
+        null = InferRequest(
+            model_name=template.model_name,
+            inputs=inputs,
+            model_version=template.model_version,
+            requested_outputs=template.requested_outputs,
+        )
         null.batch_size = template.batch_size
         null.shape_key = template.shape_key
         null.extra_outputs = template.extra_outputs
@@ -654,8 +743,9 @@ class SequenceBatchScheduler:
                 if not expired:
                     self._reaper_cv.wait(min(MAX_WAIT_S, max(wake - now, 1000) / 1e6))
             for request in expired:
-                self._on_reject(request, unavailable("timeout of the corresponding sequence "
-                                                     "has been expired"))
+                self._on_reject(
+                    request, unavailable("timeout of the corresponding sequence has been expired")
+                )
 
     def _expire_backlogs(self, now: int) -> list[InferRequest]:
         expired: list[InferRequest] = []
@@ -671,8 +761,9 @@ class SequenceBatchScheduler:
                         del self._to_backlog[key]
                 continue
             keep.append(backlog)
-            if backlog.expires_us and (not self._next_expiry_us
-                                       or backlog.expires_us < self._next_expiry_us):
+            if backlog.expires_us and (
+                not self._next_expiry_us or backlog.expires_us < self._next_expiry_us
+            ):
                 self._next_expiry_us = backlog.expires_us
         self._backlogs = keep
         return expired
@@ -738,8 +829,10 @@ class SequenceBatchScheduler:
         """Requests waiting: in slots, in the backlog and in the oldest strategy's batchers."""
         with self._lock:
             queued = self._backlog_requests + sum(
-                sum(1 for r in s.queue if r is not FORCE_END) for slots in self._slots
-                for s in slots)
+                sum(1 for r in s.queue if r is not FORCE_END)
+                for slots in self._slots
+                for s in slots
+            )
         return queued + sum(b.queue_size() for b in self._dynamic)
 
     def active_sequences(self) -> int:

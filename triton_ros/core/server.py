@@ -9,6 +9,7 @@ camera frame reach the same model's same dynamic batcher.
 
 This module, like the whole core, imports neither rclpy nor grpc.
 """
+
 from __future__ import annotations
 
 import logging
@@ -61,14 +62,14 @@ class ServerOptions:
     repository_poll_secs: float = 15.0
     exit_timeout_secs: float = 30.0
     server_id: str = "triton"
-    cache_config: CacheConfig | None = None      # --cache-config local,size=N
-    allow_client_shm: bool = False               # --allow-client-shm (ours; tritonserver: on)
-    log_info: bool = True                        # --log-info
-    log_warning: bool = True                     # --log-warning
-    log_error: bool = True                       # --log-error
-    log_verbose: int = 0                         # --log-verbose
-    log_format: str = "default"                  # --log-format default|ISO8601
-    trace_config: TraceConfig = TraceConfig()    # --trace-config (core/tracer.py)
+    cache_config: CacheConfig | None = None  # --cache-config local,size=N
+    allow_client_shm: bool = False  # --allow-client-shm (ours; tritonserver: on)
+    log_info: bool = True  # --log-info
+    log_warning: bool = True  # --log-warning
+    log_error: bool = True  # --log-error
+    log_verbose: int = 0  # --log-verbose
+    log_format: str = "default"  # --log-format default|ISO8601
+    trace_config: TraceConfig = TraceConfig()  # --trace-config (core/tracer.py)
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ class InferenceServer:
 
     def __init__(self, options: ServerOptions) -> None:
         self.options = options
-        limit_malloc_arenas()   # bounded RSS under concurrent load (core/memory.py)
+        limit_malloc_arenas()  # bounded RSS under concurrent load (core/memory.py)
         self.response_cache: LocalCache | None = create_cache(options.cache_config)
         self.repository = ModelRepositoryManager(
             options.model_repositories,
@@ -115,9 +116,13 @@ class InferenceServer:
         self.shared_memory = SharedMemoryManager(allow_client_shm=options.allow_client_shm)
         # Metric families of frontends with counters of their own (the Kafka frontend)
         self.metric_sources = MetricSources()
-        self.log_settings = LogSettings(info=options.log_info, warning=options.log_warning,
-                                        error=options.log_error, verbose_level=options.log_verbose,
-                                        log_format=options.log_format)
+        self.log_settings = LogSettings(
+            info=options.log_info,
+            warning=options.log_warning,
+            error=options.log_error,
+            verbose_level=options.log_verbose,
+            log_format=options.log_format,
+        )
         # Request tracing, one manager for every frontend and the ROS node (core/tracer.py).
         self.tracer = TraceManager(options.trace_config)
         self._started = False
@@ -143,7 +148,7 @@ class InferenceServer:
         self._idle_trim.stop()
         self.repository.stop(timeout=self.options.exit_timeout_secs)
         self.shared_memory.close()
-        self.tracer.close()     # after the last request: every trace is written
+        self.tracer.close()  # after the last request: every trace is written
 
     # ---------------------------------------------------------------- health
     def is_live(self) -> bool:
@@ -173,16 +178,23 @@ class InferenceServer:
     def model_metadata(self, name: str, version: int = -1) -> ModelMetadata:
         model = self.get_model(name, version)
         config = model.config
-        ready_versions = tuple(str(m.version) for m in self.repository.models(name)
-                               if self.repository.is_ready(name, m.version))
+        ready_versions = tuple(
+            str(m.version)
+            for m in self.repository.models(name)
+            if self.repository.is_ready(name, m.version)
+        )
         batch = (WILDCARD_DIM,) if config.max_batch_size > 0 else ()
 
         def tensors(items) -> tuple[TensorMetadata, ...]:
             return tuple(TensorMetadata(t.name, t.datatype, batch + tuple(t.dims)) for t in items)
 
-        return ModelMetadata(name=config.name, versions=ready_versions or (str(model.version),),
-                             platform=config.platform or config.backend,
-                             inputs=tensors(config.inputs), outputs=tensors(config.outputs))
+        return ModelMetadata(
+            name=config.name,
+            versions=ready_versions or (str(model.version),),
+            platform=config.platform or config.backend,
+            inputs=tensors(config.inputs),
+            outputs=tensors(config.outputs),
+        )
 
     def model_statistics(self, name: str = "", version: int = -1) -> list[StatsSnapshot]:
         """Statistics of one model (a version or every ready one), or of every ready model. A
@@ -204,8 +216,9 @@ class InferenceServer:
     def repository_index(self, *, ready_only: bool = False) -> list[RepositoryEntry]:
         return self.repository.index(ready_only=ready_only)
 
-    def trace_setting(self, model_name: str = "",
-                      changes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def trace_setting(
+        self, model_name: str = "", changes: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Triton's trace extension: the trace setting in force globally ('') or for a model,
         after applying ``changes`` when given (core/tracer.py). A model must be ready, as in
         Triton ("Request for unknown model")."""
@@ -215,8 +228,9 @@ class InferenceServer:
             return self.tracer.update_setting(model_name, changes)
         return self.tracer.get_setting(model_name)
 
-    def load_model(self, name: str, *, config_json: str | None = None,
-                   files: dict[str, bytes] | None = None) -> None:
+    def load_model(
+        self, name: str, *, config_json: str | None = None, files: dict[str, bytes] | None = None
+    ) -> None:
         self.repository.load(name, config_json=config_json, files=files)
 
     def unload_model(self, name: str, *, unload_dependents: bool = False) -> None:
@@ -230,12 +244,14 @@ class InferenceServer:
         """
         self._requests += 1
         if self._stopping:
-            request.set_error(StoppingError("Server is stopping, no new inference requests are "
-                                            "accepted"))
+            request.set_error(
+                StoppingError("Server is stopping, no new inference requests are accepted")
+            )
             return request.future
         if self.tracer.active and request.trace is None:
-            request.trace = self.tracer.sample(request.model_name,
-                                               caller_holds=request.caller_releases_trace)
+            request.trace = self.tracer.sample(
+                request.model_name, caller_holds=request.caller_releases_trace
+            )
         return self.repository.infer(request)
 
     def infer_sync(self, request: InferRequest, timeout: float | None = None) -> InferResponse:
@@ -243,5 +259,11 @@ class InferenceServer:
         return self.infer(request).result(timeout=timeout)
 
 
-__all__ = ["InferenceServer", "ServerOptions", "ModelMetadata", "ServerMetadata", "TensorMetadata",
-           "TritonRosError"]
+__all__ = [
+    "InferenceServer",
+    "ServerOptions",
+    "ModelMetadata",
+    "ServerMetadata",
+    "TensorMetadata",
+    "TritonRosError",
+]

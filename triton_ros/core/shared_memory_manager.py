@@ -33,6 +33,7 @@ allows it (``allow_client_shm``, off by default: tritonserver has no such switch
 allows it; docs/shared_memory.md says why); status and unregister always answer. This module
 imports no transport.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,9 +53,10 @@ from .strict_parse import require_size
 _log = logging.getLogger("triton_ros.shared_memory")
 
 SHM_DIR = "/dev/shm"
-UINT64_MAX = 2**64 - 1             # the protocols' type of offsets and sizes
-CLIENT_SHM_DISABLED = ("Client shared memory is disabled. Start the server with "
-                       "'--allow-client-shm=true' to enable.")
+UINT64_MAX = 2**64 - 1  # the protocols' type of offsets and sizes
+CLIENT_SHM_DISABLED = (
+    "Client shared memory is disabled. Start the server with '--allow-client-shm=true' to enable."
+)
 # Prefixes of shared memory objects the server creates for itself (Triton's Python backend, and
 # ours: python_stub/ipc.py SEGMENT_PREFIX); clients may not register them.
 RESERVED_KEY_PREFIXES = ("triton_python_backend_shm_region_", "triton_ros_py_")
@@ -97,41 +99,49 @@ class _Region:
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise internal(f"Invalid shared memory region: '{key}'")
-            if byte_size == 0 or offset + byte_size > info.st_size:   # tritonserver's INTERNAL
+            if byte_size == 0 or offset + byte_size > info.st_size:  # tritonserver's INTERNAL
                 raise internal(f"Invalid shared memory region: '{key}'")
             # mmap offsets must be page-aligned: map from the page that holds `offset`.
             self._start = offset % mmap.ALLOCATIONGRANULARITY
             try:
-                self._map = mmap.mmap(fd, self._start + byte_size, mmap.MAP_SHARED,
-                                      mmap.PROT_READ | mmap.PROT_WRITE,
-                                      offset=offset - self._start)
+                self._map = mmap.mmap(
+                    fd,
+                    self._start + byte_size,
+                    mmap.MAP_SHARED,
+                    mmap.PROT_READ | mmap.PROT_WRITE,
+                    offset=offset - self._start,
+                )
             except (OSError, ValueError) as exc:
-                raise internal(f"failed to register shared memory region '{name}': unable "
-                               f"to map it: {exc}") from None
+                raise internal(
+                    f"failed to register shared memory region '{name}': unable to map it: {exc}"
+                ) from None
         finally:
-            os.close(fd)   # the mapping keeps its own descriptor
+            os.close(fd)  # the mapping keeps its own descriptor
 
     def _check_object_size(self) -> None:
         # mmap.size() is fstat() of the object: pages past its end would SIGBUS the server.
         try:
             size = self._map.size()
         except (OSError, ValueError) as exc:
-            raise internal(f"shared memory region '{self.name}' is no longer usable: "
-                           f"{exc}") from None
+            raise internal(
+                f"shared memory region '{self.name}' is no longer usable: {exc}"
+            ) from None
         if size < self.offset + self.byte_size:
-            raise invalid_arg(f"shared memory region '{self.name}' (key '{self.key}') was "
-                              f"truncated to {size} bytes after it was registered with offset "
-                              f"{self.offset} and byte size {self.byte_size}")
+            raise invalid_arg(
+                f"shared memory region '{self.name}' (key '{self.key}') was "
+                f"truncated to {size} bytes after it was registered with offset "
+                f"{self.offset} and byte size {self.byte_size}"
+            )
 
     def read(self, offset: int, byte_size: int) -> bytes:
         self._check_object_size()
         start = self._start + offset
-        return self._map[start:start + byte_size]
+        return self._map[start : start + byte_size]
 
     def write(self, offset: int, data: bytes | memoryview) -> None:
         self._check_object_size()
         start = self._start + offset
-        self._map[start:start + len(data)] = data
+        self._map[start : start + len(data)] = data
 
     def status(self) -> SystemRegionStatus:
         return SystemRegionStatus(self.name, self.key, self.offset, self.byte_size)
@@ -141,12 +151,15 @@ def _object_name(name: str, key: str) -> str:
     """The file of ``key`` under /dev/shm, with shm_open's and Triton's rules for keys."""
     stripped = key.lstrip("/")
     if not stripped:
-        raise invalid_arg(f"cannot register shared memory region '{name}' - invalid shm key "
-                          f"'{key}'")
+        raise invalid_arg(
+            f"cannot register shared memory region '{name}' - invalid shm key '{key}'"
+        )
     for prefix in RESERVED_KEY_PREFIXES:
         if stripped.startswith(prefix):
-            raise invalid_arg(f"cannot register shared memory region '{name}' with key '{key}' "
-                              f"as the key contains the reserved prefix '{prefix}'")
+            raise invalid_arg(
+                f"cannot register shared memory region '{name}' with key '{key}' "
+                f"as the key contains the reserved prefix '{prefix}'"
+            )
     if "/" in stripped or "\x00" in stripped or stripped in (".", ".."):
         # shm_open fails with EINVAL: a key names one object directly under /dev/shm.
         raise internal(f"Unable to open shared memory region: '{key}'")
@@ -177,16 +190,19 @@ class SharedMemoryBlock:
 
     def check_fits(self, tensor_name: str, byte_size: int) -> None:
         if byte_size > self.byte_size:
-            raise internal(f"shared memory size specified with the request for output "
-                           f"'{tensor_name}' ({self.byte_size} bytes) should be at least "
-                           f"{byte_size} bytes to hold the results")
+            raise internal(
+                f"shared memory size specified with the request for output "
+                f"'{tensor_name}' ({self.byte_size} bytes) should be at least "
+                f"{byte_size} bytes to hold the results"
+            )
 
 
 SHM_PARAMETERS = ("shared_memory_region", "shared_memory_offset", "shared_memory_byte_size")
 
 
-def shared_memory_params(tensor_name: str,
-                         params: Mapping[str, str | int]) -> tuple[str, int, int] | None:
+def shared_memory_params(
+    tensor_name: str, params: Mapping[str, str | int]
+) -> tuple[str, int, int] | None:
     """(region, offset, byte size) of a tensor in shared memory, or None when it is not, from
     its shared memory parameters (already typed by the frontend: a str and two ints), with
     Triton's rules: offset defaults to 0, byte size is required with a region, neither goes
@@ -194,22 +210,32 @@ def shared_memory_params(tensor_name: str,
     region = params.get("shared_memory_region")
     for key in SHM_PARAMETERS[1:]:
         if key in params and region is None:
-            raise invalid_arg(f"'{key}' can not be specified without 'shared_memory_region' "
-                              f"parameter for tensor '{tensor_name}'")
+            raise invalid_arg(
+                f"'{key}' can not be specified without 'shared_memory_region' "
+                f"parameter for tensor '{tensor_name}'"
+            )
     if region is None:
         return None
     if "shared_memory_byte_size" not in params:
-        raise invalid_arg(f"'shared_memory_byte_size' must be specified along with "
-                          f"'shared_memory_region' parameter for tensor '{tensor_name}'")
+        raise invalid_arg(
+            f"'shared_memory_byte_size' must be specified along with "
+            f"'shared_memory_region' parameter for tensor '{tensor_name}'"
+        )
     if not isinstance(region, str):
-        raise invalid_arg(f"invalid value type for 'shared_memory_region' parameter for tensor "
-                          f"'{tensor_name}', expected a string")
-    return (region, require_size(params.get("shared_memory_offset", 0), "shared_memory_offset"),
-            require_size(params["shared_memory_byte_size"], "shared_memory_byte_size"))
+        raise invalid_arg(
+            f"invalid value type for 'shared_memory_region' parameter for tensor "
+            f"'{tensor_name}', expected a string"
+        )
+    return (
+        region,
+        require_size(params.get("shared_memory_offset", 0), "shared_memory_offset"),
+        require_size(params["shared_memory_byte_size"], "shared_memory_byte_size"),
+    )
 
 
-def write_outputs(outputs: Mapping[str, np.ndarray],
-                  blocks: Mapping[str, SharedMemoryBlock]) -> None:
+def write_outputs(
+    outputs: Mapping[str, np.ndarray], blocks: Mapping[str, SharedMemoryBlock]
+) -> None:
     """Write each output that has a block into it (BYTES length-prefixed). Every size is checked
     before anything is written, so a too-small block leaves every region untouched."""
     pending = []
@@ -240,8 +266,7 @@ class SharedMemoryManager:
     def register_system(self, name: str, key: str, offset: int, byte_size: int) -> None:
         self._require_allowed()
         if not name:
-            raise invalid_arg("'region name' is necessary to register system shared memory "
-                              "region")
+            raise invalid_arg("'region name' is necessary to register system shared memory region")
         if not isinstance(name, str) or not isinstance(key, str):
             raise invalid_arg("shared memory region name and key must be strings")
         # Any uint64 (the protocols' type): a block that the object cannot hold, an empty one
@@ -250,11 +275,17 @@ class SharedMemoryManager:
         byte_size = require_size(byte_size, "byte_size", maximum=UINT64_MAX)
         with self._lock:
             if name in self._regions:
-                raise TritonRosError(StatusCode.ALREADY_EXISTS,
-                                     f"shared memory region '{name}' already in manager")
+                raise TritonRosError(
+                    StatusCode.ALREADY_EXISTS, f"shared memory region '{name}' already in manager"
+                )
             self._regions[name] = _Region(name, key, offset, byte_size)
-        _log.debug("registered system shared memory region '%s' (key '%s', offset %d, "
-                   "byte size %d)", name, key, offset, byte_size)
+        _log.debug(
+            "registered system shared memory region '%s' (key '%s', offset %d, byte size %d)",
+            name,
+            key,
+            offset,
+            byte_size,
+        )
 
     def system_status(self, name: str = "") -> list[SystemRegionStatus]:
         """Every region (sorted by name), or the one named; NOT_FOUND for an unknown name."""
@@ -285,8 +316,10 @@ class SharedMemoryManager:
     def register_cuda(self, name: str, *, device_id: int, byte_size: int) -> None:
         """Always INVALID_ARG, whether or not clients may register system regions: no handle
         can be opened without CUDA, which is what tritonserver answers without a GPU."""
-        raise invalid_arg(f"failed to register CUDA shared memory region '{name}': invalid "
-                          f"args (no CUDA device: triton_ros serves system shared memory only)")
+        raise invalid_arg(
+            f"failed to register CUDA shared memory region '{name}': invalid "
+            f"args (no CUDA device: triton_ros serves system shared memory only)"
+        )
 
     def cuda_status(self, name: str = "") -> list[CudaRegionStatus]:
         """No CUDA region can exist: an empty list, or NOT_FOUND (Triton's messages)."""
@@ -295,8 +328,10 @@ class SharedMemoryManager:
         with self._lock:
             is_system = name in self._regions
         if is_system:
-            raise not_found(f"The region named '{name}' is registered as system shared memory, "
-                            f"not CUDA shared memory")
+            raise not_found(
+                f"The region named '{name}' is registered as system shared memory, "
+                f"not CUDA shared memory"
+            )
         raise not_found(f"Unable to find cuda shared memory region: '{name}'")
 
     def unregister_cuda(self, name: str = "") -> None:

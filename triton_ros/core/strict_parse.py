@@ -9,6 +9,7 @@ rule, and a refused value is an INVALID_ARG error naming what it was.
 
 Written by hand because it is five lines: no library offers "decimal ASCII digits, bounded".
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -17,7 +18,7 @@ from .errors import TritonRosError, invalid_arg
 
 #: Sizes above this are refused outright (no request, region or cache is this large); it keeps
 #: a 4000-digit "size" from costing a quadratic int conversion.
-MAX_SIZE = 2 ** 63 - 1
+MAX_SIZE = 2**63 - 1
 _MAX_DIGITS = len(str(MAX_SIZE))
 
 
@@ -33,8 +34,7 @@ def parse_size(text: str | bytes, what: str, *, maximum: int = MAX_SIZE) -> int:
         except UnicodeDecodeError:
             raise invalid_arg(f"invalid {what}: expected a decimal integer") from None
     if not isinstance(text, str):
-        raise invalid_arg(f"invalid {what}: expected a decimal integer, got "
-                          f"{type(text).__name__}")
+        raise invalid_arg(f"invalid {what}: expected a decimal integer, got {type(text).__name__}")
     if not text or len(text) > _MAX_DIGITS or not text.isascii() or not text.isdigit():
         shown = text if len(text) <= 32 else text[:32] + "..."
         raise invalid_arg(f"invalid {what}: expected a decimal integer, got {shown!r}")
@@ -53,8 +53,10 @@ def parse_model_version(text: str) -> int:
     try:
         return parse_size(text, "model version")
     except TritonRosError:
-        raise invalid_arg(f"failed to get model version from specified version string "
-                          f"'{text[:64]}' (must be integral)") from None
+        raise invalid_arg(
+            f"failed to get model version from specified version string "
+            f"'{text[:64]}' (must be integral)"
+        ) from None
 
 
 def require_size(value: Any, what: str, *, maximum: int = MAX_SIZE) -> int:
@@ -63,8 +65,9 @@ def require_size(value: Any, what: str, *, maximum: int = MAX_SIZE) -> int:
     if isinstance(value, str):
         return parse_size(value, what, maximum=maximum)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise invalid_arg(f"invalid {what}: expected an unsigned integer, got "
-                          f"{type(value).__name__}")
+        raise invalid_arg(
+            f"invalid {what}: expected an unsigned integer, got {type(value).__name__}"
+        )
     if value < 0 or value > maximum:
         raise invalid_arg(f"invalid {what}: {value} is outside [0, {maximum}]")
     return value

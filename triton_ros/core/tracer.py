@@ -43,6 +43,7 @@ costs one attribute test at the core's entry and one at its answer.
 Hand-written because no library writes Triton's trace format (OpenTelemetry's span model is
 Triton's other mode, not supported here).
 """
+
 from __future__ import annotations
 
 import collections
@@ -73,19 +74,23 @@ TENSORS = 2
 LEVEL_NAMES = (("TIMESTAMPS", TIMESTAMPS), ("TENSORS", TENSORS))
 
 DEFAULT_RATE = 1000
-UINT32_MAX = 2 ** 32 - 1
-INT32_MAX = 2 ** 31 - 1
+UINT32_MAX = 2**32 - 1
+INT32_MAX = 2**31 - 1
 MIN_COUNT = -1
 #: Completed traces waiting for the writer thread, at most; beyond, a trace is dropped.
 WRITER_QUEUE = 4096
-WRITER_BATCH = 256          # the writer wakes once this many wait ...
-WRITER_INTERVAL_S = 0.1     # ... or this long after it last wrote
+WRITER_BATCH = 256  # the writer wakes once this many wait ...
+WRITER_INTERVAL_S = 0.1  # ... or this long after it last wrote
 MODE = "triton"
 
 # The settings a client may change, by their protocol names.
 SETTING_NAMES = ("trace_level", "trace_rate", "trace_count", "log_frequency")
-_FIELD = {"trace_level": "level", "trace_rate": "rate", "trace_count": "count",
-          "log_frequency": "log_frequency"}
+_FIELD = {
+    "trace_level": "level",
+    "trace_rate": "rate",
+    "trace_count": "count",
+    "log_frequency": "log_frequency",
+}
 
 
 def level_names(level: int) -> list[str]:
@@ -120,6 +125,7 @@ class TraceConfig:
 # Parsing: --trace-config on the command line, and the protocol's setting values
 # ------------------------------------------------------------------------------------------
 
+
 def parse_level_option(text: str) -> int:
     """A level as tritonserver's command line takes it (case-insensitive)."""
     value = text.strip().lower()
@@ -140,22 +146,32 @@ def _parse_int(text: str, what: str, low: int, high: int) -> int:
     number = int(value)
     if not low <= number <= high:
         if what == "trace_count" and number < low:
-            raise invalid_arg(f"Unable to parse 'trace_count'. Expecting value >= {low}, "
-                              f"got: {text}")
-        raise invalid_arg(f"Unable to parse '{what}', value is out of range [ {low}, {high} ], "
-                          f"got: {text}")
+            raise invalid_arg(
+                f"Unable to parse 'trace_count'. Expecting value >= {low}, got: {text}"
+            )
+        raise invalid_arg(
+            f"Unable to parse '{what}', value is out of range [ {low}, {high} ], got: {text}"
+        )
     return number
 
 
-_CLI_RANGES = {"rate": ("trace_rate", 0, UINT32_MAX),
-               "count": ("trace_count", MIN_COUNT, INT32_MAX),
-               "log_frequency": ("log_frequency", 0, UINT32_MAX)}
+_CLI_RANGES = {
+    "rate": ("trace_rate", 0, UINT32_MAX),
+    "count": ("trace_count", MIN_COUNT, INT32_MAX),
+    "log_frequency": ("log_frequency", 0, UINT32_MAX),
+}
 
 
-def parse_trace_config(specs: Iterable[str], *, file: str | None = None,
-                       levels: Iterable[str] = (), rate: int | None = None,
-                       count: int | None = None, log_frequency: int | None = None,
-                       warn: Callable[[str], None] | None = None) -> TraceConfig:
+def parse_trace_config(
+    specs: Iterable[str],
+    *,
+    file: str | None = None,
+    levels: Iterable[str] = (),
+    rate: int | None = None,
+    count: int | None = None,
+    log_frequency: int | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> TraceConfig:
     """The global settings from tritonserver's ``--trace-config`` values, in its syntax:
     ``<setting>=<value>`` for ``level`` (repeatable: the levels add up; OFF anywhere turns
     tracing off), ``rate``, ``count`` and ``mode`` (only ``triton``), and
@@ -173,8 +189,10 @@ def parse_trace_config(specs: Iterable[str], *, file: str | None = None,
         if key != "file":
             what, low, high = _CLI_RANGES[key]
             if not low <= int(value) <= high:
-                raise invalid_arg(f"--trace-{key.replace('_', '-')}: value is out of range "
-                                  f"[ {low}, {high} ], got: {value}")
+                raise invalid_arg(
+                    f"--trace-{key.replace('_', '-')}: value is out of range "
+                    f"[ {low}, {high} ], got: {value}"
+                )
         values[key] = value
     level_options = [parse_level_option(text) for text in levels]
     from_config: list[int] = []
@@ -183,13 +201,16 @@ def parse_trace_config(specs: Iterable[str], *, file: str | None = None,
         if not sep:
             mode, rest = "", spec
         elif not mode:
-            raise invalid_arg(f"No trace mode specified. --trace-config option format is "
-                              f"<trace mode>,<setting>=<value> or <setting>=<value>. Got {spec}")
+            raise invalid_arg(
+                f"No trace mode specified. --trace-config option format is "
+                f"<trace mode>,<setting>=<value> or <setting>=<value>. Got {spec}"
+            )
         setting, eq, value = rest.partition("=")
         setting = setting.strip()
         if not eq or not setting or not value:
-            raise invalid_arg(f"--trace-config option format is '<trace mode>,<setting>=<value>'. "
-                              f"Got {spec}")
+            raise invalid_arg(
+                f"--trace-config option format is '<trace mode>,<setting>=<value>'. Got {spec}"
+            )
         if mode:
             _check_mode(mode)
         where = f"--trace-config {spec}"
@@ -206,18 +227,22 @@ def parse_trace_config(specs: Iterable[str], *, file: str | None = None,
                 what, low, high = _CLI_RANGES[key]
                 values[key] = _cli_int(value, what, low, high, where)
         else:
-            raise invalid_arg(f"{where}: unknown trace setting '{setting}' (global settings: "
-                              f"level, rate, count, mode; 'triton,' settings: file, "
-                              f"log-frequency)")
+            raise invalid_arg(
+                f"{where}: unknown trace setting '{setting}' (global settings: "
+                f"level, rate, count, mode; 'triton,' settings: file, "
+                f"log-frequency)"
+            )
         flag = {"level": "level", "log_frequency": "log-frequency"}.get(key, key)
         if (key == "level" and level_options) or deprecated.get(key) is not None:
-            (warn or _log.warning)(f"Overriding deprecated '--trace-{flag}' in favor of "
-                                   f"provided {key} in --trace-config!")
+            (warn or _log.warning)(
+                f"Overriding deprecated '--trace-{flag}' in favor of "
+                f"provided {key} in --trace-config!"
+            )
     level = LEVEL_OFF
     for parsed in level_options + from_config:
         level |= parsed
     if LEVEL_OFF in level_options + from_config:
-        level = LEVEL_OFF                       # an explicit OFF wins, as in tritonserver
+        level = LEVEL_OFF  # an explicit OFF wins, as in tritonserver
     return TraceConfig(level=level, **values)
 
 
@@ -226,17 +251,21 @@ def _check_mode(text: str) -> None:
     if mode == MODE:
         return
     if mode == "opentelemetry":
-        raise unsupported("trace mode 'opentelemetry' is not supported by triton-ros-server; "
-                          "use Triton's trace mode ('triton', the default)")
-    raise invalid_arg(f"invalid value for trace mode option: {text}. Available options are "
-                      f"\"triton\" and \"opentelemetry\"")
+        raise unsupported(
+            "trace mode 'opentelemetry' is not supported by triton-ros-server; "
+            "use Triton's trace mode ('triton', the default)"
+        )
+    raise invalid_arg(
+        f"invalid value for trace mode option: {text}. Available options are "
+        f'"triton" and "opentelemetry"'
+    )
 
 
 def _cli_int(text: str, what: str, low: int, high: int, where: str) -> int:
     try:
         return _parse_int(text, what, low, high)
     except Exception as exc:
-        raise invalid_arg(f"Bad option: \"{where}\": {getattr(exc, 'message', exc)}") from None
+        raise invalid_arg(f'Bad option: "{where}": {getattr(exc, "message", exc)}') from None
 
 
 _CLEAR = object()
@@ -257,12 +286,13 @@ def parse_setting_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
         if key == "trace_mode":
             values = [value] if isinstance(value, str) else value
             if values is None or (isinstance(values, list) and values in ([], [MODE])):
-                continue      # what a GET answered, sent back: Triton's only mode
+                continue  # what a GET answered, sent back: Triton's only mode
             raise unsupported("trace mode can not be updated through network protocol")
         field = _FIELD.get(key)
         if field is None:
-            raise invalid_arg(f"unknown trace setting '{key}' (expected one of "
-                              f"{', '.join(SETTING_NAMES)})")
+            raise invalid_arg(
+                f"unknown trace setting '{key}' (expected one of {', '.join(SETTING_NAMES)})"
+            )
         if value is None or (isinstance(value, list) and not value):
             out[field] = _CLEAR
             continue
@@ -290,8 +320,9 @@ def _parse_levels(values: list[str]) -> int:
             return LEVEL_OFF
         bit = dict(LEVEL_NAMES).get(text)
         if bit is None:
-            raise invalid_arg(f"Unable to parse 'trace_level', got: {text} (expected OFF, "
-                              f"TIMESTAMPS or TENSORS)")
+            raise invalid_arg(
+                f"Unable to parse 'trace_level', got: {text} (expected OFF, TIMESTAMPS or TENSORS)"
+            )
         level |= bit
     return level
 
@@ -300,8 +331,8 @@ def _parse_levels(values: list[str]) -> int:
 # Traces
 # ------------------------------------------------------------------------------------------
 
-_ids = itertools.count(1)      # 0 means "no parent", as in Triton
-_failed_reports = [0]          # requests whose report failed (the first one is logged)
+_ids = itertools.count(1)  # 0 means "no parent", as in Triton
+_failed_reports = [0]  # requests whose report failed (the first one is logged)
 
 
 class _Group:
@@ -335,16 +366,27 @@ class Trace:
     """One traced request (Triton's InferenceTrace): its id, its parent's (0: none), its
     activities. Thread-safe: the frontend and the core may add to it at the same time."""
 
-    __slots__ = ("id", "parent_id", "model_name", "model_version", "request_id", "children",
-                 "_group", "_timestamps", "_tensors", "_ended", "_released")
+    __slots__ = (
+        "id",
+        "parent_id",
+        "model_name",
+        "model_version",
+        "request_id",
+        "children",
+        "_group",
+        "_timestamps",
+        "_tensors",
+        "_ended",
+        "_released",
+    )
 
     def __init__(self, group: _Group, parent_id: int = 0, *, caller_holds: bool = False) -> None:
         self.id = next(_ids)
         self.parent_id = parent_id
-        self.model_name: str | None = None       # set when the request ends
+        self.model_name: str | None = None  # set when the request ends
         self.model_version = -1
         self.request_id = ""
-        self.children: list[Trace] = []          # the traces it spawned, once complete
+        self.children: list[Trace] = []  # the traces it spawned, once complete
         self._group = group
         self._timestamps: list[tuple[str, int]] = []
         self._tensors: list[dict] = []
@@ -381,8 +423,9 @@ class Trace:
         self._group.release()
 
     # ---------------------------------------------------------------- the core's report
-    def end_request(self, request: "InferRequest", response: "InferResponse | None",
-                    end_ns: int) -> None:
+    def end_request(
+        self, request: "InferRequest", response: "InferResponse | None", end_ns: int
+    ) -> None:
         """Report the request's activities from the timestamps the core kept for its
         statistics, as it is answered (with ``response``, or an error when None)."""
         if self._ended:
@@ -390,18 +433,24 @@ class Trace:
         self._ended = True
         try:
             self._report(request, response, end_ns)
-        except Exception as exc:      # tracing never fails a request: its trace is cut short
-            _log.log(logging.DEBUG if _failed_reports[0] else logging.WARNING,
-                     "cannot trace a request of model '%s': %s (further failures are logged "
-                     "at debug level)", request.model_name, exc)
+        except Exception as exc:  # tracing never fails a request: its trace is cut short
+            _log.log(
+                logging.DEBUG if _failed_reports[0] else logging.WARNING,
+                "cannot trace a request of model '%s': %s (further failures are logged "
+                "at debug level)",
+                request.model_name,
+                exc,
+            )
             _failed_reports[0] += 1
-        self._group.release()               # the core's hold; a caller's is its own
+        self._group.release()  # the core's hold; a caller's is its own
 
-    def _report(self, request: "InferRequest", response: "InferResponse | None",
-                end_ns: int) -> None:
+    def _report(
+        self, request: "InferRequest", response: "InferResponse | None", end_ns: int
+    ) -> None:
         self.model_name = request.model_name
-        self.model_version = response.model_version if response is not None \
-            else request.model_version
+        self.model_version = (
+            response.model_version if response is not None else request.model_version
+        )
         self.request_id = request.id
         level = self._group.level
         if level & TIMESTAMPS:
@@ -423,8 +472,9 @@ class Trace:
                 self._tensors.append(_tensor_entry(self.id, "TENSOR_QUEUE_INPUT", name, array))
             if response is not None:
                 for name, array in response.outputs.items():
-                    self._tensors.append(_tensor_entry(self.id, "TENSOR_BACKEND_OUTPUT", name,
-                                                       array))
+                    self._tensors.append(
+                        _tensor_entry(self.id, "TENSOR_BACKEND_OUTPUT", name, array)
+                    )
 
     def to_json(self) -> str:
         """This trace, then its children, as Triton's JSON entries (the array's items): the
@@ -432,8 +482,10 @@ class Trace:
         tid = self.id
         parts = []
         if self.model_name is not None:
-            head = (f'{{"id":{tid},"model_name":{_json_name(self.model_name)},'
-                    f'"model_version":{int(self.model_version)}')
+            head = (
+                f'{{"id":{tid},"model_name":{_json_name(self.model_name)},'
+                f'"model_version":{int(self.model_version)}'
+            )
             if self.request_id:
                 head += f',"request_id":{json.dumps(self.request_id, ensure_ascii=False)}'
             if self.parent_id:
@@ -441,8 +493,9 @@ class Trace:
             parts.append(head + "}")
         for name, ns in sorted(self._timestamps, key=_time_of):
             parts.append(f'{{"id":{tid},"timestamps":[{{"name":{_json_name(name)},"ns":{ns}}}]}}')
-        parts.extend(json.dumps(t, separators=(",", ":"), ensure_ascii=False)
-                     for t in self._tensors)
+        parts.extend(
+            json.dumps(t, separators=(",", ":"), ensure_ascii=False) for t in self._tensors
+        )
         parts.extend(child.to_json() for child in self.children)
         return ",".join(p for p in parts if p)
 
@@ -456,9 +509,10 @@ def _tensor_entry(trace_id: int, activity: str, name: str, array) -> dict:
     quoted strings), its shape and data type."""
     array = np.asarray(array)
     if array.dtype == np.object_:
-        data = ",".join(json.dumps(x.decode("utf-8", "backslashreplace")
-                                   if isinstance(x, bytes) else str(x))
-                        for x in array.ravel().tolist())
+        data = ",".join(
+            json.dumps(x.decode("utf-8", "backslashreplace") if isinstance(x, bytes) else str(x))
+            for x in array.ravel().tolist()
+        )
         dtype = "BYTES"
     else:
         values = array.ravel().tolist()
@@ -466,14 +520,22 @@ def _tensor_entry(trace_id: int, activity: str, name: str, array) -> dict:
             values = [int(v) for v in values]
         data = ",".join(map(str, values))
         dtype = from_numpy_dtype(array.dtype)
-    return {"id": trace_id, "activity": activity,
-            "tensor": {"name": name, "data": data,
-                       "shape": ",".join(str(int(d)) for d in array.shape), "dtype": dtype}}
+    return {
+        "id": trace_id,
+        "activity": activity,
+        "tensor": {
+            "name": name,
+            "data": data,
+            "shape": ",".join(str(int(d)) for d in array.shape),
+            "dtype": dtype,
+        },
+    }
 
 
 # ------------------------------------------------------------------------------------------
 # Settings, files and the writer
 # ------------------------------------------------------------------------------------------
+
 
 class TraceFile:
     """Where the traces of the settings naming one path go (tracer.cc's TraceFile): the file
@@ -532,12 +594,17 @@ class TraceFile:
                 self._handle.close()
             except OSError:
                 pass
-            self._handle = None       # the next append starts the file again
+            self._handle = None  # the next append starts the file again
         level = logging.DEBUG if self._failed else logging.ERROR
         self._failed = True
-        _log.log(level, "cannot write trace file '%s': %s; %d trace(s) lost (inference goes "
-                 "on; further failures of this file are counted, not logged)", path,
-                 exc.strerror or exc, lost)
+        _log.log(
+            level,
+            "cannot write trace file '%s': %s; %d trace(s) lost (inference goes "
+            "on; further failures of this file are counted, not logged)",
+            path,
+            exc.strerror or exc,
+            lost,
+        )
 
 
 class _Writer:
@@ -559,8 +626,7 @@ class _Writer:
             if self._stopped or len(self._work) >= WRITER_QUEUE:
                 return False
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="trace-writer",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._run, name="trace-writer", daemon=True)
                 self._thread.start()
             self._work.append(work)
             if urgent or len(self._work) >= WRITER_BATCH:
@@ -585,7 +651,7 @@ class _Writer:
                     else:
                         file.append(traces, self._manager)
                         touched.add(file)
-                except Exception:    # a defect of ours: log it, keep writing the others
+                except Exception:  # a defect of ours: log it, keep writing the others
                     _log.exception("trace writer")
             for file in touched:
                 file.flush(self._manager)
@@ -610,12 +676,12 @@ class _Setting:
         self.file = file
         self.reason = values.invalid_reason()
         self._lock = threading.Lock()
-        self.count = values.count            # traces left (-1: no limit)
+        self.count = values.count  # traces left (-1: no limit)
         self._sample = 0
         self._created = 0
         self._collected = 0
         self._in_flight = 0
-        self._stream: list[Trace] = []       # traces kept for an indexed file, or the end
+        self._stream: list[Trace] = []  # traces kept for an indexed file, or the end
         self._retired = False
         # Triton keeps traces in memory until a count runs out or the setting ends; without a
         # count or a log frequency they are appended to the file as they come (see the module
@@ -659,8 +725,9 @@ class _Setting:
                 self._stream.append(trace)
                 batch, indexed = None, None
                 lf = self.values.log_frequency
-                if (self.count == 0 and self._collected >= self._created) or \
-                        (lf and len(self._stream) >= lf):
+                if (self.count == 0 and self._collected >= self._created) or (
+                    lf and len(self._stream) >= lf
+                ):
                     batch, self._stream, indexed = self._stream, [], True
                 elif self._retired and self._in_flight <= 0:
                     batch, self._stream, indexed = self._stream, [], lf != 0
@@ -682,12 +749,13 @@ class _Setting:
 # The manager
 # ------------------------------------------------------------------------------------------
 
+
 @dataclass
 class TraceStatistics:
-    sampled: int = 0        # requests given a trace
-    written: int = 0        # traces written to a file
-    file_errors: int = 0    # failed writes of a trace file
-    dropped: int = 0        # traces lost: the writer was behind, or a write failed
+    sampled: int = 0  # requests given a trace
+    written: int = 0  # traces written to a file
+    file_errors: int = 0  # failed writes of a trace file
+    dropped: int = 0  # traces lost: the writer was behind, or a write failed
 
 
 class TraceManager:
@@ -701,7 +769,7 @@ class TraceManager:
         config = config or TraceConfig()
         self._default = config
         self._files: dict[str, TraceFile] = {}
-        self._lock = threading.Lock()           # updates
+        self._lock = threading.Lock()  # updates
         self._stats_lock = threading.Lock()
         self._stats = TraceStatistics()
         self._writer = _Writer(self)
@@ -712,8 +780,11 @@ class TraceManager:
         #: Whether any setting may trace a request; False costs a request nothing else.
         self.active = self._global.valid
         if config.level != LEVEL_OFF and self._global.reason:
-            _log.warning("tracing is set to %s but %s: no request is traced",
-                         "+".join(level_names(config.level)), self._global.reason)
+            _log.warning(
+                "tracing is set to %s but %s: no request is traced",
+                "+".join(level_names(config.level)),
+                self._global.reason,
+            )
 
     def _file(self, path: str) -> TraceFile:
         file = self._files.get(path)
@@ -727,9 +798,14 @@ class TraceManager:
         the protocol's names and string values."""
         setting = self._models.get(model_name, self._global) if model_name else self._global
         values = setting.current()
-        return {"trace_level": level_names(values.level), "trace_rate": str(values.rate),
-                "trace_count": str(values.count), "log_frequency": str(values.log_frequency),
-                "trace_file": values.file, "trace_mode": MODE}
+        return {
+            "trace_level": level_names(values.level),
+            "trace_rate": str(values.rate),
+            "trace_count": str(values.count),
+            "log_frequency": str(values.log_frequency),
+            "trace_file": values.file,
+            "trace_mode": MODE,
+        }
 
     def update_setting(self, model_name: str, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Apply a client's changes to the global setting ('' ) or a model's, with Triton's
@@ -741,8 +817,9 @@ class TraceManager:
                 raise invalid_arg("tracing has stopped: the server is stopping")
             updates: dict[str, _Setting | None] = {}
             if model_name:
-                updates[model_name] = self._derive(self._models.get(model_name),
-                                                   self._global.current(), new, model=True)
+                updates[model_name] = self._derive(
+                    self._models.get(model_name), self._global.current(), new, model=True
+                )
             else:
                 glob = self._derive(self._global, self._default, new, model=False)
                 updates[""] = glob
@@ -770,8 +847,9 @@ class TraceManager:
             old.retire(self)
         return self.get_setting(model_name)
 
-    def _derive(self, current: _Setting | None, fallback: TraceConfig, new: dict[str, Any], *,
-                model: bool) -> _Setting | None:
+    def _derive(
+        self, current: _Setting | None, fallback: TraceConfig, new: dict[str, Any], *, model: bool
+    ) -> _Setting | None:
         """The setting that replaces ``current`` (UpdateTraceSettingInternal): a field takes
         its new value, else the current one if it was given, else the fallback's. A model
         setting that gives no field is removed (None)."""
@@ -797,7 +875,8 @@ class TraceManager:
 
     def _refresh_active(self) -> None:
         self.active = not self._closed and (
-            self._global.valid or any(s.valid for s in self._models.values()))
+            self._global.valid or any(s.valid for s in self._models.values())
+        )
 
     # ---------------------------------------------------------------- traces
     def sample(self, model_name: str, *, caller_holds: bool = False) -> Trace | None:
@@ -819,11 +898,12 @@ class TraceManager:
 
     def _finished(self, group: _Group) -> None:
         root = group.traces[0]
-        root.children, group.traces = group.traces[1:], []   # no cycle left: group, traces
+        root.children, group.traces = group.traces[1:], []  # no cycle left: group, traces
         group.setting.finished(root, self)
 
-    def _save(self, file: TraceFile, batch: list[Trace], indexed: bool, *,
-              urgent: bool = False) -> None:
+    def _save(
+        self, file: TraceFile, batch: list[Trace], indexed: bool, *, urgent: bool = False
+    ) -> None:
         if not self._writer.submit((file, batch, indexed), urgent=urgent or indexed):
             with self._stats_lock:
                 self._stats.dropped += len(batch)
@@ -857,5 +937,15 @@ class TraceManager:
         self._writer.stop(timeout)
 
 
-__all__ = ["TraceConfig", "TraceManager", "Trace", "TraceStatistics", "parse_trace_config",
-           "parse_setting_changes", "level_names", "LEVEL_OFF", "TIMESTAMPS", "TENSORS"]
+__all__ = [
+    "TraceConfig",
+    "TraceManager",
+    "Trace",
+    "TraceStatistics",
+    "parse_trace_config",
+    "parse_setting_changes",
+    "level_names",
+    "LEVEL_OFF",
+    "TIMESTAMPS",
+    "TENSORS",
+]

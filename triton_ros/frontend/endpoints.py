@@ -11,6 +11,7 @@ Each transport is imported only when enabled, so the core never needs grpc or ai
 Start failures raise :class:`EndpointStartError` (typed, with the endpoint's name and address)
 after stopping the endpoints already started.
 """
+
 from __future__ import annotations
 
 import logging
@@ -36,19 +37,26 @@ class Endpoint(Protocol):
 
 @dataclass(frozen=True)
 class EndpointKind:
-    name: str          # "grpc", "http", "metrics": option and parameter prefix
-    title: str         # what the node logs
-    banner: str        # what tritonserver prints once it listens
+    name: str  # "grpc", "http", "metrics": option and parameter prefix
+    title: str  # what the node logs
+    banner: str  # what tritonserver prints once it listens
 
 
 KINDS: tuple[EndpointKind, ...] = (
-    EndpointKind("grpc", "KServe v2 gRPC endpoint (inference.GRPCInferenceService)",
-                 "Started GRPCInferenceService at {}"),
+    EndpointKind(
+        "grpc",
+        "KServe v2 gRPC endpoint (inference.GRPCInferenceService)",
+        "Started GRPCInferenceService at {}",
+    ),
     EndpointKind("http", "KServe v2 HTTP/REST endpoint", "Started HTTPService at {}"),
-    EndpointKind("metrics", "Prometheus metrics endpoint (/metrics)",
-                 "Started Metrics Service at {}"),
-    EndpointKind("kafka", "Kafka frontend (KServe v2 requests from Kafka topics)",
-                 "Started KafkaService at {}"),
+    EndpointKind(
+        "metrics", "Prometheus metrics endpoint (/metrics)", "Started Metrics Service at {}"
+    ),
+    EndpointKind(
+        "kafka",
+        "Kafka frontend (KServe v2 requests from Kafka topics)",
+        "Started KafkaService at {}",
+    ),
 )
 
 
@@ -65,16 +73,20 @@ class EndpointStartError(Exception):
 def _create(kind: str, core: InferenceServer, options: EndpointOptions) -> Endpoint:
     if kind == "grpc":
         from .grpc.grpc_server import GrpcServer
+
         cfg = options.grpc
         return GrpcServer(core, address=cfg.address, port=cfg.port, options=cfg)
     if kind == "http":
         from .http.http_server import HttpServer
+
         cfg = options.http
         return HttpServer(core, address=cfg.address, port=cfg.port, options=cfg)
     if kind == "kafka":
         from .kafka.kafka_server import KafkaServer
+
         return KafkaServer(core, options.kafka)
     from .metrics_server import MetricsServer
+
     cfg = options.metrics
     return MetricsServer(core, address=cfg.address, port=cfg.port, options=cfg)
 

@@ -5,6 +5,7 @@ owns an event loop thread. :class:`EventLoopServer` gives them one shape:
 ``Server(core, address=, port=)``, ``start()`` returns once it listens (or raises why it could
 not), ``stop(grace)`` refuses new work and gives in-flight requests ``grace`` seconds.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -23,7 +24,7 @@ def host_port(address: str, port: int) -> str:
 class EventLoopServer:
     """Base class: subclasses bind in :meth:`_listen` and shut down in :meth:`_shutdown`."""
 
-    service_name = "service"   # as tritonserver names it in "Started <name> at <address>"
+    service_name = "service"  # as tritonserver names it in "Started <name> at <address>"
 
     def __init__(self, *, address: str, port: int) -> None:
         self.address = address

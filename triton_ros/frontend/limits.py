@@ -6,6 +6,7 @@ group at most; a restricted HTTP API needs the header ``<key>: <value>`` (else 4
 restricted gRPC protocol the metadata ``triton-grpc-protocol-<key>: <value>`` (else
 UNAVAILABLE).
 """
+
 from __future__ import annotations
 
 import resource
@@ -14,12 +15,21 @@ from dataclasses import dataclass, field
 from ..core.errors import invalid_arg
 
 # Triton's API group names (RestrictedCategory in tritonserver's command line parser).
-API_GROUPS = ("health", "metadata", "inference", "shared-memory", "model-config",
-              "model-repository", "statistics", "trace", "logging")
+API_GROUPS = (
+    "health",
+    "metadata",
+    "inference",
+    "shared-memory",
+    "model-config",
+    "model-repository",
+    "statistics",
+    "trace",
+    "logging",
+)
 GRPC_RESTRICTED_PREFIX = "triton-grpc-protocol-"
 
 MIB = 1 << 20
-DEFAULT_ADDRESS = "127.0.0.1"          # never expose an endpoint unless told to
+DEFAULT_ADDRESS = "127.0.0.1"  # never expose an endpoint unless told to
 ADDRESS_HELP = "Address the {} endpoint binds (0.0.0.0: every interface)."
 PORT_HELP = "Port of the {} endpoint (0: any free port, logged at start)."
 
@@ -57,14 +67,19 @@ def parse_restrictions(specs: list[str] | tuple[str, ...], flag: str) -> Restric
         apis_text, sep, kv = spec.partition(":")
         key, sep2, value = kv.partition("=")
         if not sep or not sep2 or not apis_text or not key.strip():
-            raise invalid_arg(f"{flag} expects '<apis>:<restricted-key>=<restricted-value>', "
-                              f"got '{spec}'")
+            raise invalid_arg(
+                f"{flag} expects '<apis>:<restricted-key>=<restricted-value>', got '{spec}'"
+            )
         for api in (a.strip() for a in apis_text.split(",")):
             if api not in API_GROUPS:
-                raise invalid_arg(f"{flag}: unknown restricted API '{api}'; expected one of "
-                                  f"{', '.join(API_GROUPS)}")
+                raise invalid_arg(
+                    f"{flag}: unknown restricted API '{api}'; expected one of "
+                    f"{', '.join(API_GROUPS)}"
+                )
             if api in groups:
-                raise invalid_arg(f"restricted API '{api}' can not be specified in multiple "
-                                  f"config groups ({flag})")
+                raise invalid_arg(
+                    f"restricted API '{api}' can not be specified in multiple "
+                    f"config groups ({flag})"
+                )
             groups[api] = (key.strip().lower(), value)
     return Restrictions(groups)

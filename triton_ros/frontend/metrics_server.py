@@ -13,6 +13,7 @@ One adaptation: Triton (prometheus-cpp) names counters without the ``_total`` su
 ``_total`` to a counter's HELP and TYPE lines. :class:`_TritonName` keeps the family's name
 as Triton writes it, so the HELP, TYPE and sample lines agree, as dashboards expect.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,15 +51,16 @@ class TritonCollector:
         for family in self._metrics.families():
             metric = Metric(_TritonName(family.name), family.help, family.type)
             for labels, value in family.samples:
-                metric.add_sample(family.name, {k: str(v) for k, v in labels.items()},
-                                  float(value))
+                metric.add_sample(family.name, {k: str(v) for k, v in labels.items()}, float(value))
             yield metric
 
 
 def _json_error(status: int, message: str) -> web.Response:
     import json
-    response = web.Response(status=status, body=json.dumps({"error": message}).encode(),
-                            content_type="application/json")
+
+    response = web.Response(
+        status=status, body=json.dumps({"error": message}).encode(), content_type="application/json"
+    )
     return response
 
 
@@ -68,20 +70,32 @@ class MetricsServer(AiohttpEndpoint):
     service_name = "Metrics Service"
     endpoint = "metrics"
 
-    def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8002,
-                 options: MetricsOptions | None = None, interval_ms: float | None = None,
-                 allow_gpu_metrics: bool | None = None,
-                 allow_cpu_metrics: bool | None = None) -> None:
+    def __init__(
+        self,
+        core: InferenceServer,
+        *,
+        address: str = "127.0.0.1",
+        port: int = 8002,
+        options: MetricsOptions | None = None,
+        interval_ms: float | None = None,
+        allow_gpu_metrics: bool | None = None,
+        allow_cpu_metrics: bool | None = None,
+    ) -> None:
         options = options or MetricsOptions()
-        super().__init__(address=address, port=port, limits=options.transport(),
-                         stats=core.endpoint_stats)
+        super().__init__(
+            address=address, port=port, limits=options.transport(), stats=core.endpoint_stats
+        )
         self._core = core
         self.metrics = Metrics(
-            core, interval_ms=options.interval_ms if interval_ms is None else interval_ms,
-            allow_gpu_metrics=(options.allow_gpu_metrics if allow_gpu_metrics is None
-                               else allow_gpu_metrics),
-            allow_cpu_metrics=(options.allow_cpu_metrics if allow_cpu_metrics is None
-                               else allow_cpu_metrics))
+            core,
+            interval_ms=options.interval_ms if interval_ms is None else interval_ms,
+            allow_gpu_metrics=(
+                options.allow_gpu_metrics if allow_gpu_metrics is None else allow_gpu_metrics
+            ),
+            allow_cpu_metrics=(
+                options.allow_cpu_metrics if allow_cpu_metrics is None else allow_cpu_metrics
+            ),
+        )
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(TritonCollector(self.metrics))
 
@@ -102,5 +116,5 @@ class MetricsServer(AiohttpEndpoint):
                 return _json_error(500, str(exc))
             return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
         if request.can_read_body:
-            response.force_close()      # the body is never read: close instead of draining
+            response.force_close()  # the body is never read: close instead of draining
         return response

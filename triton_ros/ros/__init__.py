@@ -10,6 +10,7 @@ only gRPC's errors: ``GRPC_VERBOSITY=ERROR`` unless the environment sets it (``I
 ``DEBUG`` to see them again). gRPC reads it once, when grpc is first imported, which in the
 node is after this package's ``__init__``.
 """
+
 import os as _os
 
 _os.environ.setdefault("GRPC_VERBOSITY", "ERROR")

@@ -28,6 +28,7 @@ previous one ends. It uses only the public executor API (``wait_for_ready_callba
 
 In both, a callback that raises is logged and the executor goes on.
 """
+
 from __future__ import annotations
 
 import threading
@@ -40,15 +41,20 @@ from rclpy.executors import SingleThreadedExecutor
 from ..core.errors import invalid_arg
 from .parameters import EXECUTORS
 
-SPIN_PERIOD_S = 0.2          # how soon a spinning thread notices that it must stop
+SPIN_PERIOD_S = 0.2  # how soon a spinning thread notices that it must stop
 
 # Exceptions of wait_for_ready_callbacks that only mean "nothing to run this time".
-_IDLE = tuple(getattr(_executors, name) for name in
-              ("ShutdownException", "TimeoutException", "ConditionReachedException")
-              if hasattr(_executors, name))
+_IDLE = tuple(
+    getattr(_executors, name)
+    for name in ("ShutdownException", "TimeoutException", "ConditionReachedException")
+    if hasattr(_executors, name)
+)
 # Those that end a spin: the executor or the context was shut down.
-_ENDED = tuple(getattr(_executors, name) for name in
-               ("ShutdownException", "ExternalShutdownException") if hasattr(_executors, name))
+_ENDED = tuple(
+    getattr(_executors, name)
+    for name in ("ShutdownException", "ExternalShutdownException")
+    if hasattr(_executors, name)
+)
 
 
 class NodeExecutor(SingleThreadedExecutor):
@@ -56,8 +62,9 @@ class NodeExecutor(SingleThreadedExecutor):
         super().__init__(context=context)
         self._blocking = list(blocking_groups)
         self._logger = logger
-        self._threads = ThreadPoolExecutor(max_workers=max(1, len(self._blocking)),
-                                           thread_name_prefix="ros_blocking_callback")
+        self._threads = ThreadPoolExecutor(
+            max_workers=max(1, len(self._blocking)), thread_name_prefix="ros_blocking_callback"
+        )
 
     def spin_once(self, timeout_sec: float | None = None) -> None:
         try:
@@ -98,13 +105,16 @@ def resolve_executor(kind: str) -> str:
     """``auto`` -> ``events`` where rclpy has it, else ``wait_set``; ``events`` without it is
     INVALID_ARG (the parameter asked for something this ROS 2 cannot give)."""
     if kind not in EXECUTORS:
-        raise invalid_arg(f"parameter 'executor' must be one of {', '.join(EXECUTORS)}, "
-                          f"not '{kind}'")
+        raise invalid_arg(
+            f"parameter 'executor' must be one of {', '.join(EXECUTORS)}, not '{kind}'"
+        )
     available = events_executor_class() is not None
     if kind == "events" and not available:
-        raise invalid_arg("parameter 'executor' is 'events' but this rclpy has no "
-                          "rclpy.experimental.EventsExecutor (ROS 2 Kilted or later); use "
-                          "'auto' or 'wait_set'")
+        raise invalid_arg(
+            "parameter 'executor' is 'events' but this rclpy has no "
+            "rclpy.experimental.EventsExecutor (ROS 2 Kilted or later); use "
+            "'auto' or 'wait_set'"
+        )
     if kind == "auto":
         return "events" if available else "wait_set"
     return kind
@@ -114,8 +124,9 @@ class NodeSpinner:
     """Runs the node's callbacks on a thread (and, with ``events``, the control node's on a
     second one) until :meth:`stop`. ``alive()`` is false once a spinning thread has ended."""
 
-    def __init__(self, node, *, kind: str, blocking_groups: Iterable = (),
-                 control_node=None, logger=None) -> None:
+    def __init__(
+        self, node, *, kind: str, blocking_groups: Iterable = (), control_node=None, logger=None
+    ) -> None:
         self._logger = logger
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -124,21 +135,27 @@ class NodeSpinner:
             main = events_executor_class()(context=node.context)
             main.add_node(node)
             self._executors.append(main)
-            self._threads.append(threading.Thread(target=self._spin_events, args=(main,),
-                                                  name="ros_executor"))
+            self._threads.append(
+                threading.Thread(target=self._spin_events, args=(main,), name="ros_executor")
+            )
             if control_node is not None:
                 control = NodeExecutor(logger=logger, context=node.context)
                 control.add_node(control_node)
                 self._executors.append(control)
-                self._threads.append(threading.Thread(target=self._spin, args=(control,),
-                                                      name="ros_control_executor"))
+                self._threads.append(
+                    threading.Thread(
+                        target=self._spin, args=(control,), name="ros_control_executor"
+                    )
+                )
         else:
-            main = NodeExecutor(blocking_groups=blocking_groups, logger=logger,
-                                context=node.context)
+            main = NodeExecutor(
+                blocking_groups=blocking_groups, logger=logger, context=node.context
+            )
             main.add_node(node)
             self._executors.append(main)
-            self._threads.append(threading.Thread(target=self._spin, args=(main,),
-                                                  name="ros_executor"))
+            self._threads.append(
+                threading.Thread(target=self._spin, args=(main,), name="ros_executor")
+            )
 
     def start(self) -> None:
         for thread in self._threads:
@@ -173,9 +190,9 @@ class NodeSpinner:
                 executor.spin_once(timeout_sec=SPIN_PERIOD_S)
             except _ENDED:
                 return
-            except _IDLE:              # nothing to run this time
+            except _IDLE:  # nothing to run this time
                 continue
-            except Exception as exc:   # one callback's fault must not stop the node
+            except Exception as exc:  # one callback's fault must not stop the node
                 _report_failure(self._logger, exc)
 
 

@@ -10,6 +10,7 @@ with the events executor (which runs every callback on one thread), on a hidden 
 spun on a thread of its own, under the same service names (``ros/executor.py``). Loading or
 unloading one model does not touch the requests of another.
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -21,10 +22,17 @@ from ..core.strict_parse import parse_model_version
 
 
 class ModelServices:
-    def __init__(self, node, core: InferenceServer, *, control_group, query_group,
-                 control_node=None, remote_models: Callable[[], list] = list) -> None:
-        from triton_ros_interfaces.srv import (GetModelStatistics, ListModels, LoadModel,
-                                               UnloadModel)
+    def __init__(
+        self,
+        node,
+        core: InferenceServer,
+        *,
+        control_group,
+        query_group,
+        control_node=None,
+        remote_models: Callable[[], list] = list,
+    ) -> None:
+        from triton_ros_interfaces.srv import GetModelStatistics, ListModels, LoadModel, UnloadModel
 
         self._node = node
         self._core = core
@@ -34,14 +42,27 @@ class ModelServices:
         control = control_node or node
         prefix = "~/" if control_node is None else node.get_fully_qualified_name() + "/"
         self.services = [
-            control.create_service(LoadModel, prefix + "load_model", self._load,
-                                   callback_group=control_group if control is node else None),
-            control.create_service(UnloadModel, prefix + "unload_model", self._unload,
-                                   callback_group=control_group if control is node else None),
-            node.create_service(ListModels, "~/list_models", self._list,
-                                callback_group=query_group),
-            node.create_service(GetModelStatistics, "~/get_model_statistics", self._statistics,
-                                callback_group=query_group),
+            control.create_service(
+                LoadModel,
+                prefix + "load_model",
+                self._load,
+                callback_group=control_group if control is node else None,
+            ),
+            control.create_service(
+                UnloadModel,
+                prefix + "unload_model",
+                self._unload,
+                callback_group=control_group if control is node else None,
+            ),
+            node.create_service(
+                ListModels, "~/list_models", self._list, callback_group=query_group
+            ),
+            node.create_service(
+                GetModelStatistics,
+                "~/get_model_statistics",
+                self._statistics,
+                callback_group=query_group,
+            ),
         ]
 
     def _fail(self, response, what: str, exc: BaseException):
@@ -64,14 +85,22 @@ class ModelServices:
         return response
 
     def _load(self, request, response):
-        return self._control(response, "load", request.model_name, lambda: self._core.load_model(
-            request.model_name, config_json=request.config or None))
+        return self._control(
+            response,
+            "load",
+            request.model_name,
+            lambda: self._core.load_model(request.model_name, config_json=request.config or None),
+        )
 
     def _unload(self, request, response):
-        return self._control(response, "unload", request.model_name,
-                             lambda: self._core.unload_model(
-                                 request.model_name,
-                                 unload_dependents=request.unload_dependents))
+        return self._control(
+            response,
+            "unload",
+            request.model_name,
+            lambda: self._core.unload_model(
+                request.model_name, unload_dependents=request.unload_dependents
+            ),
+        )
 
     def _list(self, request, response):
         from triton_ros_interfaces.msg import ModelState
@@ -80,8 +109,10 @@ class ModelServices:
             entries = self._core.repository_index(ready_only=request.ready_only)
         except Exception as exc:
             return self._fail(response, "~/list_models", exc)
-        response.models = [ModelState(name=e.name, version=e.version, state=e.state,
-                                      reason=e.reason) for e in entries]
+        response.models = [
+            ModelState(name=e.name, version=e.version, state=e.state, reason=e.reason)
+            for e in entries
+        ]
         # Remote models of bindings (server_urls): one row per endpoint, with its state.
         for remote in self._remote_models():
             version = str(remote.version) if remote.version >= 0 else ""
@@ -89,17 +120,23 @@ class ModelServices:
                 ready = state == "up"
                 if request.ready_only and not ready:
                     continue
-                response.models.append(ModelState(
-                    name=remote.name, version=version, state="READY" if ready else "UNAVAILABLE",
-                    reason=f"remote endpoint {state}" + ("" if ready else f": {reason}"),
-                    endpoint=url))
+                response.models.append(
+                    ModelState(
+                        name=remote.name,
+                        version=version,
+                        state="READY" if ready else "UNAVAILABLE",
+                        reason=f"remote endpoint {state}" + ("" if ready else f": {reason}"),
+                        endpoint=url,
+                    )
+                )
         response.success = True
         return response
 
     def _statistics(self, request, response):
         try:
-            snapshots = self._core.model_statistics(request.model_name,
-                                                    parse_model_version(request.model_version))
+            snapshots = self._core.model_statistics(
+                request.model_name, parse_model_version(request.model_version)
+            )
         except Exception as exc:
             return self._fail(response, "~/get_model_statistics", exc)
         response.model_stats = [statistics_message(s) for s in snapshots]
@@ -109,6 +146,7 @@ class ModelServices:
 
 def _duration(d: Duration):
     from triton_ros_interfaces.msg import StatisticDuration
+
     return StatisticDuration(count=d.count, ns=d.ns)
 
 
@@ -117,17 +155,30 @@ def statistics_message(s: StatsSnapshot):
     from triton_ros_interfaces.msg import InferBatchStatistics, ModelStatistics
 
     msg = ModelStatistics(
-        name=s.name, version=str(s.version), last_inference=s.last_inference_ms,
-        inference_count=s.inference_count, execution_count=s.execution_count,
-        success=_duration(s.success), fail=_duration(s.fail), queue=_duration(s.queue),
-        compute_input=_duration(s.compute_input), compute_infer=_duration(s.compute_infer),
-        compute_output=_duration(s.compute_output), cache_hit=_duration(s.cache_hit),
+        name=s.name,
+        version=str(s.version),
+        last_inference=s.last_inference_ms,
+        inference_count=s.inference_count,
+        execution_count=s.execution_count,
+        success=_duration(s.success),
+        fail=_duration(s.fail),
+        queue=_duration(s.queue),
+        compute_input=_duration(s.compute_input),
+        compute_infer=_duration(s.compute_infer),
+        compute_output=_duration(s.compute_output),
+        cache_hit=_duration(s.cache_hit),
         cache_miss=_duration(s.cache_miss),
         mean_batch_size=s.inference_count / s.execution_count if s.execution_count else 0.0,
         failure_reasons=sorted(s.failures_by_reason),
-        failure_counts=[s.failures_by_reason[k] for k in sorted(s.failures_by_reason)])
-    msg.batch_stats = [InferBatchStatistics(
-        batch_size=b.batch_size, compute_input=_duration(b.compute_input),
-        compute_infer=_duration(b.compute_infer), compute_output=_duration(b.compute_output))
-        for b in s.batch_stats]
+        failure_counts=[s.failures_by_reason[k] for k in sorted(s.failures_by_reason)],
+    )
+    msg.batch_stats = [
+        InferBatchStatistics(
+            batch_size=b.batch_size,
+            compute_input=_duration(b.compute_input),
+            compute_infer=_duration(b.compute_infer),
+            compute_output=_duration(b.compute_output),
+        )
+        for b in s.batch_stats
+    ]
     return msg

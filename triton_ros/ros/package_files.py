@@ -3,6 +3,7 @@
 A checkout (editable install, scripts/setup.sh) reads them from the repository; a colcon or
 pip install reads the copies setup.py's data_files put in ``<prefix>/share/triton_ros``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -17,7 +18,8 @@ def package_file(*parts: str) -> Path | None:
         return candidate
     try:
         from ament_index_python.packages import get_package_share_directory
+
         candidate = Path(get_package_share_directory("triton_ros")).joinpath(*parts)
-    except Exception:          # not installed as a ROS package, or no AMENT_PREFIX_PATH
+    except Exception:  # not installed as a ROS package, or no AMENT_PREFIX_PATH
         return None
     return candidate if candidate.exists() else None

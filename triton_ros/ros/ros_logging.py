@@ -4,6 +4,7 @@ The core never imports rclpy; it logs to ``logging.getLogger("triton_ros.*")``. 
 records go to rclpy's logger of the same name, so they reach the console, the log files and
 /rosout like the node's own lines.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,7 +25,7 @@ class RosLogHandler(logging.Handler):
                 logger.info(text)
             else:
                 logger.debug(text)
-        except Exception:          # logging must never break the caller
+        except Exception:  # logging must never break the caller
             self.handleError(record)
 
 

@@ -26,6 +26,7 @@ Once the node has stopped, the process ends with ``os._exit``: the interpreter's
 (tearing modules down, the cyclic collector over rclpy, ONNX Runtime, gRPC and OpenCV, native
 destructors joining their threads) would only add seconds on a loaded host.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -109,13 +110,16 @@ class ExitWatchdog:
         within ``exit_s``. Non-daemon threads still alive are named on stderr (a normal exit
         would wait for them), not waited for."""
         self._set(self._exit_s, "exiting", rc)
-        left = [t.name for t in threading.enumerate()
-                if not t.daemon and t is not threading.current_thread() and t.is_alive()]
+        left = [
+            t.name
+            for t in threading.enumerate()
+            if not t.daemon and t is not threading.current_thread() and t.is_alive()
+        ]
         if left:
             self._write(f"threads still running at exit, not waited for: {', '.join(left)}")
         try:
-            atexit._run_exitfuncs()            # CPython's; what a normal exit runs
-        except Exception as exc:               # a hook's failure must not keep the process
+            atexit._run_exitfuncs()  # CPython's; what a normal exit runs
+        except Exception as exc:  # a hook's failure must not keep the process
             self._write(f"an atexit hook failed: {type(exc).__name__}: {exc}")
         _flush()
         os._exit(rc)
@@ -129,8 +133,7 @@ class ExitWatchdog:
             self._deadline = time.monotonic() + seconds
             self._phase, self._rc = phase, rc
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="exit_watchdog",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._run, name="exit_watchdog", daemon=True)
                 self._thread.start()
         # The C backstop: works even while a C call holds the GIL (this thread could not run).
         faulthandler.dump_traceback_later(seconds + 1.0, exit=True)
@@ -151,8 +154,10 @@ class ExitWatchdog:
         try:
             alive = [t for t in threading.enumerate() if t is not threading.current_thread()]
             held = ", ".join(f"{t.name}{'' if t.daemon else ' (non-daemon)'}" for t in alive)
-            self._write(f"{why}: exiting with {rc} without waiting for what still runs; "
-                        f"threads: {held or 'none'}; their stacks:")
+            self._write(
+                f"{why}: exiting with {rc} without waiting for what still runs; "
+                f"threads: {held or 'none'}; their stacks:"
+            )
             faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
             _flush()
         finally:
@@ -162,7 +167,7 @@ class ExitWatchdog:
         try:
             sys.stderr.write(f"[{self._name}] {text}\n")
             sys.stderr.flush()
-        except Exception:                      # stderr closed: nothing else to tell it with
+        except Exception:  # stderr closed: nothing else to tell it with
             pass
 
 
@@ -170,7 +175,7 @@ def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except Exception:                      # closed or broken: nothing left to flush
+        except Exception:  # closed or broken: nothing left to flush
             pass
 
 
@@ -185,8 +190,9 @@ def init_ros(args: list[str] | None = None) -> StopSignal:
     import rclpy
     from rclpy.signals import SignalHandlerOptions
 
-    rclpy.init(args=args if args is not None else sys.argv,
-               signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(
+        args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO
+    )
     dump_stacks_on_sigusr1()
     return StopSignal().install()
 
@@ -194,4 +200,5 @@ def init_ros(args: list[str] | None = None) -> StopSignal:
 def strip_ros_args(argv: list[str]) -> list[str]:
     """The command line without the ``--ros-args ... [--]`` part (for argparse)."""
     import rclpy.utilities
+
     return rclpy.utilities.remove_ros_args(argv)

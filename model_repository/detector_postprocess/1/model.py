@@ -5,6 +5,7 @@ score reaches ``score_threshold`` are kept, their boxes clipped to the image, so
 descending score (ties: lower class id) and written to the first rows of the output; the
 remaining rows are zero.
 """
+
 import json
 
 import numpy as np
@@ -29,17 +30,23 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             rows = pb_utils.get_input_tensor_by_name(request, "class_detections").as_numpy()
-            detections = np.stack([self.decode(r) for r in rows]) if rows.shape[0] \
+            detections = (
+                np.stack([self.decode(r) for r in rows])
+                if rows.shape[0]
                 else np.zeros((0, self.max_detections, 6), np.float32)
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor("detections", detections)]))
+            )
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[pb_utils.Tensor("detections", detections)]
+                )
+            )
         return responses
 
     def decode(self, rows):
         out = np.zeros((self.max_detections, 6), np.float32)
         kept = rows[rows[:, 4] >= self.score_threshold]
-        kept = kept[np.lexsort((kept[:, 5], -kept[:, 4]))][:self.max_detections]
+        kept = kept[np.lexsort((kept[:, 5], -kept[:, 4]))][: self.max_detections]
         kept[:, [0, 2]] = np.clip(kept[:, [0, 2]], 0.0, self.width)
         kept[:, [1, 3]] = np.clip(kept[:, [1, 3]], 0.0, self.height)
-        out[:kept.shape[0]] = kept
+        out[: kept.shape[0]] = kept
         return out

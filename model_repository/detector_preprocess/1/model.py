@@ -1,4 +1,5 @@
 """detector_preprocess: uint8 HWC RGB images -> float32 NCHW in [0, 1] (a Triton Python model)."""
+
 import json
 
 import numpy as np
@@ -17,6 +18,7 @@ class TritonPythonModel:
             images = pb_utils.get_input_tensor_by_name(request, "images").as_numpy()  # [N,H,W,3]
             chw = images.transpose(0, 3, 1, 2).astype(self.output_dtype)
             chw /= np.float32(255.0)
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor("preprocessed", chw)]))
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("preprocessed", chw)])
+            )
         return responses

@@ -3,7 +3,8 @@ Python model with ``sequence_batching``; model_repository/tracker/config.pbtxt).
 
 Each camera is one sequence. Its tracks live in the state tensor TRACKS [16, 11] (one row per
 track: id, centre x and y, width, height, velocity x and y in pixels per frame, frames missed,
-class, frames seen, the largest side seen; id 0: a free row) and its next track ID in NEXT_ID [1]; the sequence
+class, frames seen, the largest side seen; id 0: a free row) and its next track ID in NEXT_ID [1];
+the sequence
 batcher hands them in with each request (zeros on START) and keeps what the model returns for
 the camera's next frame, so that the cameras batched in one ``execute`` never see each other's
 tracks and nothing is kept in the model between requests.
@@ -12,7 +13,8 @@ Per frame: every track is predicted one frame ahead (constant velocity), then ma
 frame's detections of its class (score >= ``min_score``) greedily, best pair first: by IoU,
 or, where the boxes do not overlap by ``iou_threshold`` (a fast object, one seen in part, or
 back from behind something), by the closeness of the centres within ``distance_gate`` times the
-largest side the track has shown (growing with the frames it was missed, plus its coasting), scored below any
+largest side the track has shown (growing with the frames it was missed, plus its coasting), scored
+below any
 overlap of ``iou_threshold``; a matched track takes the detection's box and blends the step it made
 into its velocity (``velocity_gain``; a step over half the track's size a frame is cut to that:
 frames the node dropped make jumps); an unmatched track coasts on its velocity for up to
@@ -21,6 +23,7 @@ starts a new track with the camera's next ID. Greedy matching rather than the Hu
 algorithm: at most 16 x 6 pairs, gated by class, where the two agree but for contrived ties.
 A request that is not READY (none here with the oldest strategy) passes its state on unchanged.
 """
+
 import json
 
 import numpy as np
@@ -56,7 +59,7 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
     tracks = tracks.copy()
     ids = np.zeros(rows.shape[0], np.int32)
     live = tracks[:, ID] > 0
-    tracks[live, CX] += tracks[live, VX]          # predict
+    tracks[live, CX] += tracks[live, VX]  # predict
     tracks[live, CY] += tracks[live, VY]
     dets = np.nonzero(rows[:, 4] >= min_score)[0]
     live_rows = np.nonzero(live)[0]
@@ -70,8 +73,12 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
         # something, or seen in part): closeness of the centres, in units of the gate.
         dx = (d[None, :, 0] + d[None, :, 2]) / 2 - t[:, None, CX]
         dy = (d[None, :, 1] + d[None, :, 3]) / 2 - t[:, None, CY]
-        reach = gate * (t[:, SIZE] * (1 + t[:, MISSES]) ** 0.5
-                        + np.hypot(t[:, VX], t[:, VY]) * t[:, MISSES])[:, None]
+        reach = (
+            gate
+            * (
+                t[:, SIZE] * (1 + t[:, MISSES]) ** 0.5 + np.hypot(t[:, VX], t[:, VY]) * t[:, MISSES]
+            )[:, None]
+        )
         dist = np.hypot(dx, dy) / np.maximum(reach, 1e-6)
         near = iou_threshold * np.clip(1 - dist, 0, 1)
         # Last, for what is left: within three times the reach (frames the caller skipped
@@ -91,9 +98,9 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
             row = live_rows[i]
             x1, y1, x2, y2 = rows[dets[j], :4]
             cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
-            prev_x = tracks[row, CX] - tracks[row, VX]    # where it was last frame
+            prev_x = tracks[row, CX] - tracks[row, VX]  # where it was last frame
             prev_y = tracks[row, CY] - tracks[row, VY]
-            steps = tracks[row, MISSES] + 1               # frames since it was last seen
+            steps = tracks[row, MISSES] + 1  # frames since it was last seen
             # The step it made, as a velocity; frames the caller skipped (a loaded node drops
             # frames) make a jump: at most half its size a frame is believed.
             limit = 0.5 * max(tracks[row, SIZE], 1.0)
@@ -116,14 +123,21 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
         if j in matched_dets:
             continue
         free = np.nonzero(tracks[:, ID] == 0)[0]
-        if not len(free):                             # table full: the detection goes untracked
+        if not len(free):  # table full: the detection goes untracked
             continue
         next_id += 1
         x1, y1, x2, y2 = rows[det, :4]
         tracks[free[0]] = 0
         tracks[free[0], [ID, CX, CY, W, H, CLASS, HITS, SIZE]] = [
-            next_id, (x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1, rows[det, 5], 1,
-            max(x2 - x1, y2 - y1)]
+            next_id,
+            (x1 + x2) / 2,
+            (y1 + y2) / 2,
+            x2 - x1,
+            y2 - y1,
+            rows[det, 5],
+            1,
+            max(x2 - x1, y2 - y1),
+        ]
         ids[det] = next_id
     return tracks, next_id, ids
 
@@ -131,32 +145,42 @@ def step(tracks, next_id, rows, *, iou_threshold, min_score, max_misses, gain, g
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
-        self.options = dict(iou_threshold=_param(config, "iou_threshold", 0.05),
-                            min_score=_param(config, "min_score", 0.5),
-                            max_misses=int(_param(config, "max_misses", 15)),
-                            gain=_param(config, "velocity_gain", 0.5),
-                            gate=_param(config, "distance_gate", 1.5))
+        self.options = dict(
+            iou_threshold=_param(config, "iou_threshold", 0.05),
+            min_score=_param(config, "min_score", 0.5),
+            max_misses=int(_param(config, "max_misses", 15)),
+            gain=_param(config, "velocity_gain", 0.5),
+            gate=_param(config, "distance_gate", 1.5),
+        )
 
     def execute(self, requests):
         responses = []
         for request in requests:
+
             def get(name):
                 return pb_utils.get_input_tensor_by_name(request, name).as_numpy()
-            rows = get("detections").astype(np.float32)           # [1, 6, 6]
-            tracks = get("TRACKS_IN").astype(np.float32)          # [1, 16, 11]
-            next_id = get("NEXT_ID_IN").astype(np.int32)          # [1, 1]
+
+            rows = get("detections").astype(np.float32)  # [1, 6, 6]
+            tracks = get("TRACKS_IN").astype(np.float32)  # [1, 16, 11]
+            next_id = get("NEXT_ID_IN").astype(np.int32)  # [1, 1]
             ready = get("READY").reshape(-1)
             ids = np.zeros(rows.shape[:2], np.int32)
             tracks_out, next_out = tracks.copy(), next_id.copy()
             for b in range(rows.shape[0]):
                 if not ready[b]:
                     continue
-                tracks_out[b], n, ids[b] = step(tracks[b], int(next_id[b, 0]), rows[b],
-                                                **self.options)
+                tracks_out[b], n, ids[b] = step(
+                    tracks[b], int(next_id[b, 0]), rows[b], **self.options
+                )
                 next_out[b, 0] = n
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("detections_out", rows),
-                pb_utils.Tensor("track_ids", ids),
-                pb_utils.Tensor("TRACKS_OUT", tracks_out),
-                pb_utils.Tensor("NEXT_ID_OUT", next_out)]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[
+                        pb_utils.Tensor("detections_out", rows),
+                        pb_utils.Tensor("track_ids", ids),
+                        pb_utils.Tensor("TRACKS_OUT", tracks_out),
+                        pb_utils.Tensor("NEXT_ID_OUT", next_out),
+                    ]
+                )
+            )
         return responses

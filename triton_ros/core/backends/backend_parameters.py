@@ -2,6 +2,7 @@
 value refused at load with INVALID_ARG naming the model and the key; and the line of a
 framework's exception that a load or execute error shows. Shared by the backends that read
 Triton's parameter names (ONNX Runtime, PyTorch, OpenVINO)."""
+
 from __future__ import annotations
 
 from ..errors import invalid_arg
@@ -19,8 +20,9 @@ def parameter_int(config: ModelConfig, key: str, default: int) -> int:
     try:
         return int(value)
     except ValueError:
-        raise invalid_arg(f"model '{config.name}': parameter '{key}' must be an integer, got "
-                          f"'{value}'") from None
+        raise invalid_arg(
+            f"model '{config.name}': parameter '{key}' must be an integer, got '{value}'"
+        ) from None
 
 
 def parameter_bool(config: ModelConfig, key: str) -> bool | None:

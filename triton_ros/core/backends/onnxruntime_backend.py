@@ -44,6 +44,7 @@ Auto-complete fills a missing or partial configuration from the model (AutoCompl
 inputs, outputs and max_batch_size (the default 4 when every tensor's first dimension is
 dynamic, which also turns on the dynamic batcher).
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,9 +55,16 @@ from typing import Mapping
 
 import numpy as np
 
-from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
-                             auto_complete_source, autofill_batching, autofill_tensors,
-                             check_tensor, warn_unread_parameters)
+from ..backend_model import (
+    BackendModel,
+    BackendModelInstance,
+    BatchedTensorInstance,
+    auto_complete_source,
+    autofill_batching,
+    autofill_tensors,
+    check_tensor,
+    warn_unread_parameters,
+)
 from ..errors import internal, invalid_arg, unavailable
 from .backend_parameters import parameter_bool, parameter_int
 from ..strict_parse import parse_size
@@ -65,24 +73,52 @@ from ..model_config import ONNXRUNTIME_FILENAME, WILDCARD_DIM, ModelConfig, expe
 _log = logging.getLogger("triton_ros.onnxruntime")
 
 _ORT_TYPES = {
-    "tensor(bool)": "BOOL", "tensor(uint8)": "UINT8", "tensor(uint16)": "UINT16",
-    "tensor(uint32)": "UINT32", "tensor(uint64)": "UINT64", "tensor(int8)": "INT8",
-    "tensor(int16)": "INT16", "tensor(int32)": "INT32", "tensor(int64)": "INT64",
-    "tensor(float16)": "FP16", "tensor(float)": "FP32", "tensor(double)": "FP64",
-    "tensor(string)": "BYTES", "tensor(bfloat16)": "BF16",
+    "tensor(bool)": "BOOL",
+    "tensor(uint8)": "UINT8",
+    "tensor(uint16)": "UINT16",
+    "tensor(uint32)": "UINT32",
+    "tensor(uint64)": "UINT64",
+    "tensor(int8)": "INT8",
+    "tensor(int16)": "INT16",
+    "tensor(int32)": "INT32",
+    "tensor(int64)": "INT64",
+    "tensor(float16)": "FP16",
+    "tensor(float)": "FP32",
+    "tensor(double)": "FP64",
+    "tensor(string)": "BYTES",
+    "tensor(bfloat16)": "BF16",
 }
 
 # Triton's TensorRT accelerator parameter -> ONNX Runtime TensorRT provider option
 _TRT_PASSTHROUGH = {
-    "trt_max_partition_iterations", "trt_min_subgraph_size", "trt_dla_enable", "trt_dla_core",
-    "trt_engine_cache_enable", "trt_engine_cache_path", "trt_engine_cache_prefix",
-    "trt_dump_subgraphs", "trt_force_sequential_engine_build", "trt_context_memory_sharing_enable",
-    "trt_timing_cache_enable", "trt_timing_cache_path", "trt_force_timing_cache",
-    "trt_detailed_build_log", "trt_build_heuristics_enable", "trt_sparsity_enable",
-    "trt_builder_optimization_level", "trt_auxiliary_streams", "trt_tactic_sources",
-    "trt_extra_plugin_lib_paths", "trt_profile_min_shapes", "trt_profile_max_shapes",
-    "trt_profile_opt_shapes", "trt_cuda_graph_enable", "trt_dump_ep_context_model",
-    "trt_ep_context_file_path", "trt_ep_context_embed_mode", "trt_layer_norm_fp32_fallback",
+    "trt_max_partition_iterations",
+    "trt_min_subgraph_size",
+    "trt_dla_enable",
+    "trt_dla_core",
+    "trt_engine_cache_enable",
+    "trt_engine_cache_path",
+    "trt_engine_cache_prefix",
+    "trt_dump_subgraphs",
+    "trt_force_sequential_engine_build",
+    "trt_context_memory_sharing_enable",
+    "trt_timing_cache_enable",
+    "trt_timing_cache_path",
+    "trt_force_timing_cache",
+    "trt_detailed_build_log",
+    "trt_build_heuristics_enable",
+    "trt_sparsity_enable",
+    "trt_builder_optimization_level",
+    "trt_auxiliary_streams",
+    "trt_tactic_sources",
+    "trt_extra_plugin_lib_paths",
+    "trt_profile_min_shapes",
+    "trt_profile_max_shapes",
+    "trt_profile_opt_shapes",
+    "trt_cuda_graph_enable",
+    "trt_dump_ep_context_model",
+    "trt_ep_context_file_path",
+    "trt_ep_context_embed_mode",
+    "trt_layer_norm_fp32_fallback",
 }
 
 
@@ -111,6 +147,7 @@ def _io_infos(session) -> tuple[dict[str, tuple[str, list[int]]], dict[str, tupl
         for item in items:
             out[item.name] = (_ORT_TYPES.get(item.type, item.type), _dims(item.shape or []))
         return out
+
     return infos(session.get_inputs()), infos(session.get_outputs())
 
 
@@ -120,11 +157,21 @@ _parse_bool = parameter_bool
 
 _ARENA_SHRINKAGE = "memory.enable_memory_arena_shrinkage"
 # The model parameters this backend reads (besides session.* entries)
-_READ_PARAMETERS = frozenset({
-    "intra_op_thread_count", "inter_op_thread_count", "execution_mode", "enable_mem_arena",
-    "enable_mem_pattern", _ARENA_SHRINKAGE, "cudnn_conv_algo_search", "gpu_mem_limit",
-    "arena_extend_strategy", "do_copy_in_default_stream", "max_sub_batch_size",
-})
+_READ_PARAMETERS = frozenset(
+    {
+        "intra_op_thread_count",
+        "inter_op_thread_count",
+        "execution_mode",
+        "enable_mem_arena",
+        "enable_mem_pattern",
+        _ARENA_SHRINKAGE,
+        "cudnn_conv_algo_search",
+        "gpu_mem_limit",
+        "arena_extend_strategy",
+        "do_copy_in_default_stream",
+        "max_sub_batch_size",
+    }
+)
 # The default bound on one CPU run's inputs when max_sub_batch_size is not set (elements, summed
 # over the inputs): one 3x224x224 image a run, 2 of 3x128x128.
 SUB_BATCH_ELEMENTS = 1 << 17
@@ -139,11 +186,17 @@ _SPIN_KEYS = frozenset({_SPIN_DURATION, "session.intra_op.allow_spinning"})
 
 
 # Session entries ONNX Runtime reads as "1" or not: any other value would silently mean "0"
-_BOOLEAN_SESSION_ENTRIES = frozenset({
-    "session.use_device_allocator_for_initializers", "session.intra_op.allow_spinning",
-    "session.inter_op.allow_spinning", "session.set_denormal_as_zero",
-    "session.disable_prepacking", "session.use_env_allocators", "session.force_spinning_stop",
-})
+_BOOLEAN_SESSION_ENTRIES = frozenset(
+    {
+        "session.use_device_allocator_for_initializers",
+        "session.intra_op.allow_spinning",
+        "session.inter_op.allow_spinning",
+        "session.set_denormal_as_zero",
+        "session.disable_prepacking",
+        "session.use_env_allocators",
+        "session.force_spinning_stop",
+    }
+)
 # ONNX Runtime's arena shrinkage list: "cpu:0", "gpu:0", "cpu:0;gpu:1", or empty for none
 _SHRINKAGE_LIST = re.compile(r"((cpu|gpu):\d+(;(cpu|gpu):\d+)*)?")
 
@@ -156,8 +209,9 @@ def _session_entries(config: ModelConfig) -> dict[str, str]:
             continue
         value = value.strip()
         if key in _BOOLEAN_SESSION_ENTRIES and value not in ("0", "1"):
-            raise invalid_arg(f"model '{config.name}': parameter '{key}' must be \"0\" or "
-                              f"\"1\", got '{value}'")
+            raise invalid_arg(
+                f"model '{config.name}': parameter '{key}' must be \"0\" or \"1\", got '{value}'"
+            )
         entries[key] = value
     return entries
 
@@ -168,8 +222,10 @@ def _arena_shrinkage(config: ModelConfig) -> str | None:
         return None
     value = value.strip()
     if not _SHRINKAGE_LIST.fullmatch(value):
-        raise invalid_arg(f"model '{config.name}': parameter '{_ARENA_SHRINKAGE}' must list "
-                          f"devices as 'cpu:0' or 'cpu:0;gpu:0', got '{value}'")
+        raise invalid_arg(
+            f"model '{config.name}': parameter '{_ARENA_SHRINKAGE}' must list "
+            f"devices as 'cpu:0' or 'cpu:0;gpu:0', got '{value}'"
+        )
     return value
 
 
@@ -180,8 +236,10 @@ def _max_sub_batch(config: ModelConfig) -> int | None:
         return 0
     rows = _parse_int(config, "max_sub_batch_size", 0)
     if rows < 0:
-        raise invalid_arg(f"model '{config.name}': parameter 'max_sub_batch_size' must be 0 "
-                          f"(whole batches) or a row count, got {rows}")
+        raise invalid_arg(
+            f"model '{config.name}': parameter 'max_sub_batch_size' must be 0 "
+            f"(whole batches) or a row count, got {rows}"
+        )
     return rows or None
 
 
@@ -192,14 +250,17 @@ def _deprecated_cuda_options(config: ModelConfig) -> dict[str, str]:
     options: dict[str, str] = {}
     if "cudnn_conv_algo_search" in params:
         options["cudnn_conv_algo_search"] = _parse_choice(
-            config, "cudnn_conv_algo_search", ("EXHAUSTIVE", "HEURISTIC", "DEFAULT"))
-    if "gpu_mem_limit" in params:     # a byte count, checked here rather than by the provider
-        limit = parse_size(params["gpu_mem_limit"].strip(),
-                           f"parameter 'gpu_mem_limit' of model '{config.name}'")
+            config, "cudnn_conv_algo_search", ("EXHAUSTIVE", "HEURISTIC", "DEFAULT")
+        )
+    if "gpu_mem_limit" in params:  # a byte count, checked here rather than by the provider
+        limit = parse_size(
+            params["gpu_mem_limit"].strip(), f"parameter 'gpu_mem_limit' of model '{config.name}'"
+        )
         options["gpu_mem_limit"] = str(limit)
     if "arena_extend_strategy" in params:
         options["arena_extend_strategy"] = _parse_choice(
-            config, "arena_extend_strategy", ("kNextPowerOfTwo", "kSameAsRequested"))
+            config, "arena_extend_strategy", ("kNextPowerOfTwo", "kSameAsRequested")
+        )
     if "do_copy_in_default_stream" in params:
         copy = _parse_bool(config, "do_copy_in_default_stream")
         options["do_copy_in_default_stream"] = "1" if copy else "0"
@@ -218,8 +279,9 @@ def _parse_choice(config: ModelConfig, key: str, names: tuple[str, ...]) -> str:
 class OnnxRuntimeModel(BackendModel):
     """Model-level state: the model file and checked I/O."""
 
-    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
-                 version_path: Path) -> None:
+    def __init__(
+        self, config: ModelConfig, *, version: int, model_path: Path, version_path: Path
+    ) -> None:
         super().__init__(config, version=version, model_path=model_path, version_path=version_path)
         self.model_file = _model_file(version_path, config.default_model_filename)
         if not self.model_file.is_file():
@@ -245,30 +307,42 @@ class OnnxRuntimeModel(BackendModel):
         try:
             session = ort.InferenceSession(str(model_file), providers=["CPUExecutionProvider"])
         except Exception as exc:
-            raise invalid_arg(f"unable to load model '{proto.name}' for auto-complete: {exc}") from None
+            raise invalid_arg(
+                f"unable to load model '{proto.name}' for auto-complete: {exc}"
+            ) from None
         inputs, outputs = _io_infos(session)
-        can_batch = all(dims and dims[0] == WILDCARD_DIM
-                        for _, dims in list(inputs.values()) + list(outputs.values()))
+        can_batch = all(
+            dims and dims[0] == WILDCARD_DIM
+            for _, dims in list(inputs.values()) + list(outputs.values())
+        )
         warnings = autofill_batching(proto, can_batch)
         if not can_batch and proto.max_batch_size != 0:
-            raise invalid_arg(f"autofill failed for model '{proto.name}': model does not support "
-                              f"batching while non-zero max_batch_size is specified")
+            raise invalid_arg(
+                f"autofill failed for model '{proto.name}': model does not support "
+                f"batching while non-zero max_batch_size is specified"
+            )
         if len(proto.input) == 0:
-            autofill_tensors(proto, proto.input,
-                             [(n, dtype, dims) for n, (dtype, dims) in inputs.items()])
+            autofill_tensors(
+                proto, proto.input, [(n, dtype, dims) for n, (dtype, dims) in inputs.items()]
+            )
         if len(proto.output) == 0:
-            autofill_tensors(proto, proto.output,
-                             [(n, dtype, dims) for n, (dtype, dims) in outputs.items()])
+            autofill_tensors(
+                proto, proto.output, [(n, dtype, dims) for n, (dtype, dims) in outputs.items()]
+            )
         return warnings
 
-    def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:
+    def create_instance(
+        self, *, name: str, kind: str, device_id: int | None
+    ) -> BackendModelInstance:
         return OnnxRuntimeInstance(self, name=name, kind=kind, device_id=device_id)
 
 
 class OnnxRuntimeInstance(BatchedTensorInstance):
     """One ONNX Runtime session."""
 
-    def __init__(self, model: OnnxRuntimeModel, *, name: str, kind: str, device_id: int | None) -> None:
+    def __init__(
+        self, model: OnnxRuntimeModel, *, name: str, kind: str, device_id: int | None
+    ) -> None:
         super().__init__(model, name=name, kind=kind, device_id=device_id)
         ort = _ort()
         config = model.config
@@ -281,10 +355,13 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
             options.inter_op_num_threads = inter
         mode = _parse_int(config, "execution_mode", 0)
         if mode not in (0, 1):
-            raise invalid_arg(f"Invalid configuration value provided. Expected values for "
-                              f"execution_mode are 0 or 1 but got {mode} .")
-        options.execution_mode = (ort.ExecutionMode.ORT_PARALLEL if mode == 1
-                                  else ort.ExecutionMode.ORT_SEQUENTIAL)
+            raise invalid_arg(
+                f"Invalid configuration value provided. Expected values for "
+                f"execution_mode are 0 or 1 but got {mode} ."
+            )
+        options.execution_mode = (
+            ort.ExecutionMode.ORT_PARALLEL if mode == 1 else ort.ExecutionMode.ORT_SEQUENTIAL
+        )
         level = config.optimization.graph_level
         options.graph_optimization_level = {
             -1: ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
@@ -317,11 +394,13 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
 
         providers = self._providers(ort, config, kind, device_id)
         try:
-            self.session = ort.InferenceSession(str(model.model_file), sess_options=options,
-                                                providers=providers)
+            self.session = ort.InferenceSession(
+                str(model.model_file), sess_options=options, providers=providers
+            )
         except Exception as exc:
-            raise internal(f"onnxruntime failed to load model '{config.name}' "
-                           f"({model.model_file}): {exc}") from None
+            raise internal(
+                f"onnxruntime failed to load model '{config.name}' ({model.model_file}): {exc}"
+            ) from None
         self._check_io(config)
         self._bytes_inputs = {t.name for t in config.inputs if t.datatype == "BYTES"}
         # Rows per run on the CPU: None = the whole batch, 0 = from the samples' size
@@ -345,9 +424,14 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
                         f"model '{config.name}' asks for the TensorRT execution accelerator but "
                         f"this onnxruntime has no TensorrtExecutionProvider (available: "
                         f"{sorted(available)}); install onnxruntime-gpu with TensorRT (JetPack's "
-                        f"onnxruntime-gpu on Jetson)")
-                providers.append(("TensorrtExecutionProvider",
-                                  _trt_options(config, accel.parameters, device_id or 0)))
+                        f"onnxruntime-gpu on Jetson)"
+                    )
+                providers.append(
+                    (
+                        "TensorrtExecutionProvider",
+                        _trt_options(config, accel.parameters, device_id or 0),
+                    )
+                )
             elif accel.name == "cuda":
                 cuda_options.update(accel.parameters)
             else:
@@ -357,7 +441,8 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
             raise unavailable(
                 f"instance group of model '{config.name}' has kind KIND_GPU but this onnxruntime "
                 f"has no CUDAExecutionProvider (available: {sorted(available)}); install "
-                f"onnxruntime-gpu, or use KIND_CPU")
+                f"onnxruntime-gpu, or use KIND_CPU"
+            )
         providers.append(("CUDAExecutionProvider", cuda_options))
         providers.append("CPUExecutionProvider")
         return providers
@@ -368,32 +453,49 @@ class OnnxRuntimeInstance(BatchedTensorInstance):
         required = [n for n in inputs]
         expected = expected_inputs(config)
         if expected != len(required) and not any(t.optional for t in config.inputs):
-            raise invalid_arg(f"unable to load model '{config.name}', configuration expects "
-                              f"{expected} inputs, model provides {len(required)}")
-        for tensors, infos, what in ((config.inputs, inputs, "input"), (config.outputs, outputs, "output")):
+            raise invalid_arg(
+                f"unable to load model '{config.name}', configuration expects "
+                f"{expected} inputs, model provides {len(required)}"
+            )
+        for tensors, infos, what in (
+            (config.inputs, inputs, "input"),
+            (config.outputs, outputs, "output"),
+        ):
             for tensor in tensors:
                 info = infos.get(tensor.name)
                 if info is None:
-                    raise invalid_arg(f"unexpected inference {what} '{tensor.name}', allowed "
-                                      f"{what}s are: {', '.join(infos)}")
+                    raise invalid_arg(
+                        f"unexpected inference {what} '{tensor.name}', allowed "
+                        f"{what}s are: {', '.join(infos)}"
+                    )
                 check_tensor(config, tensor, info, what, batching)
 
-    def run(self, inputs: Mapping[str, np.ndarray], output_names: list[str]) -> Mapping[str, np.ndarray]:
+    def run(
+        self, inputs: Mapping[str, np.ndarray], output_names: list[str]
+    ) -> Mapping[str, np.ndarray]:
         feed = {}
         for name, array in inputs.items():
             if name in self._bytes_inputs:
                 try:
-                    array = np.array([x.decode("utf-8") if isinstance(x, (bytes, bytearray)) else x
-                                      for x in array.flat], dtype=object).reshape(array.shape)
+                    array = np.array(
+                        [
+                            x.decode("utf-8") if isinstance(x, (bytes, bytearray)) else x
+                            for x in array.flat
+                        ],
+                        dtype=object,
+                    ).reshape(array.shape)
                 except UnicodeDecodeError as exc:
-                    raise invalid_arg(f"input '{name}' holds bytes that are not UTF-8 text, which "
-                                      f"ONNX string tensors require: {exc}") from None
+                    raise invalid_arg(
+                        f"input '{name}' holds bytes that are not UTF-8 text, which "
+                        f"ONNX string tensors require: {exc}"
+                    ) from None
             feed[name] = np.ascontiguousarray(array)
         try:
             values = self.session.run(output_names, feed, self._run_options)
         except Exception as exc:
-            raise internal(f"onnxruntime execution failure for model '{self.model.config.name}': "
-                           f"{exc}") from None
+            raise internal(
+                f"onnxruntime execution failure for model '{self.model.config.name}': {exc}"
+            ) from None
         return dict(zip(output_names, values))
 
     def rows_per_run(self, row_elements: int) -> int | None:
@@ -428,11 +530,15 @@ def _trt_options(config: ModelConfig, params: Mapping[str, str], device_id: int)
         elif key in _TRT_PASSTHROUGH:
             options[key] = value
         else:
-            raise invalid_arg(f"unknown parameter '{key}' is provided for TensorRT Execution "
-                              f"Accelerator")
-    if options.get("trt_engine_cache_enable", "").lower() in ("1", "true") \
-            and "trt_engine_cache_path" not in options:
+            raise invalid_arg(
+                f"unknown parameter '{key}' is provided for TensorRT Execution Accelerator"
+            )
+    if (
+        options.get("trt_engine_cache_enable", "").lower() in ("1", "true")
+        and "trt_engine_cache_path" not in options
+    ):
         # Keep engines next to the model so that restarts do not rebuild them.
         options["trt_engine_cache_path"] = os.path.join(
-            os.environ.get("TRITON_ROS_CACHE_DIR", "/tmp/triton_ros_trt_cache"), config.name)
+            os.environ.get("TRITON_ROS_CACHE_DIR", "/tmp/triton_ros_trt_cache"), config.name
+        )
     return options

@@ -35,6 +35,7 @@ take the server down.
 Model parameters read here: ``execute_timeout_seconds`` (60), ``initialize_timeout_seconds``
 (300; also bounds ``auto_complete_config``), ``finalize_timeout_seconds`` (30).
 """
+
 from __future__ import annotations
 
 import base64
@@ -60,8 +61,15 @@ from google.protobuf import json_format
 import triton_ros
 
 from ..backend_model import STREAMED, BackendModel, BackendModelInstance, ExecuteResult
-from ..errors import (StatusCode, TritonRosError, as_triton_error, internal, invalid_arg,
-                      unavailable, unsupported)
+from ..errors import (
+    StatusCode,
+    TritonRosError,
+    as_triton_error,
+    internal,
+    invalid_arg,
+    unavailable,
+    unsupported,
+)
 from ..infer_request import InferRequest, InferResponse, RequestedOutput, model_facing_inputs
 from ..model_config import PYTHON_FILENAME, ModelConfig, model_config_to_json, version_dirs
 from .python_stub import ipc
@@ -89,8 +97,9 @@ def _seconds(config: ModelConfig, key: str, default: float) -> float:
     try:
         seconds = float(value)
     except ValueError:
-        raise invalid_arg(f"model '{config.name}': parameter '{key}' must be a number of seconds, "
-                          f"got '{value}'") from None
+        raise invalid_arg(
+            f"model '{config.name}': parameter '{key}' must be a number of seconds, got '{value}'"
+        ) from None
     if seconds < 0:
         raise invalid_arg(f"model '{config.name}': parameter '{key}' must be >= 0, got '{value}'")
     return seconds
@@ -126,14 +135,15 @@ class StubProcess:
     side's commands wait in a queue for :meth:`wait_reply`. Without it, the thread that sends a
     command reads the channel itself until its reply (no thread hop per execution)."""
 
-    def __init__(self, *, tag: str, server: Any = None, model_name: str = "",
-                 on_response=None) -> None:
+    def __init__(
+        self, *, tag: str, server: Any = None, model_name: str = "", on_response=None
+    ) -> None:
         self.tag = tag
         self.server = server
         self.model_name = model_name
         self._on_response = on_response
         self._replies: queue.Queue | None = None
-        self._bls_requests: dict[Any, InferRequest] = {}     # decoupled BLS calls, by id
+        self._bls_requests: dict[Any, InferRequest] = {}  # decoupled BLS calls, by id
         # One name space per process and side, so that names never collide; sweep() takes both.
         self.prefix = ipc.new_prefix(tag)
         self.own_prefix = self.prefix + "p"
@@ -141,13 +151,24 @@ class StubProcess:
         parent_sock, child_sock = socket.socketpair()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "triton_ros.core.backends.python_stub",
-                 "--fd", str(child_sock.fileno()), "--prefix", self.prefix + "s"],
-                pass_fds=(child_sock.fileno(),), env=_stub_environment(),
-                stdin=subprocess.DEVNULL)
+                [
+                    sys.executable,
+                    "-m",
+                    "triton_ros.core.backends.python_stub",
+                    "--fd",
+                    str(child_sock.fileno()),
+                    "--prefix",
+                    self.prefix + "s",
+                ],
+                pass_fds=(child_sock.fileno(),),
+                env=_stub_environment(),
+                stdin=subprocess.DEVNULL,
+            )
         except OSError as exc:
             parent_sock.close()
-            raise unavailable(f"failed to start the Python backend stub for '{tag}': {exc}") from None
+            raise unavailable(
+                f"failed to start the Python backend stub for '{tag}': {exc}"
+            ) from None
         finally:
             child_sock.close()
         self.sock = parent_sock
@@ -181,9 +202,13 @@ class StubProcess:
             try:
                 if not self._dispatch(message):
                     self._replies.put(message)
-            except Exception as exc:     # a fault of ours: logged, the channel keeps going
-                _log.error("model '%s' (%s): handling a frame from the stub failed: %s",
-                           self.model_name, self.tag, as_triton_error(exc))
+            except Exception as exc:  # a fault of ours: logged, the channel keeps going
+                _log.error(
+                    "model '%s' (%s): handling a frame from the stub failed: %s",
+                    self.model_name,
+                    self.tag,
+                    as_triton_error(exc),
+                )
         self._replies.put(None)
 
     def _dispatch(self, message: dict) -> bool:
@@ -198,8 +223,9 @@ class StubProcess:
             if request is not None:
                 request.cancel()
         elif cmd == "control":
-            threading.Thread(target=self._control, args=(message,), daemon=True,
-                             name=f"{self.tag}-control").start()
+            threading.Thread(
+                target=self._control, args=(message,), daemon=True, name=f"{self.tag}-control"
+            ).start()
         else:
             return False
         return True
@@ -242,21 +268,28 @@ class StubProcess:
                     raise StubDied() from None
                 continue
             if message is None:
-                self._replies.put(None)   # the channel is closed for every later wait too
+                self._replies.put(None)  # the channel is closed for every later wait too
                 raise StubDied()
             if message.get("cmd") == expected:
                 return message
             raise StubDied()  # a peer that breaks the protocol is as good as dead
 
-    def command(self, message: dict, *, timeout: float | None, what: str,
-                code: StatusCode = StatusCode.INTERNAL) -> dict:
+    def command(
+        self,
+        message: dict,
+        *,
+        timeout: float | None,
+        what: str,
+        code: StatusCode = StatusCode.INTERNAL,
+    ) -> dict:
         """:meth:`call` for load-time commands: a stub that dies or hangs (it is then killed)
         becomes an error saying ``what`` failed."""
         try:
             return self.call(message, timeout=timeout)
         except StubDied:
-            raise TritonRosError(code, f"{what}: the stub process "
-                                       f"{_exit_description(self.reap(5.0))}") from None
+            raise TritonRosError(
+                code, f"{what}: the stub process {_exit_description(self.reap(5.0))}"
+            ) from None
         except StubTimeout:
             self.kill()
             raise TritonRosError(code, f"{what}: did not finish within {timeout:g} s") from None
@@ -290,8 +323,9 @@ class StubProcess:
                 if not reply.get("ok"):
                     _log.warning("finalize() of %s failed: %s", self.tag, reply.get("error"))
             except StubTimeout:
-                _log.warning("finalize() of %s did not return within %.0f s; killing it",
-                             self.tag, timeout)
+                _log.warning(
+                    "finalize() of %s did not return within %.0f s; killing it", self.tag, timeout
+                )
                 self.proc.kill()
             except StubDied:
                 pass
@@ -315,33 +349,48 @@ class StubProcess:
             flags = int(message.get("flags", 0) or 0)
             correlation_id = message.get("correlation_id", 0)
             request = InferRequest(
-                model_name=str(message.get("model_name", "")), inputs=inputs,
+                model_name=str(message.get("model_name", "")),
+                inputs=inputs,
                 model_version=int(message.get("model_version", -1)),
                 id=str(message.get("request_id", "")),
                 requested_outputs=tuple(RequestedOutput(str(n)) for n in names) or None,
                 timeout_us=int(message.get("timeout", 0)),
                 parameters=json.loads(message.get("parameters") or "{}"),
                 sequence_id=correlation_id if isinstance(correlation_id, (int, str)) else 0,
-                sequence_start=bool(flags & 1), sequence_end=bool(flags & 2))
+                sequence_start=bool(flags & 1),
+                sequence_end=bool(flags & 2),
+            )
             if not stream:
                 target = self.server.get_model(request.model_name, request.model_version)
                 if target.config.decoupled:
-                    raise internal(f"Model {request.model_name} - Error when running "
-                                   f"inference: Model {request.model_name} is using the "
-                                   f"decoupled. The "
-                                   f"current BLS request call doesn't support models using the "
-                                   f"decoupled transaction policy. Please use 'decoupled=True' "
-                                   f"argument to the 'exec' or 'async_exec' calls for decoupled "
-                                   f"models.'")
+                    raise internal(
+                        f"Model {request.model_name} - Error when running "
+                        f"inference: Model {request.model_name} is using the "
+                        f"decoupled. The "
+                        f"current BLS request call doesn't support models using the "
+                        f"decoupled transaction policy. Please use 'decoupled=True' "
+                        f"argument to the 'exec' or 'async_exec' calls for decoupled "
+                        f"models.'"
+                    )
             else:
                 request.response_sink = lambda response, final: self._stream_bls(
-                    call_id, response, final)
+                    call_id, response, final
+                )
                 self._bls_requests[call_id] = request
             future = self.server.infer(request)
         except Exception as exc:
-            error = exc if isinstance(exc, TritonRosError) else invalid_arg(f"bad BLS request: {exc}")
-            self._reply({"cmd": "bls_response", "id": call_id, "stream": stream, "final": True,
-                         "error": {"code": error.code.name, "message": error.message}})
+            error = (
+                exc if isinstance(exc, TritonRosError) else invalid_arg(f"bad BLS request: {exc}")
+            )
+            self._reply(
+                {
+                    "cmd": "bls_response",
+                    "id": call_id,
+                    "stream": stream,
+                    "final": True,
+                    "error": {"code": error.code.name, "message": error.message},
+                }
+            )
             self._bls_requests.pop(call_id, None)
             return
         if stream:
@@ -356,13 +405,17 @@ class StubProcess:
             reply["error"] = {"code": response.code.name, "message": response.message}
         elif response is not None:
             try:
-                segment, (descs,) = ipc.pack_tensors(self.own_prefix,
-                                                     [list(response.outputs.items())])
+                segment, (descs,) = ipc.pack_tensors(
+                    self.own_prefix, [list(response.outputs.items())]
+                )
             except Exception as exc:
                 reply["error"] = {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"}
             else:
-                reply.update(segment=segment, outputs=descs,
-                             parameters=json.dumps(response.parameters, default=str))
+                reply.update(
+                    segment=segment,
+                    outputs=descs,
+                    parameters=json.dumps(response.parameters, default=str),
+                )
         if final:
             self._bls_requests.pop(call_id, None)
         self._reply(reply)
@@ -373,24 +426,47 @@ class StubProcess:
         exc = future.exception()
         if exc is not None:
             error = as_triton_error(exc)
-            self._reply({"cmd": "bls_response", "id": call_id, "stream": True, "final": True,
-                         "error": {"code": error.code.name, "message": error.message}})
+            self._reply(
+                {
+                    "cmd": "bls_response",
+                    "id": call_id,
+                    "stream": True,
+                    "final": True,
+                    "error": {"code": error.code.name, "message": error.message},
+                }
+            )
 
     def _finish_bls(self, call_id, future: Future) -> None:
         try:
             response: InferResponse = future.result()
-            segment, (descs,) = ipc.pack_tensors(self.own_prefix,
-                                                 [list(response.outputs.items())])
+            segment, (descs,) = ipc.pack_tensors(self.own_prefix, [list(response.outputs.items())])
         except TritonRosError as exc:
-            self._reply({"cmd": "bls_response", "id": call_id,
-                         "error": {"code": exc.code.name, "message": exc.message}})
+            self._reply(
+                {
+                    "cmd": "bls_response",
+                    "id": call_id,
+                    "error": {"code": exc.code.name, "message": exc.message},
+                }
+            )
             return
         except Exception as exc:
-            self._reply({"cmd": "bls_response", "id": call_id,
-                         "error": {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"}})
+            self._reply(
+                {
+                    "cmd": "bls_response",
+                    "id": call_id,
+                    "error": {"code": "INTERNAL", "message": f"{type(exc).__name__}: {exc}"},
+                }
+            )
             return
-        self._reply({"cmd": "bls_response", "id": call_id, "segment": segment, "outputs": descs,
-                     "parameters": json.dumps(response.parameters, default=str)})
+        self._reply(
+            {
+                "cmd": "bls_response",
+                "id": call_id,
+                "segment": segment,
+                "outputs": descs,
+                "parameters": json.dumps(response.parameters, default=str),
+            }
+        )
 
     def _control(self, message: dict) -> None:
         reply: dict = {"cmd": "control_response", "id": message.get("id")}
@@ -403,10 +479,13 @@ class StubProcess:
                 version = str(message.get("model_version") or "")
                 reply["result"] = self.server.is_ready(name, int(version) if version else -1)
             elif action == "load":
-                files = {k.removeprefix("file:"): base64.b64decode(v)
-                         for k, v in (message.get("files") or {}).items()}
-                self.server.load(name, config_json=message.get("config") or None,
-                                 files=files or None)
+                files = {
+                    k.removeprefix("file:"): base64.b64decode(v)
+                    for k, v in (message.get("files") or {}).items()
+                }
+                self.server.load(
+                    name, config_json=message.get("config") or None, files=files or None
+                )
             elif action == "unload":
                 if name == self.model_name:
                     raise invalid_arg(f"model '{name}' cannot unload itself from its own code")
@@ -423,25 +502,36 @@ class StubProcess:
 class PythonModel(BackendModel):
     """Model-level state: the model file and the stub settings."""
 
-    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
-                 version_path: Path) -> None:
+    def __init__(
+        self, config: ModelConfig, *, version: int, model_path: Path, version_path: Path
+    ) -> None:
         super().__init__(config, version=version, model_path=model_path, version_path=version_path)
         self.model_file = version_path / (config.default_model_filename or PYTHON_FILENAME)
         if not self.model_file.is_file():
             raise unavailable(f"Python model file not found in '{self.model_file}'")
-        self.execute_timeout = _seconds(config, "execute_timeout_seconds", DEFAULT_EXECUTE_TIMEOUT_S)
-        self.initialize_timeout = _seconds(config, "initialize_timeout_seconds",
-                                           DEFAULT_INITIALIZE_TIMEOUT_S)
-        self.finalize_timeout = _seconds(config, "finalize_timeout_seconds",
-                                         DEFAULT_FINALIZE_TIMEOUT_S)
+        self.execute_timeout = _seconds(
+            config, "execute_timeout_seconds", DEFAULT_EXECUTE_TIMEOUT_S
+        )
+        self.initialize_timeout = _seconds(
+            config, "initialize_timeout_seconds", DEFAULT_INITIALIZE_TIMEOUT_S
+        )
+        self.finalize_timeout = _seconds(
+            config, "finalize_timeout_seconds", DEFAULT_FINALIZE_TIMEOUT_S
+        )
         if config.parameters.get("EXECUTION_ENV_PATH"):
-            _log.warning("model '%s': EXECUTION_ENV_PATH is ignored; the stub runs with the "
-                         "server's Python environment", config.name)
+            _log.warning(
+                "model '%s': EXECUTION_ENV_PATH is ignored; the stub runs with the "
+                "server's Python environment",
+                config.name,
+            )
         if config.parameters.get("FORCE_CPU_ONLY_INPUT_TENSORS", "").strip().lower() == "no":
             # Triton may then hand GPU tensors to a KIND_GPU model; here every input tensor is in
             # CPU memory (is_cpu() is true), which such a model must accept anyway.
-            _log.warning("model '%s': FORCE_CPU_ONLY_INPUT_TENSORS 'no' is ignored; input "
-                         "tensors are always in CPU memory", config.name)
+            _log.warning(
+                "model '%s': FORCE_CPU_ONLY_INPUT_TENSORS 'no' is ignored; input "
+                "tensors are always in CPU memory",
+                config.name,
+            )
 
     @classmethod
     def auto_complete_config(cls, proto, model_path: Path) -> list[str]:
@@ -458,24 +548,36 @@ class PythonModel(BackendModel):
         if "auto_complete_config" not in source:
             return []  # no stub start for the common case
         stub = StubProcess(tag=f"{proto.name or model_path.name}_autocomplete")
-        reply = stub.command({"cmd": "auto_complete", "model_file": str(model_file),
-                              "version": str(version), "config": model_config_to_json(proto)},
-                             timeout=DEFAULT_INITIALIZE_TIMEOUT_S, code=StatusCode.INVALID_ARG,
-                             what=f"auto_complete_config of model '{proto.name}'")
+        reply = stub.command(
+            {
+                "cmd": "auto_complete",
+                "model_file": str(model_file),
+                "version": str(version),
+                "config": model_config_to_json(proto),
+            },
+            timeout=DEFAULT_INITIALIZE_TIMEOUT_S,
+            code=StatusCode.INVALID_ARG,
+            what=f"auto_complete_config of model '{proto.name}'",
+        )
         stub.shutdown(DEFAULT_FINALIZE_TIMEOUT_S)
         if not reply.get("ok"):
-            raise invalid_arg(f"auto_complete_config of model '{proto.name}' failed: "
-                              f"{reply.get('error')}")
+            raise invalid_arg(
+                f"auto_complete_config of model '{proto.name}' failed: {reply.get('error')}"
+            )
         completed = type(proto)()
         try:
             json_format.ParseDict(reply["config"], completed)
         except (json_format.ParseError, ValueError, TypeError) as exc:
-            raise invalid_arg(f"auto_complete_config of model '{proto.name}' returned an invalid "
-                              f"configuration: {exc}") from None
+            raise invalid_arg(
+                f"auto_complete_config of model '{proto.name}' returned an invalid "
+                f"configuration: {exc}"
+            ) from None
         proto.CopyFrom(completed)
         return []
 
-    def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:
+    def create_instance(
+        self, *, name: str, kind: str, device_id: int | None
+    ) -> BackendModelInstance:
         return PythonInstance(self, name=name, kind=kind, device_id=device_id)
 
 
@@ -497,8 +599,12 @@ class PythonInstance(BackendModelInstance):
     def _start(self) -> None:
         """Start a stub and initialize the model in it; raise with the reason on failure."""
         model, config = self.model, self.model.config
-        stub = StubProcess(tag=self.name, server=model.server, model_name=config.name,
-                           on_response=self._on_response if self._decoupled else None)
+        stub = StubProcess(
+            tag=self.name,
+            server=model.server,
+            model_name=config.name,
+            on_response=self._on_response if self._decoupled else None,
+        )
         args = {
             "model_config": model_config_to_json(config.proto),
             "model_instance_kind": _KIND_NAMES.get(self.kind, self.kind),
@@ -508,17 +614,25 @@ class PythonInstance(BackendModelInstance):
             "model_version": str(model.version),
             "model_name": config.name,
         }
-        reply = stub.command({"cmd": "initialize", "model_file": str(model.model_file),
-                              "version": str(model.version), "args": args,
-                              "decoupled": self._decoupled},
-                             timeout=model.initialize_timeout,
-                             what=f"initialize() of Python model '{config.name}' instance "
-                                  f"{self.name} (initialize_timeout_seconds "
-                                  f"{model.initialize_timeout:g})")
+        reply = stub.command(
+            {
+                "cmd": "initialize",
+                "model_file": str(model.model_file),
+                "version": str(model.version),
+                "args": args,
+                "decoupled": self._decoupled,
+            },
+            timeout=model.initialize_timeout,
+            what=f"initialize() of Python model '{config.name}' instance "
+            f"{self.name} (initialize_timeout_seconds "
+            f"{model.initialize_timeout:g})",
+        )
         if not reply.get("ok"):
             stub.shutdown(self.model.finalize_timeout)
-            raise internal(f"Python model '{config.name}' instance {self.name} failed to "
-                           f"initialize: {reply.get('error')}")
+            raise internal(
+                f"Python model '{config.name}' instance {self.name} failed to "
+                f"initialize: {reply.get('error')}"
+            )
         self.stub = stub
 
     def _restart(self, why: str) -> None:
@@ -527,8 +641,12 @@ class PythonInstance(BackendModelInstance):
             self.stub.kill()
             self.stub = None
         self._end_open(f"Stub process '{self.name}' is not healthy: {why}")
-        _log.warning("model '%s' instance %s: %s; restarting the stub", self.model.config.name,
-                     self.name, why)
+        _log.warning(
+            "model '%s' instance %s: %s; restarting the stub",
+            self.model.config.name,
+            self.name,
+            why,
+        )
         try:
             self._start()
         except TritonRosError as exc:
@@ -538,8 +656,10 @@ class PythonInstance(BackendModelInstance):
         if self.stub is not None:
             self.stub.shutdown(self.model.finalize_timeout)
             self.stub = None
-        self._end_open(f"model '{self.model.config.name}' instance {self.name} was unloaded "
-                       f"before the request's final response")
+        self._end_open(
+            f"model '{self.model.config.name}' instance {self.name} was unloaded "
+            f"before the request's final response"
+        )
 
     # ---------------------------------------------------------------- decoupled responses
     def _on_response(self, message: dict) -> None:
@@ -548,7 +668,7 @@ class PythonInstance(BackendModelInstance):
         final = bool(message.get("final"))
         with self._open_lock:
             request = self._open.pop(token, None) if final else self._open.get(token)
-        if request is None:             # ended already (a failed execute, a restart)
+        if request is None:  # ended already (a failed execute, a restart)
             ipc.unlink(message.get("segment"))
             return
         error = message.get("error")
@@ -558,11 +678,17 @@ class PythonInstance(BackendModelInstance):
             response = TritonRosError(code, str(error.get("message")))
         elif message.get("has_response"):
             try:
-                (outputs,) = ipc.unpack_tensors(message.get("segment"),
-                                                [message.get("outputs", [])])
+                (outputs,) = ipc.unpack_tensors(
+                    message.get("segment"), [message.get("outputs", [])]
+                )
                 parameters = json.loads(message.get("parameters") or "{}")
-                response = InferResponse(self.model.config.name, self.model.version, request.id,
-                                         self._reshaped(outputs), parameters)
+                response = InferResponse(
+                    self.model.config.name,
+                    self.model.version,
+                    request.id,
+                    self._reshaped(outputs),
+                    parameters,
+                )
             except (KeyError, TypeError, ValueError, OSError, TritonRosError) as exc:
                 ipc.unlink(message.get("segment"))
                 response = internal(f"malformed response from the stub: {exc}")
@@ -600,8 +726,9 @@ class PythonInstance(BackendModelInstance):
             returncode = None if self.stub is None else self.stub.reap(1.0)
             self._restart(f"the stub process {_exit_description(returncode)}")
         if self.failure is not None or self.stub is None:
-            error = unavailable(f"model '{config.name}' instance {self.name} is unavailable: "
-                                f"{self.failure}")
+            error = unavailable(
+                f"model '{config.name}' instance {self.name} is unavailable: {self.failure}"
+            )
             return ExecuteResult([error] * len(requests))
         stub = self.stub
 
@@ -613,13 +740,18 @@ class PythonInstance(BackendModelInstance):
             for request in requests:
                 groups.append(list(model_facing_inputs(config, request).items()))
                 token = next(self._tokens)
-                specs.append({"id": request.id, "timeout": request.timeout_us,
-                              "parameters": json.dumps(request.parameters, default=str),
-                              "requested_outputs": request.output_names(config),
-                              "token": token, "correlation_id": request.sequence_id,
-                              "flags": int(request.sequence_start) | (int(request.sequence_end)
-                                                                      << 1),
-                              "cancelled": request.cancelled})
+                specs.append(
+                    {
+                        "id": request.id,
+                        "timeout": request.timeout_us,
+                        "parameters": json.dumps(request.parameters, default=str),
+                        "requested_outputs": request.output_names(config),
+                        "token": token,
+                        "correlation_id": request.sequence_id,
+                        "flags": int(request.sequence_start) | (int(request.sequence_end) << 1),
+                        "cancelled": request.cancelled,
+                    }
+                )
                 if self._decoupled and not request.null_request:
                     with self._open_lock:
                         self._open[token] = request
@@ -633,29 +765,40 @@ class PythonInstance(BackendModelInstance):
             return ExecuteResult([error] * len(requests), time.monotonic_ns() - t0)
         t1 = time.monotonic_ns()
         try:
-            reply = stub.call({"cmd": "execute", "model_name": config.name, "segment": segment,
-                               "requests": specs}, timeout=self.model.execute_timeout)
+            reply = stub.call(
+                {
+                    "cmd": "execute",
+                    "model_name": config.name,
+                    "segment": segment,
+                    "requests": specs,
+                },
+                timeout=self.model.execute_timeout,
+            )
         except StubDied:
             why = f"the stub process {_exit_description(stub.reap(5.0))} while executing"
-            self._forget(specs)         # this batch fails below; earlier open requests end here
+            self._forget(specs)  # this batch fails below; earlier open requests end here
             self._restart(why)
-            return self._batch_error(requests, f"Stub process '{self.name}' is not healthy: {why}",
-                                     t0, t1)
+            return self._batch_error(
+                requests, f"Stub process '{self.name}' is not healthy: {why}", t0, t1
+            )
         except StubTimeout:
-            why = (f"execute() did not return within {self.model.execute_timeout:g} s "
-                   f"(execute_timeout_seconds); the stub process was killed")
+            why = (
+                f"execute() did not return within {self.model.execute_timeout:g} s "
+                f"(execute_timeout_seconds); the stub process was killed"
+            )
             self._forget(specs)
             self._restart(why)
             return self._batch_error(requests, why, t0, t1)
         finally:
             ipc.unlink(segment)
         t2 = time.monotonic_ns()
-        if not reply.get("ok"):         # a failed execute: the model sends no more responses
+        if not reply.get("ok"):  # a failed execute: the model sends no more responses
             self._forget(specs)
             return self._batch_error(requests, str(reply.get("error")), t0, t1)
         if self._decoupled:
-            return ExecuteResult([STREAMED] * len(requests), t1 - t0, t2 - t1,
-                                 time.monotonic_ns() - t2)
+            return ExecuteResult(
+                [STREAMED] * len(requests), t1 - t0, t2 - t1, time.monotonic_ns() - t2
+            )
 
         try:
             answers = reply["responses"]
@@ -674,8 +817,11 @@ class PythonInstance(BackendModelInstance):
                 parameters = json.loads(answer.get("parameters") or "{}")
             except ValueError:
                 parameters = {}
-            responses.append(InferResponse(config.name, self.model.version, request.id,
-                                           self._reshaped(outputs), parameters))
+            responses.append(
+                InferResponse(
+                    config.name, self.model.version, request.id, self._reshaped(outputs), parameters
+                )
+            )
         t3 = time.monotonic_ns()
         return ExecuteResult(responses, t1 - t0, t2 - t1, t3 - t2)
 
@@ -692,11 +838,13 @@ class PythonInstance(BackendModelInstance):
                     pass  # the client sees what the model produced
         return outputs
 
-    def _batch_error(self, requests: list[InferRequest], message: str, t0: int,
-                     t1: int) -> ExecuteResult:
+    def _batch_error(
+        self, requests: list[InferRequest], message: str, t0: int, t1: int
+    ) -> ExecuteResult:
         # Triton's Python backend names the instance so; for a decoupled model, its stub does
         # (without "instance").
         what = "model" if self._decoupled else "model instance"
-        error = internal(f"Failed to process the request(s) for {what} '{self.name}', "
-                         f"message: {message}")
+        error = internal(
+            f"Failed to process the request(s) for {what} '{self.name}', message: {message}"
+        )
         return ExecuteResult([error] * len(requests), t1 - t0, time.monotonic_ns() - t1)

@@ -54,6 +54,7 @@ torch is an optional dependency (``pip install 'triton_ros[torch]'``): it is imp
 PyTorch model loads, and without it that model fails with UNAVAILABLE naming what to install,
 while every other model serves.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -64,34 +65,57 @@ from typing import Mapping
 
 import numpy as np
 
-from ..backend_model import BackendModel, BackendModelInstance, BatchedTensorInstance, \
-    warn_unread_parameters
+from ..backend_model import (
+    BackendModel,
+    BackendModelInstance,
+    BatchedTensorInstance,
+    warn_unread_parameters,
+)
 from ..errors import internal, invalid_arg, unavailable, unsupported
-from ..model_config import (PYTORCH_AOTI_PLATFORM, PYTORCH_FILENAME, ModelConfig,
-                            expected_inputs)
+from ..model_config import PYTORCH_AOTI_PLATFORM, PYTORCH_FILENAME, ModelConfig, expected_inputs
 from .backend_parameters import framework_message, parameter_bool, parameter_int
 
 _log = logging.getLogger("triton_ros.pytorch")
 
-INSTALL_HINT = ("pip install 'triton_ros[torch]' (torch; the CPU build is torch==2.13.0+cpu, "
-                "a CUDA build of torch for KIND_GPU instances)")
+INSTALL_HINT = (
+    "pip install 'triton_ros[torch]' (torch; the CPU build is torch==2.13.0+cpu, "
+    "a CUDA build of torch for KIND_GPU instances)"
+)
 
 # Protocol data type -> torch dtype attribute (Triton's ModelConfigDataTypeToTorchType)
 _TORCH_TYPES = {
-    "BOOL": "bool", "UINT8": "uint8", "INT8": "int8", "INT16": "int16", "INT32": "int32",
-    "INT64": "int64", "FP16": "float16", "FP32": "float32", "FP64": "float64",
+    "BOOL": "bool",
+    "UINT8": "uint8",
+    "INT8": "int8",
+    "INT16": "int16",
+    "INT32": "int32",
+    "INT64": "int64",
+    "FP16": "float16",
+    "FP32": "float32",
+    "FP64": "float64",
 }
 _DELIMITER = "__"
 
-_READ_PARAMETERS = frozenset({
-    "DISABLE_OPTIMIZED_EXECUTION", "INFERENCE_MODE", "DISABLE_CUDNN", "ENABLE_WEIGHT_SHARING",
-    "ENABLE_CACHE_CLEANING", "INTRA_OP_THREAD_COUNT", "INTER_OP_THREAD_COUNT", "NUM_THREADS",
-    "NUM_INTEROP_THREADS", "ENABLE_JIT_EXECUTOR", "ENABLE_JIT_PROFILING", "ENABLE_TENSOR_FUSER",
-})
+_READ_PARAMETERS = frozenset(
+    {
+        "DISABLE_OPTIMIZED_EXECUTION",
+        "INFERENCE_MODE",
+        "DISABLE_CUDNN",
+        "ENABLE_WEIGHT_SHARING",
+        "ENABLE_CACHE_CLEANING",
+        "INTRA_OP_THREAD_COUNT",
+        "INTER_OP_THREAD_COUNT",
+        "NUM_THREADS",
+        "NUM_INTEROP_THREADS",
+        "ENABLE_JIT_EXECUTOR",
+        "ENABLE_JIT_PROFILING",
+        "ENABLE_TENSOR_FUSER",
+    }
+)
 
 _interop_lock = threading.Lock()
-_interop_threads: tuple[int, str] | None = None     # (count, model that set it)
-_default_threads: int | None = None    # torch's intra-op count before any model set one
+_interop_threads: tuple[int, str] | None = None  # (count, model that set it)
+_default_threads: int | None = None  # torch's intra-op count before any model set one
 
 
 def import_torch(model: str):
@@ -100,8 +124,9 @@ def import_torch(model: str):
     try:
         import torch
     except ImportError as exc:
-        raise unavailable(f"model '{model}' needs PyTorch, which is not installed here ({exc}): "
-                          f"{INSTALL_HINT}") from None
+        raise unavailable(
+            f"model '{model}' needs PyTorch, which is not installed here ({exc}): {INSTALL_HINT}"
+        ) from None
     with _interop_lock:
         if _default_threads is None:
             _default_threads = torch.get_num_threads()
@@ -124,9 +149,13 @@ def input_positions(config: ModelConfig, arguments: list[str]) -> tuple[dict[str
     indexes = [named_index(n) for n in names]
     if all(i is not None for i in indexes):
         return dict(zip(names, indexes)), "named index"
-    _log.warning("model '%s': inputs %s are neither all arguments of forward() (%s) nor all "
-                 "named <name>__<index>: they are passed in the configuration's order",
-                 config.name, names, ", ".join(arguments))
+    _log.warning(
+        "model '%s': inputs %s are neither all arguments of forward() (%s) nor all "
+        "named <name>__<index>: they are passed in the configuration's order",
+        config.name,
+        names,
+        ", ".join(arguments),
+    )
     return {n: i for i, n in enumerate(names)}, "configuration order"
 
 
@@ -136,21 +165,30 @@ def output_positions(config: ModelConfig) -> tuple[dict[str, int], str]:
     indexes = [named_index(n) for n in names]
     if all(i is not None for i in indexes):
         return dict(zip(names, indexes)), "named index"
-    _log.warning("model '%s': outputs %s do not all follow the <name>__<index> naming "
-                 "convention: they are read in the configuration's order", config.name, names)
+    _log.warning(
+        "model '%s': outputs %s do not all follow the <name>__<index> naming "
+        "convention: they are read in the configuration's order",
+        config.name,
+        names,
+    )
     return {n: i for i, n in enumerate(names)}, "configuration order"
 
 
-def _check_positions(config: ModelConfig, positions: Mapping[str, int], count: int | None,
-                     what: str) -> None:
+def _check_positions(
+    config: ModelConfig, positions: Mapping[str, int], count: int | None, what: str
+) -> None:
     seen: dict[int, str] = {}
     for name, index in positions.items():
         if count is not None and index >= count:
-            raise invalid_arg(f"unable to load model '{config.name}': {what} '{name}' is "
-                              f"position {index}, but forward() has {count} {what}s")
+            raise invalid_arg(
+                f"unable to load model '{config.name}': {what} '{name}' is "
+                f"position {index}, but forward() has {count} {what}s"
+            )
         if index in seen:
-            raise invalid_arg(f"unable to load model '{config.name}': {what}s '{seen[index]}' "
-                              f"and '{name}' both name position {index}")
+            raise invalid_arg(
+                f"unable to load model '{config.name}': {what}s '{seen[index]}' "
+                f"and '{name}' both name position {index}"
+            )
         seen[index] = name
 
 
@@ -161,12 +199,16 @@ def _check_datatypes(config: ModelConfig) -> None:
             if tensor.datatype == "BYTES":
                 dims = tensor.reshape if tensor.reshape is not None else tensor.dims
                 if len(dims) + batch > 1:
-                    raise invalid_arg(f"unable to load model '{config.name}': Triton only "
-                                      f"supports 1 dimensional List of String as {what} for "
-                                      f"'{tensor.name}'")
+                    raise invalid_arg(
+                        f"unable to load model '{config.name}': Triton only "
+                        f"supports 1 dimensional List of String as {what} for "
+                        f"'{tensor.name}'"
+                    )
             elif tensor.datatype not in _TORCH_TYPES:
-                raise invalid_arg(f"unable to load model '{config.name}': unsupported datatype "
-                                  f"TYPE_{tensor.datatype} for {what} '{tensor.name}'")
+                raise invalid_arg(
+                    f"unable to load model '{config.name}': unsupported datatype "
+                    f"TYPE_{tensor.datatype} for {what} '{tensor.name}'"
+                )
 
 
 def _set_interop_threads(torch, count: int, model: str) -> None:
@@ -175,27 +217,40 @@ def _set_interop_threads(torch, count: int, model: str) -> None:
         if _interop_threads is None:
             try:
                 torch.set_num_interop_threads(count)
-            except RuntimeError as exc:   # torch allows it once, before any inter-op work
-                _log.warning("model '%s': INTER_OP_THREAD_COUNT %d not applied: %s (torch keeps "
-                             "%d)", model, count, exc, torch.get_num_interop_threads())
+            except RuntimeError as exc:  # torch allows it once, before any inter-op work
+                _log.warning(
+                    "model '%s': INTER_OP_THREAD_COUNT %d not applied: %s (torch keeps %d)",
+                    model,
+                    count,
+                    exc,
+                    torch.get_num_interop_threads(),
+                )
             _interop_threads = (count, model)
         elif _interop_threads[0] != count:
-            _log.warning("model '%s': INTER_OP_THREAD_COUNT %d ignored: torch's inter-op pool "
-                         "is process-wide and model '%s' set it to %d first", model, count,
-                         _interop_threads[1], _interop_threads[0])
+            _log.warning(
+                "model '%s': INTER_OP_THREAD_COUNT %d ignored: torch's inter-op pool "
+                "is process-wide and model '%s' set it to %d first",
+                model,
+                count,
+                _interop_threads[1],
+                _interop_threads[0],
+            )
 
 
 class PyTorchModel(BackendModel):
     """Model-level state: the TorchScript file, the parameters, shared modules."""
 
-    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
-                 version_path: Path) -> None:
+    def __init__(
+        self, config: ModelConfig, *, version: int, model_path: Path, version_path: Path
+    ) -> None:
         super().__init__(config, version=version, model_path=model_path, version_path=version_path)
         if config.platform == PYTORCH_AOTI_PLATFORM:
-            raise unsupported(f"model '{config.name}': platform '{PYTORCH_AOTI_PLATFORM}' "
-                              f"(AOTInductor model.pt2 packages) is not served by triton_ros; "
-                              f"save a TorchScript model.pt (torch.jit.script or trace) with "
-                              f"platform 'pytorch_libtorch'")
+            raise unsupported(
+                f"model '{config.name}': platform '{PYTORCH_AOTI_PLATFORM}' "
+                f"(AOTInductor model.pt2 packages) is not served by triton_ros; "
+                f"save a TorchScript model.pt (torch.jit.script or trace) with "
+                f"platform 'pytorch_libtorch'"
+            )
         self.model_file = version_path / (config.default_model_filename or PYTORCH_FILENAME)
         if not self.model_file.is_file():
             raise unavailable(f"unable to find '{self.model_file}' for model '{config.name}'")
@@ -211,11 +266,14 @@ class PyTorchModel(BackendModel):
         self.cache_cleaning = bool(parameter_bool(config, "ENABLE_CACHE_CLEANING"))
         key = "INTRA_OP_THREAD_COUNT" if "INTRA_OP_THREAD_COUNT" in params else "NUM_THREADS"
         intra = parameter_int(config, key, 0)
-        key = "INTER_OP_THREAD_COUNT" if "INTER_OP_THREAD_COUNT" in params else "NUM_INTEROP_THREADS"
+        key = (
+            "INTER_OP_THREAD_COUNT" if "INTER_OP_THREAD_COUNT" in params else "NUM_INTEROP_THREADS"
+        )
         inter = parameter_int(config, key, 0)
         if intra < 0 or inter < 0:
-            raise invalid_arg(f"model '{config.name}': thread counts must be 0 (torch's default) "
-                              f"or positive")
+            raise invalid_arg(
+                f"model '{config.name}': thread counts must be 0 (torch's default) or positive"
+            )
         # Every instance sets its thread's count before it runs: the parameter, else torch's
         # default, so that another model's setting (torch's default for threads that have not
         # run yet) never leaks into this one.
@@ -229,16 +287,23 @@ class PyTorchModel(BackendModel):
     def _jit_switches(self, config: ModelConfig) -> list[tuple[object, bool]]:
         """(torch setter, value) for the JIT parameters the model sets."""
         switches = []
-        for key, setter in (("ENABLE_JIT_EXECUTOR", "_jit_set_profiling_executor"),
-                            ("ENABLE_JIT_PROFILING", "_jit_set_profiling_mode"),
-                            ("ENABLE_TENSOR_FUSER", "_jit_set_texpr_fuser_enabled")):
+        for key, setter in (
+            ("ENABLE_JIT_EXECUTOR", "_jit_set_profiling_executor"),
+            ("ENABLE_JIT_PROFILING", "_jit_set_profiling_mode"),
+            ("ENABLE_TENSOR_FUSER", "_jit_set_texpr_fuser_enabled"),
+        ):
             value = parameter_bool(config, key)
             if value is None:
                 continue
             function = getattr(self.torch._C, setter, None)
             if function is None:
-                _log.warning("model '%s': parameter '%s' is not applied: this torch (%s) has no "
-                             "%s", config.name, key, self.torch.__version__, setter)
+                _log.warning(
+                    "model '%s': parameter '%s' is not applied: this torch (%s) has no %s",
+                    config.name,
+                    key,
+                    self.torch.__version__,
+                    setter,
+                )
                 continue
             switches.append((function, value))
         return switches
@@ -248,6 +313,7 @@ class PyTorchModel(BackendModel):
         """KIND_AUTO instances go to a GPU only with a CUDA build of torch that sees one (torch
         is only looked for here, not imported, when it is not installed)."""
         import importlib.util
+
         try:
             if importlib.util.find_spec("torch") is None:
                 return False
@@ -261,15 +327,19 @@ class PyTorchModel(BackendModel):
         """TorchScript has no input or output metadata to complete a configuration from."""
         if proto.platform == PYTORCH_AOTI_PLATFORM:
             return []
-        missing = [what for what, field in (("inputs", proto.input), ("outputs", proto.output))
-                   if len(field) == 0]
+        missing = [
+            what
+            for what, field in (("inputs", proto.input), ("outputs", proto.output))
+            if len(field) == 0
+        ]
         if missing:
             raise invalid_arg(
                 f"model '{proto.name}': a TorchScript model (platform pytorch_libtorch, "
                 f"{proto.default_model_filename or PYTORCH_FILENAME}) carries no names, data "
                 f"types or shapes of its inputs and outputs, so config.pbtxt must list its "
                 f"{' and '.join(missing)} (names INPUT__0, OUTPUT__0, ... or forward()'s argument "
-                f"names; Triton's PyTorch backend does not auto-complete them either)")
+                f"names; Triton's PyTorch backend does not auto-complete them either)"
+            )
         return []
 
     def load_module(self, device, kind: str):
@@ -282,8 +352,11 @@ class PyTorchModel(BackendModel):
                 if module is None:
                     module = self._shared[key] = self._load(device, kind)
                 else:
-                    _log.info("model '%s': instance reuses the module loaded on %s",
-                              self.config.name, device)
+                    _log.info(
+                        "model '%s': instance reuses the module loaded on %s",
+                        self.config.name,
+                        device,
+                    )
                 return module
         return self._load(device, kind)
 
@@ -296,15 +369,18 @@ class PyTorchModel(BackendModel):
                 else:
                     module = torch.jit.load(str(self.model_file), map_location=device)
         except Exception as exc:
-            raise internal(f"failed to load model '{self.config.name}' ({self.model_file}) with "
-                           f"torch.jit.load (a TorchScript archive, from torch.jit.script or "
-                           f"torch.jit.trace and .save): {type(exc).__name__}: "
-                           f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
-                           ) from None
+            raise internal(
+                f"failed to load model '{self.config.name}' ({self.model_file}) with "
+                f"torch.jit.load (a TorchScript archive, from torch.jit.script or "
+                f"torch.jit.trace and .save): {type(exc).__name__}: "
+                f"{str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            ) from None
         module.eval()
         return module
 
-    def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:
+    def create_instance(
+        self, *, name: str, kind: str, device_id: int | None
+    ) -> BackendModelInstance:
         return PyTorchInstance(self, name=name, kind=kind, device_id=device_id)
 
     def close(self) -> None:
@@ -325,11 +401,14 @@ class PyTorchInstance(BatchedTensorInstance):
                     f"instance group of model '{config.name}' has kind KIND_GPU but this torch "
                     f"({torch.__version__}) sees no CUDA device (torch.cuda.is_available() is "
                     f"false): install a CUDA build of torch on a machine with an NVIDIA GPU, or "
-                    f"use KIND_CPU")
+                    f"use KIND_CPU"
+                )
             count = torch.cuda.device_count()
             if device_id is not None and device_id >= count:
-                raise unavailable(f"instance group of model '{config.name}' names GPU "
-                                  f"{device_id}, but torch sees {count} CUDA device(s)")
+                raise unavailable(
+                    f"instance group of model '{config.name}' names GPU "
+                    f"{device_id}, but torch sees {count} CUDA device(s)"
+                )
             self.device = torch.device("cuda", device_id or 0)
             self._stream = torch.cuda.Stream(device=self.device)
         else:
@@ -344,10 +423,12 @@ class PyTorchInstance(BatchedTensorInstance):
         try:
             schema = self.module.forward.schema
         except Exception as exc:
-            raise invalid_arg(f"unable to load model '{config.name}': its TorchScript module "
-                              f"has no forward method: {exc}") from None
+            raise invalid_arg(
+                f"unable to load model '{config.name}': its TorchScript module "
+                f"has no forward method: {exc}"
+            ) from None
         arguments = list(schema.arguments)
-        if arguments and arguments[0].type.kind() == "ClassType":     # self
+        if arguments and arguments[0].type.kind() == "ClassType":  # self
             arguments = arguments[1:]
         kinds = [a.type.kind() for a in arguments]
         self._dict_input = len(arguments) == 1 and kinds[0] == "DictType"
@@ -355,17 +436,23 @@ class PyTorchInstance(BatchedTensorInstance):
             self._input_position = {t.name: 0 for t in config.inputs}
         else:
             if "DictType" in kinds:
-                raise internal("Multiple inputs of kind DictType were detected. Only a single "
-                               "input of type Dict(str, Tensor) is supported.")
+                raise internal(
+                    "Multiple inputs of kind DictType were detected. Only a single "
+                    "input of type Dict(str, Tensor) is supported."
+                )
             for argument, kind in zip(arguments, kinds):
                 if kind not in ("TensorType", "ListType", "OptionalType"):
-                    raise internal(f"An input of type '{argument.type}' was detected in the "
-                                   f"model. Only a single input of type Dict(str, Tensor) or "
-                                   f"input(s) of type Tensor are supported.")
+                    raise internal(
+                        f"An input of type '{argument.type}' was detected in the "
+                        f"model. Only a single input of type Dict(str, Tensor) or "
+                        f"input(s) of type Tensor are supported."
+                    )
             if len(arguments) != expected_inputs(config):
-                raise invalid_arg(f"unable to load model '{config.name}', configuration expects "
-                                  f"{expected_inputs(config)} inputs, model provides "
-                                  f"{len(arguments)}")
+                raise invalid_arg(
+                    f"unable to load model '{config.name}', configuration expects "
+                    f"{expected_inputs(config)} inputs, model provides "
+                    f"{len(arguments)}"
+                )
             positions, convention = input_positions(config, [a.name for a in arguments])
             _check_positions(config, positions, len(arguments), "input")
             self._input_position = positions
@@ -378,11 +465,13 @@ class PyTorchInstance(BatchedTensorInstance):
         self._bytes = {t.name for t in (*config.inputs, *config.outputs) if t.datatype == "BYTES"}
 
     # ------------------------------------------------------------------ execution
-    def run(self, inputs: Mapping[str, np.ndarray], output_names: list[str]) -> Mapping[str, np.ndarray]:
+    def run(
+        self, inputs: Mapping[str, np.ndarray], output_names: list[str]
+    ) -> Mapping[str, np.ndarray]:
         torch = self.torch
         model: PyTorchModel = self.model
         if model.intra_op_threads and torch.get_num_threads() != model.intra_op_threads:
-            torch.set_num_threads(model.intra_op_threads)     # this thread's intra-op pool
+            torch.set_num_threads(model.intra_op_threads)  # this thread's intra-op pool
         for setter, value in model.jit_switches:
             setter(value)
         with contextlib.ExitStack() as stack:
@@ -404,22 +493,27 @@ class PyTorchInstance(BatchedTensorInstance):
                     result = self.module(*args)
                 outputs = self._outputs(result, output_names)
             except Exception as exc:
-                raise internal(f"PyTorch execute failure: {type(exc).__name__}: "
-                               f"{framework_message(exc)}") from None
+                raise internal(
+                    f"PyTorch execute failure: {type(exc).__name__}: {framework_message(exc)}"
+                ) from None
             finally:
                 if self._stream is not None and model.cache_cleaning:
                     torch.cuda.empty_cache()
         return outputs
 
     def _to_torch(self, name: str, array: np.ndarray):
-        if name in self._bytes:    # List[str], one dimension
+        if name in self._bytes:  # List[str], one dimension
             try:
-                return [x.decode("utf-8") if isinstance(x, (bytes, bytearray)) else str(x)
-                        for x in array.reshape(-1)]
+                return [
+                    x.decode("utf-8") if isinstance(x, (bytes, bytearray)) else str(x)
+                    for x in array.reshape(-1)
+                ]
             except UnicodeDecodeError as exc:
-                raise invalid_arg(f"input '{name}' holds bytes that are not UTF-8 text, which a "
-                                  f"TorchScript List[str] requires: {exc}") from None
-        if not array.flags.writeable:      # torch.from_numpy shares memory; read-only is copied
+                raise invalid_arg(
+                    f"input '{name}' holds bytes that are not UTF-8 text, which a "
+                    f"TorchScript List[str] requires: {exc}"
+                ) from None
+        if not array.flags.writeable:  # torch.from_numpy shares memory; read-only is copied
             array = array.copy()
         tensor = self.torch.from_numpy(array)
         if self._input_device.type != "cpu":
@@ -433,24 +527,30 @@ class PyTorchInstance(BatchedTensorInstance):
         elif isinstance(result, (tuple, list)):
             values = list(result)
         else:
-            raise internal(f"model '{self.model.config.name}' returned {type(result).__name__}: "
-                           f"forward() must return a tensor, or a tuple or list of tensors")
+            raise internal(
+                f"model '{self.model.config.name}' returned {type(result).__name__}: "
+                f"forward() must return a tensor, or a tuple or list of tensors"
+            )
         out: dict[str, np.ndarray] = {}
         for name in output_names:
             position = self._output_position[name]
             if position >= len(values):
-                raise internal(f"output '{name}' is position {position} but model "
-                               f"'{self.model.config.name}' returned {len(values)} value(s)")
+                raise internal(
+                    f"output '{name}' is position {position} but model "
+                    f"'{self.model.config.name}' returned {len(values)} value(s)"
+                )
             value = values[position]
             if isinstance(value, torch.Tensor):
                 if value.device.type != "cpu":
-                    value = value.cpu()          # waits for the instance's stream
+                    value = value.cpu()  # waits for the instance's stream
                 out[name] = value.detach().contiguous().numpy()
             elif _is_strings(value):
                 out[name] = np.array([s.encode("utf-8") for s in value], dtype=np.object_)
             else:
-                raise internal(f"output '{name}' of model '{self.model.config.name}' is a "
-                               f"{type(value).__name__}, not a tensor or a list of strings")
+                raise internal(
+                    f"output '{name}' of model '{self.model.config.name}' is a "
+                    f"{type(value).__name__}, not a tensor or a list of strings"
+                )
         return out
 
     def close(self) -> None:
@@ -460,4 +560,3 @@ class PyTorchInstance(BatchedTensorInstance):
 
 def _is_strings(value) -> bool:
     return isinstance(value, list) and all(isinstance(s, str) for s in value) and bool(value)
-

@@ -34,6 +34,7 @@ a dynamic first dimension) from the flat buffer's signature.
 The interpreter is imported only when a LiteRT model loads: without ``ai-edge-litert`` that
 model fails with UNAVAILABLE naming the package, and every other model serves.
 """
+
 from __future__ import annotations
 
 import logging
@@ -42,19 +43,27 @@ from typing import Mapping
 
 import numpy as np
 
-from ..backend_model import (BackendModel, BackendModelInstance, BatchedTensorInstance,
-                             auto_complete_source, autofill_batching, autofill_tensors,
-                             check_tensor, warn_unread_parameters)
+from ..backend_model import (
+    BackendModel,
+    BackendModelInstance,
+    BatchedTensorInstance,
+    auto_complete_source,
+    autofill_batching,
+    autofill_tensors,
+    check_tensor,
+    warn_unread_parameters,
+)
 from ..datatypes import from_numpy_dtype
 from ..errors import internal, invalid_arg, unavailable
-from ..model_config import (TFLITE_FILENAME, WILDCARD_DIM, ModelConfig, TensorConfig,
-                            expected_inputs)
+from ..model_config import TFLITE_FILENAME, WILDCARD_DIM, ModelConfig, TensorConfig, expected_inputs
 from .backend_parameters import framework_message, parameter_int
 
 _log = logging.getLogger("triton_ros.tflite")
 
-INSTALL_HINT = ("pip install 'triton_ros[frameworks]' (ai-edge-litert; "
-                "requirements-frameworks.txt pins the release tested here)")
+INSTALL_HINT = (
+    "pip install 'triton_ros[frameworks]' (ai-edge-litert; "
+    "requirements-frameworks.txt pins the release tested here)"
+)
 _READ_PARAMETERS = frozenset({"tflite_num_threads", "tflite_signature_key"})
 _QUANTIZED = {"INT8", "UINT8", "INT16"}
 
@@ -67,8 +76,9 @@ def import_interpreter(model: str):
         try:
             from tflite_runtime.interpreter import Interpreter
         except ImportError:
-            raise unavailable(f"model '{model}' needs LiteRT, which is not installed here "
-                              f"({exc}): {INSTALL_HINT}") from None
+            raise unavailable(
+                f"model '{model}' needs LiteRT, which is not installed here ({exc}): {INSTALL_HINT}"
+            ) from None
     return Interpreter
 
 
@@ -80,8 +90,8 @@ class _Tensor:
     """One model input or output: its names, data type, dims and quantization."""
 
     def __init__(self, key: str | None, details: dict) -> None:
-        self.key = key                          # signature key, None without signatures
-        self.name = details["name"]             # the tensor's name
+        self.key = key  # signature key, None without signatures
+        self.name = details["name"]  # the tensor's name
         self.index = int(details["index"])
         self.datatype = from_numpy_dtype(np.dtype(details["dtype"]))
         signature = details.get("shape_signature")
@@ -100,11 +110,15 @@ class _Tensor:
 
 def _tensors(interpreter, signature_key: str | None) -> tuple[list[_Tensor], list[_Tensor]]:
     if signature_key is None:
-        return ([_Tensor(None, d) for d in interpreter.get_input_details()],
-                [_Tensor(None, d) for d in interpreter.get_output_details()])
+        return (
+            [_Tensor(None, d) for d in interpreter.get_input_details()],
+            [_Tensor(None, d) for d in interpreter.get_output_details()],
+        )
     runner = interpreter.get_signature_runner(signature_key)
-    return ([_Tensor(k, d) for k, d in runner.get_input_details().items()],
-            [_Tensor(k, d) for k, d in runner.get_output_details().items()])
+    return (
+        [_Tensor(k, d) for k, d in runner.get_input_details().items()],
+        [_Tensor(k, d) for k, d in runner.get_output_details().items()],
+    )
 
 
 def _signature(interpreter, wanted: str, model: str) -> str | None:
@@ -112,13 +126,17 @@ def _signature(interpreter, wanted: str, model: str) -> str | None:
     signatures = list(interpreter.get_signature_list())
     if not signatures:
         if wanted:
-            raise invalid_arg(f"model '{model}': tflite_signature_key '{wanted}' given but the "
-                              f"flat buffer has no signatures")
+            raise invalid_arg(
+                f"model '{model}': tflite_signature_key '{wanted}' given but the "
+                f"flat buffer has no signatures"
+            )
         return None
     if wanted:
         if wanted not in signatures:
-            raise invalid_arg(f"model '{model}': the flat buffer has no signature '{wanted}' "
-                              f"(it has {', '.join(signatures)})")
+            raise invalid_arg(
+                f"model '{model}': the flat buffer has no signature '{wanted}' "
+                f"(it has {', '.join(signatures)})"
+            )
         return wanted
     return signatures[0]
 
@@ -127,15 +145,17 @@ def _open(Interpreter, content: bytes, threads: int | None, model: str):
     try:
         return Interpreter(model_content=content, num_threads=threads)
     except Exception as exc:
-        raise invalid_arg(f"unable to load model '{model}': LiteRT cannot read it: "
-                          f"{framework_message(exc)}") from None
+        raise invalid_arg(
+            f"unable to load model '{model}': LiteRT cannot read it: {framework_message(exc)}"
+        ) from None
 
 
 class TFLiteModel(BackendModel):
     """Model-level state: the flat buffer's bytes, the signature, the checked tensors."""
 
-    def __init__(self, config: ModelConfig, *, version: int, model_path: Path,
-                 version_path: Path) -> None:
+    def __init__(
+        self, config: ModelConfig, *, version: int, model_path: Path, version_path: Path
+    ) -> None:
         super().__init__(config, version=version, model_path=model_path, version_path=version_path)
         self.model_file = _model_file(version_path, config.default_model_filename)
         if not self.model_file.is_file():
@@ -146,49 +166,62 @@ class TFLiteModel(BackendModel):
         self.content = self.model_file.read_bytes()
         probe = _open(self.Interpreter, self.content, 1, config.name)
         self.signature_key = _signature(
-            probe, (config.parameters.get("tflite_signature_key") or "").strip(), config.name)
+            probe, (config.parameters.get("tflite_signature_key") or "").strip(), config.name
+        )
         inputs, outputs = _tensors(probe, self.signature_key)
         # config name -> model tensor, and the conversions each needs
         self.inputs = self._match(config.inputs, inputs, "input")
         self.outputs = self._match(config.outputs, outputs, "output")
-        if expected_inputs(config) != len(inputs) \
-                and not any(t.optional for t in config.inputs):
-            raise invalid_arg(f"unable to load model '{config.name}', configuration expects "
-                              f"{expected_inputs(config)} inputs, model provides {len(inputs)}")
+        if expected_inputs(config) != len(inputs) and not any(t.optional for t in config.inputs):
+            raise invalid_arg(
+                f"unable to load model '{config.name}', configuration expects "
+                f"{expected_inputs(config)} inputs, model provides {len(inputs)}"
+            )
         self.loop = False
         if config.max_batch_size > 0:
             batch = {t.dims[0] for t in inputs if t.dims}
             self.loop = batch == {1}
-            _log.info("model '%s': %s", config.name,
-                      "batch dimension fixed at 1 in the model: a batch of N rows runs as N "
-                      "invocations (looping)" if self.loop else
-                      "dynamic batch dimension: a batch runs as one invocation with its inputs "
-                      "resized to the batch's rows")
+            _log.info(
+                "model '%s': %s",
+                config.name,
+                "batch dimension fixed at 1 in the model: a batch of N rows runs as N "
+                "invocations (looping)"
+                if self.loop
+                else "dynamic batch dimension: a batch runs as one invocation with its inputs "
+                "resized to the batch's rows",
+            )
 
     def _threads(self) -> int | None:
         config = self.config
         threads = parameter_int(config, "tflite_num_threads", 0) or None
         for accel in config.optimization.cpu_execution_accelerators:
             if accel.name != "xnnpack":
-                raise invalid_arg(f"model '{config.name}': execution accelerator '{accel.name}' "
-                                  f"is not available (LiteRT applies XNNPACK itself; no ArmNN "
-                                  f"delegate here)")
+                raise invalid_arg(
+                    f"model '{config.name}': execution accelerator '{accel.name}' "
+                    f"is not available (LiteRT applies XNNPACK itself; no ArmNN "
+                    f"delegate here)"
+                )
             if "num_threads" in accel.parameters:
                 try:
                     threads = int(accel.parameters["num_threads"]) or None
                 except ValueError:
-                    raise invalid_arg(f"model '{config.name}': xnnpack num_threads must be an "
-                                      f"integer, got '{accel.parameters['num_threads']}'") from None
+                    raise invalid_arg(
+                        f"model '{config.name}': xnnpack num_threads must be an "
+                        f"integer, got '{accel.parameters['num_threads']}'"
+                    ) from None
         if config.optimization.gpu_execution_accelerators:
-            raise invalid_arg(f"model '{config.name}': no GPU execution accelerator for LiteRT "
-                              f"here")
+            raise invalid_arg(
+                f"model '{config.name}': no GPU execution accelerator for LiteRT here"
+            )
         if threads is not None and threads < 0:
-            raise invalid_arg(f"model '{config.name}': tflite_num_threads must be positive, got "
-                              f"{threads}")
+            raise invalid_arg(
+                f"model '{config.name}': tflite_num_threads must be positive, got {threads}"
+            )
         return threads
 
-    def _match(self, tensors: tuple[TensorConfig, ...], model_tensors: list[_Tensor],
-               what: str) -> dict[str, tuple[_Tensor, bool]]:
+    def _match(
+        self, tensors: tuple[TensorConfig, ...], model_tensors: list[_Tensor], what: str
+    ) -> dict[str, tuple[_Tensor, bool]]:
         """Configured name -> (model tensor, whether values are (de)quantized)."""
         by_name = {t.key: t for t in model_tensors if t.key is not None}
         by_name.update({t.name: t for t in model_tensors})
@@ -197,15 +230,22 @@ class TFLiteModel(BackendModel):
         for tensor in tensors:
             found = by_name.get(tensor.name)
             if found is None:
-                raise invalid_arg(f"unexpected inference {what} '{tensor.name}', allowed {what}s "
-                                  f"are: {', '.join(sorted(by_name))}")
-            convert = (tensor.datatype == "FP32" and found.datatype in _QUANTIZED
-                       and found.scale is not None and found.scale > 0)
+                raise invalid_arg(
+                    f"unexpected inference {what} '{tensor.name}', allowed {what}s "
+                    f"are: {', '.join(sorted(by_name))}"
+                )
+            convert = (
+                tensor.datatype == "FP32"
+                and found.datatype in _QUANTIZED
+                and found.scale is not None
+                and found.scale > 0
+            )
             dims = list(found.dims)
             if batching and dims and dims[0] == 1:
-                dims[0] = WILDCARD_DIM      # a batch of 1 fixed in the model: served by looping
-            check_tensor(self.config, tensor, ("FP32" if convert else found.datatype, dims),
-                         what, batching)
+                dims[0] = WILDCARD_DIM  # a batch of 1 fixed in the model: served by looping
+            check_tensor(
+                self.config, tensor, ("FP32" if convert else found.datatype, dims), what, batching
+            )
             matched[tensor.name] = (found, convert)
         return matched
 
@@ -230,10 +270,14 @@ class TFLiteModel(BackendModel):
                 autofill_tensors(proto, field, [(t.label, t.datatype, t.dims) for t in tensors])
         return warnings
 
-    def create_instance(self, *, name: str, kind: str, device_id: int | None) -> BackendModelInstance:
+    def create_instance(
+        self, *, name: str, kind: str, device_id: int | None
+    ) -> BackendModelInstance:
         if kind != "KIND_CPU":
-            raise invalid_arg(f"unable to load model '{self.config.name}': the LiteRT backend "
-                              f"runs KIND_CPU instances only")
+            raise invalid_arg(
+                f"unable to load model '{self.config.name}': the LiteRT backend "
+                f"runs KIND_CPU instances only"
+            )
         return TFLiteInstance(self, name=name, kind=kind, device_id=device_id)
 
 
@@ -244,8 +288,9 @@ def _quantize(array: np.ndarray, tensor: _Tensor) -> np.ndarray:
 
 
 def _dequantize(array: np.ndarray, tensor: _Tensor) -> np.ndarray:
-    return (np.float32(tensor.scale) * (array.astype(np.float32) - np.float32(tensor.zero_point))
-            ).astype(np.float32)
+    return (
+        np.float32(tensor.scale) * (array.astype(np.float32) - np.float32(tensor.zero_point))
+    ).astype(np.float32)
 
 
 class TFLiteInstance(BatchedTensorInstance):
@@ -253,8 +298,7 @@ class TFLiteInstance(BatchedTensorInstance):
 
     def __init__(self, model: TFLiteModel, *, name: str, kind: str, device_id: int | None) -> None:
         super().__init__(model, name=name, kind=kind, device_id=device_id)
-        self.interpreter = _open(model.Interpreter, model.content, model.threads,
-                                 model.config.name)
+        self.interpreter = _open(model.Interpreter, model.content, model.threads, model.config.name)
         self.runner = None
         if model.signature_key is not None:
             self.runner = self.interpreter.get_signature_runner(model.signature_key)
@@ -262,7 +306,9 @@ class TFLiteInstance(BatchedTensorInstance):
             self.interpreter.allocate_tensors()
         self.may_run_on_caller = True
 
-    def run(self, inputs: Mapping[str, np.ndarray], output_names: list[str]) -> Mapping[str, np.ndarray]:
+    def run(
+        self, inputs: Mapping[str, np.ndarray], output_names: list[str]
+    ) -> Mapping[str, np.ndarray]:
         model: TFLiteModel = self.model
         feed = {}
         for name, array in inputs.items():
@@ -271,15 +317,16 @@ class TFLiteInstance(BatchedTensorInstance):
         try:
             if model.loop:
                 rows = next(iter(feed.values())).shape[0]
-                parts = [self._invoke({t: a[i:i + 1] for t, a in feed.items()})
-                         for i in range(rows)]
-                raw = {t: np.concatenate([p[t] for p in parts]) for t in parts[0]} if parts \
-                    else {}
+                parts = [
+                    self._invoke({t: a[i : i + 1] for t, a in feed.items()}) for i in range(rows)
+                ]
+                raw = {t: np.concatenate([p[t] for p in parts]) for t in parts[0]} if parts else {}
             else:
                 raw = self._invoke(feed)
         except Exception as exc:
-            raise internal(f"LiteRT execute failure for model '{model.config.name}': "
-                           f"{framework_message(exc)}") from None
+            raise internal(
+                f"LiteRT execute failure for model '{model.config.name}': {framework_message(exc)}"
+            ) from None
         out = {}
         for name in output_names:
             tensor, convert = model.outputs[name]

@@ -37,6 +37,7 @@ client wrote after that get an error rather than silence: an idle stream no long
 process's exit for the whole grace period (``exit_timeout_secs``), after which grpcio cancelled
 it anyway.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -75,16 +76,26 @@ GRPC_STATUS = {
 
 # gRPC method -> Triton's protocol group (--grpc-restricted-protocol).
 PROTOCOL_GROUPS = {
-    "ServerLive": "health", "ServerReady": "health", "ModelReady": "health",
-    "ServerMetadata": "metadata", "ModelMetadata": "metadata",
-    "ModelInfer": "inference", "ModelStreamInfer": "inference",
-    "ModelConfig": "model-config", "ModelStatistics": "statistics",
-    "RepositoryIndex": "model-repository", "RepositoryModelLoad": "model-repository",
+    "ServerLive": "health",
+    "ServerReady": "health",
+    "ModelReady": "health",
+    "ServerMetadata": "metadata",
+    "ModelMetadata": "metadata",
+    "ModelInfer": "inference",
+    "ModelStreamInfer": "inference",
+    "ModelConfig": "model-config",
+    "ModelStatistics": "statistics",
+    "RepositoryIndex": "model-repository",
+    "RepositoryModelLoad": "model-repository",
     "RepositoryModelUnload": "model-repository",
-    "SystemSharedMemoryStatus": "shared-memory", "SystemSharedMemoryRegister": "shared-memory",
-    "SystemSharedMemoryUnregister": "shared-memory", "CudaSharedMemoryStatus": "shared-memory",
-    "CudaSharedMemoryRegister": "shared-memory", "CudaSharedMemoryUnregister": "shared-memory",
-    "TraceSetting": "trace", "LogSettings": "logging",
+    "SystemSharedMemoryStatus": "shared-memory",
+    "SystemSharedMemoryRegister": "shared-memory",
+    "SystemSharedMemoryUnregister": "shared-memory",
+    "CudaSharedMemoryStatus": "shared-memory",
+    "CudaSharedMemoryRegister": "shared-memory",
+    "CudaSharedMemoryUnregister": "shared-memory",
+    "TraceSetting": "trace",
+    "LogSettings": "logging",
 }
 
 # Messages larger than this are parsed and decoded off the event loop (a parse is a copy-speed
@@ -119,7 +130,7 @@ class LoopHandoff:
             self._armed = True
         try:
             self._loop.call_soon_threadsafe(self._drain)
-        except RuntimeError:        # the loop is closed: the server has stopped, no one waits
+        except RuntimeError:  # the loop is closed: the server has stopped, no one waits
             pass
 
     def _drain(self) -> None:
@@ -164,7 +175,7 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         self._core = core
         self._handoff: LoopHandoff | None = None
         self._decoder: ThreadPoolExecutor | None = None
-        self._readers: set[asyncio.Task] = set()    # of the open ModelStreamInfer streams
+        self._readers: set[asyncio.Task] = set()  # of the open ModelStreamInfer streams
         self._stopping = False
 
     def add_to_server(self, server) -> None:
@@ -185,7 +196,8 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         handlers["ModelInfer"] = grpc.unary_unary_rpc_method_handler(self.ModelInfer)
         handlers["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(self.ModelStreamInfer)
         server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(capture.service, handlers),))
+            (grpc.method_handlers_generic_handler(capture.service, handlers),)
+        )
         server.add_registered_method_handlers(capture.service, handlers)
 
     def stop_streams(self) -> None:
@@ -210,12 +222,14 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         stream, costs no decoding); slow decodes run on the decoder threads."""
         if len(data) > OFF_LOOP_BYTES:
             return await asyncio.get_running_loop().run_in_executor(
-                self._decoder_pool(), self._decode_now, data, None, streaming)
+                self._decoder_pool(), self._decode_now, data, None, streaming
+            )
         msg, raws = self._parse(data)
         decoupled = self._decoupled(msg, streaming)
         if codec.large_payload(msg, raws):
             return await asyncio.get_running_loop().run_in_executor(
-                self._decoder_pool(), self._decode_now, data, (msg, raws), streaming)
+                self._decoder_pool(), self._decode_now, data, (msg, raws), streaming
+            )
         return msg, codec.decode_infer_request(msg, self._core.shared_memory, raws), decoupled
 
     def _decode_now(self, data: bytes, parsed, streaming: bool):
@@ -229,18 +243,20 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
     def _decoupled(self, msg, streaming: bool) -> bool:
         """Whether the request's model is decoupled; outside a stream such a model is refused
         as tritonserver refuses it (UNSUPPORTED)."""
-        decoupled = self._core.get_model(msg.model_name,
-                                         codec.parse_version(msg.model_version)).config.decoupled
+        decoupled = self._core.get_model(
+            msg.model_name, codec.parse_version(msg.model_version)
+        ).config.decoupled
         if decoupled and not streaming:
-            raise unsupported("ModelInfer RPC doesn't support models with decoupled transaction "
-                              "policy")
+            raise unsupported(
+                "ModelInfer RPC doesn't support models with decoupled transaction policy"
+            )
         return decoupled
 
     @staticmethod
     def _parse(data: bytes):
         """Serialized ModelInferRequest -> (message, its raw input contents)."""
         try:
-            if len(data) <= SMALL_MESSAGE_BYTES:     # protobuf's copy is cheaper than the walk
+            if len(data) <= SMALL_MESSAGE_BYTES:  # protobuf's copy is cheaper than the walk
                 msg = pb.ModelInferRequest.FromString(data)
                 return msg, msg.raw_input_contents
             return codec.parse_infer_request(data)
@@ -279,27 +295,45 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         return codec.encode_server_metadata(self._core.metadata())
 
     async def ModelMetadata(self, request, context):
-        return await self._call(context, lambda: codec.encode_model_metadata(
-            self._core.model_metadata(request.name, codec.parse_version(request.version))))
+        return await self._call(
+            context,
+            lambda: codec.encode_model_metadata(
+                self._core.model_metadata(request.name, codec.parse_version(request.version))
+            ),
+        )
 
     async def ModelConfig(self, request, context):
-        return await self._call(context, lambda: pb.ModelConfigResponse(
-            config=self._core.model_config(request.name, codec.parse_version(request.version)).proto))
+        return await self._call(
+            context,
+            lambda: pb.ModelConfigResponse(
+                config=self._core.model_config(
+                    request.name, codec.parse_version(request.version)
+                ).proto
+            ),
+        )
 
     async def ModelStatistics(self, request, context):
-        return await self._call(context, lambda: codec.encode_statistics(
-            self._core.model_statistics(request.name, codec.parse_version(request.version))))
+        return await self._call(
+            context,
+            lambda: codec.encode_statistics(
+                self._core.model_statistics(request.name, codec.parse_version(request.version))
+            ),
+        )
 
     # ---------------------------------------------------------------- repository
     async def RepositoryIndex(self, request, context):
-        return await self._call(context, lambda: codec.encode_index(
-            self._core.repository_index(ready_only=request.ready)), blocking=True)
+        return await self._call(
+            context,
+            lambda: codec.encode_index(self._core.repository_index(ready_only=request.ready)),
+            blocking=True,
+        )
 
     async def RepositoryModelLoad(self, request, context):
         def load():
             config_json, files = codec.decode_load_parameters(request)
             self._core.load_model(request.model_name, config_json=config_json, files=files or None)
             return pb.RepositoryModelLoadResponse()
+
         return await self._call(context, load, blocking=True)
 
     async def RepositoryModelUnload(self, request, context):
@@ -309,50 +343,69 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                 dependents = bool(request.parameters["unload_dependents"].bool_param)
             self._core.unload_model(request.model_name, unload_dependents=dependents)
             return pb.RepositoryModelUnloadResponse()
+
         return await self._call(context, unload, blocking=True)
 
     # ---------------------------------------------------------------- shared memory
     async def SystemSharedMemoryStatus(self, request, context):
-        return await self._call(context, lambda: codec.encode_system_shm_status(
-            self._core.shared_memory.system_status(request.name)))
+        return await self._call(
+            context,
+            lambda: codec.encode_system_shm_status(
+                self._core.shared_memory.system_status(request.name)
+            ),
+        )
 
     async def SystemSharedMemoryRegister(self, request, context):
         def register():
-            self._core.shared_memory.register_system(request.name, request.key, request.offset,
-                                                     request.byte_size)
+            self._core.shared_memory.register_system(
+                request.name, request.key, request.offset, request.byte_size
+            )
             return pb.SystemSharedMemoryRegisterResponse()
+
         return await self._call(context, register)
 
     async def SystemSharedMemoryUnregister(self, request, context):
         def unregister():
             self._core.shared_memory.unregister_system(request.name)
             return pb.SystemSharedMemoryUnregisterResponse()
+
         return await self._call(context, unregister)
 
     async def CudaSharedMemoryStatus(self, request, context):
-        return await self._call(context, lambda: codec.encode_cuda_shm_status(
-            self._core.shared_memory.cuda_status(request.name)))
+        return await self._call(
+            context,
+            lambda: codec.encode_cuda_shm_status(
+                self._core.shared_memory.cuda_status(request.name)
+            ),
+        )
 
     async def CudaSharedMemoryRegister(self, request, context):
         def register():
-            self._core.shared_memory.register_cuda(request.name, device_id=request.device_id,
-                                                   byte_size=request.byte_size)
+            self._core.shared_memory.register_cuda(
+                request.name, device_id=request.device_id, byte_size=request.byte_size
+            )
             return pb.CudaSharedMemoryRegisterResponse()
+
         return await self._call(context, register)
 
     async def CudaSharedMemoryUnregister(self, request, context):
         def unregister():
             self._core.shared_memory.unregister_cuda(request.name)
             return pb.CudaSharedMemoryUnregisterResponse()
+
         return await self._call(context, unregister)
 
     # ---------------------------------------------------------------- logging
     async def LogSettings(self, request, context):
         def settings():
             changes = {k: codec.param_value(v) for k, v in request.settings.items()}
-            values = (self._core.log_settings.update(changes) if changes
-                      else self._core.log_settings.get())
+            values = (
+                self._core.log_settings.update(changes)
+                if changes
+                else self._core.log_settings.get()
+            )
             return codec.encode_log_settings(values)
+
         return await self._call(context, settings)
 
     # ---------------------------------------------------------------- trace
@@ -360,7 +413,9 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         def settings():
             changes = {k: list(v.value) or None for k, v in request.settings.items()}
             return codec.encode_trace_settings(
-                self._core.trace_setting(request.model_name, changes or None))
+                self._core.trace_setting(request.model_name, changes or None)
+            )
+
         return await self._call(context, settings)
 
     # ---------------------------------------------------------------- inference
@@ -373,13 +428,14 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
             trace = infer_request.trace
             if trace is not None:
                 _trace_call(context, trace, received)
-            if not future.done():       # done already when executed directly, or refused
+            if not future.done():  # done already when executed directly, or refused
                 await self._loop_handoff().wait(future)
             response = future.result()
             shm = infer_request.shared_memory_outputs()
             if codec.large_response(response):
                 reply = await asyncio.get_running_loop().run_in_executor(
-                    self._decoder_pool(), codec.serialize_infer_response, response, shm)
+                    self._decoder_pool(), codec.serialize_infer_response, response, shm
+                )
             else:
                 reply = codec.serialize_infer_response(response, shm)
             if trace is not None:
@@ -388,8 +444,7 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         except TritonRosError as exc:
             await context.abort(GRPC_STATUS[exc.code], exc.message)
         except _Malformed as exc:
-            await context.abort(grpc.StatusCode.INTERNAL,
-                                f"Exception deserializing request: {exc}")
+            await context.abort(grpc.StatusCode.INTERNAL, f"Exception deserializing request: {exc}")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -402,11 +457,11 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
         the requests came, as tritonserver sends them, and a decoupled request's responses as
         they come. At most STREAM_BACKLOG requests wait for their final response to be sent.
         A stream that ends before its requests did (the client went away) cancels them."""
-        out: asyncio.Queue = asyncio.Queue()       # (bytes, the call it ends or None) or DONE
+        out: asyncio.Queue = asyncio.Queue()  # (bytes, the call it ends or None) or DONE
         room = asyncio.Semaphore(STREAM_BACKLOG)
         handoff = self._loop_handoff()
-        order: collections.deque = collections.deque()   # non-decoupled calls, in arrival order
-        live: set = set()                          # calls whose final is not sent yet
+        order: collections.deque = collections.deque()  # non-decoupled calls, in arrival order
+        live: set = set()  # calls whose final is not sent yet
         state = {"reading": True, "cut": False}
         done = object()
 
@@ -435,19 +490,23 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
 
         def respond(item) -> None:
             call, response, final = item
-            if response is None:            # a decoupled model's final flag, alone
-                emit(call, call.empty_final() if final and call.empty_final_wanted else None,
-                     final)
+            if response is None:  # a decoupled model's final flag, alone
+                emit(call, call.empty_final() if final and call.empty_final_wanted else None, final)
             elif isinstance(response, TritonRosError):
                 emit(call, call.model_error(response.message, final), final)
             elif not call.decoupled and codec.large_response(response):
                 serialized = asyncio.get_running_loop().run_in_executor(
-                    self._decoder_pool(), codec.serialize_infer_response, response, call.shm,
-                    final)
+                    self._decoder_pool(), codec.serialize_infer_response, response, call.shm, final
+                )
                 serialized.add_done_callback(lambda f: emit(call, _serialized(call, f), final))
             else:
-                emit(call, _serialized(call, lambda: codec.serialize_infer_response(
-                    response, call.shm, final)), final)
+                emit(
+                    call,
+                    _serialized(
+                        call, lambda: codec.serialize_infer_response(response, call.shm, final)
+                    ),
+                    final,
+                )
 
         def refused(item) -> None:
             call, future = item
@@ -474,21 +533,28 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                         call = _StreamCall(header, None, False)
                         live.add(call)
                         order.append(call)
-                        emit(call, call.issue_error(
-                            STREAM_STOPPING_MESSAGE if isinstance(exc, asyncio.CancelledError)
-                            else exc.message if isinstance(exc, TritonRosError)
-                            else f"Exception deserializing request: {exc}"), True)
+                        emit(
+                            call,
+                            call.issue_error(
+                                STREAM_STOPPING_MESSAGE
+                                if isinstance(exc, asyncio.CancelledError)
+                                else exc.message
+                                if isinstance(exc, TritonRosError)
+                                else f"Exception deserializing request: {exc}"
+                            ),
+                            True,
+                        )
                         if isinstance(exc, asyncio.CancelledError):
-                            raise                # taken, not queued: answered all the same
+                            raise  # taken, not queued: answered all the same
                         continue
                     call = _StreamCall(msg, infer_request, decoupled)
                     live.add(call)
                     if not decoupled:
                         order.append(call)
                     infer_request.caller_releases_trace = True
-                    infer_request.response_sink = (
-                        lambda response, final, call=call:
-                        handoff.post(respond, (call, response, final)))
+                    infer_request.response_sink = lambda response, final, call=call: handoff.post(
+                        respond, (call, response, final)
+                    )
                     future = self._core.infer(infer_request)
                     call.trace = trace = infer_request.trace
                     if trace is not None:
@@ -496,12 +562,14 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                         trace.capture("GRPC_WAITREAD_START", received)
                         trace.capture("GRPC_WAITREAD_END", received)
                     future.add_done_callback(
-                        lambda f, call=call: f.exception() is not None
-                        and handoff.post(refused, (call, f)))
+                        lambda f, call=call: (
+                            f.exception() is not None and handoff.post(refused, (call, f))
+                        )
+                    )
             except asyncio.CancelledError:
                 if not self._stopping:
                     raise
-                state["cut"] = True    # stop_streams: read no more, answer what was taken
+                state["cut"] = True  # stop_streams: read no more, answer what was taken
             finally:
                 state["reading"] = False
                 if not live:
@@ -509,7 +577,7 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
 
         task = asyncio.ensure_future(reader())
         self._readers.add(task)
-        if self._stopping:         # opened as the endpoint stops
+        if self._stopping:  # opened as the endpoint stops
             task.cancel()
         try:
             while True:
@@ -525,13 +593,13 @@ class GrpcInferenceService(service_pb2_grpc.GRPCInferenceServiceServicer):
                     trace.capture("GRPC_SEND_END")
                 if ends is not None:
                     finish(ends)
-            await task             # a reader's own failure ends the stream with its error
+            await task  # a reader's own failure ends the stream with its error
             if state["cut"]:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, STREAM_STOPPING_MESSAGE)
         finally:
             self._readers.discard(task)
             task.cancel()
-            for call in list(live):     # the stream ended first: nobody reads their responses
+            for call in list(live):  # the stream ended first: nobody reads their responses
                 if call.request is not None:
                     call.request.cancel()
                 if call.trace is not None:
@@ -573,8 +641,9 @@ def _serialized(call: _StreamCall, serialize) -> bytes:
     """A response serialized (``serialize()``, or a done future of it), or the error item
     of writing it (an output into shared memory, say)."""
     try:
-        return codec.serialize_stream_response(serialize() if callable(serialize)
-                                               else serialize.result())
+        return codec.serialize_stream_response(
+            serialize() if callable(serialize) else serialize.result()
+        )
     except Exception as exc:
         return call.model_error(as_triton_error(exc).message, True)
 
@@ -594,8 +663,7 @@ class RestrictionInterceptor(grpc.aio.ServerInterceptor):
             header = GRPC_RESTRICTED_PREFIX + restriction[0]
             metadata = dict(handler_call_details.invocation_metadata or ())
             if metadata.get(header) != restriction[1]:
-                return _refusal(method, f"This protocol is restricted, expecting header "
-                                        f"'{header}'")
+                return _refusal(method, f"This protocol is restricted, expecting header '{header}'")
         return await continuation(handler_call_details)
 
 
@@ -615,6 +683,7 @@ def _refusal(method: str, message: str) -> grpc.RpcMethodHandler:
 def server_credentials(options: GrpcOptions) -> grpc.ServerCredentials:
     """TLS credentials from the PEM files named by --grpc-server-cert/-key/-root-cert; a file
     that cannot be read is an INVALID_ARG error naming it."""
+
     def read(path: str, flag: str) -> bytes:
         try:
             with open(path, "rb") as f:
@@ -625,8 +694,9 @@ def server_credentials(options: GrpcOptions) -> grpc.ServerCredentials:
     key = read(options.server_key, "--grpc-server-key")
     cert = read(options.server_cert, "--grpc-server-cert")
     root = read(options.root_cert, "--grpc-root-cert") if options.root_cert else None
-    return grpc.ssl_server_credentials([(key, cert)], root_certificates=root,
-                                       require_client_auth=options.use_ssl_mutual)
+    return grpc.ssl_server_credentials(
+        [(key, cert)], root_certificates=root, require_client_auth=options.use_ssl_mutual
+    )
 
 
 def _trace_call(context, trace, received: int) -> None:
@@ -634,7 +704,7 @@ def _trace_call(context, trace, received: int) -> None:
     has read, so both GRPC_WAITREAD_START and _END are when the handler received it;
     GRPC_SEND_END is when the call ended, after the reply was handed to grpcio
     (GRPC_SEND_START). The call's end releases the trace, whatever its outcome."""
-    received = received or time.monotonic_ns()   # tracing turned on since it arrived
+    received = received or time.monotonic_ns()  # tracing turned on since it arrived
     trace.capture("GRPC_WAITREAD_START", received)
     trace.capture("GRPC_WAITREAD_END", received)
 
@@ -657,17 +727,21 @@ def _unimplemented(name: str, generated: grpc.RpcMethodHandler) -> grpc.RpcMetho
         await context.abort(grpc.StatusCode.UNIMPLEMENTED, message)
         yield  # pragma: no cover  (makes this an async generator)
 
-    kinds = {(False, False): grpc.unary_unary_rpc_method_handler,
-             (False, True): grpc.unary_stream_rpc_method_handler,
-             (True, False): grpc.stream_unary_rpc_method_handler,
-             (True, True): grpc.stream_stream_rpc_method_handler}
+    kinds = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }
     make = kinds[(generated.request_streaming, generated.response_streaming)]
-    return make(stream if generated.response_streaming else unary,
-                request_deserializer=generated.request_deserializer,
-                response_serializer=generated.response_serializer)
+    return make(
+        stream if generated.response_streaming else unary,
+        request_deserializer=generated.request_deserializer,
+        response_serializer=generated.response_serializer,
+    )
 
 
-_UNPARSABLE = object()      # what _parsed's deserializer gives for bytes that do not parse
+_UNPARSABLE = object()  # what _parsed's deserializer gives for bytes that do not parse
 
 
 def _parsed(generated: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
@@ -687,7 +761,8 @@ def _parsed(generated: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         return await behavior(request, context)
 
     return grpc.unary_unary_rpc_method_handler(
-        call, request_deserializer=parse, response_serializer=generated.response_serializer)
+        call, request_deserializer=parse, response_serializer=generated.response_serializer
+    )
 
 
 class _Malformed(Exception):
@@ -709,9 +784,15 @@ class GrpcServer(EventLoopServer):
 
     service_name = "GRPCInferenceService"
 
-    def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8001,
-                 options: GrpcOptions | None = None,
-                 max_concurrent_rpcs: int | None = None) -> None:
+    def __init__(
+        self,
+        core: InferenceServer,
+        *,
+        address: str = "127.0.0.1",
+        port: int = 8001,
+        options: GrpcOptions | None = None,
+        max_concurrent_rpcs: int | None = None,
+    ) -> None:
         super().__init__(address=address, port=port)
         self._core = core
         self._options = (options or GrpcOptions()).validate()
@@ -723,9 +804,11 @@ class GrpcServer(EventLoopServer):
         interceptors = []
         if self._options.restrictions:
             interceptors.append(RestrictionInterceptor(self._options.restrictions))
-        self._server = grpc.aio.server(options=self._options.channel_options(),
-                                       interceptors=interceptors,
-                                       maximum_concurrent_rpcs=self._max_concurrent_rpcs)
+        self._server = grpc.aio.server(
+            options=self._options.channel_options(),
+            interceptors=interceptors,
+            maximum_concurrent_rpcs=self._max_concurrent_rpcs,
+        )
         self._service = GrpcInferenceService(self._core)
         self._service.add_to_server(self._server)
         if self._credentials is not None:

@@ -43,6 +43,7 @@ the same dynamic batcher as gRPC clients and the ROS node. Conversions live in `
 a large request is decompressed, decoded and submitted (cache lookup included) off the event
 loop, and a large response encoded and compressed off it, so health checks answer meanwhile.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -75,19 +76,23 @@ HTTP_STATUS = {
     StatusCode.ALREADY_EXISTS: 400,
     StatusCode.CANCELLED: 400,
 }
-DEFAULT_MAX_INPUT_SIZE = HttpOptions().max_input_size   # --http-max-input-size (64 MiB)
+DEFAULT_MAX_INPUT_SIZE = HttpOptions().max_input_size  # --http-max-input-size (64 MiB)
 JSON = "application/json"
-OFF_LOOP_BYTES = 1 << 16             # bodies larger than this are handled off the event loop
+OFF_LOOP_BYTES = 1 << 16  # bodies larger than this are handled off the event loop
 _DIGITS = re.compile(r"[0-9]+")
 
-_MODEL_RE = re.compile(r"/v2/models/([^/]+)(?:/versions/([0-9]+))?"
-                       r"(?:/(infer|generate|generate_stream|ready|config|stats))?")
+_MODEL_RE = re.compile(
+    r"/v2/models/([^/]+)(?:/versions/([0-9]+))?"
+    r"(?:/(infer|generate|generate_stream|ready|config|stats))?"
+)
 SSE = "text/event-stream; charset=utf-8"
 _REPOSITORY_RE = re.compile(r"/v2/repository(?:/([^/]+))?/(index|models/([^/]+)/(load|unload))")
 _HEALTH_RE = re.compile(r"/v2(?:/health/(live|ready))?")
 _MODEL_TRACE_RE = re.compile(r"/v2/models/([^/]+)/trace/setting")
-_SHM_RE = re.compile(r"/v2/(systemsharedmemory|cudasharedmemory)(?:/region/([^/]+))?/"
-                     r"(status|register|unregister)")
+_SHM_RE = re.compile(
+    r"/v2/(systemsharedmemory|cudasharedmemory)(?:/region/([^/]+))?/"
+    r"(status|register|unregister)"
+)
 
 
 class HttpError(Exception):
@@ -106,8 +111,15 @@ class Request:
 
     __slots__ = ("method", "path", "headers", "body", "route", "received")
 
-    def __init__(self, method: str, path: str, headers: Mapping[str, str], body: bytes,
-                 route: "Route | None" = None, received: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        route: "Route | None" = None,
+        received: tuple[int, int] | None = None,
+    ) -> None:
         self.method = method
         self.path = path
         self.headers = headers
@@ -124,8 +136,13 @@ class Response:
 
     __slots__ = ("status", "chunks", "headers", "trace", "stream", "on_close")
 
-    def __init__(self, status: int, chunks: list[bytes | memoryview] | bytes = b"",
-                 content_type: str | None = JSON, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        chunks: list[bytes | memoryview] | bytes = b"",
+        content_type: str | None = JSON,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.status = status
         self.chunks = [chunks] if isinstance(chunks, (bytes, memoryview)) else chunks
         self.headers = dict(headers or {})
@@ -148,8 +165,13 @@ def _core_error(exc: BaseException) -> Response:
 class HttpService:
     """Routes one parsed request to the core; every answer is a :class:`Response`."""
 
-    def __init__(self, core: InferenceServer, *, max_input_size: int = DEFAULT_MAX_INPUT_SIZE,
-                 max_request_size: int = HttpOptions().max_request_size) -> None:
+    def __init__(
+        self,
+        core: InferenceServer,
+        *,
+        max_input_size: int = DEFAULT_MAX_INPUT_SIZE,
+        max_request_size: int = HttpOptions().max_request_size,
+    ) -> None:
         self._core = core
         self._max_input_size = max_input_size
         self._max_request_size = max_request_size
@@ -185,8 +207,9 @@ class HttpService:
             kind = match.group(3) or ""
             if kind == "infer":
                 if self._decoupled(name, version):
-                    raise unsupported("HTTP end point doesn't support models with decoupled "
-                                      "transaction policy")
+                    raise unsupported(
+                        "HTTP end point doesn't support models with decoupled transaction policy"
+                    )
                 return await self._infer(request, name, version)
             if kind in ("generate", "generate_stream"):
                 return await self._generate(request, name, version, kind == "generate_stream")
@@ -197,9 +220,12 @@ class HttpService:
             if kind == "config":
                 return Response(200, self._core.model_config(name, version).to_json().encode())
             if kind == "stats":
-                return Response(200, codec.encode_statistics(
-                    self._core.model_statistics(name, version)))
-            return Response(200, codec.encode_model_metadata(self._core.model_metadata(name, version)))
+                return Response(
+                    200, codec.encode_statistics(self._core.model_statistics(name, version))
+                )
+            return Response(
+                200, codec.encode_model_metadata(self._core.model_metadata(name, version))
+            )
         if family == "all_stats":
             return Response(200, codec.encode_statistics(self._core.model_statistics()))
         if family == "server":
@@ -209,17 +235,23 @@ class HttpService:
                 raise unsupported("'repository_name' specification is not supported")
             if match.group(2) == "index":
                 ready = codec.decode_index_request(request.body)
-                entries = await self._blocking(lambda: self._core.repository_index(ready_only=ready))
+                entries = await self._blocking(
+                    lambda: self._core.repository_index(ready_only=ready)
+                )
                 return Response(200, codec.encode_index(entries))
             name = unquote(match.group(3))
             if match.group(4) == "load":
                 config_json, files = codec.decode_load_request(request.body)
-                await self._blocking(lambda: self._core.load_model(
-                    name, config_json=config_json, files=files or None))
+                await self._blocking(
+                    lambda: self._core.load_model(
+                        name, config_json=config_json, files=files or None
+                    )
+                )
             else:
                 dependents = codec.decode_unload_request(request.body)
-                await self._blocking(lambda: self._core.unload_model(
-                    name, unload_dependents=dependents))
+                await self._blocking(
+                    lambda: self._core.unload_model(name, unload_dependents=dependents)
+                )
             return Response(200)
         if family == "trace":
             name = unquote(match.group(1)) if match else ""
@@ -230,8 +262,12 @@ class HttpService:
                 changes = codec.parse_json_object(request.body, "log settings")
                 return Response(200, codec.dumps(self._core.log_settings.update(changes)))
             return Response(200, codec.dumps(self._core.log_settings.get()))
-        return self._shared_memory(request, match.group(1) == "cudasharedmemory",
-                                   unquote(match.group(2) or ""), match.group(3))
+        return self._shared_memory(
+            request,
+            match.group(1) == "cudasharedmemory",
+            unquote(match.group(2) or ""),
+            match.group(3),
+        )
 
     def _shared_memory(self, request: Request, cuda: bool, region: str, action: str) -> Response:
         """/v2/{system,cuda}sharedmemory[/region/{r}]/{status,register,unregister}."""
@@ -259,8 +295,7 @@ class HttpService:
     async def _infer(self, request: Request, name: str, version: int) -> Response:
         if len(request.body) > OFF_LOOP_BYTES or b"shared_memory_region" in request.body:
             # decompress, parse, copy shared memory and look up the cache on a worker thread
-            infer_request, plan, future = await self._blocking(self._submit, request, name,
-                                                               version)
+            infer_request, plan, future = await self._blocking(self._submit, request, name, version)
         else:
             infer_request, plan, future = self._submit(request, name, version)
         trace = infer_request.trace
@@ -274,7 +309,7 @@ class HttpService:
         except BaseException:
             trace.release()
             raise
-        response.trace = trace          # completed and released once it is written
+        response.trace = trace  # completed and released once it is written
         return response
 
     async def _answer(self, request: Request, infer_request, plan, future) -> Response:
@@ -284,8 +319,9 @@ class HttpService:
         encoding = _accepted_encoding(request.headers.get("accept-encoding", ""))
         heavy = codec.response_is_heavy(response, plan, shm)
         if heavy or encoding != "identity":
-            chunks, json_length = await self._blocking(codec.encode_infer_response, response,
-                                                       plan, shm)
+            chunks, json_length = await self._blocking(
+                codec.encode_infer_response, response, plan, shm
+            )
         else:
             chunks, json_length = codec.encode_infer_response(response, plan, shm)
         headers: dict[str, str] = {}
@@ -310,23 +346,26 @@ class HttpService:
         except TritonRosError:
             return False
 
-    async def _generate(self, request: Request, name: str, version: int,
-                        streaming: bool) -> Response:
+    async def _generate(
+        self, request: Request, name: str, version: int, streaming: bool
+    ) -> Response:
         """Triton's generate extension: the request's responses as they come (a sink), one
         JSON object (generate) or SSE events (generate_stream)."""
         metadata = self._core.model_metadata(name, version)
         inputs = {t.name: (t.datatype, tuple(t.shape)) for t in metadata.inputs}
-        body = _decompress(request.headers.get("content-encoding", ""), request.body,
-                           self._max_request_size)
-        infer_request = codec.decode_generate_request(name, version, body, inputs,
-                                                      self._max_input_size)
+        body = _decompress(
+            request.headers.get("content-encoding", ""), request.body, self._max_request_size
+        )
+        infer_request = codec.decode_generate_request(
+            name, version, body, inputs, self._max_input_size
+        )
         loop = asyncio.get_running_loop()
         items: asyncio.Queue = asyncio.Queue()
 
         def deliver(item) -> None:
             try:
                 loop.call_soon_threadsafe(items.put_nowait, item)
-            except RuntimeError:        # the loop is closed: the server stopped, no one waits
+            except RuntimeError:  # the loop is closed: the server stopped, no one waits
                 pass
 
         def sink(response, final: bool) -> None:
@@ -357,14 +396,18 @@ class HttpService:
                 return error_response(400, errors[0].message)
             if errors:
                 raise errors[0]
-            if len(responses) != 1:     # tritonserver answers this 200, with the error
-                return Response(200, codec.error_body(
-                    "generate expects model to produce exactly 1 response, use generate stream "
-                    "for model that generates various number of responses"))
+            if len(responses) != 1:  # tritonserver answers this 200, with the error
+                return Response(
+                    200,
+                    codec.error_body(
+                        "generate expects model to produce exactly 1 response, use generate stream "
+                        "for model that generates various number of responses"
+                    ),
+                )
             return Response(200, codec.encode_generate_response(responses[0]))
         first, final = await items.get()
         if isinstance(first, TritonRosError) and not infer_request.issued:
-            raise first                 # refused before inference: a JSON error, its status
+            raise first  # refused before inference: a JSON error, its status
 
         async def events():
             response, last = first, final
@@ -387,32 +430,39 @@ class HttpService:
 
     def _submit(self, request: Request, name: str, version: int):
         """Decompress and decode the body, then queue the request in the core."""
-        body = _decompress(request.headers.get("content-encoding", ""), request.body,
-                           self._max_request_size)
+        body = _decompress(
+            request.headers.get("content-encoding", ""), request.body, self._max_request_size
+        )
         header_length = _header_length(request.headers.get(codec.INFER_HEADER), len(body))
         if header_length == 0:
-            raise invalid_arg("raw binary inference requests (Inference-Header-Content-Length: "
-                              "0) are not supported; send a JSON header")
+            raise invalid_arg(
+                "raw binary inference requests (Inference-Header-Content-Length: "
+                "0) are not supported; send a JSON header"
+            )
         json_size = len(body) if header_length is None else header_length
         if json_size > self._max_input_size:
-            raise invalid_arg(f"request JSON size of {json_size} bytes exceeds the maximum allowed "
-                              f"input size of {self._max_input_size} bytes. Use "
-                              f"--http-max-input-size to increase the limit.")
-        infer_request, plan = codec.decode_infer_request(name, version, body, header_length,
-                                                         self._core.shared_memory)
-        infer_request.caller_releases_trace = True      # released once the answer is sent
+            raise invalid_arg(
+                f"request JSON size of {json_size} bytes exceeds the maximum allowed "
+                f"input size of {self._max_input_size} bytes. Use "
+                f"--http-max-input-size to increase the limit."
+            )
+        infer_request, plan = codec.decode_infer_request(
+            name, version, body, header_length, self._core.shared_memory
+        )
+        infer_request.caller_releases_trace = True  # released once the answer is sent
         return infer_request, plan, self._core.infer(infer_request)
 
 
 def _header_length(text: str | None, content_length: int) -> int | None:
     if text is None:
         return None
-    if not _DIGITS.fullmatch(text.strip()):   # int() would also take "0_2" and "+2"
+    if not _DIGITS.fullmatch(text.strip()):  # int() would also take "0_2" and "+2"
         raise invalid_arg(f"Unable to parse Inference-Header-Content-Length, got: {text}")
     value = int(text.strip())
     if value < 0 or value > content_length:
-        raise invalid_arg(f"inference header size should be in range (0, {content_length}), "
-                          f"got: {text}")
+        raise invalid_arg(
+            f"inference header size should be in range (0, {content_length}), got: {text}"
+        )
     return value
 
 
@@ -429,8 +479,11 @@ def _decompress(encoding: str, body: bytes, limit: int) -> bytes:
     except zlib.error as exc:
         raise invalid_arg(f"failed to decompress the request body ({encoding}): {exc}") from None
     if len(out) > limit:
-        raise TransportError(413, f"decompressed request body exceeds the limit of {limit} bytes "
-                                  f"(--http-max-request-size)")
+        raise TransportError(
+            413,
+            f"decompressed request body exceeds the limit of {limit} bytes "
+            f"(--http-max-request-size)",
+        )
     return out
 
 
@@ -453,15 +506,15 @@ def _compress(encoding: str, data: bytes) -> bytes:
     return gzip.compress(data, compresslevel=6) if encoding == "gzip" else zlib.compress(data)
 
 
-
 # ------------------------------------------------------------------------------------------
 # Routes -> API group (restrictions) and methods, checked before a body is read
 # ------------------------------------------------------------------------------------------
 
+
 class Route(NamedTuple):
-    api: str                     # Triton's API group (--http-restricted-api)
+    api: str  # Triton's API group (--http-restricted-api)
     methods: tuple[str, ...]
-    family: str                  # which handler of HttpService._route
+    family: str  # which handler of HttpService._route
     match: "re.Match | None"
 
 
@@ -474,10 +527,15 @@ _EXACT = {
     "/v2/logging": Route("logging", ("GET", "POST"), "logging", None),
     "/v2/trace/setting": Route("trace", ("GET", "POST"), "trace", None),
 }
-_MODEL_KINDS = {"infer": ("inference", _POST), "generate": ("inference", _POST),
-                "generate_stream": ("inference", _POST), "ready": ("health", _GET),
-                "config": ("model-config", _GET), "stats": ("statistics", _GET),
-                "": ("metadata", _GET)}
+_MODEL_KINDS = {
+    "infer": ("inference", _POST),
+    "generate": ("inference", _POST),
+    "generate_stream": ("inference", _POST),
+    "ready": ("health", _GET),
+    "config": ("model-config", _GET),
+    "stats": ("statistics", _GET),
+    "": ("metadata", _GET),
+}
 
 
 def classify(path: str) -> Route | None:
@@ -519,19 +577,28 @@ class HttpServer(AiohttpEndpoint):
 
     service_name = "HTTPService"
 
-    def __init__(self, core: InferenceServer, *, address: str = "127.0.0.1", port: int = 8000,
-                 options: HttpOptions | None = None,
-                 max_input_size: int | None = None) -> None:
+    def __init__(
+        self,
+        core: InferenceServer,
+        *,
+        address: str = "127.0.0.1",
+        port: int = 8000,
+        options: HttpOptions | None = None,
+        max_input_size: int | None = None,
+    ) -> None:
         options = options or HttpOptions()
         if max_input_size is not None:
             from dataclasses import replace
+
             options = replace(options, max_input_size=max_input_size)
-        super().__init__(address=address, port=port, limits=options.validate(),
-                         stats=core.endpoint_stats)
+        super().__init__(
+            address=address, port=port, limits=options.validate(), stats=core.endpoint_stats
+        )
         self._core = core
         self._restrictions: Restrictions = options.restrictions
-        self._service = HttpService(core, max_input_size=options.max_input_size,
-                                    max_request_size=options.max_request_size)
+        self._service = HttpService(
+            core, max_input_size=options.max_input_size, max_request_size=options.max_request_size
+        )
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.raw_path.split("?", 1)[0]
@@ -543,8 +610,10 @@ class HttpServer(AiohttpEndpoint):
             return to_web_response(error_response(404, "Not Found"), close=unread)
         restriction = self._restrictions.get(route.api)
         if restriction is not None and request.headers.get(restriction[0]) != restriction[1]:
-            return to_web_response(error_response(
-                403, f"This API is restricted, expecting header '{restriction[0]}'"), close=unread)
+            return to_web_response(
+                error_response(403, f"This API is restricted, expecting header '{restriction[0]}'"),
+                close=unread,
+            )
         if method not in route.methods:
             return to_web_response(error_response(405, "Method Not Allowed"), close=unread)
         received = time.monotonic_ns() if self._core.tracer.active else 0
@@ -554,9 +623,16 @@ class HttpServer(AiohttpEndpoint):
                 body = await read_body(request, self.limits)
         except TransportError as exc:
             return to_web_response(error_response(exc.status, exc.message), close=True)
-        response = await self._service.handle(Request(
-            method, path, request.headers, body, route,
-            (received, time.monotonic_ns()) if received else None))
+        response = await self._service.handle(
+            Request(
+                method,
+                path,
+                request.headers,
+                body,
+                route,
+                (received, time.monotonic_ns()) if received else None,
+            )
+        )
         if response.stream is not None:
             return await _write_stream(request, response)
         if response.trace is not None:
@@ -566,8 +642,9 @@ class HttpServer(AiohttpEndpoint):
             return await _write(request, response)
         return to_web_response(response)
 
-    async def _send_traced(self, request: web.BaseRequest,
-                           response: Response) -> web.StreamResponse:
+    async def _send_traced(
+        self, request: web.BaseRequest, response: Response
+    ) -> web.StreamResponse:
         """Write a traced inference's response here, timed (HTTP_SEND_START / _END: handed to
         the connection's transport, as Triton's are to libevent), then release its trace."""
         trace = response.trace

@@ -37,6 +37,7 @@ apt-installed ROS 2 without ``python3-uvloop``) the standard asyncio loop serves
 ``TRITON_ROS_HTTP_LOOP=asyncio`` forces it. gRPC keeps the standard loop: uvloop makes grpc.aio
 no faster.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -59,18 +60,21 @@ _log = logging.getLogger("triton_ros.http")
 Handler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 
 
-
 def raw_response(status: str, message: str) -> bytes:
     """A whole ``Connection: close`` response with a Triton-style JSON error body, for answers
     given outside aiohttp's request cycle."""
     body = ('{"error":"%s"}' % message).encode()
-    return (f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 _REFUSED = raw_response("503 Service Unavailable", "too many connections, retry later")
-_EVICTED = raw_response("503 Service Unavailable", "connection closed to admit a new one: the "
-                                                   "server is at its connection limit")
+_EVICTED = raw_response(
+    "503 Service Unavailable",
+    "connection closed to admit a new one: the server is at its connection limit",
+)
 _TIMED_OUT = raw_response("408 Request Timeout", "request header timed out")
 # Orders the connections' waits (_LimitedHandler._since): the loop's clock ticks in milliseconds,
 # and connections accepted in one tick would tie.
@@ -98,7 +102,7 @@ class _Refuse(asyncio.Protocol):
     """Answers a connection over the limit with 503 and closes it."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.write(_REFUSED)   # type: ignore[attr-defined]
+        transport.write(_REFUSED)  # type: ignore[attr-defined]
         transport.close()
 
 
@@ -106,18 +110,26 @@ class _LimitedHandler(RequestHandler):
     """aiohttp's connection handler with a request-head timeout, and what the connection limit
     needs to know of it: whether it may be evicted, and since when it waits."""
 
-    __slots__ = ("_head_timer", "_head_timeout", "_limited", "_since", "_partial_head",
-                 "reading_body", "_closed_here", "__weakref__")
+    __slots__ = (
+        "_head_timer",
+        "_head_timeout",
+        "_limited",
+        "_since",
+        "_partial_head",
+        "reading_body",
+        "_closed_here",
+        "__weakref__",
+    )
 
     def __init__(self, manager: "_LimitedServer", *, head_timeout: float, **kwargs) -> None:
         super().__init__(manager, **kwargs)
         self._limited = manager
         self._head_timeout = head_timeout
         self._head_timer: asyncio.TimerHandle | None = None
-        self._since = 0                 # when it opened, or its last request head arrived (_ORDER)
-        self._partial_head = False      # bytes of a request head that is not complete yet
-        self.reading_body = False       # read_body is reading this connection's request body
-        self._closed_here = False       # closed by the server (evicted, timed out)
+        self._since = 0  # when it opened, or its last request head arrived (_ORDER)
+        self._partial_head = False  # bytes of a request head that is not complete yet
+        self.reading_body = False  # read_body is reading this connection's request body
+        self._closed_here = False  # closed by the server (evicted, timed out)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
@@ -151,8 +163,8 @@ class _LimitedHandler(RequestHandler):
         transport = self.transport
         if not self.closing(reason):
             return
-        transport.write(response)   # type: ignore[attr-defined]
-        self.force_close()          # may already drop self.transport
+        transport.write(response)  # type: ignore[attr-defined]
+        self.force_close()  # may already drop self.transport
         transport.close()
 
     def _arm(self) -> None:
@@ -168,11 +180,11 @@ class _LimitedHandler(RequestHandler):
         before = self._request_count
         super().data_received(data)
         if self._request_count != before:
-            self._disarm()                      # a whole head arrived
+            self._disarm()  # a whole head arrived
             self._partial_head = False
             self._since = next(_ORDER)
         elif self._current_request is None:
-            self._arm()                         # bytes of a head that is not complete yet
+            self._arm()  # bytes of a head that is not complete yet
             self._partial_head = True
 
     def _head_expired(self) -> None:
@@ -185,7 +197,7 @@ class _LimitedHandler(RequestHandler):
         throttled; anything else keeps aiohttp's report with its traceback."""
         exc = kwargs.get("exc_info")
         if isinstance(exc, HttpProcessingError):
-            self._closed_here = True        # answered 400 and closed: not an abort
+            self._closed_here = True  # answered 400 and closed: not an abort
             self._limited.bad_request(exc)
             return
         super().log_exception(*args, **kwargs)
@@ -207,8 +219,16 @@ class _LimitedServer(web.Server):
     """aiohttp's protocol factory: at the connection limit, evicts the connection that has
     waited longest without a request in progress, or refuses the new one (module docstring)."""
 
-    def __init__(self, handler: Handler, *, max_connections: int, head_timeout: float,
-                 endpoint: str, stats: EndpointStats | None, **kwargs) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        max_connections: int,
+        head_timeout: float,
+        endpoint: str,
+        stats: EndpointStats | None,
+        **kwargs,
+    ) -> None:
         super().__init__(handler, **kwargs)
         self._max_connections = max_connections
         self._head_timeout = head_timeout
@@ -231,25 +251,33 @@ class _LimitedServer(web.Server):
         count = self.count("malformed")
         if _first_or_every(count, 100):
             reason = str(exc.message).strip().splitlines()[0] if exc.message else type(exc).__name__
-            _log.warning("malformed HTTP request answered %s (%d so far): %s", exc.code,
-                         count, reason)
+            _log.warning(
+                "malformed HTTP request answered %s (%d so far): %s", exc.code, count, reason
+            )
 
     def aborted(self) -> None:
         count = self.count("aborted")
         if _first_or_every(count, 100):
-            _log.debug("%s: a client closed its connection within a request (%d so far)",
-                       self._endpoint, count)
+            _log.debug(
+                "%s: a client closed its connection within a request (%d so far)",
+                self._endpoint,
+                count,
+            )
 
-    def __call__(self):   # type: ignore[override]
+    def __call__(self):  # type: ignore[override]
         if len(self.open) >= self._max_connections and not self._evict_one():
             count = self.count("refused")
             if _first_or_every(count, 1000):
-                _log.warning("connection limit of %d reached, every connection busy with a "
-                             "request: refused %d connection(s) with 503", self._max_connections,
-                             count)
+                _log.warning(
+                    "connection limit of %d reached, every connection busy with a "
+                    "request: refused %d connection(s) with 503",
+                    self._max_connections,
+                    count,
+                )
             return _Refuse()
-        handler = _LimitedHandler(self, loop=self._loop, head_timeout=self._head_timeout,
-                                  **self._kwargs)
+        handler = _LimitedHandler(
+            self, loop=self._loop, head_timeout=self._head_timeout, **self._kwargs
+        )
         self.open.add(handler)
         return handler
 
@@ -267,8 +295,13 @@ class _LimitedServer(web.Server):
         victim.close_here(_EVICTED, "evicted")
         count = self._stats.snapshot().get((self._endpoint, "evicted"), 0)
         if _first_or_every(count, 1000):
-            _log.info("%s: connection limit of %d reached: closed %d waiting connection(s) to "
-                      "admit new ones", self._endpoint, self._max_connections, count)
+            _log.info(
+                "%s: connection limit of %d reached: closed %d waiting connection(s) to "
+                "admit new ones",
+                self._endpoint,
+                self._max_connections,
+                count,
+            )
         return True
 
 
@@ -278,7 +311,7 @@ def new_http_loop() -> asyncio.AbstractEventLoop:
     if os.environ.get("TRITON_ROS_HTTP_LOOP", "").strip().lower() != "asyncio":
         try:
             import uvloop
-        except ImportError as exc:   # said once per endpoint: it is slower, not broken
+        except ImportError as exc:  # said once per endpoint: it is slower, not broken
             _log.info("uvloop unavailable (%s): this endpoint uses the asyncio event loop", exc)
         else:
             return uvloop.new_event_loop()
@@ -290,7 +323,7 @@ def client_gone(request: web.BaseRequest) -> None:
     counted as ``aborted`` (unless the server closed it), no traceback."""
     handler = request.protocol
     if isinstance(handler, _LimitedHandler) and not handler._closed_here:
-        handler._closed_here = True     # counted here, not again when the connection goes
+        handler._closed_here = True  # counted here, not again when the connection goes
         handler._limited.aborted()
 
 
@@ -304,18 +337,21 @@ async def read_body(request: web.BaseRequest, limits: HttpOptions) -> bytes | by
     limit = limits.max_request_size
     length = request.content_length
     if length is not None and length > limit:
-        raise TransportError(413, f"request body of {length} bytes exceeds the limit of {limit} "
-                                  f"bytes (--http-max-request-size)")
+        raise TransportError(
+            413,
+            f"request body of {length} bytes exceeds the limit of {limit} "
+            f"bytes (--http-max-request-size)",
+        )
     handler = request.protocol if isinstance(request.protocol, _LimitedHandler) else None
     if handler is not None:
         handler.reading_body = True
     try:
         return await _read_body(request, limits)
-    except ConnectionError:     # aiohttp's "Connection lost", a reset: the client went away
+    except ConnectionError:  # aiohttp's "Connection lost", a reset: the client went away
         raise ClientGone() from None
     except TransportError as exc:
         if handler is not None and exc.status == 408:
-            handler.closing("timeout")      # the caller answers the 408 and closes
+            handler.closing("timeout")  # the caller answers the 408 and closes
         raise
     finally:
         if handler is not None:
@@ -331,10 +367,10 @@ async def _read_body(request: web.BaseRequest, limits: HttpOptions) -> bytes | b
     started = loop.time()
     content = request.content
     first: bytes | None = None
-    buf: bytearray | None = None      # many small chunks accumulate here, not as a list
+    buf: bytearray | None = None  # many small chunks accumulate here, not as a list
     size = 0
     while True:
-        chunk = content.read_nowait()     # what is already buffered, without a wait
+        chunk = content.read_nowait()  # what is already buffered, without a wait
         if not chunk:
             if content.is_eof():
                 break
@@ -349,16 +385,20 @@ async def _read_body(request: web.BaseRequest, limits: HttpOptions) -> bytes | b
             except asyncio.TimeoutError:
                 if wait < limits.idle_timeout_s:
                     raise TransportError(
-                        408, f"request body arrived at less than {limits.min_body_rate} bytes "
-                             f"a second (--http-min-body-rate)") from None
-                raise TransportError(408, f"no request data for {limits.idle_timeout_s} s"
-                                     ) from None
+                        408,
+                        f"request body arrived at less than {limits.min_body_rate} bytes "
+                        f"a second (--http-min-body-rate)",
+                    ) from None
+                raise TransportError(
+                    408, f"no request data for {limits.idle_timeout_s} s"
+                ) from None
             if not chunk:
                 break
         size += len(chunk)
         if size > limit:
-            raise TransportError(413, f"request body exceeds the limit of {limit} bytes "
-                                      f"(--http-max-request-size)")
+            raise TransportError(
+                413, f"request body exceeds the limit of {limit} bytes (--http-max-request-size)"
+            )
         if first is None:
             first = chunk
         else:
@@ -376,8 +416,9 @@ class AiohttpEndpoint(EventLoopServer):
 
     endpoint = "http"
 
-    def __init__(self, *, address: str, port: int, limits: HttpOptions,
-                 stats: EndpointStats | None = None) -> None:
+    def __init__(
+        self, *, address: str, port: int, limits: HttpOptions, stats: EndpointStats | None = None
+    ) -> None:
         super().__init__(address=address, port=port)
         self.limits = limits
         self.stats = stats
@@ -396,16 +437,24 @@ class AiohttpEndpoint(EventLoopServer):
 
     async def _listen(self) -> None:
         self._web = _LimitedServer(
-            self.handle, max_connections=self.limits.max_connections,
-            head_timeout=self.limits.header_timeout_s, endpoint=self.endpoint,
-            stats=self.stats, keepalive_timeout=self.limits.idle_timeout_s,
-            lingering_time=0.0,        # an unread body closes the connection, never drained
-            access_log=None, max_line_size=8190, max_field_size=8190, max_headers=128,
-            auto_decompress=False,     # decompressed here, within the size limit
-            handler_cancellation=True)
+            self.handle,
+            max_connections=self.limits.max_connections,
+            head_timeout=self.limits.header_timeout_s,
+            endpoint=self.endpoint,
+            stats=self.stats,
+            keepalive_timeout=self.limits.idle_timeout_s,
+            lingering_time=0.0,  # an unread body closes the connection, never drained
+            access_log=None,
+            max_line_size=8190,
+            max_field_size=8190,
+            max_headers=128,
+            auto_decompress=False,  # decompressed here, within the size limit
+            handler_cancellation=True,
+        )
         loop = asyncio.get_running_loop()
-        self._tcp = await loop.create_server(self._web, self.address, self.port,
-                                             reuse_address=True, backlog=1024)
+        self._tcp = await loop.create_server(
+            self._web, self.address, self.port, reuse_address=True, backlog=1024
+        )
         self.port = self._tcp.sockets[0].getsockname()[1]
 
     async def _shutdown(self, grace: float) -> None:

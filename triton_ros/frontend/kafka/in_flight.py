@@ -18,6 +18,7 @@ The count of records in the partition (fetched, not yet acknowledged) is what th
 bounds per partition. Hand-written: no Kafka client library orders and tracks the work an
 application does between consuming and committing.
 """
+
 from __future__ import annotations
 
 import threading
@@ -34,27 +35,28 @@ class Entry:
 
     def __init__(self, offset: int, message: Any = None) -> None:
         self.offset = offset
-        self.message = message           # the record as read (kept for retries, dead letters)
+        self.message = message  # the record as read (kept for retries, dead letters)
         self.records: Sequence[Record] | None = None
         self.pending = 0
         self.done = False
-        self.data: Any = None            # the server's own state for this record
+        self.data: Any = None  # the server's own state for this record
 
 
 class PartitionInFlight:
     """The in-flight records of one topic partition."""
 
-    def __init__(self, topic: str, partition: int,
-                 produce: Callable[[Entry, Record], None]) -> None:
+    def __init__(
+        self, topic: str, partition: int, produce: Callable[[Entry, Record], None]
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self._produce = produce
-        self._lock = threading.RLock()          # produce() may poll, and deliveries re-enter
+        self._lock = threading.RLock()  # produce() may poll, and deliveries re-enter
         self._drained = threading.Condition(self._lock)
-        self._waiting: deque[Entry] = deque()   # fetched; reply not produced yet
+        self._waiting: deque[Entry] = deque()  # fetched; reply not produced yet
         self._producing: deque[Entry] = deque()  # produced; acknowledgement pending
-        self.committable: int | None = None     # the next offset to commit (None: none yet)
-        self._ceiling: int | None = None        # a forgotten record's: never committed past
+        self.committable: int | None = None  # the next offset to commit (None: none yet)
+        self._ceiling: int | None = None  # a forgotten record's: never committed past
         self.revoked = False
 
     def __len__(self) -> int:
@@ -120,5 +122,6 @@ class PartitionInFlight:
     def wait_drained(self, timeout: float) -> bool:
         """Wait until every fetched record is acknowledged; False on timeout."""
         with self._lock:
-            return self._drained.wait_for(lambda: not self._waiting and not self._producing,
-                                          timeout)
+            return self._drained.wait_for(
+                lambda: not self._waiting and not self._producing, timeout
+            )

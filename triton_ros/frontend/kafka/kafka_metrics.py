@@ -15,6 +15,7 @@ core's registry of metric sources (``core/metric_family.MetricSources``):
 - ``nv_kafka_client_errors{error}`` (counter): errors the Kafka client reported (a broker down,
   all brokers down, authentication...).
 """
+
 from __future__ import annotations
 
 import json
@@ -24,22 +25,37 @@ from collections import defaultdict
 from ...core.metric_family import COUNTER, GAUGE, Family
 
 _HELP = {
-    "nv_kafka_messages_received": (COUNTER, "Number of inference request messages consumed from "
-                                            "Kafka, per topic"),
-    "nv_kafka_messages_produced": (COUNTER, "Number of messages the Kafka frontend produced and "
-                                            "the broker acknowledged, per topic and kind"),
-    "nv_kafka_messages_failed": (COUNTER, "Number of Kafka request messages not served, per "
-                                          "request topic and reason"),
-    "nv_kafka_requests_retried": (COUNTER, "Number of Kafka requests sent to the model again "
-                                           "because its queue was full"),
-    "nv_kafka_consumer_lag": (GAUGE, "Kafka consumer lag: messages behind the end of the "
-                                     "partition"),
-    "nv_kafka_in_flight": (GAUGE, "Kafka requests consumed and not yet answered and "
-                                  "acknowledged"),
-    "nv_kafka_paused_partitions": (GAUGE, "Kafka partitions whose fetching is paused "
-                                          "(backpressure)"),
-    "nv_kafka_client_errors": (COUNTER, "Number of errors the Kafka client reported (broker "
-                                        "connection lost, all brokers down, authentication...)"),
+    "nv_kafka_messages_received": (
+        COUNTER,
+        "Number of inference request messages consumed from Kafka, per topic",
+    ),
+    "nv_kafka_messages_produced": (
+        COUNTER,
+        "Number of messages the Kafka frontend produced and "
+        "the broker acknowledged, per topic and kind",
+    ),
+    "nv_kafka_messages_failed": (
+        COUNTER,
+        "Number of Kafka request messages not served, per request topic and reason",
+    ),
+    "nv_kafka_requests_retried": (
+        COUNTER,
+        "Number of Kafka requests sent to the model again because its queue was full",
+    ),
+    "nv_kafka_consumer_lag": (
+        GAUGE,
+        "Kafka consumer lag: messages behind the end of the partition",
+    ),
+    "nv_kafka_in_flight": (GAUGE, "Kafka requests consumed and not yet answered and acknowledged"),
+    "nv_kafka_paused_partitions": (
+        GAUGE,
+        "Kafka partitions whose fetching is paused (backpressure)",
+    ),
+    "nv_kafka_client_errors": (
+        COUNTER,
+        "Number of errors the Kafka client reported (broker "
+        "connection lost, all brokers down, authentication...)",
+    ),
 }
 
 
@@ -97,11 +113,13 @@ class KafkaMetrics:
             self._lag = {}
 
     def families(self) -> list[Family]:
-        labels_of = {"nv_kafka_messages_received": ("topic",),
-                     "nv_kafka_messages_produced": ("topic", "kind"),
-                     "nv_kafka_messages_failed": ("topic", "reason"),
-                     "nv_kafka_requests_retried": ("topic",),
-                     "nv_kafka_client_errors": ("error",)}
+        labels_of = {
+            "nv_kafka_messages_received": ("topic",),
+            "nv_kafka_messages_produced": ("topic", "kind"),
+            "nv_kafka_messages_failed": ("topic", "reason"),
+            "nv_kafka_requests_retried": ("topic",),
+            "nv_kafka_client_errors": ("error",),
+        }
         out = []
         with self._lock:
             for name, names in labels_of.items():
@@ -113,8 +131,10 @@ class KafkaMetrics:
             for (topic, partition), value in sorted(self._lag.items()):
                 lag.add({"topic": topic, "partition": str(partition)}, value)
             out.append(lag)
-            for name, value in (("nv_kafka_in_flight", self.in_flight),
-                                ("nv_kafka_paused_partitions", self.paused)):
+            for name, value in (
+                ("nv_kafka_in_flight", self.in_flight),
+                ("nv_kafka_paused_partitions", self.paused),
+            ):
                 family = Family(name, *_HELP[name])
                 family.add({}, value)
                 out.append(family)

@@ -34,6 +34,7 @@ Semantics (docs/kafka.md):
 - a broker lost is logged (throttled) and counted; librdkafka reconnects and retries, replies
   wait in its queue until delivered; nothing stops the server.
 """
+
 from __future__ import annotations
 
 import logging
@@ -54,9 +55,9 @@ from .options import KafkaOptions
 
 _log = logging.getLogger("triton_ros.kafka")
 
-LOG_EVERY_S = 10.0                # one log line per kind of failure every 10 s at most
-RETRY_BACKOFF_S = (0.005, 0.1)    # a refused request is sent again after 5 ms, doubling to 0.1 s,
-                                  # or as soon as another request of this frontend completes
+LOG_EVERY_S = 10.0  # one log line per kind of failure every 10 s at most
+RETRY_BACKOFF_S = (0.005, 0.1)  # a refused request is sent again after 5 ms, doubling to 0.1 s,
+# or as soon as another request of this frontend completes
 CONSUME_BATCH = 100
 
 
@@ -91,8 +92,9 @@ class LibrdkafkaLog:
 
     def log(self, level: int, fmt: str, *args: Any) -> None:
         if level >= logging.WARNING:
-            self._throttled.warning(f"librdkafka:{args[0] if args else ''}",
-                                    "Kafka client: " + fmt, *args)
+            self._throttled.warning(
+                f"librdkafka:{args[0] if args else ''}", "Kafka client: " + fmt, *args
+            )
         elif _log.isEnabledFor(logging.DEBUG):
             _log.debug("Kafka client: " + fmt, *args)
 
@@ -100,8 +102,17 @@ class LibrdkafkaLog:
 class _Work:
     """What the server keeps of one record while it is in flight."""
 
-    __slots__ = ("tracker", "topic", "partition", "routing", "model", "version", "attempts",
-                 "retry_at", "dead_letter")
+    __slots__ = (
+        "tracker",
+        "topic",
+        "partition",
+        "routing",
+        "model",
+        "version",
+        "attempts",
+        "retry_at",
+        "dead_letter",
+    )
 
     def __init__(self, tracker: PartitionInFlight) -> None:
         self.tracker = tracker
@@ -112,7 +123,7 @@ class _Work:
         self.version = -1
         self.attempts = 0
         self.retry_at = 0.0
-        self.dead_letter: tuple[str, TritonRosError] | None = None    # its reason and error
+        self.dead_letter: tuple[str, TritonRosError] | None = None  # its reason and error
 
 
 class _DeadLetter(Exception):
@@ -134,16 +145,18 @@ class KafkaServer:
         self._core = core
         self.options = options.validate()
         self.metrics = KafkaMetrics()
-        self.target = (f"{options.brokers} (topics {', '.join(options.subscription())}, "
-                       f"group {options.group_id})")
-        self.port = 0                                     # the Endpoint protocol's; no port
+        self.target = (
+            f"{options.brokers} (topics {', '.join(options.subscription())}, "
+            f"group {options.group_id})"
+        )
+        self.port = 0  # the Endpoint protocol's; no port
         self._log = ThrottledLog(_log)
         self._server_id = getattr(getattr(core, "options", None), "server_id", "")
         self._consumer = None
         self._producer = None
         self._stopping = threading.Event()
         self._producer_done = threading.Event()
-        self._deadline = 0.0                              # of stop()'s grace
+        self._deadline = 0.0  # of stop()'s grace
         self._consumer_thread: threading.Thread | None = None
         self._producer_thread: threading.Thread | None = None
         self._encoder: ThreadPoolExecutor | None = None
@@ -151,8 +164,8 @@ class KafkaServer:
         self._assigned: set[tuple[str, int]] = set()
         self._paused: set[tuple[str, int]] = set()
         self._stored: dict[tuple[str, int], int] = {}
-        self._rewound: dict[tuple[str, int], int] = {}    # sought back to this offset
-        self._retries: deque[Entry] = deque()             # refused by a full queue
+        self._rewound: dict[tuple[str, int], int] = {}  # sought back to this offset
+        self._retries: deque[Entry] = deque()  # refused by a full queue
         self._retry_lock = threading.Lock()
         self._in_flight = 0
         self._count_lock = threading.Lock()
@@ -163,22 +176,32 @@ class KafkaServer:
 
         options = self.options
         try:
-            logs = {"error_cb": self._client_error, "logger": LibrdkafkaLog(self._log),
-                    "log.connection.close": False}
+            logs = {
+                "error_cb": self._client_error,
+                "logger": LibrdkafkaLog(self._log),
+                "log.connection.close": False,
+            }
             self._producer = Producer({**options.producer_settings(), **logs})
-            self._consumer = Consumer({**options.consumer_settings(), **logs,
-                                       "stats_cb": self._statistics})
-            self._consumer.subscribe(options.subscription(), on_assign=self._on_assign,
-                                     on_revoke=self._on_revoke, on_lost=self._on_lost)
+            self._consumer = Consumer(
+                {**options.consumer_settings(), **logs, "stats_cb": self._statistics}
+            )
+            self._consumer.subscribe(
+                options.subscription(),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
         except KafkaException as exc:
             error = exc.args[0] if exc.args else exc
             raise invalid_arg(f"Kafka client configuration: {error}") from None
         self._core.metric_sources.add("kafka", self.metrics.families)
         self._encoder = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kafka-encode")
-        self._producer_thread = threading.Thread(target=self._producer_loop, daemon=True,
-                                                 name="kafka-producer")
-        self._consumer_thread = threading.Thread(target=self._consumer_loop, daemon=True,
-                                                 name="kafka-consumer")
+        self._producer_thread = threading.Thread(
+            target=self._producer_loop, daemon=True, name="kafka-producer"
+        )
+        self._consumer_thread = threading.Thread(
+            target=self._consumer_loop, daemon=True, name="kafka-consumer"
+        )
         self._producer_thread.start()
         self._consumer_thread.start()
 
@@ -192,8 +215,11 @@ class KafkaServer:
         if self._producer is not None:
             left = self._producer.flush(max(0.0, self._deadline - time.monotonic()))
             if left:
-                _log.warning("Kafka frontend stopped with %d messages not acknowledged: their "
-                             "requests were not committed and will be served again", left)
+                _log.warning(
+                    "Kafka frontend stopped with %d messages not acknowledged: their "
+                    "requests were not committed and will be served again",
+                    left,
+                )
         self._producer_done.set()
         if self._producer_thread is not None:
             self._producer_thread.join(2.0)
@@ -208,8 +234,11 @@ class KafkaServer:
         self.metrics.count("nv_kafka_client_errors", name)
         text = error.str() if hasattr(error, "str") else str(error)
         if getattr(error, "fatal", lambda: False)():
-            _log.error("Kafka client fatal error (the Kafka frontend stops serving until the "
-                       "server restarts; gRPC, HTTP and ROS go on): %s", text)
+            _log.error(
+                "Kafka client fatal error (the Kafka frontend stops serving until the "
+                "server restarts; gRPC, HTTP and ROS go on): %s",
+                text,
+            )
             return
         self._log.warning(f"client:{name}", "Kafka client error (retrying): %s", text)
 
@@ -223,8 +252,10 @@ class KafkaServer:
             self._partitions[key] = PartitionInFlight(tp.topic, tp.partition, self._produce)
             self._stored.pop(key, None)
             self._rewound.pop(key, None)
-        _log.info("Kafka partitions assigned: %s",
-                  ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "none")
+        _log.info(
+            "Kafka partitions assigned: %s",
+            ", ".join(f"{tp.topic}[{tp.partition}]" for tp in partitions) or "none",
+        )
 
     def _on_revoke(self, consumer, partitions) -> None:
         """Let the revoked partitions' requests finish (briefly), commit them, let go."""
@@ -242,9 +273,13 @@ class KafkaServer:
         keys = [(tp.topic, tp.partition) for tp in partitions]
         self._drop_retries(keys)
         self._release(keys)
-        self._log.warning("lost", "Kafka partitions lost (session timed out): %s; their "
-                                  "uncommitted requests will be served again by their next "
-                                  "owner", ", ".join(f"{t}[{p}]" for t, p in keys))
+        self._log.warning(
+            "lost",
+            "Kafka partitions lost (session timed out): %s; their "
+            "uncommitted requests will be served again by their next "
+            "owner",
+            ", ".join(f"{t}[{p}]" for t, p in keys),
+        )
 
     def _release(self, keys) -> None:
         for key in keys:
@@ -274,16 +309,20 @@ class KafkaServer:
                     if room > 1:
                         for message in consumer.consume(num_messages=room - 1, timeout=0):
                             self._receive(message)
-                except Exception as exc:     # never let the consumer thread die quietly
-                    self._log.warning("consumer-loop", "Kafka consumer loop error (continuing): "
-                                                       "%s: %s", type(exc).__name__, exc)
+                except Exception as exc:  # never let the consumer thread die quietly
+                    self._log.warning(
+                        "consumer-loop",
+                        "Kafka consumer loop error (continuing): %s: %s",
+                        type(exc).__name__,
+                        exc,
+                    )
                     time.sleep(0.1)
             self._drain()
         except Exception as exc:
             _log.warning("Kafka consumer stopped with an error: %s: %s", type(exc).__name__, exc)
         finally:
             try:
-                consumer.close()             # commits the stored offsets, leaves the group
+                consumer.close()  # commits the stored offsets, leaves the group
             except Exception as exc:
                 _log.warning("closing the Kafka consumer failed: %s", exc)
 
@@ -293,7 +332,7 @@ class KafkaServer:
         with self._retry_lock:
             retries = list(self._retries)
             self._retries.clear()
-        for entry in retries:                # not sent again: left for the next owner
+        for entry in retries:  # not sent again: left for the next owner
             entry.data.tracker.forget(entry)
             self._finished(entry)
         for tracker in list(self._partitions.values()):
@@ -304,30 +343,33 @@ class KafkaServer:
         error = message.error()
         if error is not None:
             from confluent_kafka import KafkaError
+
             name = error.name() if hasattr(error, "name") else str(error)
             if name != "_PARTITION_EOF":
                 self.metrics.count("nv_kafka_client_errors", name)
                 hint = ""
                 if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    hint = (f" (consumed once it exists: the topics are looked up every "
-                            f"{self.options.metadata_refresh_interval_ms} ms)")
+                    hint = (
+                        f" (consumed once it exists: the topics are looked up every "
+                        f"{self.options.metadata_refresh_interval_ms} ms)"
+                    )
                 self._log.warning(f"consume:{name}", "Kafka consumer: %s%s", error.str(), hint)
             return
         key = (message.topic(), message.partition())
         tracker = self._partitions.get(key)
-        if tracker is None:                  # a record of a partition no longer ours
+        if tracker is None:  # a record of a partition no longer ours
             return
         offset = message.offset()
         rewound = self._rewound.get(key)
         if rewound is not None:
-            if offset > rewound:             # fetched before the seek: fetched again later
+            if offset > rewound:  # fetched before the seek: fetched again later
                 return
             del self._rewound[key]
         if len(tracker) >= self.options.max_inflight_per_partition:
             self._rewind(key, offset)
             return
         self.metrics.received(key[0])
-        record = messages.read_record(message, key[0], key[1], offset)     # never raises
+        record = messages.read_record(message, key[0], key[1], offset)  # never raises
         entry = tracker.add(offset, record)
         entry.data = _Work(tracker)
         with self._count_lock:
@@ -339,6 +381,7 @@ class KafkaServer:
         """A record beyond the partition's in-flight bound (one consume call may bring several
         of a partition): pause the partition and fetch again from this record when resumed."""
         from confluent_kafka import TopicPartition
+
         tp = TopicPartition(key[0], key[1], offset)
         if key not in self._paused:
             self._consumer.pause([tp])
@@ -356,13 +399,13 @@ class KafkaServer:
         except _DeadLetter as dead:
             self._dead_letter(entry, dead.reason, dead.error)
             return
-        except Exception as exc:             # a fault of reading this record: its problem only
+        except Exception as exc:  # a fault of reading this record: its problem only
             self._dead_letter(entry, messages.MALFORMED, messages.unreadable(exc))
             return
         try:
             work.attempts += 1
             future = self._core.infer(request)
-        except Exception as exc:             # the core's contract is to fail the future instead
+        except Exception as exc:  # the core's contract is to fail the future instead
             self._answer(entry, self._error(work, as_triton_error(exc)))
             return
         future.add_done_callback(lambda f: self._on_response(entry, plan, f))
@@ -372,31 +415,41 @@ class KafkaServer:
         work: _Work = entry.data
         record: Incoming = entry.message
         if record.problem is not None:
-            if record.headers is not None:   # readable: its error reply can still go out
+            if record.headers is not None:  # readable: its error reply can still go out
                 try:
-                    work.routing = messages.read_routing(record.headers, record.key,
-                                                         self.options.reply_topic)
+                    work.routing = messages.read_routing(
+                        record.headers, record.key, self.options.reply_topic
+                    )
                 except TritonRosError:
                     pass
             raise _DeadLetter(messages.MALFORMED, record.problem)
         try:
-            work.routing = messages.read_routing(record.headers, record.key,
-                                                 self.options.reply_topic)
+            work.routing = messages.read_routing(
+                record.headers, record.key, self.options.reply_topic
+            )
         except TritonRosError as exc:
             raise _DeadLetter(messages.MALFORMED, exc) from None
         if record.size > self.options.max_message_size:
-            raise _DeadLetter(messages.TOO_LARGE, invalid_arg(
-                f"message of {record.size} bytes (key, value and headers) exceeds "
-                f"--kafka-max-message-size ({self.options.max_message_size})"))
+            raise _DeadLetter(
+                messages.TOO_LARGE,
+                invalid_arg(
+                    f"message of {record.size} bytes (key, value and headers) exceeds "
+                    f"--kafka-max-message-size ({self.options.max_message_size})"
+                ),
+            )
         try:
             request, plan = messages.decode_request(record.value, record.headers)
         except TritonRosError as exc:
             raise _DeadLetter(messages.MALFORMED, exc) from None
         work.model, work.version = request.model_name, request.model_version
         if not work.routing.reply_topic:
-            raise _DeadLetter(messages.NO_REPLY_TOPIC, invalid_arg(
-                "no reply topic: set the 'reply-topic' header or the server's "
-                "--kafka-reply-topic"))
+            raise _DeadLetter(
+                messages.NO_REPLY_TOPIC,
+                invalid_arg(
+                    "no reply topic: set the 'reply-topic' header or the server's "
+                    "--kafka-reply-topic"
+                ),
+            )
         return request, plan
 
     # ---------------------------------------------------------------- responses (any thread)
@@ -407,11 +460,12 @@ class KafkaServer:
             if isinstance(exc, QueueFullError) and not self._stopping.is_set():
                 self.metrics.count("nv_kafka_requests_retried", work.topic)
                 work.retry_at = time.monotonic() + min(
-                    RETRY_BACKOFF_S[1], RETRY_BACKOFF_S[0] * 2 ** min(work.attempts - 1, 10))
+                    RETRY_BACKOFF_S[1], RETRY_BACKOFF_S[0] * 2 ** min(work.attempts - 1, 10)
+                )
                 with self._retry_lock:
                     self._retries.append(entry)
                 return
-            if self._retries:                # a request left a queue: try the refused now
+            if self._retries:  # a request left a queue: try the refused now
                 with self._retry_lock:
                     for waiting in self._retries:
                         waiting.data.retry_at = 0.0
@@ -423,21 +477,20 @@ class KafkaServer:
                 self._encoder.submit(self._encode, entry, response, plan)
             else:
                 self._encode(entry, response, plan)
-        except Exception as exc:             # never lose a record: answer with the error
+        except Exception as exc:  # never lose a record: answer with the error
             self._answer(entry, self._error(work, as_triton_error(exc)))
 
     def _encode(self, entry: Entry, response, plan: http_codec.OutputPlan) -> None:
         work: _Work = entry.data
         try:
             record = messages.reply(work.routing, response, plan, self._server_id)
-        except Exception as exc:             # e.g. FP16 output asked for as JSON: INVALID_ARG
+        except Exception as exc:  # e.g. FP16 output asked for as JSON: INVALID_ARG
             record = self._error(work, as_triton_error(exc))
         self._answer(entry, record)
 
     def _error(self, work: _Work, error: TritonRosError) -> Record:
         self.metrics.failed(work.topic, error.code.name)
-        return messages.error_reply(work.routing, error, work.model, work.version,
-                                    self._server_id)
+        return messages.error_reply(work.routing, error, work.model, work.version, self._server_id)
 
     def _answer(self, entry: Entry, record: Record) -> None:
         entry.data.tracker.ready(entry, (record,))
@@ -447,21 +500,30 @@ class KafkaServer:
         work: _Work = entry.data
         record: Incoming = entry.message
         self.metrics.failed(work.topic, reason)
-        self._log.warning(f"dead-letter:{work.topic}:{reason}",
-                          "Kafka record %s[%d]@%d sent to the dead-letter topic (%s): %s",
-                          work.topic, work.partition, record.offset, reason, error.message)
+        self._log.warning(
+            f"dead-letter:{work.topic}:{reason}",
+            "Kafka record %s[%d]@%d sent to the dead-letter topic (%s): %s",
+            work.topic,
+            work.partition,
+            record.offset,
+            reason,
+            error.message,
+        )
         records = [self._dead_letter_record(entry, reason, error)]
         if work.routing is not None and work.routing.reply_topic:
-            records.append(messages.error_reply(work.routing, error, work.model, work.version,
-                                                self._server_id))
+            records.append(
+                messages.error_reply(work.routing, error, work.model, work.version, self._server_id)
+            )
         entry.data.tracker.ready(entry, records)
 
-    def _dead_letter_record(self, entry: Entry, reason: str, error: TritonRosError, *,
-                            bare: bool = False) -> Record:
+    def _dead_letter_record(
+        self, entry: Entry, reason: str, error: TritonRosError, *, bare: bool = False
+    ) -> Record:
         work: _Work = entry.data
         work.dead_letter = (reason, error)
-        return messages.dead_letter(self.options.dead_letter_topic_for(work.topic),
-                                    entry.message, reason, error, bare=bare)
+        return messages.dead_letter(
+            self.options.dead_letter_topic_for(work.topic), entry.message, reason, error, bare=bare
+        )
 
     # ---------------------------------------------------------------- producing
     def _produce(self, entry: Entry, record: Record) -> None:
@@ -473,20 +535,23 @@ class KafkaServer:
         deadline = time.monotonic() + 30.0
         while True:
             try:
-                self._producer.produce(record.topic, record.value, key=record.key,
-                                       headers=record.headers,
-                                       on_delivery=lambda err, msg: self._delivered(
-                                           entry, record, kind, err))
+                self._producer.produce(
+                    record.topic,
+                    record.value,
+                    key=record.key,
+                    headers=record.headers,
+                    on_delivery=lambda err, msg: self._delivered(entry, record, kind, err),
+                )
                 return
-            except BufferError:              # librdkafka's queue is full: wait for deliveries
+            except BufferError:  # librdkafka's queue is full: wait for deliveries
                 if time.monotonic() > deadline:
                     error = "the producer's queue stayed full for 30 s"
                     break
                 self._producer.poll(0.05)
-            except KafkaException as exc:    # e.g. larger than message.max.bytes
+            except KafkaException as exc:  # e.g. larger than message.max.bytes
                 error = str(exc.args[0] if exc.args else exc)
                 break
-            except Exception as exc:         # e.g. a header the client cannot write
+            except Exception as exc:  # e.g. a header the client cannot write
                 error = f"{type(exc).__name__}: {exc}"
                 break
         self._undeliverable(entry, record, kind, error)
@@ -504,18 +569,38 @@ class KafkaServer:
         the request's value and headers goes again without them; a bare one is given up."""
         work: _Work = entry.data
         self.metrics.failed(work.topic, messages.UNDELIVERABLE)
-        self._log.warning(f"undeliverable:{record.topic}", "Kafka %s to topic %s not delivered: "
-                          "%s", kind.replace("_", " "), record.topic, error)
+        self._log.warning(
+            f"undeliverable:{record.topic}",
+            "Kafka %s to topic %s not delivered: %s",
+            kind.replace("_", " "),
+            record.topic,
+            error,
+        )
         if kind != "dead_letter":
-            self._produce(entry, self._dead_letter_record(
-                entry, messages.UNDELIVERABLE,
-                invalid_arg(f"the {kind} to '{record.topic}' was not delivered: {error}")))
+            self._produce(
+                entry,
+                self._dead_letter_record(
+                    entry,
+                    messages.UNDELIVERABLE,
+                    invalid_arg(f"the {kind} to '{record.topic}' was not delivered: {error}"),
+                ),
+            )
             return
         if not record.bare and work.dead_letter is not None:
             reason, cause = work.dead_letter
-            self._produce(entry, self._dead_letter_record(entry, reason, TritonRosError(
-                cause.code, f"{cause.message} (the dead letter with the record's value and "
-                            f"headers was not delivered: {error})"), bare=True))
+            self._produce(
+                entry,
+                self._dead_letter_record(
+                    entry,
+                    reason,
+                    TritonRosError(
+                        cause.code,
+                        f"{cause.message} (the dead letter with the record's value and "
+                        f"headers was not delivered: {error})",
+                    ),
+                    bare=True,
+                ),
+            )
             return
         self._finished_record(entry)
 
@@ -533,9 +618,13 @@ class KafkaServer:
         while not self._producer_done.is_set():
             try:
                 self._producer.poll(0.1)
-            except Exception as exc:         # a delivery callback's fault: logged, not fatal
-                self._log.warning("producer-loop", "Kafka producer loop error (continuing): "
-                                                   "%s: %s", type(exc).__name__, exc)
+            except Exception as exc:  # a delivery callback's fault: logged, not fatal
+                self._log.warning(
+                    "producer-loop",
+                    "Kafka producer loop error (continuing): %s: %s",
+                    type(exc).__name__,
+                    exc,
+                )
 
     # ---------------------------------------------------------------- flow control, offsets
     def _flow_control(self) -> None:
@@ -561,6 +650,7 @@ class KafkaServer:
             elif pause_all:
                 to_pause.append(key)
         from confluent_kafka import KafkaException, TopicPartition
+
         if to_pause:
             self._consumer.pause([TopicPartition(t, p) for t, p in to_pause])
             self._paused.update(to_pause)
@@ -582,6 +672,7 @@ class KafkaServer:
         """Store the offsets whose replies are acknowledged (librdkafka commits them); commit
         ``commit_keys``' at once (revoke, stop)."""
         from confluent_kafka import KafkaException, TopicPartition
+
         offsets, previous = [], {}
         for key, tracker in list(self._partitions.items()):
             committable = tracker.committable
@@ -595,20 +686,26 @@ class KafkaServer:
                 try:
                     self._consumer.store_offsets(offsets=offsets)
                 except KafkaException:
-                    for key, offset in previous.items():    # stored again next time
+                    for key, offset in previous.items():  # stored again next time
                         if offset is None:
                             self._stored.pop(key, None)
                         else:
                             self._stored[key] = offset
                     raise
             if commit_keys:
-                commit = [TopicPartition(t, p, self._stored[(t, p)]) for t, p in commit_keys
-                          if (t, p) in self._stored]
+                commit = [
+                    TopicPartition(t, p, self._stored[(t, p)])
+                    for t, p in commit_keys
+                    if (t, p) in self._stored
+                ]
                 if commit:
                     self._consumer.commit(offsets=commit, asynchronous=False)
-        except KafkaException as exc:         # e.g. a partition revoked meanwhile
-            self._log.warning("offsets", "Kafka offsets not stored or committed: %s",
-                              exc.args[0] if exc.args else exc)
+        except KafkaException as exc:  # e.g. a partition revoked meanwhile
+            self._log.warning(
+                "offsets",
+                "Kafka offsets not stored or committed: %s",
+                exc.args[0] if exc.args else exc,
+            )
 
     def _drop_retries(self, keys) -> None:
         keys = set(keys)

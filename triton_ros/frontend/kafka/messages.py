@@ -34,6 +34,7 @@ Reading: :func:`read_record` is the one step that reads a consumed record (confl
 cannot be read becomes the record's ``problem`` (INVALID_ARG) instead of an exception, so the
 record still goes to the dead-letter topic. Nothing after it touches the client's message.
 """
+
 from __future__ import annotations
 
 import gc
@@ -46,7 +47,7 @@ from ...core.errors import TritonRosError, invalid_arg
 from ...core.infer_request import InferRequest, InferResponse
 from ..http import http_codec
 
-Headers = list[tuple[str, "bytes | None"]]       # a header's value may be null
+Headers = list[tuple[str, "bytes | None"]]  # a header's value may be null
 
 CORRELATION_ID = "correlation-id"
 CORRELATION_HEADERS = (CORRELATION_ID, "correlation_id", "kafka_correlationid")
@@ -56,7 +57,7 @@ MODEL_NAME = "model-name"
 MODEL_NAME_HEADERS = (MODEL_NAME, "model_name")
 MODEL_VERSION = "model-version"
 MODEL_VERSION_HEADERS = (MODEL_VERSION, "model_version")
-CONTENT_LENGTH = http_codec.INFER_HEADER          # inference-header-content-length
+CONTENT_LENGTH = http_codec.INFER_HEADER  # inference-header-content-length
 STATUS = "triton-status"
 SERVER_ID = "triton-server-id"
 DLQ_REASON = "triton-dlq-reason"
@@ -89,8 +90,8 @@ class Record:
     value: bytes | None
     key: bytes | None
     headers: Headers
-    kind: str = "reply"          # reply, error or dead_letter
-    bare: bool = False           # a dead letter without the record's value and headers
+    kind: str = "reply"  # reply, error or dead_letter
+    bare: bool = False  # a dead letter without the record's value and headers
 
 
 @dataclass(frozen=True)
@@ -132,12 +133,16 @@ def read_record(message, topic: str, partition: int, offset: int) -> Incoming:
         headers = _read_headers(message)
         header_bytes = sum(len(name.encode()) + len(v or b"") for name, v in headers)
         if len(headers) > MAX_HEADERS:
-            problem = invalid_arg(f"the record has {len(headers)} headers, more than the "
-                                  f"{MAX_HEADERS} a request may have")
+            problem = invalid_arg(
+                f"the record has {len(headers)} headers, more than the "
+                f"{MAX_HEADERS} a request may have"
+            )
         elif header_bytes > MAX_HEADER_BYTES:
-            problem = invalid_arg(f"the record's headers are {header_bytes} bytes, more than the "
-                                  f"{MAX_HEADER_BYTES} a request may have")
-    except Exception as exc:             # whatever else the record makes the client library do
+            problem = invalid_arg(
+                f"the record's headers are {header_bytes} bytes, more than the "
+                f"{MAX_HEADER_BYTES} a request may have"
+            )
+    except Exception as exc:  # whatever else the record makes the client library do
         problem = unreadable(exc)
     size = len(key or b"") + len(value or b"") + header_bytes
     return Incoming(topic, partition, offset, key, value, headers, size, problem)
@@ -170,7 +175,7 @@ def _read_headers(message) -> Headers:
     try:
         raw = _HEADERS(message)
         filled = None if raw is None else len(gc.get_referents(raw))
-    except SystemError as exc:         # chained: one per name that is not UTF-8
+    except SystemError as exc:  # chained: one per name that is not UTF-8
         cause: BaseException | None = exc
         for _ in range(MAX_HEADERS):
             if cause is None or isinstance(cause, UnicodeDecodeError):
@@ -198,13 +203,16 @@ _HEADERS = operator.methodcaller("headers")
 
 
 def _name_not_utf8() -> TritonRosError:
-    return invalid_arg("a header name is not UTF-8 (Kafka header names are strings): the "
-                       "record's headers cannot be read, its dead letter carries its key and "
-                       "value only")
+    return invalid_arg(
+        "a header name is not UTF-8 (Kafka header names are strings): the "
+        "record's headers cannot be read, its dead letter carries its key and "
+        "value only"
+    )
 
 
-def _header(headers: Sequence[tuple[str, bytes | None]] | None, names: tuple[str, ...]
-            ) -> tuple[str, bytes] | None:
+def _header(
+    headers: Sequence[tuple[str, bytes | None]] | None, names: tuple[str, ...]
+) -> tuple[str, bytes] | None:
     """The header whose lower-cased name is in ``names`` (None: none); INVALID_ARG when it is
     null, or given more than once with different values."""
     found = [(name, value) for name, value in headers or () if name.lower() in names]
@@ -215,8 +223,7 @@ def _header(headers: Sequence[tuple[str, bytes | None]] | None, names: tuple[str
             raise invalid_arg(f"the '{name}' header is null")
     name, value = found[0]
     if any(other != value for _, other in found[1:]):
-        raise invalid_arg(f"the '{name}' header is given {len(found)} times with different "
-                          f"values")
+        raise invalid_arg(f"the '{name}' header is given {len(found)} times with different values")
     return name, value
 
 
@@ -227,16 +234,17 @@ def _text(value: bytes, what: str) -> str:
         raise invalid_arg(f"the '{what}' header is not UTF-8") from None
 
 
-def read_routing(headers: Sequence[tuple[str, bytes | None]] | None, key: bytes | None,
-                 default_reply_topic: str) -> Routing:
+def read_routing(
+    headers: Sequence[tuple[str, bytes | None]] | None, key: bytes | None, default_reply_topic: str
+) -> Routing:
     """The reply topic and correlation of a request record; INVALID_ARG for an unreadable
     reply-topic header."""
-    correlation: Headers = []          # the first of each name, as received (null too)
+    correlation: Headers = []  # the first of each name, as received (null too)
     for n, v in headers or ():
         if n.lower() in CORRELATION_HEADERS and all(n != c for c, _ in correlation):
             correlation.append((n, v))
     if correlation and correlation[0][0] != CORRELATION_ID:
-        correlation.append((CORRELATION_ID, correlation[0][1]))   # also under our own name
+        correlation.append((CORRELATION_ID, correlation[0][1]))  # also under our own name
     reply = _header(headers, REPLY_TOPIC_HEADERS)
     topic = default_reply_topic
     if reply is not None:
@@ -246,8 +254,7 @@ def read_routing(headers: Sequence[tuple[str, bytes | None]] | None, key: bytes 
     return Routing(topic, correlation, key)
 
 
-def header_length(headers: Sequence[tuple[str, bytes | None]] | None,
-                  size: int) -> int | None:
+def header_length(headers: Sequence[tuple[str, bytes | None]] | None, size: int) -> int | None:
     """The JSON part's size from ``inference-header-content-length`` (None: all JSON)."""
     found = _header(headers, (CONTENT_LENGTH,))
     if found is None:
@@ -273,8 +280,9 @@ def _agreed(headers, names: tuple[str, ...], body: dict, field: str, *, number: 
     if not isinstance(from_body, str):
         raise invalid_arg(f"Unable to parse '{field}': expected a string")
     if from_header and from_body and from_header != from_body:
-        raise invalid_arg(f"the '{header_name}' header ('{from_header}') and '{field}' "
-                          f"('{from_body}') differ")
+        raise invalid_arg(
+            f"the '{header_name}' header ('{from_header}') and '{field}' ('{from_body}') differ"
+        )
     return from_header or from_body
 
 
@@ -290,8 +298,9 @@ def _model(headers, header: dict) -> tuple[str, int]:
     return name, int(version)
 
 
-def decode_request(value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None
-                   ) -> tuple[InferRequest, http_codec.OutputPlan]:
+def decode_request(
+    value: bytes | None, headers: Sequence[tuple[str, bytes | None]] | None
+) -> tuple[InferRequest, http_codec.OutputPlan]:
     """The inference request of a record's value and headers; INVALID_ARG naming what is
     wrong. Shared memory regions are not reachable over Kafka."""
     if not value:
@@ -301,12 +310,13 @@ def decode_request(value: bytes | None, headers: Sequence[tuple[str, bytes | Non
     json_part = view if length is None else view[:length]
     header = http_codec.parse_json_object(json_part, "inference", allow_empty=False)
     name, version = _model(headers, header)
-    binary = view[len(json_part):]
+    binary = view[len(json_part) :]
     return http_codec.decode_infer_header(name, version, header, binary)
 
 
-def _reply_headers(routing: Routing, status: str, model_name: str, model_version: str,
-                   server_id: str) -> Headers:
+def _reply_headers(
+    routing: Routing, status: str, model_name: str, model_version: str, server_id: str
+) -> Headers:
     headers: Headers = list(routing.correlation)
     headers.append((STATUS, status.encode()))
     if server_id:
@@ -318,40 +328,60 @@ def _reply_headers(routing: Routing, status: str, model_name: str, model_version
     return headers
 
 
-def reply(routing: Routing, response: InferResponse, plan: http_codec.OutputPlan,
-          server_id: str = "") -> Record:
+def reply(
+    routing: Routing, response: InferResponse, plan: http_codec.OutputPlan, server_id: str = ""
+) -> Record:
     """The reply record of a served request (INVALID_ARG when an output cannot be written as
     asked, e.g. FP16 as JSON)."""
     chunks, json_length = http_codec.encode_infer_response(response, plan)
-    headers = _reply_headers(routing, "OK", response.model_name, str(response.model_version),
-                             server_id)
+    headers = _reply_headers(
+        routing, "OK", response.model_name, str(response.model_version), server_id
+    )
     if json_length is not None:
         headers.append((CONTENT_LENGTH, str(json_length).encode()))
     return Record(routing.reply_topic, b"".join(chunks), routing.key, headers)
 
 
-def error_reply(routing: Routing, error: TritonRosError, model_name: str = "",
-                model_version: int = -1, server_id: str = "") -> Record:
+def error_reply(
+    routing: Routing,
+    error: TritonRosError,
+    model_name: str = "",
+    model_version: int = -1,
+    server_id: str = "",
+) -> Record:
     """The reply record of a failed request: ``{"error": ...}`` and Triton's status."""
-    return Record(routing.reply_topic, http_codec.error_body(error.message), routing.key,
-                  _reply_headers(routing, error.code.name, model_name,
-                                 str(model_version) if model_version >= 0 else "", server_id),
-                  "error")
+    return Record(
+        routing.reply_topic,
+        http_codec.error_body(error.message),
+        routing.key,
+        _reply_headers(
+            routing,
+            error.code.name,
+            model_name,
+            str(model_version) if model_version >= 0 else "",
+            server_id,
+        ),
+        "error",
+    )
 
 
-def dead_letter(topic: str, record: Incoming, reason: str, error: TritonRosError, *,
-                bare: bool = False) -> Record:
+def dead_letter(
+    topic: str, record: Incoming, reason: str, error: TritonRosError, *, bare: bool = False
+) -> Record:
     """The record, unchanged (key, value, the headers that could be read), with why it was not
     served and where it came from; ``bare``: its key only (the full one was refused)."""
     out: Headers = [] if bare else list(record.headers or ())
-    out += [(DLQ_REASON, reason.encode()), (DLQ_CODE, error.code.name.encode()),
-            (DLQ_MESSAGE, error.message.encode("utf-8", errors="replace")),
-            (DLQ_TOPIC, record.topic.encode()), (DLQ_PARTITION, str(record.partition).encode()),
-            (DLQ_OFFSET, str(record.offset).encode())]
+    out += [
+        (DLQ_REASON, reason.encode()),
+        (DLQ_CODE, error.code.name.encode()),
+        (DLQ_MESSAGE, error.message.encode("utf-8", errors="replace")),
+        (DLQ_TOPIC, record.topic.encode()),
+        (DLQ_PARTITION, str(record.partition).encode()),
+        (DLQ_OFFSET, str(record.offset).encode()),
+    ]
     return Record(topic, None if bare else record.value, record.key, out, "dead_letter", bare)
 
 
 def header_dict(headers: Sequence[tuple[str, bytes | None]] | None) -> dict[str, str]:
     """Headers as text by lower-cased name (the last of a repeated name): for clients."""
     return {n.lower(): (v or b"").decode("utf-8", errors="replace") for n, v in headers or ()}
-

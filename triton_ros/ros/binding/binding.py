@@ -17,6 +17,7 @@ A synchronized binding (``inputs``: several topics of one source) binds source *
 instead of topics (:mod:`~triton_ros.ros.binding.sync_inputs`): a namespace is bound once every
 one of its input topics is in the graph, with a subscription per input and their synchronizer.
 """
+
 from __future__ import annotations
 
 import threading
@@ -27,8 +28,14 @@ from typing import Any, Callable
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from ..codec.base import InputKind
-from ..codec.registry import (INPUT_KINDS, base_topic, input_kind, kind_for_topic, kind_for_type,
-                              output_format)
+from ..codec.registry import (
+    INPUT_KINDS,
+    base_topic,
+    input_kind,
+    kind_for_topic,
+    kind_for_type,
+    output_format,
+)
 from ..monitoring.counters import SourceCounters
 from ..monitoring.diagnostics import BindingFigures, SourceFigures
 from ..monitoring.executor_lag import ExecutorLag
@@ -45,11 +52,20 @@ from .topic_discovery import TopicMatcher
 class Binding:
     """The topics of one binding inside the node, and its frames' path."""
 
-    def __init__(self, config: BindingConfig, *, node, target: ModelTarget, workers: Executor,
-                 callback_group, model_latency: LatencyWindow | None = None,
-                 serialized_images: bool = True, preprocess_in_callback: bool = True,
-                 executor_lag: ExecutorLag | None = None,
-                 mirror: Callable[[Source, Any, str, Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: BindingConfig,
+        *,
+        node,
+        target: ModelTarget,
+        workers: Executor,
+        callback_group,
+        model_latency: LatencyWindow | None = None,
+        serialized_images: bool = True,
+        preprocess_in_callback: bool = True,
+        executor_lag: ExecutorLag | None = None,
+        mirror: Callable[[Source, Any, str, Any], None] | None = None,
+    ) -> None:
         self.config = config
         self.target = target
         self._node = node
@@ -60,44 +76,71 @@ class Binding:
         self._output = output_format(config.format)
         self.failures = FailureLog(self._log)
         self.frames = FramePath(
-            config, node=node, target=target, workers=workers, output=self._output,
-            fixed_kind=self._fixed_kind, failures=self.failures,
+            config,
+            node=node,
+            target=target,
+            workers=workers,
+            output=self._output,
+            fixed_kind=self._fixed_kind,
+            failures=self.failures,
             model_latency=model_latency if model_latency is not None else LatencyWindow(),
-            preprocess_in_callback=preprocess_in_callback, executor_lag=executor_lag,
-            mirror=mirror)
-        ros_types = ([self._fixed_kind.ros_type] if self._fixed_kind is not None
-                     else sorted({kind.ros_type for kind in INPUT_KINDS.values()}))
-        self._matcher = (TopicMatcher(config.topic_patterns, ros_types)
-                         if config.topic_patterns else None)
-        reliability = {"best_effort": ReliabilityPolicy.BEST_EFFORT,
-                       "reliable": ReliabilityPolicy.RELIABLE}
-        self._input_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=config.input_depth,
-                                     reliability=reliability[config.input_reliability])
-        self._output_qos = QoSProfile(history=HistoryPolicy.KEEP_LAST, depth=config.output_depth,
-                                      reliability=reliability[config.output_reliability])
+            preprocess_in_callback=preprocess_in_callback,
+            executor_lag=executor_lag,
+            mirror=mirror,
+        )
+        ros_types = (
+            [self._fixed_kind.ros_type]
+            if self._fixed_kind is not None
+            else sorted({kind.ros_type for kind in INPUT_KINDS.values()})
+        )
+        self._matcher = (
+            TopicMatcher(config.topic_patterns, ros_types) if config.topic_patterns else None
+        )
+        reliability = {
+            "best_effort": ReliabilityPolicy.BEST_EFFORT,
+            "reliable": ReliabilityPolicy.RELIABLE,
+        }
+        self._input_qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST,
+            depth=config.input_depth,
+            reliability=reliability[config.input_reliability],
+        )
+        self._output_qos = QoSProfile(
+            history=HistoryPolicy.KEEP_LAST,
+            depth=config.output_depth,
+            reliability=reliability[config.output_reliability],
+        )
         self._sources: dict[str, Source] = {}
         self._sources_lock = threading.Lock()
-        self.retired = SourceCounters()        # totals of unbound sources, kept for the totals
-        self._reaper = None                    # the timer ending idle sequences
-        self._skipped: set[str] = set()        # found topics of a camera read through another
+        self.retired = SourceCounters()  # totals of unbound sources, kept for the totals
+        self._reaper = None  # the timer ending idle sequences
+        self._skipped: set[str] = set()  # found topics of a camera read through another
         # Serialized subscriptions, read without a copy of the pixels (codec/serialized_image.py)
         # for each kind this binding may read; None: typed messages. A synchronized binding's
         # readers are its inputs' (add_sync_source).
         self._serialized = serialized_images
-        self._readers: dict[str, Callable[[Any], Any] | None] = {} if config.synchronized else {
-            kind.name: self._make_reader(kind) if serialized_images else None
-            for kind in ((self._fixed_kind,) if self._fixed_kind is not None
-                         else INPUT_KINDS.values())}
+        self._readers: dict[str, Callable[[Any], Any] | None] = (
+            {}
+            if config.synchronized
+            else {
+                kind.name: self._make_reader(kind) if serialized_images else None
+                for kind in (
+                    (self._fixed_kind,) if self._fixed_kind is not None else INPUT_KINDS.values()
+                )
+            }
+        )
 
     # ---------------------------------------------------------------- sources
     def start(self) -> None:
         end_after_ms = self.config.sequence_end_after_ms
-        if end_after_ms > 0:                   # sources of a stateful model end their sequence
+        if end_after_ms > 0:  # sources of a stateful model end their sequence
             self._reaper = self._node.create_timer(
-                min(0.5, end_after_ms / 4000.0), self._end_idle_sequences,
-                callback_group=self._group)
+                min(0.5, end_after_ms / 4000.0),
+                self._end_idle_sequences,
+                callback_group=self._group,
+            )
         if self.config.synchronized:
-            return                             # namespaces are bound as their topics appear
+            return  # namespaces are bound as their topics appear
         graph = self._graph() if self._fixed_kind is None and self.config.topics else {}
         for topic in self.config.topics:
             types = self._publisher_types(topic, graph) if topic in graph else []
@@ -111,31 +154,43 @@ class Binding:
         idle_ns = self.config.sequence_end_after_ms * 1_000_000
         try:
             for source in self.sources():
-                if source.snapshot()[1] == 0:      # none of its frames in the model
+                if source.snapshot()[1] == 0:  # none of its frames in the model
                     self.frames.end_sequence(
-                        source, f"no frame for over sequence_end_after_ms "
-                                f"{self.config.sequence_end_after_ms}", idle_ns=idle_ns)
-        except Exception as exc:               # a defect of ours: said, and tried next period
-            self.failures.report("sequence_reaper", "failed_internal",
-                                 f"binding '{self.config.name}': ending idle sequences failed: "
-                                 f"{type(exc).__name__}: {exc}")
+                        source,
+                        f"no frame for over sequence_end_after_ms "
+                        f"{self.config.sequence_end_after_ms}",
+                        idle_ns=idle_ns,
+                    )
+        except Exception as exc:  # a defect of ours: said, and tried next period
+            self.failures.report(
+                "sequence_reaper",
+                "failed_internal",
+                f"binding '{self.config.name}': ending idle sequences failed: "
+                f"{type(exc).__name__}: {exc}",
+            )
 
     def needs_discovery(self) -> bool:
         """Whether :meth:`discover` has work: patterns to match, namespaces whose inputs bind as
         they appear (synchronized), or topics whose type the graph decides (input_kind auto)."""
-        return bool(self.config.topic_patterns) or self.config.synchronized or (
-            self._fixed_kind is None and bool(self.config.topics))
+        return (
+            bool(self.config.topic_patterns)
+            or self.config.synchronized
+            or (self._fixed_kind is None and bool(self.config.topics))
+        )
 
     def _graph(self) -> dict[str, list[str]]:
         try:
             return dict(self._node.get_topic_names_and_types())
-        except Exception as exc:               # no graph yet: the names decide until discover
-            self._log.warning(f"binding '{self.config.name}': the ROS graph could not be read "
-                              f"({exc}); topic types follow their names until it can")
+        except Exception as exc:  # no graph yet: the names decide until discover
+            self._log.warning(
+                f"binding '{self.config.name}': the ROS graph could not be read "
+                f"({exc}); topic types follow their names until it can"
+            )
             return {}
 
-    def _kind_of(self, topic: str, types: list[str] | None,
-                 current: InputKind | None = None) -> InputKind:
+    def _kind_of(
+        self, topic: str, types: list[str] | None, current: InputKind | None = None
+    ) -> InputKind:
         """The kind reading ``topic``: the binding's input_kind, else the kind of a type the
         graph shows for it (``current`` while it is one of them), else the topic's name."""
         if self._fixed_kind is not None:
@@ -153,19 +208,25 @@ class Binding:
         """The serialized-message reader of ``kind`` (None: typed messages)."""
         try:
             return kind.reader()
-        except ImportError as exc:             # rosbags missing (an apt-installed ROS 2)
-            self._log.warning(f"binding '{self.config.name}': serialized_images is true but "
-                              f"{exc}; {kind.name} messages arrive typed (pip install rosbags, "
-                              f"or set serialized_images false)")
+        except ImportError as exc:  # rosbags missing (an apt-installed ROS 2)
+            self._log.warning(
+                f"binding '{self.config.name}': serialized_images is true but "
+                f"{exc}; {kind.name} messages arrive typed (pip install rosbags, "
+                f"or set serialized_images false)"
+            )
             return None
 
     def _subscribe(self, source: Source, kind: InputKind) -> None:
         """Subscribe ``source`` with ``kind``'s message type (its frames carry the kind)."""
         reader = self._readers.get(kind.name)
         source.subscription = self._node.create_subscription(
-            kind.message_class(), source.topic,
+            kind.message_class(),
+            source.topic,
             lambda msg, s=source, k=kind, r=reader: self.frames.on_input(s, msg, k, r),
-            self._input_qos, callback_group=self._group, raw=reader is not None)
+            self._input_qos,
+            callback_group=self._group,
+            raw=reader is not None,
+        )
         source.kind = kind
 
     def sources(self) -> list[Source]:
@@ -174,49 +235,60 @@ class Binding:
 
     def output_topic(self, topic: str) -> str:
         namespace, _, basename = topic.rpartition("/")
-        if self.config.synchronized:           # topic: a source namespace, the output's home
+        if self.config.synchronized:  # topic: a source namespace, the output's home
             namespace = topic
         return self.config.output_topic_template.format(
-            namespace=namespace, topic=topic, basename=basename,
+            namespace=namespace,
+            topic=topic,
+            basename=basename,
             camera=base_topic(topic).rpartition("/")[0],
-            output_name=self.config.output_name, binding=self.config.name,
-            model=self.config.model)
+            output_name=self.config.output_name,
+            binding=self.config.name,
+            model=self.config.model,
+        )
 
-    def add_source(self, topic: str, *, discovered: bool,
-                   kind: InputKind | None = None) -> Source | None:
+    def add_source(
+        self, topic: str, *, discovered: bool, kind: InputKind | None = None
+    ) -> Source | None:
         with self._sources_lock:
             if topic in self._sources or self.frames.stopped:
                 return None
             output = self.output_topic(topic)
             if output == topic:
-                self._log.error(f"binding '{self.config.name}': output topic of '{topic}' is the "
-                                f"input topic itself; check output_topic_template")
+                self._log.error(
+                    f"binding '{self.config.name}': output topic of '{topic}' is the "
+                    f"input topic itself; check output_topic_template"
+                )
                 return None
             source = self._new_source(topic, output, discovered)
             self._subscribe(source, kind or self._kind_of(topic, None))
             self._sources[topic] = source
         how = "found" if discovered else "bound"
-        self._log.info(f"binding '{self.config.name}': {how} {topic} -> {source.output_topic} "
-                       f"(model '{self.config.model}', {source.kind.name} input)")
+        self._log.info(
+            f"binding '{self.config.name}': {how} {topic} -> {source.output_topic} "
+            f"(model '{self.config.model}', {source.kind.name} input)"
+        )
         return source
 
     def _publisher_types(self, topic: str, graph: dict[str, list[str]]) -> list[str]:
         """The message types of ``topic``'s publishers (the graph's types of the topic also
         hold this binding's own subscription's, and any other subscriber's)."""
         try:
-            return sorted({info.topic_type for info in
-                           self._node.get_publishers_info_by_topic(topic)})
-        except Exception:                      # a node without graph queries: the topic's
+            return sorted(
+                {info.topic_type for info in self._node.get_publishers_info_by_topic(topic)}
+            )
+        except Exception:  # a node without graph queries: the topic's
             return graph.get(topic, [])
 
     def _follow_types(self, graph: dict[str, list[str]]) -> None:
         """input_kind auto: resubscribe a topic whose publishers' type is not the one it is
         read as (it was bound before any publisher, by its name; or its publishers changed)."""
         for source in self.sources():
-            if source.topic not in graph:      # nobody publishes or subscribes but us: keep
+            if source.topic not in graph:  # nobody publishes or subscribes but us: keep
                 continue
-            kind = self._kind_of(source.topic, self._publisher_types(source.topic, graph),
-                                 source.kind)
+            kind = self._kind_of(
+                source.topic, self._publisher_types(source.topic, graph), source.kind
+            )
             if kind is source.kind:
                 continue
             old = source.kind
@@ -228,33 +300,47 @@ class Binding:
                     source.subscription = None
                 try:
                     self._subscribe(source, kind)
-                except Exception as exc:       # the middleware still holds the old type's
+                except Exception as exc:  # the middleware still holds the old type's
                     # topic (rclpy destroys a subscription once no executor uses it): the next
                     # discovery period tries again; frames of the topic wait until then
-                    self.failures.report(f"resubscribe:{source.topic}", "resubscribe",
-                                         f"binding '{self.config.name}': {source.topic} carries "
-                                         f"{kind.ros_type}, but subscribing to it failed "
-                                         f"({exc}); trying again", level="warn")
+                    self.failures.report(
+                        f"resubscribe:{source.topic}",
+                        "resubscribe",
+                        f"binding '{self.config.name}': {source.topic} carries "
+                        f"{kind.ros_type}, but subscribing to it failed "
+                        f"({exc}); trying again",
+                        level="warn",
+                    )
                     continue
-            self._log.info(f"binding '{self.config.name}': {source.topic} carries "
-                           f"{kind.ros_type}; read as {kind.name} (was {old.name})")
+            self._log.info(
+                f"binding '{self.config.name}': {source.topic} carries "
+                f"{kind.ros_type}; read as {kind.name} (was {old.name})"
+            )
 
     def _new_source(self, topic: str, output: str, discovered: bool) -> Source:
         """A source's flow control and its output publishers (subscriptions are the caller's)."""
-        source = Source(topic, output, max_in_flight=self.config.max_in_flight,
-                        max_age_ms=self.config.max_age_ms, discovered=discovered,
-                        on_stale=self.frames.on_stale, hedge_after_ms=self._hedge_after_ms(),
-                        can_hedge=self.target.can_hedge)
+        source = Source(
+            topic,
+            output,
+            max_in_flight=self.config.max_in_flight,
+            max_age_ms=self.config.max_age_ms,
+            discovered=discovered,
+            on_stale=self.frames.on_stale,
+            hedge_after_ms=self._hedge_after_ms(),
+            can_hedge=self.target.can_hedge,
+        )
         source.last_seen_publisher_ns = time.monotonic_ns()
-        source.publisher = self._node.create_publisher(self._output.message_class(), output,
-                                                       self._output_qos)
+        source.publisher = self._node.create_publisher(
+            self._output.message_class(), output, self._output_qos
+        )
         source.output_topic = source.publisher.topic_name
         # An output format's further topics (segmentation's overlay): <output topic>/<name>
         source.extra_publishers = {
-            name: self._node.create_publisher(msg_type, f"{source.output_topic}/{name}",
-                                              self._output_qos)
-            for name, msg_type in self._output.extra_outputs(
-                self.config.settings_for(self._output))}
+            name: self._node.create_publisher(
+                msg_type, f"{source.output_topic}/{name}", self._output_qos
+            )
+            for name, msg_type in self._output.extra_outputs(self.config.settings_for(self._output))
+        }
         return source
 
     def _hedge_after_ms(self) -> float:
@@ -274,7 +360,7 @@ class Binding:
             self._node.destroy_subscription(subscription)
         for name in [topic] + (group.topics() if group is not None else []):
             self.failures.forget_topic(name)
-        if group is not None:                  # messages still waiting will find no partner
+        if group is not None:  # messages still waiting will find no partner
             for _ in group.synchronizer.clear():
                 source.count("unmatched_no_partner")
         self.frames.end_sequence(source, "unbound")
@@ -284,9 +370,11 @@ class Binding:
         counters, _, _ = source.snapshot()
         with self._sources_lock:
             self.retired.add(counters)
-        self._log.info(f"binding '{self.config.name}': {topic} has had no publisher for "
-                       f"{self.config.forget_after_s:g} s; unbound (received {counters.received}, "
-                       f"published {counters.published}, dropped {counters.dropped})")
+        self._log.info(
+            f"binding '{self.config.name}': {topic} has had no publisher for "
+            f"{self.config.forget_after_s:g} s; unbound (received {counters.received}, "
+            f"published {counters.published}, dropped {counters.dropped})"
+        )
 
     def discover(self, topics_and_types, publisher_count: Callable[[str], int]) -> None:
         """Bind new topics matching the patterns (a synchronized binding: new namespaces whose
@@ -308,8 +396,9 @@ class Binding:
                 if topic in self._sources or self._read_elsewhere(topic, found):
                     continue
                 types = self._publisher_types(topic, graph) if self._fixed_kind is None else []
-                self.add_source(topic, discovered=True,
-                                kind=self._kind_of(topic, types or graph[topic]))
+                self.add_source(
+                    topic, discovered=True, kind=self._kind_of(topic, types or graph[topic])
+                )
         now = time.monotonic_ns()
         forget_ns = int(self.config.forget_after_s * 1e9)
         for source in self.sources():
@@ -328,17 +417,18 @@ class Binding:
         ``image_raw/compressed`` alike): a pattern binds each camera once, the topic bound first,
         or the raw one when both appear together. Logged once per topic skipped."""
         base = base_topic(topic)
-        if base != topic:                      # a transport subtopic: its raw topic wins
+        if base != topic:  # a transport subtopic: its raw topic wins
             other = base if (base in self._sources or base in found) else None
         else:
-            other = next((t for t in self._sources if t != topic and base_topic(t) == topic),
-                         None)
+            other = next((t for t in self._sources if t != topic and base_topic(t) == topic), None)
         if other is None:
             return False
         if topic not in self._skipped:
             self._skipped.add(topic)
-            self._log.info(f"binding '{self.config.name}': {topic} not bound: its camera is "
-                           f"read through {other} (one topic per camera)")
+            self._log.info(
+                f"binding '{self.config.name}': {topic} not bound: its camera is "
+                f"read through {other} (one topic per camera)"
+            )
         return True
 
     def stop(self) -> None:
@@ -351,9 +441,11 @@ class Binding:
         for source in self.sources():
             try:
                 self.frames.end_sequence(source, "the node stops")
-            except Exception as exc:           # stopping goes on
-                self._log.warning(f"binding '{self.config.name}': ending the sequence of "
-                                  f"{source.topic} failed: {exc}")
+            except Exception as exc:  # stopping goes on
+                self._log.warning(
+                    f"binding '{self.config.name}': ending the sequence of "
+                    f"{source.topic} failed: {exc}"
+                )
 
     # ---------------------------------------------------------------- synchronized sources
     def _discover_namespaces(self, topics_and_types) -> None:
@@ -371,8 +463,9 @@ class Binding:
             if inputs is not None:
                 self.add_sync_source(namespace, inputs, discovered=discovered)
 
-    def add_sync_source(self, namespace: str, inputs: list[ResolvedInput], *,
-                        discovered: bool) -> Source | None:
+    def add_sync_source(
+        self, namespace: str, inputs: list[ResolvedInput], *, discovered: bool
+    ) -> Source | None:
         """Bind one source namespace: a subscription per input, their synchronizer, one output."""
         readers = []
         for resolved in inputs:
@@ -380,31 +473,43 @@ class Binding:
             if self._serialized:
                 try:
                     reader = resolved.kind.reader()
-                except ImportError as exc:     # rosbags missing: typed messages
-                    self._log.warning(f"binding '{self.config.name}': {resolved.topic} is read "
-                                      f"as typed messages: {exc}")
+                except ImportError as exc:  # rosbags missing: typed messages
+                    self._log.warning(
+                        f"binding '{self.config.name}': {resolved.topic} is read "
+                        f"as typed messages: {exc}"
+                    )
             readers.append(reader)
         with self._sources_lock:
             if namespace in self._sources or self.frames.stopped:
                 return None
             output = self.output_topic(namespace)
             if output in [i.topic for i in inputs]:
-                self._log.error(f"binding '{self.config.name}': output topic of '{namespace}' "
-                                f"is one of its inputs; check output_topic_template")
+                self._log.error(
+                    f"binding '{self.config.name}': output topic of '{namespace}' "
+                    f"is one of its inputs; check output_topic_template"
+                )
                 return None
             source = self._new_source(namespace, output, discovered)
             group = SyncGroup(namespace, inputs, self.config, readers)
             source.sync = group
             for index, resolved in enumerate(inputs):
-                group.subscriptions.append(self._node.create_subscription(
-                    resolved.kind.message_class(), resolved.topic,
-                    lambda msg, s=source, i=index: self.frames.on_sync_input(s, i, msg),
-                    self._input_qos, callback_group=self._group, raw=readers[index] is not None))
+                group.subscriptions.append(
+                    self._node.create_subscription(
+                        resolved.kind.message_class(),
+                        resolved.topic,
+                        lambda msg, s=source, i=index: self.frames.on_sync_input(s, i, msg),
+                        self._input_qos,
+                        callback_group=self._group,
+                        raw=readers[index] is not None,
+                    )
+                )
             self._sources[namespace] = source
         how = "found" if discovered else "bound"
-        self._log.info(f"binding '{self.config.name}': {how} {namespace} -> "
-                       f"{source.output_topic} (model '{self.config.model}'; inputs matched by "
-                       f"stamp within {self.config.sync.slop_ms:g} ms: {group.describe()})")
+        self._log.info(
+            f"binding '{self.config.name}': {how} {namespace} -> "
+            f"{source.output_topic} (model '{self.config.model}'; inputs matched by "
+            f"stamp within {self.config.sync.slop_ms:g} ms: {group.describe()})"
+        )
         return source
 
     # ---------------------------------------------------------------- figures
@@ -420,22 +525,38 @@ class Binding:
         for source in self.sources():
             counters, in_flight, _ = source.snapshot()
             group = source.sync
-            sources.append(SourceFigures(source.topic, source.output_topic, counters, in_flight,
-                                         source.stalled_for_ns(now), source.e2e_latency.drain(),
-                                         source.infer_latency.drain(),
-                                         group.unmatched_by_input() if group else ()))
+            sources.append(
+                SourceFigures(
+                    source.topic,
+                    source.output_topic,
+                    counters,
+                    in_flight,
+                    source.stalled_for_ns(now),
+                    source.e2e_latency.drain(),
+                    source.infer_latency.drain(),
+                    group.unmatched_by_input() if group else (),
+                )
+            )
         with self._sources_lock:
             retired = self.retired.copy()
         try:
             state = self.target.state()
-        except Exception as exc:               # a target that cannot even say: not ready
+        except Exception as exc:  # a target that cannot even say: not ready
             state = TargetState(False, "UNKNOWN", f"{type(exc).__name__}: {exc}")
         config = self.config
         return BindingFigures(
-            name=config.name, model=config.model, location=self.target.location,
-            max_age_ms=config.max_age_ms, inputs=config.topics + config.topic_patterns,
-            sources=tuple(sources), retired=retired, last_error=self.failures.last,
+            name=config.name,
+            model=config.model,
+            location=self.target.location,
+            max_age_ms=config.max_age_ms,
+            inputs=config.topics + config.topic_patterns,
+            sources=tuple(sources),
+            retired=retired,
+            last_error=self.failures.last,
             topic_errors=self.failures.topic_errors(),
-            last_stale=self.failures.last_stale, model_ready=state.ready,
-            model_state=state.state, model_reason=state.reason,
-            sync_slop_ms=config.sync.slop_ms if config.synchronized else None)
+            last_stale=self.failures.last_stale,
+            model_ready=state.ready,
+            model_state=state.state,
+            model_reason=state.reason,
+            sync_slop_ms=config.sync.slop_ms if config.synchronized else None,
+        )

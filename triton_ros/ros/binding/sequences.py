@@ -23,6 +23,7 @@ nodes on one remote server rarely meet), below 2**63 (an INT64 CORRID holds it) 
 in its low 32 bits (what an INT32 or UINT32 CORRID keeps); a model whose CORRID control is
 TYPE_STRING gets the same number as a decimal string (Triton refuses a numeric ID there).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -57,24 +58,29 @@ class SourceSequence:
     """The sequence of one source on a stateful model. Thread-safe."""
 
     def __init__(self, correlation_id: int | None = None) -> None:
-        self.correlation_id = correlation_id if correlation_id is not None else \
-            next_correlation_id()
+        self.correlation_id = (
+            correlation_id if correlation_id is not None else next_correlation_id()
+        )
         self._lock = threading.Lock()
-        self._spec: Any = None                 # the ModelSpec it started on; None: not started
-        self._last_ns = 0                      # monotonic: its last request sent
+        self._spec: Any = None  # the ModelSpec it started on; None: not started
+        self._last_ns = 0  # monotonic: its last request sent
         self._inputs: Mapping[str, np.ndarray] | None = None
         self._outputs: tuple[str, ...] | None = None
-        self._string = False                   # the model takes string IDs (STRING CORRID)
-        self.started = 0                       # sequences started (STARTs sent)
-        self.ended = 0                         # ENDs sent
+        self._string = False  # the model takes string IDs (STRING CORRID)
+        self.started = 0  # sequences started (STARTs sent)
+        self.ended = 0  # ENDs sent
 
-    def next_request(self, spec: Any, inputs: Mapping[str, np.ndarray],
-                     outputs: tuple[str, ...] | None, now_ns: int) -> tuple[int, bool, bool]:
+    def next_request(
+        self,
+        spec: Any,
+        inputs: Mapping[str, np.ndarray],
+        outputs: tuple[str, ...] | None,
+        now_ns: int,
+    ) -> tuple[int, bool, bool]:
         """(correlation ID, START, END) of the source's next frame, sent now."""
         idle_ns = int(getattr(spec, "sequence_idle_us", 0)) * 1000
         with self._lock:
-            start = (self._spec is not spec or
-                     (idle_ns > 0 and now_ns - self._last_ns >= idle_ns))
+            start = self._spec is not spec or (idle_ns > 0 and now_ns - self._last_ns >= idle_ns)
             if start:
                 self.started += 1
             self._spec = spec

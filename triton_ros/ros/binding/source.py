@@ -26,6 +26,7 @@ also run K + 1 frames meanwhile, which is bounded and harmless.
 
 This module is plain Python: the node passes stamps and times in nanoseconds.
 """
+
 from __future__ import annotations
 
 import threading
@@ -44,56 +45,64 @@ from .sync_inputs import SyncGroup
 class Frame:
     """A received image, when it was received (node clock, ns), and its input kind."""
 
-    msg: Any                           # the message, or a synchronized source's MatchedSet
-    stamp_ns: int                      # header stamp; 0 when the publisher left it unset
+    msg: Any  # the message, or a synchronized source's MatchedSet
+    stamp_ns: int  # header stamp; 0 when the publisher left it unset
     received_ns: int
     # The input kind that reads it (codec/registry.py); a matched set's: its kinds by input
     kind: str | tuple[tuple[str, str], ...] = ""
-    received_mono_ns: int = 0          # the same on the monotonic clock (request traces)
-    hedged: bool = False               # started beside a stalled frame (see the docstring)
+    received_mono_ns: int = 0  # the same on the monotonic clock (request traces)
+    hedged: bool = False  # started beside a stalled frame (see the docstring)
 
 
 class Source:
     """Flow control and statistics of one input topic."""
 
-    def __init__(self, topic: str, output_topic: str, *, max_in_flight: int, max_age_ms: int,
-                 discovered: bool,
-                 on_stale: Callable[["Source", Frame, int, bool], None] | None = None,
-                 hedge_after_ms: float = 0.0,
-                 can_hedge: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        topic: str,
+        output_topic: str,
+        *,
+        max_in_flight: int,
+        max_age_ms: int,
+        discovered: bool,
+        on_stale: Callable[["Source", Frame, int, bool], None] | None = None,
+        hedge_after_ms: float = 0.0,
+        can_hedge: Callable[[], bool] | None = None,
+    ) -> None:
         self.topic = topic
         self.output_topic = output_topic
-        self.discovered = discovered           # found by a pattern (may be unbound later)
+        self.discovered = discovered  # found by a pattern (may be unbound later)
         self.max_in_flight = max_in_flight
         self.max_age_ns = max_age_ms * 1_000_000
-        self.subscription: Any = None          # the binding's subscription to the topic
-        self.publisher: Any = None             # its output topic's
-        self.extra_publishers: dict[str, Any] = {}   # an output format's further topics
-        self.kind: InputKind | None = None     # the input kind it is subscribed with
+        self.subscription: Any = None  # the binding's subscription to the topic
+        self.publisher: Any = None  # its output topic's
+        self.extra_publishers: dict[str, Any] = {}  # an output format's further topics
+        self.kind: InputKind | None = None  # the input kind it is subscribed with
         # A synchronized source (a namespace): its inputs' subscriptions and synchronizer
         self.sync: SyncGroup | None = None
-        self.last_seen_publisher_ns = 0       # for forgetting sources that went away
+        self.last_seen_publisher_ns = 0  # for forgetting sources that went away
         self.counters = SourceCounters()
-        self.sequence = SourceSequence()       # its sequence on a stateful model
-        self.e2e_latency = LatencyWindow()     # stamp -> publication
-        self.infer_latency = LatencyWindow()   # request -> response
+        self.sequence = SourceSequence()  # its sequence on a stateful model
+        self.e2e_latency = LatencyWindow()  # stamp -> publication
+        self.infer_latency = LatencyWindow()  # request -> response
         self._lock = threading.Lock()
         self._in_flight = 0
         self._pending: Frame | None = None
         # (source, frame, age ns, whether it aged waiting in the slot), called outside the lock
         self._on_stale = on_stale
-        self._progress_ns = 0                  # monotonic: a frame last started idle or left
-        self.hedge_after_ns = int(hedge_after_ms * 1e6)   # 0: no hedging
+        self._progress_ns = 0  # monotonic: a frame last started idle or left
+        self.hedge_after_ns = int(hedge_after_ms * 1e6)  # 0: no hedging
         self._can_hedge = can_hedge
 
     # ---------------------------------------------------------------- flow control
     def offer(self, frame: Frame, now_ns: int) -> Frame | None:
         """A new frame arrived: return it if it may start now, else keep or drop it."""
         stale = None
-        ahead = (self.max_age_ns > 0 and frame.stamp_ns > 0
-                 and frame.stamp_ns - now_ns > self.max_age_ns)
+        ahead = (
+            self.max_age_ns > 0 and frame.stamp_ns > 0 and frame.stamp_ns - now_ns > self.max_age_ns
+        )
         if ahead:
-            self._stale(frame, now_ns, waited=False)      # told with a negative age
+            self._stale(frame, now_ns, waited=False)  # told with a negative age
         with self._lock:
             self.counters.received += 1
             if ahead:
@@ -132,7 +141,7 @@ class Source:
                     self.counters.dropped_stale += 1
                     stale.append(waiting)
                     continue
-                frame = waiting                # takes over the finished frame's place
+                frame = waiting  # takes over the finished frame's place
             if frame is not None and self._in_flight > self.max_in_flight:
                 # the extra (hedged) place: the frame taking it is hedged too
                 self.counters.hedged += 1
@@ -146,14 +155,16 @@ class Source:
     def _hedge_now(self) -> bool:
         """Under the lock, K frames in flight: whether a new frame starts beside them."""
         if not self.hedge_after_ns or self._in_flight > self.max_in_flight:
-            return False                       # off, or a hedged frame is in flight already
+            return False  # off, or a hedged frame is in flight already
         try:
             return self._can_hedge is None or bool(self._can_hedge())
-        except Exception:                      # a target that cannot say: no hedge
+        except Exception:  # a target that cannot say: no hedge
             return False
 
     def _is_stale(self, frame: Frame, now_ns: int) -> bool:
-        return self.max_age_ns > 0 and frame.stamp_ns > 0 and now_ns - frame.stamp_ns > self.max_age_ns
+        return (
+            self.max_age_ns > 0 and frame.stamp_ns > 0 and now_ns - frame.stamp_ns > self.max_age_ns
+        )
 
     def _stale(self, frame: Frame, now_ns: int, *, waited: bool) -> None:
         age = now_ns - frame.stamp_ns

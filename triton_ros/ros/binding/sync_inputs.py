@@ -27,6 +27,7 @@ the same aspect ratio does not make two cameras' pixels correspond). The input w
 differs from the others' is named, and the set is malformed. A depth image or CameraInfo whose
 ``frame_id`` differs from the (first) image's is only warned about, as depth_image_proc does.
 """
+
 from __future__ import annotations
 
 import threading
@@ -60,12 +61,13 @@ def candidate_namespaces(config: BindingConfig, topics: Iterable[str]) -> set[st
     for topic in topics:
         for suffix in suffixes:
             if topic.endswith(suffix) and len(topic) > len(suffix):
-                out.add(topic[:-len(suffix)])
+                out.add(topic[: -len(suffix)])
     return out
 
 
-def resolve_inputs(namespace: str, config: BindingConfig,
-                   graph: Mapping[str, Sequence[str]]) -> list[ResolvedInput] | None:
+def resolve_inputs(
+    namespace: str, config: BindingConfig, graph: Mapping[str, Sequence[str]]
+) -> list[ResolvedInput] | None:
     """Every input's topic and kind in ``namespace``, or None while one is not in the graph
     (``graph``: topic -> its message types)."""
     kinds = dict(config.input_kinds)
@@ -90,11 +92,12 @@ def resolve_inputs(namespace: str, config: BindingConfig,
 class MatchedSet(dict):
     """One matched set: model input -> message (a mapping, as the plan's encoders read it)."""
 
-    def __init__(self, messages: Mapping[str, Any], kinds: tuple[tuple[str, str], ...],
-                 stamp_ns: int) -> None:
+    def __init__(
+        self, messages: Mapping[str, Any], kinds: tuple[tuple[str, str], ...], stamp_ns: int
+    ) -> None:
         super().__init__(messages)
-        self.kinds = kinds                     # (model input, kind name): the plan's key
-        self.stamp_ns = stamp_ns               # the earliest stamp of the set
+        self.kinds = kinds  # (model input, kind name): the plan's key
+        self.stamp_ns = stamp_ns  # the earliest stamp of the set
 
     @property
     def header(self):
@@ -106,7 +109,7 @@ class MatchedSet(dict):
 class SetProblem:
     """What is wrong with one input of a matched set."""
 
-    index: int                          # the input, in the group's order
+    index: int  # the input, in the group's order
     text: str
 
 
@@ -114,21 +117,28 @@ class SyncGroup:
     """One bound namespace of a synchronized binding: its inputs, their synchronizer and
     counts."""
 
-    def __init__(self, namespace: str, inputs: Sequence[ResolvedInput], config: BindingConfig,
-                 readers: Sequence[Any]) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        inputs: Sequence[ResolvedInput],
+        config: BindingConfig,
+        readers: Sequence[Any],
+    ) -> None:
         self.namespace = namespace
         self.inputs = tuple(inputs)
-        self.readers = tuple(readers)          # per input: serialized bytes -> message, or None
+        self.readers = tuple(readers)  # per input: serialized bytes -> message, or None
         self.subscriptions: list[Any] = []
         self.kinds = tuple((i.name, i.kind.name) for i in self.inputs)
         # A set with an input that decodes (a compressed image) is encoded on the workers
         self.decodes = any(i.kind.encode_on_workers for i in self.inputs)
         sync = config.sync
         self.synchronizer = ApproximateTimeSync(
-            len(self.inputs), queue_size=sync.queue_size,
+            len(self.inputs),
+            queue_size=sync.queue_size,
             max_interval_ns=int(round(sync.slop_ms * 1e6)),
             min_interval_ns=int(round(sync.min_interval_ms * 1e6)),
-            max_jump_ns=int(round(sync.max_jump_ms * 1e6)))
+            max_jump_ns=int(round(sync.max_jump_ms * 1e6)),
+        )
         self._lock = threading.Lock()
         self.received = {i.name: 0 for i in self.inputs}
         self.unmatched = {(i.name, r): 0 for i in self.inputs for r in UNMATCHED_REASONS}
@@ -139,8 +149,9 @@ class SyncGroup:
     def describe(self) -> str:
         return ", ".join(f"{i.name}: {i.topic} [{i.kind.name}]" for i in self.inputs)
 
-    def add(self, index: int, stamp_ns: int, msg: Any,
-            received_ns: int | None = None) -> SyncResult:
+    def add(
+        self, index: int, stamp_ns: int, msg: Any, received_ns: int | None = None
+    ) -> SyncResult:
         """A checked message of input ``index`` (received at ``received_ns``, node clock): the
         sets it completed and what got dropped (a bad stamp is the caller's to count)."""
         with self._lock:
@@ -170,42 +181,64 @@ class SyncGroup:
             else:
                 sizes.append(None)
         # The size most inputs have (ties: the first image input's) is the image's.
-        ranked = sorted((j for j, size in enumerate(sizes) if size is not None),
-                        key=lambda j: (-sizes.count(sizes[j]), families[j] != "image", j))
+        ranked = sorted(
+            (j for j, size in enumerate(sizes) if size is not None),
+            key=lambda j: (-sizes.count(sizes[j]), families[j] != "image", j),
+        )
         image = sizes[ranked[0]]
         problems = []
         for index, size in enumerate(sizes):
             if size is not None and size != image:
-                others = ", ".join(self.inputs[j].name for j, other in enumerate(sizes)
-                                   if other == image)
+                others = ", ".join(
+                    self.inputs[j].name for j, other in enumerate(sizes) if other == image
+                )
                 what = "a CameraInfo of" if families[index] == "camera_info" else "an image of"
-                problems.append(SetProblem(index, (
-                    f"{what} {size[0]}x{size[1]} where {others} "
-                    f"{'is' if ',' not in others else 'are'} "
-                    f"{image[0]}x{image[1]}: it does not "
-                    f"describe the same image (a depth image must be aligned to the colour "
-                    "image, e.g. aligned_depth_to_color rather than "
-                    "depth/image_rect_raw, and "
-                    f"a CameraInfo must be the image's own); the set is dropped")))
+                problems.append(
+                    SetProblem(
+                        index,
+                        (
+                            f"{what} {size[0]}x{size[1]} where {others} "
+                            f"{'is' if ',' not in others else 'are'} "
+                            f"{image[0]}x{image[1]}: it does not "
+                            f"describe the same image (a depth image must be aligned to the colour "
+                            "image, e.g. aligned_depth_to_color rather than "
+                            "depth/image_rect_raw, and "
+                            f"a CameraInfo must be the image's own); the set is dropped"
+                        ),
+                    )
+                )
         reference = next((j for j, f in enumerate(families) if f == "image"), None)
         if reference is None:
-            reference = next(j for j, f in enumerate(families) if f == "depth") \
-                if "depth" in families else 0
+            reference = (
+                next(j for j, f in enumerate(families) if f == "depth")
+                if "depth" in families
+                else 0
+            )
         frame = entries[reference].item.header.frame_id
-        mismatches = [SetProblem(j, (
-            f"frame_id '{entries[j].item.header.frame_id}' differs from "
-            f"{self.inputs[reference].name}'s '{frame}' (on "
-            f"{self.inputs[reference].topic}): "
-            f"a depth image and CameraInfo describe the image they are aligned to; results "
-            f"carry the header of the binding's reference input"))
+        mismatches = [
+            SetProblem(
+                j,
+                (
+                    f"frame_id '{entries[j].item.header.frame_id}' differs from "
+                    f"{self.inputs[reference].name}'s '{frame}' (on "
+                    f"{self.inputs[reference].topic}): "
+                    f"a depth image and CameraInfo describe the image they are aligned to; results "
+                    f"carry the header of the binding's reference input"
+                ),
+            )
             for j, f in enumerate(families)
-            if j != reference and f in ("depth", "camera_info")
-            and entries[j].item.header.frame_id != frame]
+            if j != reference
+            and f in ("depth", "camera_info")
+            and entries[j].item.header.frame_id != frame
+        ]
         return problems, mismatches
 
     def matched(self, entries: Sequence[Entry]) -> MatchedSet:
-        return MatchedSet({i.name: e.item for i, e in zip(self.inputs, entries)}, self.kinds,
-                          min(e.stamp_ns for e in entries))
+        return MatchedSet(
+            {i.name: e.item for i, e in zip(self.inputs, entries)},
+            self.kinds,
+            min(e.stamp_ns for e in entries),
+        )
 
     def unmatched_by_input(self) -> tuple[tuple[str, str, int], ...]:
         """(input, reason, count) of every input and reason that dropped a message."""

@@ -67,6 +67,7 @@ Every message ends exactly once: in a published set, or dropped with one of
 :data:`UNMATCHED_REASONS`, or still waiting. Plain Python, thread-safe (one lock); times are
 integers in nanoseconds.
 """
+
 from __future__ import annotations
 
 import threading
@@ -76,10 +77,10 @@ from typing import Any, Sequence
 
 # Why a message found no set (each is counted as unmatched_<reason>):
 UNMATCHED_REASONS = (
-    "too_old",          # older than what its input, or a partner input, has already had paired
-    "no_partner",       # no message of every other input within the slop (or its would-be
-                        # partners went to a closer match)
-    "queue_overflow",   # its input's queue was full (sync_queue_size), or its partner's was
+    "too_old",  # older than what its input, or a partner input, has already had paired
+    "no_partner",  # no message of every other input within the slop (or its would-be
+    # partners went to a closer match)
+    "queue_overflow",  # its input's queue was full (sync_queue_size), or its partner's was
 )
 BAD_STAMP = "bad_stamp"  # stamped far ahead of (or behind) its namespace (module docstring)
 
@@ -119,9 +120,16 @@ class ApproximateTimeSync:
     """message_filters' ApproximateTime policy over ``inputs`` inputs (see the module
     docstring)."""
 
-    def __init__(self, inputs: int, *, queue_size: int, max_interval_ns: int | None = None,
-                 min_interval_ns: int | Sequence[int] = 0, age_penalty: float = 0.1,
-                 max_jump_ns: int = 0) -> None:
+    def __init__(
+        self,
+        inputs: int,
+        *,
+        queue_size: int,
+        max_interval_ns: int | None = None,
+        min_interval_ns: int | Sequence[int] = 0,
+        age_penalty: float = 0.1,
+        max_jump_ns: int = 0,
+    ) -> None:
         if inputs < 1:
             raise ValueError("a synchronizer needs at least one input")
         if queue_size < 1:
@@ -131,15 +139,18 @@ class ApproximateTimeSync:
         self.n = inputs
         self.queue_size = queue_size
         self.max_interval_ns = max_interval_ns
-        bounds = ([int(min_interval_ns)] * inputs if isinstance(min_interval_ns, int)
-                  else [int(b) for b in min_interval_ns])
+        bounds = (
+            [int(min_interval_ns)] * inputs
+            if isinstance(min_interval_ns, int)
+            else [int(b) for b in min_interval_ns]
+        )
         if len(bounds) != inputs or any(b < 0 for b in bounds):
             raise ValueError("min_interval_ns: one non-negative bound per input")
         self.bounds = bounds
         self.age_penalty = age_penalty
-        self.max_jump_ns = max(0, int(max_jump_ns))      # 0: no bad-stamp guard
-        self._offsets: list[int | None] = [None] * inputs   # stamp - receipt, last accepted
-        self._refused: list[int | None] = [None] * inputs   # ... of the last one dropped
+        self.max_jump_ns = max(0, int(max_jump_ns))  # 0: no bad-stamp guard
+        self._offsets: list[int | None] = [None] * inputs  # stamp - receipt, last accepted
+        self._refused: list[int | None] = [None] * inputs  # ... of the last one dropped
         self._lock = threading.Lock()
         self._deques: list[deque[Entry]] = [deque() for _ in range(inputs)]
         self._past: list[list[Entry]] = [[] for _ in range(inputs)]
@@ -155,8 +166,9 @@ class ApproximateTimeSync:
         self._result = SyncResult()
 
     # ---------------------------------------------------------------- public
-    def add(self, index: int, stamp_ns: int, item: Any,
-            received_ns: int | None = None) -> SyncResult:
+    def add(
+        self, index: int, stamp_ns: int, item: Any, received_ns: int | None = None
+    ) -> SyncResult:
         """A message of input ``index`` arrived (at ``received_ns`` on the node's clock, for the
         bad-stamp guard): what got published or dropped because of it."""
         entry = Entry(int(stamp_ns), item)
@@ -166,10 +178,15 @@ class ApproximateTimeSync:
                 if received_ns is not None:
                     off = self._off(index, entry.stamp_ns - int(received_ns))
                     if off is not None:
-                        result.dropped.append(Dropped(
-                            index, entry, BAD_STAMP,
-                            f"stamped {off} after the time between their arrivals (over "
-                            f"sync_max_stamp_jump_ms {self.max_jump_ns / 1e6:g})"))
+                        result.dropped.append(
+                            Dropped(
+                                index,
+                                entry,
+                                BAD_STAMP,
+                                f"stamped {off} after the time between their arrivals (over "
+                                f"sync_max_stamp_jump_ms {self.max_jump_ns / 1e6:g})",
+                            )
+                        )
                         return result
                 self._jumped_back(index, entry.stamp_ns)
             if self._too_old(index, entry.stamp_ns):
@@ -204,12 +221,19 @@ class ApproximateTimeSync:
         or None: it is accepted, and its offset kept."""
         own = self._offsets[index]
         others = [o for j, o in enumerate(self._offsets) if j != index and o is not None]
-        ahead = ([offset - max(others)] if others else []) + \
-            ([offset - own] if own is not None else [])
-        behind = ([min(others) - offset] if others else []) + \
-            ([own - offset] if own is not None else [])
-        what = ("its input's last message" if not others else "the namespace's other inputs"
-                if own is None else "its input's last message and the namespace's other inputs")
+        ahead = ([offset - max(others)] if others else []) + (
+            [offset - own] if own is not None else []
+        )
+        behind = ([min(others) - offset] if others else []) + (
+            [own - offset] if own is not None else []
+        )
+        what = (
+            "its input's last message"
+            if not others
+            else "the namespace's other inputs"
+            if own is None
+            else "its input's last message and the namespace's other inputs"
+        )
         jump = self.max_jump_ns
         refused = self._refused[index]
         if (ahead and min(ahead) > jump) or (behind and min(behind) > jump):
@@ -217,8 +241,10 @@ class ApproximateTimeSync:
                 self._refused[index] = offset
                 if min(ahead) > jump:
                     return f"{min(ahead) / 1e9:.3f} s ahead of {what}"
-                return (f"{min(behind) / 1e9:.3f} s behind {what} (a stamp in the past, or a "
-                        f"message that late)")
+                return (
+                    f"{min(behind) / 1e9:.3f} s behind {what} (a stamp in the past, or a "
+                    f"message that late)"
+                )
         self._offsets[index] = offset
         self._refused[index] = None
         return None
@@ -231,7 +257,7 @@ class ApproximateTimeSync:
         last = self._last_paired[index]
         if max(own + ([last] if last is not None else []), default=stamp) <= limit:
             return
-        self._non_empty = 0                    # the candidate search starts over
+        self._non_empty = 0  # the candidate search starts over
         self._recover_all()
         self._candidate = None
         self._pivot = None
@@ -239,16 +265,19 @@ class ApproximateTimeSync:
             keep = deque()
             for e in q:
                 if e.stamp_ns > limit:
-                    self._drop(i, e, BAD_STAMP,
-                               f"stamped {(e.stamp_ns - stamp) / 1e9:.3f} s ahead of a later "
-                               f"message of {'its own' if i == index else 'another'} input "
-                               f"(stamps jumped back over sync_max_stamp_jump_ms "
-                               f"{self.max_jump_ns / 1e6:g})")
+                    self._drop(
+                        i,
+                        e,
+                        BAD_STAMP,
+                        f"stamped {(e.stamp_ns - stamp) / 1e9:.3f} s ahead of a later "
+                        f"message of {'its own' if i == index else 'another'} input "
+                        f"(stamps jumped back over sync_max_stamp_jump_ms "
+                        f"{self.max_jump_ns / 1e6:g})",
+                    )
                 else:
                     keep.append(e)
             self._deques[i] = keep
-        self._last_paired = [None if t is not None and t > limit else t
-                             for t in self._last_paired]
+        self._last_paired = [None if t is not None and t > limit else t for t in self._last_paired]
         self._non_empty = sum(1 for q in self._deques if q)
         if self._non_empty == self.n:
             self._process()
@@ -261,8 +290,10 @@ class ApproximateTimeSync:
             return True
         if self.max_interval_ns is None:
             return False
-        return any(j != index and other is not None and other - stamp > self.max_interval_ns
-                   for j, other in enumerate(self._last_paired))
+        return any(
+            j != index and other is not None and other - stamp > self.max_interval_ns
+            for j, other in enumerate(self._last_paired)
+        )
 
     # ---------------------------------------------------------------- the policy
     def _add(self, i: int, entry: Entry) -> None:
@@ -276,11 +307,11 @@ class ApproximateTimeSync:
             self._check_bound(i)
         # During _process, queue i may have held queue_size + 1 messages.
         if len(q) + len(self._past[i]) > self.queue_size:
-            self._non_empty = 0                # recomputed from scratch
+            self._non_empty = 0  # recomputed from scratch
             self._recover_all()
             self._drop(i, q.popleft(), "queue_overflow")
             self._has_dropped[i] = True
-            if self._pivot is not None:        # the candidate is no longer valid
+            if self._pivot is not None:  # the candidate is no longer valid
                 self._candidate = None
                 self._pivot = None
                 self._process()
@@ -297,7 +328,7 @@ class ApproximateTimeSync:
             previous = q[-2].stamp_ns
         if q[-1].stamp_ns < previous or q[-1].stamp_ns - previous < self.bounds[i]:
             self._warned[i] = True
-            if q[-1].stamp_ns >= previous:     # out of order cannot happen: _too_old
+            if q[-1].stamp_ns >= previous:  # out of order cannot happen: _too_old
                 self._result.bound_violated.append(i)
 
     def _drop(self, i: int, entry: Entry, reason: str, detail: str = "") -> None:
@@ -342,8 +373,8 @@ class ApproximateTimeSync:
             self._last_paired[i] = e.stamp_ns
         self._candidate = None
         self._pivot = None
-        self._non_empty = 0                    # recomputed from scratch
-        for i in range(self.n):                # recover hidden messages, delete the candidate's
+        self._non_empty = 0  # recomputed from scratch
+        for i in range(self.n):  # recover hidden messages, delete the candidate's
             self._recover(i)
             q = self._deques[i]
             q.popleft()
@@ -367,7 +398,7 @@ class ApproximateTimeSync:
         for i, q in enumerate(self._deques):
             if q:
                 out.append(q[0].stamp_ns)
-            else:                              # not empty: we have a candidate
+            else:  # not empty: we have a candidate
                 bound = self._past[i][-1].stamp_ns + self.bounds[i]
                 out.append(max(bound, self._pivot_time))
         return out
@@ -384,9 +415,11 @@ class ApproximateTimeSync:
                     # this input may be the pivot again.
                     self._has_dropped[i] = False
             if self._pivot is None:
-                if self.max_interval_ns is not None and \
-                        end_time - start_time > self.max_interval_ns:
-                    self._delete_front(start_index, "no_partner")    # too wide for a set
+                if (
+                    self.max_interval_ns is not None
+                    and end_time - start_time > self.max_interval_ns
+                ):
+                    self._delete_front(start_index, "no_partner")  # too wide for a set
                     continue
                 if self._has_dropped[end_index]:
                     # The input that would be the pivot dropped messages: not a good pivot.
@@ -397,11 +430,10 @@ class ApproximateTimeSync:
                 self._pivot, self._pivot_time = end_index, end_time
                 self._move_front_to_past(start_index)
             else:
-                if (end_time - self._candidate_end) * penalty >= \
-                        start_time - self._candidate_start:
-                    self._move_front_to_past(start_index)            # not a better candidate
+                if (end_time - self._candidate_end) * penalty >= start_time - self._candidate_start:
+                    self._move_front_to_past(start_index)  # not a better candidate
                 else:
-                    self._make_candidate()                           # a better one; same pivot
+                    self._make_candidate()  # a better one; same pivot
                     self._candidate_start, self._candidate_end = start_time, end_time
                     self._move_front_to_past(start_index)
             age_check = (end_time - self._candidate_end) * penalty
@@ -422,9 +454,10 @@ class ApproximateTimeSync:
             times = self._virtual_times()
             _, end_time = self._boundary(times, True)
             start_index, start_time = self._boundary(times, False)
-            if (end_time - self._candidate_end) * penalty >= \
-                    self._pivot_time - self._candidate_start:
-                self._publish_candidate()      # cleans up the virtual moves too
+            if (
+                end_time - self._candidate_end
+            ) * penalty >= self._pivot_time - self._candidate_start:
+                self._publish_candidate()  # cleans up the virtual moves too
                 return
             if (end_time - self._candidate_end) * penalty < start_time - self._candidate_start:
                 # An optimistic candidate would be better: wait for real messages.

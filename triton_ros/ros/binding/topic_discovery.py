@@ -5,6 +5,7 @@ one segment (never a ``/``), ``**`` matches across segments, ``[...]`` is a char
 ``/robot*/camera*/image_raw`` thus matches ``/robot2/camera_left/image_raw`` but not
 ``/robot2/arm/camera/image_raw``; ``/**/image_raw`` matches any image_raw topic.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,7 +31,7 @@ def compile_pattern(pattern: str) -> re.Pattern:
             if end == -1:
                 out.append(re.escape(c))
             else:
-                body = pattern[i + 1:end]
+                body = pattern[i + 1 : end]
                 if body.startswith("!"):
                     body = "^" + body[1:]
                 out.append("[" + body.replace("\\", "\\\\") + "]")
@@ -56,5 +57,8 @@ class TopicMatcher:
     def select(self, topics_and_types: Iterable[tuple[str, list[str]]]) -> list[str]:
         """Topics of the graph (``Node.get_topic_names_and_types()``) of a type read that
         match."""
-        return sorted(name for name, types in topics_and_types
-                      if any(t in self.ros_types for t in types) and self.matches(name))
+        return sorted(
+            name
+            for name, types in topics_and_types
+            if any(t in self.ros_types for t in types) and self.matches(name)
+        )

@@ -30,6 +30,7 @@ Adding an input kind (a point cloud) or an output format is one module that subc
 :class:`InputKind` or :class:`OutputFormat`, with its config class beside it, and one line in
 the registry.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -85,10 +86,10 @@ class Configured:
 class InputKind(Configured):
     """One kind of input message -> one model input tensor (the base of every input kind)."""
 
-    name: str = ""                     # the registry's name of the kind
-    ros_type: str = ""                 # the graph's name of the message type subscribed to
-    encode_on_workers: bool = False    # its encoder decodes: run on the workers
-    after_images: bool = False         # planned after the image inputs, with their geometry
+    name: str = ""  # the registry's name of the kind
+    ros_type: str = ""  # the graph's name of the message type subscribed to
+    encode_on_workers: bool = False  # its encoder decodes: run on the workers
+    after_images: bool = False  # planned after the image inputs, with their geometry
 
     @property
     def family(self) -> str:
@@ -114,8 +115,9 @@ class InputKind(Configured):
         message without pixels of its own."""
         raise NotImplementedError
 
-    def plan(self, settings: Any, tensor: TensorSpec, *, model: str,
-             image: ImageGeometry | None = None) -> InputPlan:
+    def plan(
+        self, settings: Any, tensor: TensorSpec, *, model: str, image: ImageGeometry | None = None
+    ) -> InputPlan:
         """Resolve the binding's input settings against the model input. ``image``: the
         geometry of the binding's image inputs, for a kind planned ``after_images``."""
         raise NotImplementedError
@@ -141,12 +143,12 @@ def check_input(kind: InputKind, msg: Any) -> None:
 class FrameOutputs:
     """One frame's answer, as an output format decodes it."""
 
-    header: Any                        # the input message's std_msgs/Header
+    header: Any  # the input message's std_msgs/Header
     outputs: Mapping[str, np.ndarray]  # by name, without the batch dimension
-    batched: bool                      # the model batches (its outputs had a batch dimension)
+    batched: bool  # the model batches (its outputs had a batch dimension)
     model_name: str
     model_version: int
-    placement: Any                     # the encoder's: where the input sat in the model input
+    placement: Any  # the encoder's: where the input sat in the model input
     # Synchronized bindings: every input's placement by model input (a CameraInfo's is its
     # Intrinsics: K as received and in model pixels); ``placement`` is the reference input's.
     placements: Mapping[str, Any] = field(default_factory=dict)
@@ -163,7 +165,7 @@ class OutputPlan(Protocol):
 class OutputFormat(Configured):
     """One frame's model outputs -> the message published (the base of every output format)."""
 
-    name: str = ""                     # the binding's ``format`` parameter
+    name: str = ""  # the binding's ``format`` parameter
 
     def message_class(self) -> type:
         """The ROS message class published."""

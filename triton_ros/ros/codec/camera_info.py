@@ -26,6 +26,7 @@ where the matrix must be mapped; a size over the node's pixel limit, or, in a se
 of the image it describes: :mod:`~triton_ros.ros.binding.sync_inputs`) is malformed, counted as
 ``dropped_malformed``.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -41,7 +42,7 @@ from .preprocess import Letterbox, float_input_dtype, letterbox_for
 from .serialized_message import SerializedReader
 
 CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
-MATRICES = ("K", "P")                  # K: of the raw image; P (its left 3x3): of the rectified
+MATRICES = ("K", "P")  # K: of the raw image; P (its left 3x3): of the rectified
 
 
 @dataclass(frozen=True)
@@ -50,28 +51,35 @@ class CameraInfoConfig:
     :meth:`CameraInfoInput.configure` from the binding's input topics)."""
 
     matrix: str = setting(
-        "auto", "With a camera_info input: the CameraInfo matrix fed to the model, K (the raw, "
-                "distorted image's) or P (its left 3x3: the rectified image's, as image_geometry "
-                "and depth_image_proc read it); auto: P where an image or depth input's topic is "
-                "a rectified one (image_rect...), else K.", name="camera_matrix",
-        choices=("auto", *MATRICES))
+        "auto",
+        "With a camera_info input: the CameraInfo matrix fed to the model, K (the raw, "
+        "distorted image's) or P (its left 3x3: the rectified image's, as image_geometry "
+        "and depth_image_proc read it); auto: P where an image or depth input's topic is "
+        "a rectified one (image_rect...), else K.",
+        name="camera_matrix",
+        choices=("auto", *MATRICES),
+    )
 
 
 @dataclass(frozen=True)
 class CameraInfoPlan:
     shape: tuple[int, ...]
     dtype: np.dtype
-    image: ImageGeometry | None         # the image geometry K is mapped into, or None
-    matrix: str = "K"                   # one of MATRICES
+    image: ImageGeometry | None  # the image geometry K is mapped into, or None
+    matrix: str = "K"  # one of MATRICES
 
     @property
     def geometry(self) -> None:
-        return None                     # no pixels of its own
+        return None  # no pixels of its own
 
     @property
     def summary(self) -> str:
-        where = (f"in the {self.image.width}x{self.image.height} model pixels of the image "
-                 f"inputs ({self.image.resize})" if self.image is not None else "as received")
+        where = (
+            f"in the {self.image.width}x{self.image.height} model pixels of the image "
+            f"inputs ({self.image.resize})"
+            if self.image is not None
+            else "as received"
+        )
         what = "K" if self.matrix == "K" else "P's left 3x3"
         return f"camera matrix {what} {list(self.shape)} {self.dtype}, {where}"
 
@@ -80,8 +88,8 @@ class CameraInfoPlan:
 class Intrinsics:
     """A CameraInfo input's placement: the camera matrix as received and as the model got it."""
 
-    k: np.ndarray                       # [3, 3], the source image's pixels (K or P's left 3x3)
-    model_k: np.ndarray                 # [3, 3], the model input's pixels
+    k: np.ndarray  # [3, 3], the source image's pixels (K or P's left 3x3)
+    model_k: np.ndarray  # [3, 3], the model input's pixels
     width: int
     height: int
     letterbox: Letterbox | None
@@ -94,16 +102,18 @@ class ReceivedCameraInfo:
     header: Any
     width: int
     height: int
-    k: np.ndarray                       # 9 values, row-major
-    p: np.ndarray = field(default_factory=lambda: np.zeros(12))   # 12 values, row-major
+    k: np.ndarray  # 9 values, row-major
+    p: np.ndarray = field(default_factory=lambda: np.zeros(12))  # 12 values, row-major
 
 
 def check_camera_info(k, width: int, height: int) -> np.ndarray:
     if width < 0 or height < 0:
         raise MalformedInput(f"CameraInfo has a negative size {width}x{height}")
     if width * height > MAX_PIXELS:
-        raise MalformedInput(f"CameraInfo claims a {width}x{height} image, more than the "
-                             f"{MAX_PIXELS >> 20} Mpixel any image input may have")
+        raise MalformedInput(
+            f"CameraInfo claims a {width}x{height} image, more than the "
+            f"{MAX_PIXELS >> 20} Mpixel any image input may have"
+        )
     return _matrix(k, 9, "K")
 
 
@@ -122,8 +132,10 @@ def _matrix(values, size: int, name: str) -> np.ndarray:
         raise MalformedInput(f"CameraInfo {name} has values that are not finite")
     rows = values.reshape(3, -1)
     if rows[0, 0] <= 0 or rows[1, 1] <= 0:
-        raise MalformedInput(f"CameraInfo {name} has fx {rows[0, 0]:g}, fy {rows[1, 1]:g}: an "
-                             f"uncalibrated camera ({name} must have positive focal lengths)")
+        raise MalformedInput(
+            f"CameraInfo {name} has fx {rows[0, 0]:g}, fy {rows[1, 1]:g}: an "
+            f"uncalibrated camera ({name} must have positive focal lengths)"
+        )
     return rows
 
 
@@ -155,37 +167,50 @@ class CameraInfoInput(InputKind):
         if config.matrix != "auto":
             return config
         topics = (values.get("inputs") or {}).values()
-        rectified = any(part.startswith("image_rect") for topic in topics
-                        for part in topic.split("/"))
+        rectified = any(
+            part.startswith("image_rect") for topic in topics for part in topic.split("/")
+        )
         return replace(config, matrix="P" if rectified else "K")
 
     def message_class(self) -> type:
         from sensor_msgs.msg import CameraInfo
+
         return CameraInfo
 
     def reader(self) -> SerializedReader:
-        return SerializedReader(CAMERA_INFO_TYPE, lambda msg, header: ReceivedCameraInfo(
-            header=header, width=int(msg.width), height=int(msg.height),
-            k=np.asarray(msg.k, np.float64), p=np.asarray(msg.p, np.float64)))
+        return SerializedReader(
+            CAMERA_INFO_TYPE,
+            lambda msg, header: ReceivedCameraInfo(
+                header=header,
+                width=int(msg.width),
+                height=int(msg.height),
+                k=np.asarray(msg.k, np.float64),
+                p=np.asarray(msg.p, np.float64),
+            ),
+        )
 
     def check(self, msg: Any) -> None:
         check_camera_info(msg.k, msg.width, msg.height)
 
     def decoded_size(self, msg: Any) -> None:
-        return None                     # no pixels: its size is checked against the image's
+        return None  # no pixels: its size is checked against the image's
 
-    def plan(self, settings: CameraInfoConfig, tensor, *, model: str,
-             image: ImageGeometry | None = None) -> CameraInfoPlan:
+    def plan(
+        self, settings: CameraInfoConfig, tensor, *, model: str, image: ImageGeometry | None = None
+    ) -> CameraInfoPlan:
         where = f"model '{model}' input '{tensor.name}'"
         dims = tuple(int(d) for d in tensor.dims)
         if -1 in dims or int(np.prod(dims)) != 9:
-            raise invalid_arg(f"{where} has dims {list(dims)}: a CameraInfo gives the 9 values "
-                              f"of K ([3, 3] or [9])")
+            raise invalid_arg(
+                f"{where} has dims {list(dims)}: a CameraInfo gives the 9 values "
+                f"of K ([3, 3] or [9])"
+            )
         dtype = float_input_dtype(tensor, where, "K")
-        matrix = "K" if settings.matrix == "auto" else settings.matrix   # no rectified input
+        matrix = "K" if settings.matrix == "auto" else settings.matrix  # no rectified input
         if matrix not in MATRICES:
-            raise invalid_arg(f"{where}: camera matrix '{matrix}' is not one of "
-                              f"{', '.join(MATRICES)}")
+            raise invalid_arg(
+                f"{where}: camera matrix '{matrix}' is not one of {', '.join(MATRICES)}"
+            )
         return CameraInfoPlan(shape=dims, dtype=dtype, image=image, matrix=matrix)
 
     def encoder(self, plan: CameraInfoPlan) -> Callable[[Any], tuple[np.ndarray, Intrinsics]]:
@@ -196,13 +221,21 @@ class CameraInfoInput(InputKind):
             model_k = k
             if plan.image is not None:
                 if msg.width <= 0 or msg.height <= 0:
-                    raise MalformedInput("CameraInfo has no width and height: K cannot be "
-                                         "mapped into the model input's pixels")
+                    raise MalformedInput(
+                        "CameraInfo has no width and height: K cannot be "
+                        "mapped into the model input's pixels"
+                    )
                 letterbox, _, _ = letterbox_for(int(msg.width), int(msg.height), plan.image)
                 model_k = model_camera_matrix(k, letterbox)
             tensor = model_k.astype(plan.dtype).reshape(plan.shape)
-            return tensor, Intrinsics(k=k, model_k=model_k, width=int(msg.width),
-                                      height=int(msg.height), letterbox=letterbox)
+            return tensor, Intrinsics(
+                k=k,
+                model_k=model_k,
+                width=int(msg.width),
+                height=int(msg.height),
+                letterbox=letterbox,
+            )
+
         return encode
 
 

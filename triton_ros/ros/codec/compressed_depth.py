@@ -14,6 +14,7 @@ that reason). The PNG's size is read from its IHDR before anything is decoded (t
 pixel limit, :mod:`.headers`), and it is decoded by OpenCV (``cv2.imdecode``, which releases the
 GIL) on the binding's worker threads, never on the executor's (``encode_on_workers``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ import numpy as np
 
 try:
     import cv2
-except ImportError:                     # pragma: no cover - a requirement
+except ImportError:  # pragma: no cover - a requirement
     cv2 = None
 
 from .base import MalformedInput
@@ -33,8 +34,8 @@ from .preprocess import Letterbox
 from .serialized_message import SerializedReader
 
 COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
-CONFIG_HEADER_SIZE = 12                 # compressed_depth_image_transport's ConfigHeader
-INV_DEPTH = 0                           # its compressionFormat of the PNG/RVL payloads
+CONFIG_HEADER_SIZE = 12  # compressed_depth_image_transport's ConfigHeader
+INV_DEPTH = 0  # its compressionFormat of the PNG/RVL payloads
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class ReceivedCompressed:
 
     header: Any
     format: str
-    data: Any                           # bytes-like: a view of the serialized message
+    data: Any  # bytes-like: a view of the serialized message
 
 
 def parse_compressed_depth_format(text: str) -> tuple[str, str]:
@@ -52,7 +53,7 @@ def parse_compressed_depth_format(text: str) -> tuple[str, str]:
     encoding, sep, rest = text.partition(";")
     encoding = encoding.strip()
     if not sep:
-        compression = "png"             # older compressed_depth_image_transport: PNG only
+        compression = "png"  # older compressed_depth_image_transport: PNG only
     elif "compressedDepth png" in rest:
         compression = "png"
     elif "compressedDepth rvl" in rest:
@@ -60,14 +61,19 @@ def parse_compressed_depth_format(text: str) -> tuple[str, str]:
     elif "compressedDepth" in rest and "compressedDepth " not in rest:
         compression = "png"
     else:
-        raise MalformedInput(f"format '{text}' is not compressed_depth_image_transport's "
-                             f"('16UC1; compressedDepth png' or '32FC1; compressedDepth png')")
+        raise MalformedInput(
+            f"format '{text}' is not compressed_depth_image_transport's "
+            f"('16UC1; compressedDepth png' or '32FC1; compressedDepth png')"
+        )
     if encoding not in DEPTH_ENCODINGS:
-        raise MalformedInput(f"format '{text}': '{encoding}' is not a depth encoding "
-                             f"({', '.join(DEPTH_ENCODINGS)})")
+        raise MalformedInput(
+            f"format '{text}': '{encoding}' is not a depth encoding ({', '.join(DEPTH_ENCODINGS)})"
+        )
     if compression != "png":
-        raise MalformedInput(f"format '{text}': compressedDepth {compression} is not read by "
-                             f"this node (publish with the png format)")
+        raise MalformedInput(
+            f"format '{text}': compressedDepth {compression} is not read by "
+            f"this node (publish with the png format)"
+        )
     return encoding, compression
 
 
@@ -76,9 +82,11 @@ def check_compressed_depth(fmt: str, data) -> str:
     encoding, _ = parse_compressed_depth_format(fmt)
     size = len(data)
     if size <= CONFIG_HEADER_SIZE:
-        raise MalformedInput(f"compressedDepth data has {size} bytes: no room for its "
-                             f"{CONFIG_HEADER_SIZE}-byte header and an image")
-    head = bytes(memoryview(data)[CONFIG_HEADER_SIZE:CONFIG_HEADER_SIZE + len(PNG_SIGNATURE)])
+        raise MalformedInput(
+            f"compressedDepth data has {size} bytes: no room for its "
+            f"{CONFIG_HEADER_SIZE}-byte header and an image"
+        )
+    head = bytes(memoryview(data)[CONFIG_HEADER_SIZE : CONFIG_HEADER_SIZE + len(PNG_SIGNATURE)])
     if head != PNG_SIGNATURE:
         raise MalformedInput("compressedDepth data after its header is not a PNG image")
     return encoding
@@ -96,7 +104,7 @@ def decode_compressed_depth(fmt: str, data) -> tuple[np.ndarray, str, tuple[floa
     """compressedDepth bytes -> (uint16 [H, W] pixels, unit, inverse-depth parameters); a PNG
     that does not decode to one 16-bit channel raises MalformedInput."""
     encoding = check_compressed_depth(fmt, data)
-    refused = pixel_limit_text(*compressed_depth_size(data))   # check_input's, again
+    refused = pixel_limit_text(*compressed_depth_size(data))  # check_input's, again
     if refused is not None:
         raise MalformedInput(f"compressedDepth PNG: {refused}")
     buffer = np.frombuffer(data, np.uint8)
@@ -104,21 +112,29 @@ def decode_compressed_depth(fmt: str, data) -> tuple[np.ndarray, str, tuple[floa
     compression = int(header[:4].view("<i4")[0])
     params = header[4:CONFIG_HEADER_SIZE].view("<f4")
     if compression != INV_DEPTH:
-        raise MalformedInput(f"compressedDepth header names compression format {compression}; "
-                             f"only INV_DEPTH ({INV_DEPTH}) is defined")
+        raise MalformedInput(
+            f"compressedDepth header names compression format {compression}; "
+            f"only INV_DEPTH ({INV_DEPTH}) is defined"
+        )
     image = cv2.imdecode(buffer[CONFIG_HEADER_SIZE:], cv2.IMREAD_UNCHANGED)
     if image is None:
-        raise MalformedInput(f"compressedDepth PNG of {buffer.size - CONFIG_HEADER_SIZE} bytes "
-                             f"does not decode (corrupt or truncated)")
+        raise MalformedInput(
+            f"compressedDepth PNG of {buffer.size - CONFIG_HEADER_SIZE} bytes "
+            f"does not decode (corrupt or truncated)"
+        )
     if image.ndim != 2 or image.dtype != np.uint16:
-        raise MalformedInput(f"compressedDepth PNG holds {image.dtype} "
-                             f"{'x'.join(map(str, image.shape))}, not one 16-bit channel")
+        raise MalformedInput(
+            f"compressedDepth PNG holds {image.dtype} "
+            f"{'x'.join(map(str, image.shape))}, not one 16-bit channel"
+        )
     if encoding == "16UC1":
         return image, "mm", None
     a, b = float(params[0]), float(params[1])
     if not (np.isfinite(a) and np.isfinite(b)) or a == 0.0:
-        raise MalformedInput(f"compressedDepth 32FC1 header has quantisation parameters "
-                             f"({a}, {b}): not a depth quantisation")
+        raise MalformedInput(
+            f"compressedDepth 32FC1 header has quantisation parameters "
+            f"({a}, {b}): not a depth quantisation"
+        )
     return image, "inverse", (a, b)
 
 
@@ -132,11 +148,14 @@ class CompressedDepthInput(DepthKind):
 
     def message_class(self) -> type:
         from sensor_msgs.msg import CompressedImage
+
         return CompressedImage
 
     def reader(self) -> SerializedReader:
-        return SerializedReader(COMPRESSED_IMAGE_TYPE, lambda msg, header: ReceivedCompressed(
-            header=header, format=msg.format, data=msg.data))
+        return SerializedReader(
+            COMPRESSED_IMAGE_TYPE,
+            lambda msg, header: ReceivedCompressed(header=header, format=msg.format, data=msg.data),
+        )
 
     def check(self, msg: Any) -> None:
         check_compressed_depth(msg.format, msg.data)
@@ -150,6 +169,7 @@ class CompressedDepthInput(DepthKind):
         def run(msg: Any) -> tuple[np.ndarray, Letterbox]:
             pixels, unit, inverse = decode_compressed_depth(msg.format, msg.data)
             return encode(pixels, unit, inverse)
+
         return run
 
 

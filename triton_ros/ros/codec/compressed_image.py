@@ -35,6 +35,7 @@ size. The placement handed to the decoders (a
 camera's own pixels whatever the reduction. Binding parameter ``reduced_decoding`` false turns
 it off.
 """
+
 from __future__ import annotations
 
 import threading
@@ -45,7 +46,7 @@ import numpy as np
 
 try:
     import cv2
-except ImportError:                     # pragma: no cover - a requirement
+except ImportError:  # pragma: no cover - a requirement
     cv2 = None
 
 from ...settings import setting
@@ -53,11 +54,17 @@ from ..targets.spec import TensorSpec
 from .base import ImageGeometry, InputKind
 from .headers import JPEG_MAGIC, HeaderError, encoded_size, pixel_limit_text
 from .headers import PNG_SIGNATURE as PNG_MAGIC
-from .preprocess import (InputPlan, Letterbox, MalformedImage, PreprocessConfig, Preprocessor,
-                         plan_input)
+from .preprocess import (
+    InputPlan,
+    Letterbox,
+    MalformedImage,
+    PreprocessConfig,
+    Preprocessor,
+    plan_input,
+)
 from .serialized_image import COMPRESSED_IMAGE_TYPE, CompressedImageReader
 
-REDUCTIONS = (8, 4, 2)                  # libjpeg's fast scaled decodings, largest first
+REDUCTIONS = (8, 4, 2)  # libjpeg's fast scaled decodings, largest first
 # image_transport's source encodings whose pixels a JPEG or PNG of 8 or 16 bits holds
 _COLOR = ("rgb8", "bgr8", "rgba8", "bgra8", "rgb16", "bgr16", "rgba16", "bgra16")
 _MONO = ("mono8", "mono16", "8UC1")
@@ -68,32 +75,39 @@ _FORMAT_CACHE_SIZE = 64
 class CompressedFormat:
     """What a CompressedImage's ``format`` says about its pixels."""
 
-    encoding: str                      # the source image's encoding ("" for a plain format)
-    swapped: bool                      # the file's red and blue are swapped (an RGB target)
+    encoding: str  # the source image's encoding ("" for a plain format)
+    swapped: bool  # the file's red and blue are swapped (an RGB target)
 
 
 def parse_format(text: str) -> CompressedFormat:
     """Read a ``format`` string as image_transport's compressed subscriber does; raise
     MalformedImage for one the node does not decode."""
     fmt = text.strip()
-    if ";" not in fmt:                 # plain "jpeg", "png" (or nothing): true colours
+    if ";" not in fmt:  # plain "jpeg", "png" (or nothing): true colours
         if fmt.lower() not in ("", "jpeg", "jpg", "png"):
-            raise MalformedImage(f"unsupported format '{text}' (supported: JPEG and PNG, "
-                                 f"as image_transport's compressed transport writes them)")
+            raise MalformedImage(
+                f"unsupported format '{text}' (supported: JPEG and PNG, "
+                f"as image_transport's compressed transport writes them)"
+            )
         return CompressedFormat("", False)
     encoding, _, rest = (part.strip() for part in fmt.partition(";"))
     if "compresseddepth" in rest.lower():
-        raise MalformedImage(f"format '{text}' is image_transport's compressedDepth; this "
-                             f"binding reads colour and mono images")
+        raise MalformedImage(
+            f"format '{text}' is image_transport's compressedDepth; this "
+            f"binding reads colour and mono images"
+        )
     words = rest.lower().split()
     if not words or words[0] not in ("jpeg", "png"):
-        raise MalformedImage(f"unsupported format '{text}' (supported: jpeg and png "
-                             f"compressed images)")
+        raise MalformedImage(
+            f"unsupported format '{text}' (supported: jpeg and png compressed images)"
+        )
     if encoding in _MONO:
         return CompressedFormat(encoding, False)
     if encoding not in _COLOR:
-        raise MalformedImage(f"unsupported encoding '{encoding}' in format '{text}' "
-                             f"(supported: {', '.join(_COLOR + _MONO)})")
+        raise MalformedImage(
+            f"unsupported encoding '{encoding}' in format '{text}' "
+            f"(supported: {', '.join(_COLOR + _MONO)})"
+        )
     return CompressedFormat(encoding, "compressed bgr" not in rest.lower())
 
 
@@ -112,9 +126,11 @@ class CompressedConfig(PreprocessConfig):
     may be decoded at a reduced size."""
 
     reduced_decoding: bool = setting(
-        True, "Compressed inputs: decode a JPEG at 1/2, 1/4 or 1/8 of its size when that is "
-              "still at least the model's input size (libjpeg's scaled decoding; boxes and "
-              "masks stay in the source's full pixels).")
+        True,
+        "Compressed inputs: decode a JPEG at 1/2, 1/4 or 1/8 of its size when that is "
+        "still at least the model's input size (libjpeg's scaled decoding; boxes and "
+        "masks stay in the source's full pixels).",
+    )
 
 
 @dataclass(frozen=True)
@@ -127,8 +143,9 @@ class CompressedPlan(InputPlan):
 
     @property
     def summary(self) -> str:
-        return (f"{super().summary}, from JPEG/PNG"
-                + (" (reduced-size JPEG decoding)" if self.reduced_decoding else ""))
+        return f"{super().summary}, from JPEG/PNG" + (
+            " (reduced-size JPEG decoding)" if self.reduced_decoding else ""
+        )
 
 
 class CompressedImageInput(InputKind):
@@ -146,6 +163,7 @@ class CompressedImageInput(InputKind):
 
     def message_class(self) -> type:
         from sensor_msgs.msg import CompressedImage
+
         return CompressedImage
 
     def reader(self) -> CompressedImageReader:
@@ -168,8 +186,9 @@ class CompressedImageInput(InputKind):
         if not head:
             raise MalformedImage("empty data")
         if not (head.startswith(JPEG_MAGIC) or head == PNG_MAGIC):
-            raise MalformedImage(f"data is neither JPEG nor PNG (starts with {head.hex()}; "
-                                 f"format '{msg.format}')")
+            raise MalformedImage(
+                f"data is neither JPEG nor PNG (starts with {head.hex()}; format '{msg.format}')"
+            )
 
     def decoded_size(self, msg: Any) -> tuple[int, int]:
         try:
@@ -177,17 +196,26 @@ class CompressedImageInput(InputKind):
         except HeaderError as exc:
             raise MalformedImage(f"{exc} (format '{msg.format}')") from None
 
-    def plan(self, settings: CompressedConfig, tensor: TensorSpec, *, model: str,
-             image: ImageGeometry | None = None) -> CompressedPlan:
+    def plan(
+        self,
+        settings: CompressedConfig,
+        tensor: TensorSpec,
+        *,
+        model: str,
+        image: ImageGeometry | None = None,
+    ) -> CompressedPlan:
         plan = plan_input(settings, tensor, model=model)
-        return CompressedPlan(**{f.name: getattr(plan, f.name) for f in fields(plan)},
-                              reduced_decoding=settings.reduced_decoding)
+        return CompressedPlan(
+            **{f.name: getattr(plan, f.name) for f in fields(plan)},
+            reduced_decoding=settings.reduced_decoding,
+        )
 
     def encoder(self, plan: CompressedPlan) -> Callable[[Any], tuple[np.ndarray, Letterbox]]:
         decoder = Decoder(plan)
 
         def encode(msg: Any) -> tuple[np.ndarray, Letterbox]:
             return decoder(msg.data, self.format_of(msg.format))
+
         return encode
 
 
@@ -212,8 +240,9 @@ class Decoder:
         tensor, box = self._preprocess(image.reshape(-1), encoding, h, w, image.strides[0])
         if factor == 1 and (w, h) == (width, height):
             return tensor, box
-        return tensor, Letterbox(width, height, box.scale_x / factor, box.scale_y / factor,
-                                 box.pad_x, box.pad_y)
+        return tensor, Letterbox(
+            width, height, box.scale_x / factor, box.scale_y / factor, box.pad_x, box.pad_y
+        )
 
     def _target(self, fmt: CompressedFormat) -> tuple[str, str]:
         """(decoder channel order, the encoding it then is), for the model's channels."""
@@ -221,7 +250,7 @@ class Decoder:
         if plan.channels == 1 and not fmt.swapped:
             return "GRAY", "mono8"
         want = "rgb" if plan.channels == 1 else plan.color
-        if fmt.swapped:                # the file's R is the true B: ask for the other order
+        if fmt.swapped:  # the file's R is the true B: ask for the other order
             return ("BGR" if want == "rgb" else "RGB"), f"{want}8"
         return want.upper(), f"{want}8"
 
@@ -239,30 +268,35 @@ class Decoder:
             if factor == 1:
                 image = jpeg.decode_jpeg(buf, order, buffer=out)
             else:
-                image = jpeg.decode_jpeg(buf, order, min_height=dh, min_width=dw,
-                                         min_factor=factor, buffer=out)
-        except ValueError as exc:      # corrupt, truncated or not a JPEG libjpeg decodes
+                image = jpeg.decode_jpeg(
+                    buf, order, min_height=dh, min_width=dw, min_factor=factor, buffer=out
+                )
+        except ValueError as exc:  # corrupt, truncated or not a JPEG libjpeg decodes
             raise MalformedImage(f"JPEG does not decode ({buf.size} bytes): {exc}") from None
         if image.shape[:2] != (dh, dw):
-            raise RuntimeError(f"simplejpeg decoded {image.shape[1]}x{image.shape[0]} where "
-                               f"{dw}x{dh} (1/{factor} of {width}x{height}) was asked")
+            raise RuntimeError(
+                f"simplejpeg decoded {image.shape[1]}x{image.shape[0]} where "
+                f"{dw}x{dh} (1/{factor} of {width}x{height}) was asked"
+            )
         return image, encoding, factor, width, height
 
     def _decode_opencv(self, buf: np.ndarray, fmt: CompressedFormat):
         order, encoding = self._target(fmt)
         if bytes(buf[:8]) == PNG_MAGIC and buf.size >= 24:
             # IHDR, the first chunk by the PNG specification: width and height at bytes 16-23
-            _check_size(int.from_bytes(bytes(buf[16:20]), "big"),
-                        int.from_bytes(bytes(buf[20:24]), "big"))
+            _check_size(
+                int.from_bytes(bytes(buf[16:20]), "big"), int.from_bytes(bytes(buf[20:24]), "big")
+            )
         flag = cv2.IMREAD_GRAYSCALE if order == "GRAY" else cv2.IMREAD_COLOR
         try:
             image = cv2.imdecode(buf, flag)
         except cv2.error as exc:
             raise MalformedImage(f"image does not decode ({buf.size} bytes): {exc}") from None
         if image is None or image.size == 0:
-            raise MalformedImage(f"image does not decode ({buf.size} bytes; corrupt, "
-                                 f"truncated or not JPEG/PNG)")
-        if order == "RGB":             # OpenCV decodes in BGR order
+            raise MalformedImage(
+                f"image does not decode ({buf.size} bytes; corrupt, truncated or not JPEG/PNG)"
+            )
+        if order == "RGB":  # OpenCV decodes in BGR order
             image = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
         return image, encoding
 
@@ -277,7 +311,7 @@ class Decoder:
 
 
 def _check_size(width: int, height: int) -> None:
-    refused = pixel_limit_text(width, height)    # checked before too (codec/base.check_input)
+    refused = pixel_limit_text(width, height)  # checked before too (codec/base.check_input)
     if refused is not None:
         raise MalformedImage(refused)
 
@@ -289,13 +323,15 @@ def _simplejpeg():
     """simplejpeg, or None (JPEG then decodes with OpenCV, at full size) with a warning once."""
     try:
         import simplejpeg
-    except ImportError as exc:          # an apt-installed ROS 2 without it
+    except ImportError as exc:  # an apt-installed ROS 2 without it
         if not _WARNED.is_set():
             _WARNED.set()
             import logging
+
             logging.getLogger(__name__).warning(
                 f"{exc}: JPEG images decode with OpenCV, at full size (pip install "
-                f"simplejpeg for faster and reduced-size decoding)")
+                f"simplejpeg for faster and reduced-size decoding)"
+            )
         return None
     return simplejpeg
 

@@ -24,6 +24,7 @@ dims ``[1, H, W]`` (NCHW), ``[H, W, 1]`` (NHWC) or ``[H, W]``. The placement han
 is the :class:`~triton_ros.ros.codec.preprocess.Letterbox`, as for colour images, so that an
 aligned depth image and its colour image map to the same model pixels.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ import numpy as np
 
 try:
     import cv2
-except ImportError:                     # pragma: no cover - a requirement; numpy path then
+except ImportError:  # pragma: no cover - a requirement; numpy path then
     cv2 = None
 
 from ...core.errors import invalid_arg
@@ -53,28 +54,44 @@ class DepthConfig:
     settings (``resize``, ``layout``, ``width``, ``height``: declared by the preprocessing)."""
 
     scale: float = setting(
-        0.001, "Depth inputs: metres per unit of a 16UC1 image (0.001: millimetres, REP 118); "
-               "32FC1 images are metres.", name="depth_scale", low=0, above=True)
+        0.001,
+        "Depth inputs: metres per unit of a 16UC1 image (0.001: millimetres, REP 118); "
+        "32FC1 images are metres.",
+        name="depth_scale",
+        low=0,
+        above=True,
+    )
     min_m: float = setting(
-        0.0, "Depth inputs: depths below this are invalid (get depth_fill; never clipped), "
-             "metres.", name="depth_min_m", low=0)
+        0.0,
+        "Depth inputs: depths below this are invalid (get depth_fill; never clipped), metres.",
+        name="depth_min_m",
+        low=0,
+    )
     max_m: float = setting(
-        0.0, "Depth inputs: depths above this are invalid (get depth_fill; never clipped), "
-             "metres; 0: no upper limit.", name="depth_max_m", low=0)
+        0.0,
+        "Depth inputs: depths above this are invalid (get depth_fill; never clipped), "
+        "metres; 0: no upper limit.",
+        name="depth_max_m",
+        low=0,
+    )
     fill: float = setting(
-        0.0, "Depth inputs: the value of invalid pixels (0, NaN, +inf, -inf, negative, or "
-             "outside [depth_min_m, depth_max_m]) and of the letterbox padding, metres.",
-        name="depth_fill")
+        0.0,
+        "Depth inputs: the value of invalid pixels (0, NaN, +inf, -inf, negative, or "
+        "outside [depth_min_m, depth_max_m]) and of the letterbox padding, metres.",
+        name="depth_fill",
+    )
     resize: str = shared("letterbox")
-    layout: str = shared("auto")                # "auto", "NCHW", "NHWC"
+    layout: str = shared("auto")  # "auto", "NCHW", "NHWC"
     width: int = shared(0)
     height: int = shared(0)
 
     def validate(self, name: Namer) -> "DepthConfig":
         if self.max_m and self.max_m <= self.min_m:
-            raise invalid_arg(f"{name('min_m')} and {name('max_m')} must make a range (0 <= "
-                              f"min < max; max 0: no upper limit), got [{self.min_m}, "
-                              f"{self.max_m}]")
+            raise invalid_arg(
+                f"{name('min_m')} and {name('max_m')} must make a range (0 <= "
+                f"min < max; max 0: no upper limit), got [{self.min_m}, "
+                f"{self.max_m}]"
+            )
         return self
 
 
@@ -82,18 +99,21 @@ class DepthConfig:
 class DepthPlan:
     """Depth input resolved against one model input."""
 
-    layout: str                         # "NCHW", "NHWC" or "HW"
+    layout: str  # "NCHW", "NHWC" or "HW"
     height: int
     width: int
     dtype: np.dtype
     resize: str
     config: DepthConfig
-    interpolation: str = "nearest"      # always: see the module docstring
+    interpolation: str = "nearest"  # always: see the module docstring
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return {"NCHW": (1, self.height, self.width), "NHWC": (self.height, self.width, 1),
-                "HW": (self.height, self.width)}[self.layout]
+        return {
+            "NCHW": (1, self.height, self.width),
+            "NHWC": (self.height, self.width, 1),
+            "HW": (self.height, self.width),
+        }[self.layout]
 
     @property
     def geometry(self) -> DepthPlan:
@@ -103,8 +123,10 @@ class DepthPlan:
     def summary(self) -> str:
         c = self.config
         top = f"{c.max_m:g}" if c.max_m > 0 else "inf"
-        return (f"depth {self.layout} {self.dtype} {self.width}x{self.height}, metres in "
-                f"[{c.min_m:g}, {top}], invalid -> {c.fill:g}, {self.resize} nearest")
+        return (
+            f"depth {self.layout} {self.dtype} {self.width}x{self.height}, metres in "
+            f"[{c.min_m:g}, {top}], invalid -> {c.fill:g}, {self.resize} nearest"
+        )
 
 
 def plan_depth(config: DepthConfig, tensor: TensorConfig, *, model: str) -> DepthPlan:
@@ -115,8 +137,10 @@ def plan_depth(config: DepthConfig, tensor: TensorConfig, *, model: str) -> Dept
     if len(dims) == 2:
         layout = "HW"
     elif len(dims) != 3:
-        raise invalid_arg(f"{where} has dims {list(dims)}: a depth input needs [1, H, W], "
-                          f"[H, W, 1] or [H, W] (without the batch dimension)")
+        raise invalid_arg(
+            f"{where} has dims {list(dims)}: a depth input needs [1, H, W], "
+            f"[H, W, 1] or [H, W] (without the batch dimension)"
+        )
     elif layout == "auto":
         if tensor.format == "FORMAT_NCHW" or (dims[0] == 1 and dims[2] != 1):
             layout = "NCHW"
@@ -136,10 +160,12 @@ def plan_depth(config: DepthConfig, tensor: TensorConfig, *, model: str) -> Dept
     w = _size(w, config.width, "width", where)
     dtype = float_input_dtype(tensor, where, "depth in metres")
     if config.resize not in RESIZE_MODES:
-        raise invalid_arg(f"{where}: resize '{config.resize}' is not one of "
-                          f"{', '.join(RESIZE_MODES)}")
-    return DepthPlan(layout=layout, height=h, width=w, dtype=dtype, resize=config.resize,
-                     config=config)
+        raise invalid_arg(
+            f"{where}: resize '{config.resize}' is not one of {', '.join(RESIZE_MODES)}"
+        )
+    return DepthPlan(
+        layout=layout, height=h, width=w, dtype=dtype, resize=config.resize, config=config
+    )
 
 
 class DepthEncoder:
@@ -164,8 +190,9 @@ class DepthEncoder:
             geometry = self._geometry[(w, h)] = letterbox_for(w, h, self.plan)
         return geometry
 
-    def __call__(self, pixels: np.ndarray, unit: str,
-                 inverse: tuple[float, float] | None = None) -> tuple[np.ndarray, Letterbox]:
+    def __call__(
+        self, pixels: np.ndarray, unit: str, inverse: tuple[float, float] | None = None
+    ) -> tuple[np.ndarray, Letterbox]:
         """``pixels`` [H, W]: uint16 ``unit="mm"`` (times depth_scale), float32 ``"m"``, or
         uint16 ``"inverse"`` (compressedDepth's quantised inverse depth, ``inverse=(A, B)``)."""
         h, w = pixels.shape
@@ -182,7 +209,7 @@ class DepthEncoder:
                 metres = np.float32(a) / (small.astype(np.float32) - np.float32(b))
             valid &= np.isfinite(metres) & (metres > 0)
         else:
-            metres = np.array(small, np.float32)          # a copy: the fill writes into it
+            metres = np.array(small, np.float32)  # a copy: the fill writes into it
             with np.errstate(invalid="ignore"):
                 valid = np.isfinite(metres) & (metres > 0)
         with np.errstate(invalid="ignore"):
@@ -205,7 +232,7 @@ def _nearest(pixels: np.ndarray, nw: int, nh: int) -> np.ndarray:
     """Nearest-neighbour resize: each output pixel takes the source pixel its centre falls in."""
     if cv2 is not None:
         return cv2.resize(pixels, (nw, nh), interpolation=cv2.INTER_NEAREST_EXACT)
-    h, w = pixels.shape                 # pragma: no cover - without OpenCV
+    h, w = pixels.shape  # pragma: no cover - without OpenCV
     rows = np.minimum(((np.arange(nh) + 0.5) * (h / nh)).astype(np.int64), h - 1)
     cols = np.minimum(((np.arange(nw) + 0.5) * (w / nw)).astype(np.int64), w - 1)
     return pixels[rows[:, None], cols[None, :]]
@@ -215,31 +242,38 @@ def _nearest(pixels: np.ndarray, nw: int, nh: int) -> np.ndarray:
 # sensor_msgs/Image: 16UC1, 32FC1
 # --------------------------------------------------------------------------------------------
 
+
 def check_depth_image(encoding: str, height: int, width: int, step: int, data_len: int) -> None:
     dtype = DEPTH_ENCODINGS.get(encoding)
     if dtype is None:
-        raise MalformedInput(f"encoding '{encoding}' is not a depth encoding (depth inputs "
-                             f"read {', '.join(DEPTH_ENCODINGS)})")
+        raise MalformedInput(
+            f"encoding '{encoding}' is not a depth encoding (depth inputs "
+            f"read {', '.join(DEPTH_ENCODINGS)})"
+        )
     if height <= 0 or width <= 0:
         raise MalformedInput(f"empty image ({width}x{height})")
     if step < width * dtype.itemsize:
-        raise MalformedInput(f"step {step} is smaller than width x {dtype.itemsize} bytes = "
-                             f"{width * dtype.itemsize}")
+        raise MalformedInput(
+            f"step {step} is smaller than width x {dtype.itemsize} bytes = {width * dtype.itemsize}"
+        )
     if data_len < step * height:
-        raise MalformedInput(f"data has {data_len} bytes, fewer than step x height = "
-                             f"{step} x {height} = {step * height}")
+        raise MalformedInput(
+            f"data has {data_len} bytes, fewer than step x height = "
+            f"{step} x {height} = {step * height}"
+        )
 
 
-def depth_pixels(data, encoding: str, height: int, width: int, step: int,
-                 is_bigendian: int) -> np.ndarray:
+def depth_pixels(
+    data, encoding: str, height: int, width: int, step: int, is_bigendian: int
+) -> np.ndarray:
     """A checked depth image's pixels as [H, W] (a view where the bytes allow)."""
     dtype = DEPTH_ENCODINGS[encoding]
     if is_bigendian:
         dtype = dtype.newbyteorder(">")
     flat = np.frombuffer(data, np.uint8, count=step * height)
-    rows = flat.reshape(height, step)[:, :width * dtype.itemsize]
+    rows = flat.reshape(height, step)[:, : width * dtype.itemsize]
     if rows.ctypes.data % dtype.itemsize or step % dtype.itemsize:
-        rows = np.ascontiguousarray(rows)                  # unaligned: one copy
+        rows = np.ascontiguousarray(rows)  # unaligned: one copy
     pixels = rows.view(dtype).reshape(height, width)
     return pixels.astype(dtype.newbyteorder("="), copy=False) if is_bigendian else pixels
 
@@ -253,8 +287,9 @@ class DepthKind(InputKind):
     def configure(self, values: Mapping[str, Any], name: Namer) -> DepthConfig:
         return super().configure(values, name).validate(name)
 
-    def plan(self, settings: DepthConfig, tensor, *, model: str,
-             image: ImageGeometry | None = None) -> DepthPlan:
+    def plan(
+        self, settings: DepthConfig, tensor, *, model: str, image: ImageGeometry | None = None
+    ) -> DepthPlan:
         return plan_depth(settings, tensor, model=model)
 
 
@@ -266,6 +301,7 @@ class DepthInput(DepthKind):
 
     def message_class(self) -> type:
         from sensor_msgs.msg import Image
+
         return Image
 
     def reader(self) -> ImageReader:
@@ -281,9 +317,11 @@ class DepthInput(DepthKind):
         encode = DepthEncoder(plan)
 
         def run(msg: Any) -> tuple[np.ndarray, Letterbox]:
-            pixels = depth_pixels(msg.data, msg.encoding, msg.height, msg.width, msg.step,
-                                  msg.is_bigendian)
+            pixels = depth_pixels(
+                msg.data, msg.encoding, msg.height, msg.width, msg.step, msg.is_bigendian
+            )
             return encode(pixels, "mm" if msg.encoding == "16UC1" else "m")
+
         return run
 
 

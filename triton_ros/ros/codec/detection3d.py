@@ -20,6 +20,7 @@ input's header (stamp and frame_id), so that a consumer (tf2, rviz) places the p
 frame at that time. Published as
 ``triton_ros_interfaces/Detections3D`` where vision_msgs is absent (:mod:`.messages`).
 """
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,8 @@ from ..targets.spec import ModelSpec
 from .base import FrameOutputs, OutputFormat
 from .messages import DETECTION3D_TYPE, DETECTION_RESULT_TYPE, DETECTIONS3D_TYPE, label_of
 
-ROW = 8                                 # x, y, z, size_x, size_y, size_z, score, class_id
-ROW_YAW = 9                             # ... and yaw
+ROW = 8  # x, y, z, size_x, size_y, size_z, score, class_id
+ROW_YAW = 9  # ... and yaw
 DECODERS = ("rows", "bev_cells")
 
 
@@ -45,23 +46,35 @@ class Detection3DConfig:
     (``score_threshold``, ``top_k``), with the binding's ``class_names``."""
 
     output: str = setting(
-        "detections3d", "Format detections3d: the output holding rows (x, y, z, size_x, size_y, "
-                        "size_z, score, class_id), metres in the reference input's frame.",
-        name="detections3d_output")
+        "detections3d",
+        "Format detections3d: the output holding rows (x, y, z, size_x, size_y, "
+        "size_z, score, class_id), metres in the reference input's frame.",
+        name="detections3d_output",
+    )
     decode: str = setting(
-        "rows", "Format detections3d: rows (the output holds box rows) or bev_cells (per-cell "
-                "scores, heights and ground of a BEV model, clustered into boxes).",
-        name="detections3d_decode", choices=DECODERS)
+        "rows",
+        "Format detections3d: rows (the output holds box rows) or bev_cells (per-cell "
+        "scores, heights and ground of a BEV model, clustered into boxes).",
+        name="detections3d_decode",
+        choices=DECODERS,
+    )
     cell_outputs: tuple[str, ...] = setting(
-        ["scores", "heights", "ground"], "Format detections3d, bev_cells: the outputs holding "
-                                         "per-cell scores, heights and ground heights [H, W].",
-        name="detections3d_cell_outputs")
+        ["scores", "heights", "ground"],
+        "Format detections3d, bev_cells: the outputs holding "
+        "per-cell scores, heights and ground heights [H, W].",
+        name="detections3d_cell_outputs",
+    )
     cell_threshold: float = setting(
-        0.5, "Format detections3d, bev_cells: cells scoring above this are object cells.",
-        name="detections3d_cell_threshold")
+        0.5,
+        "Format detections3d, bev_cells: cells scoring above this are object cells.",
+        name="detections3d_cell_threshold",
+    )
     min_cells: int = setting(
-        3, "Format detections3d, bev_cells: fewer connected object cells are no object.",
-        name="detections3d_min_cells", low=1)
+        3,
+        "Format detections3d, bev_cells: fewer connected object cells are no object.",
+        name="detections3d_min_cells",
+        low=1,
+    )
     score_threshold: float = shared(0.25)
     top_k: int = shared(100)
     class_names: tuple[str, ...] = shared(())
@@ -85,7 +98,7 @@ class Detection3DResult:
     sizes: np.ndarray
     scores: np.ndarray
     classes: np.ndarray
-    yaws: np.ndarray | None = None      # radians about z; None: axis-aligned
+    yaws: np.ndarray | None = None  # radians about z; None: axis-aligned
 
     def __len__(self) -> int:
         return int(self.scores.shape[0])
@@ -99,10 +112,11 @@ def decode_detections3d(rows: np.ndarray, config: Detection3DConfig) -> Detectio
     rows = rows[keep]
     rows = rows[np.argsort(-rows[:, 6], kind="stable")]
     if config.top_k > 0:
-        rows = rows[:config.top_k]
+        rows = rows[: config.top_k]
     yaws = np.nan_to_num(rows[:, 8]) if width == ROW_YAW else None
-    return Detection3DResult(rows[:, :3], np.nan_to_num(rows[:, 3:6]), rows[:, 6],
-                             rows[:, 7].astype(np.int64), yaws)
+    return Detection3DResult(
+        rows[:, :3], np.nan_to_num(rows[:, 3:6]), rows[:, 6], rows[:, 7].astype(np.int64), yaws
+    )
 
 
 def detections3d_message(header, result: Detection3DResult, labels) -> Any:
@@ -122,7 +136,7 @@ def detections3d_message(header, result: Detection3DResult, labels) -> Any:
         hypothesis = DETECTION_RESULT_TYPE()
         hypothesis.hypothesis.class_id = label_of(int(result.classes[i]), labels)
         hypothesis.hypothesis.score = float(result.scores[i])
-        pose = getattr(hypothesis, "pose", None)          # vision_msgs only
+        pose = getattr(hypothesis, "pose", None)  # vision_msgs only
         if pose is not None:
             pose.pose.position = det.bbox.center.position
             pose.pose.orientation = det.bbox.center.orientation
@@ -133,16 +147,22 @@ def detections3d_message(header, result: Detection3DResult, labels) -> Any:
 
 def plan_bev_cells(settings: Detection3DConfig, spec: ModelSpec, input_plan: Any):
     if getattr(input_plan, "grid", None) is None:
-        raise invalid_arg(f"model '{spec.name}': detections3d_decode bev_cells needs a BEV grid "
-                          f"input (input_kind pointcloud, cloud_form bev)")
+        raise invalid_arg(
+            f"model '{spec.name}': detections3d_decode bev_cells needs a BEV grid "
+            f"input (input_kind pointcloud, cloud_form bev)"
+        )
     if len(settings.cell_outputs) != 3:
-        raise invalid_arg("detections3d_cell_outputs names three outputs (scores, heights, "
-                          f"ground), got {list(settings.cell_outputs)}")
+        raise invalid_arg(
+            "detections3d_cell_outputs names three outputs (scores, heights, "
+            f"ground), got {list(settings.cell_outputs)}"
+        )
     missing = [n for n in settings.cell_outputs if spec.output(n) is None]
     if missing:
-        raise invalid_arg(f"model '{spec.name}' has no output(s) {', '.join(missing)} (outputs: "
-                          f"{', '.join(t.name for t in spec.outputs)}); set the binding's "
-                          f"'detections3d_cell_outputs'")
+        raise invalid_arg(
+            f"model '{spec.name}' has no output(s) {', '.join(missing)} (outputs: "
+            f"{', '.join(t.name for t in spec.outputs)}); set the binding's "
+            f"'detections3d_cell_outputs'"
+        )
     labels = settings.class_names or spec.labels_of(settings.cell_outputs[0])
     return BevCellsPlan(settings, tuple(labels))
 
@@ -156,18 +176,25 @@ class BevCellsPlan(Detection3DPlan):
 
 def decode_bev_cells(frame: FrameOutputs, config: Detection3DConfig) -> Detection3DResult:
     from .bev_boxes import cell_boxes
+
     scores, heights, ground = (frame.outputs[n] for n in config.cell_outputs)
     grid = frame.placement.grid
     shape = (grid.height, grid.width)
-    boxes = cell_boxes(np.asarray(scores).reshape(shape), np.asarray(heights).reshape(shape),
-                       np.asarray(ground).reshape(shape), grid,
-                       threshold=config.cell_threshold, min_cells=config.min_cells)
+    boxes = cell_boxes(
+        np.asarray(scores).reshape(shape),
+        np.asarray(heights).reshape(shape),
+        np.asarray(ground).reshape(shape),
+        grid,
+        threshold=config.cell_threshold,
+        min_cells=config.min_cells,
+    )
     keep = boxes[:, 6] > config.score_threshold
     boxes = boxes[keep][np.argsort(-boxes[keep, 6], kind="stable")]
     if config.top_k > 0:
-        boxes = boxes[:config.top_k]
-    return Detection3DResult(boxes[:, :3], boxes[:, 3:6], boxes[:, 6],
-                             np.zeros(len(boxes), np.int64), boxes[:, 7])
+        boxes = boxes[: config.top_k]
+    return Detection3DResult(
+        boxes[:, :3], boxes[:, 3:6], boxes[:, 6], np.zeros(len(boxes), np.int64), boxes[:, 7]
+    )
 
 
 class Detections3DFormat(OutputFormat):
@@ -179,18 +206,24 @@ class Detections3DFormat(OutputFormat):
     def message_class(self) -> type:
         return DETECTIONS3D_TYPE
 
-    def plan(self, settings: Detection3DConfig, spec: ModelSpec, input_plan: Any) -> Detection3DPlan:
+    def plan(
+        self, settings: Detection3DConfig, spec: ModelSpec, input_plan: Any
+    ) -> Detection3DPlan:
         if settings.decode == "bev_cells":
             return plan_bev_cells(settings, spec, input_plan)
         tensor = spec.output(settings.output)
         if tensor is None:
-            raise invalid_arg(f"model '{spec.name}' has no output '{settings.output}' (outputs: "
-                              f"{', '.join(t.name for t in spec.outputs)}); set the binding's "
-                              f"'detections3d_output'")
+            raise invalid_arg(
+                f"model '{spec.name}' has no output '{settings.output}' (outputs: "
+                f"{', '.join(t.name for t in spec.outputs)}); set the binding's "
+                f"'detections3d_output'"
+            )
         if not tensor.dims or tensor.dims[-1] not in (ROW, ROW_YAW, -1):
-            raise invalid_arg(f"model '{spec.name}' output '{tensor.name}' has dims "
-                              f"{list(tensor.dims)}; 3D detections need rows of {ROW} (x, y, z, "
-                              f"size_x, size_y, size_z, score, class_id) or {ROW_YAW} (and yaw)")
+            raise invalid_arg(
+                f"model '{spec.name}' output '{tensor.name}' has dims "
+                f"{list(tensor.dims)}; 3D detections need rows of {ROW} (x, y, z, "
+                f"size_x, size_y, size_z, score, class_id) or {ROW_YAW} (and yaw)"
+            )
         labels = settings.class_names or spec.labels_of(settings.output)
         return Detection3DPlan(settings, tuple(labels))
 

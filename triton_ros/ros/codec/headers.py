@@ -12,16 +12,17 @@ kind through the kind's ``decoded_size``; this module reads the sizes of encoded
   it, by walking the JPEG markers to the first SOF segment (ITU T.81, B.2), because no other
   library of the node's runtime reads a JPEG header without decoding the image.
 """
+
 from __future__ import annotations
 
 from typing import Any
 
-MAX_PIXELS = 1 << 26                    # 64 Mpixel: a header claiming more is refused unread
+MAX_PIXELS = 1 << 26  # 64 Mpixel: a header claiming more is refused unread
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 JPEG_MAGIC = b"\xff\xd8\xff"
 # JPEG start-of-frame markers (baseline, progressive, lossless, arithmetic): not DHT, JPG, DAC
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-_NO_LENGTH = frozenset(range(0xD0, 0xD9)) | {0x01}   # RSTn, SOI, EOI, TEM
+_NO_LENGTH = frozenset(range(0xD0, 0xD9)) | {0x01}  # RSTn, SOI, EOI, TEM
 
 
 class HeaderError(ValueError):
@@ -31,14 +32,16 @@ class HeaderError(ValueError):
 def pixel_limit_text(width: int, height: int) -> str | None:
     """Why ``width`` x ``height`` is refused (over :data:`MAX_PIXELS`), or None."""
     if width * height > MAX_PIXELS:
-        return (f"the header claims {width}x{height} pixels, more than {MAX_PIXELS >> 20} "
-                f"Mpixel; not decoded")
+        return (
+            f"the header claims {width}x{height} pixels, more than {MAX_PIXELS >> 20} "
+            f"Mpixel; not decoded"
+        )
     return None
 
 
 def png_size(data: Any, offset: int = 0) -> tuple[int, int]:
     """(width, height) of the PNG starting at byte ``offset`` of ``data``, from its IHDR."""
-    head = bytes(memoryview(data)[offset:offset + 24])
+    head = bytes(memoryview(data)[offset : offset + 24])
     if head[:8] != PNG_SIGNATURE:
         raise HeaderError("not a PNG image")
     if len(head) < 24 or head[12:16] != b"IHDR":
@@ -50,7 +53,7 @@ def jpeg_size(data: Any) -> tuple[int, int]:
     """(width, height) of a JPEG, from its frame header."""
     try:
         import simplejpeg
-    except ImportError:                 # an apt-installed ROS 2 without it
+    except ImportError:  # an apt-installed ROS 2 without it
         return _jpeg_sof_size(memoryview(data))
     try:
         height, width, _, _ = simplejpeg.decode_jpeg_header(data)
@@ -67,27 +70,29 @@ def _jpeg_sof_size(view: memoryview) -> tuple[int, int]:
         if view[i] != 0xFF:
             raise HeaderError(f"JPEG marker expected at byte {i}")
         marker = view[i + 1]
-        if marker == 0xFF:              # fill byte
+        if marker == 0xFF:  # fill byte
             i += 1
             continue
         if marker in _NO_LENGTH:
             i += 2
             continue
-        length = int.from_bytes(view[i + 2:i + 4], "big")
+        length = int.from_bytes(view[i + 2 : i + 4], "big")
         if marker in _SOF:
             if i + 9 > end:
                 break
-            return (int.from_bytes(view[i + 7:i + 9], "big"),
-                    int.from_bytes(view[i + 5:i + 7], "big"))
+            return (
+                int.from_bytes(view[i + 7 : i + 9], "big"),
+                int.from_bytes(view[i + 5 : i + 7], "big"),
+            )
         if marker == 0xDA or length < 2:
-            break                       # scan data before any frame header: not a JPEG
+            break  # scan data before any frame header: not a JPEG
         i += 2 + length
     raise HeaderError("JPEG without a frame header (truncated or corrupt)")
 
 
 def encoded_size(data: Any, offset: int = 0) -> tuple[int, int]:
     """(width, height) of a PNG or JPEG at ``offset`` of ``data``; HeaderError for anything else."""
-    head = bytes(memoryview(data)[offset:offset + 8])
+    head = bytes(memoryview(data)[offset : offset + 8])
     if head == PNG_SIGNATURE:
         return png_size(data, offset)
     if head.startswith(JPEG_MAGIC):

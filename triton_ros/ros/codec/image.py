@@ -7,6 +7,7 @@ into the model's input (:mod:`.preprocess`: letterbox or stretch, channels, layo
 normalization); the placement handed to the decoders is the
 :class:`~triton_ros.ros.codec.preprocess.Letterbox` that maps boxes back to the image's pixels.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -16,8 +17,14 @@ from sensor_msgs.msg import Image
 
 from ..targets.spec import TensorSpec
 from .base import ImageGeometry, InputKind
-from .preprocess import (InputPlan, Letterbox, PreprocessConfig, Preprocessor, check_image,
-                         plan_input)
+from .preprocess import (
+    InputPlan,
+    Letterbox,
+    PreprocessConfig,
+    Preprocessor,
+    check_image,
+    plan_input,
+)
 from .serialized_image import IMAGE_TYPE, ImageReader
 
 
@@ -40,8 +47,14 @@ class ImageInput(InputKind):
     def decoded_size(self, msg: Any) -> tuple[int, int]:
         return int(msg.width), int(msg.height)
 
-    def plan(self, settings: PreprocessConfig, tensor: TensorSpec, *, model: str,
-             image: ImageGeometry | None = None) -> InputPlan:
+    def plan(
+        self,
+        settings: PreprocessConfig,
+        tensor: TensorSpec,
+        *,
+        model: str,
+        image: ImageGeometry | None = None,
+    ) -> InputPlan:
         return plan_input(settings, tensor, model=model)
 
     def encoder(self, plan: InputPlan) -> Callable[[Any], tuple[np.ndarray, Letterbox]]:
@@ -49,6 +62,7 @@ class ImageInput(InputKind):
 
         def encode(msg: Any) -> tuple[np.ndarray, Letterbox]:
             return preprocessor(msg.data, msg.encoding, msg.height, msg.width, msg.step)
+
         return encode
 
 

@@ -11,6 +11,7 @@ fallback result has no ``pose``. Tensors are ``triton_ros_interfaces/TensorList`
 format (:mod:`.detection`, :mod:`.classification`, :mod:`.tensors`) builds its own message; the
 header of every result is the input's header (stamp and frame_id).
 """
+
 from __future__ import annotations
 
 import array
@@ -22,6 +23,7 @@ try:
     from vision_msgs.msg import Detection2DArray as _Detections
     from vision_msgs.msg import ObjectHypothesis as _Hypothesis
     from vision_msgs.msg import ObjectHypothesisWithPose as _Result
+
     VISION_MSGS = True
 except ImportError:
     from triton_ros_interfaces.msg import Classification as _Classification
@@ -29,6 +31,7 @@ except ImportError:
     from triton_ros_interfaces.msg import DetectionResult as _Result
     from triton_ros_interfaces.msg import Detections as _Detections
     from triton_ros_interfaces.msg import ObjectHypothesis as _Hypothesis
+
     VISION_MSGS = False
 
 # 3D detections (format detections3d): vision_msgs/Detection3DArray, else

@@ -25,7 +25,8 @@ Two model input forms (``cloud_form``; ``auto``: by the model input's dims):
 - ``points``: a points tensor ``[N, C]``, columns ``cloud_point_fields`` (a field the cloud lacks
   is 0; intensity scaled), points outside the three ranges left out. N is the model input's or
   ``cloud_max_points``; a cloud of more points is subsampled to N (``voxel``: one point per
-  ``cloud_voxel_size`` voxel, picked at random, then random if still more; ``random``: a random N; both
+  ``cloud_voxel_size`` voxel, picked at random, then random if still more; ``random``: a random N;
+  both
   deterministic per cloud), a cloud of fewer is padded with zeros to N (every tensor of a batch
   has N rows: batches of any robots' clouds). ``cloud_count_input`` names a model input that
   gets the number of real rows (``[1]``), ``cloud_mask_input`` one that gets ``[N]`` 1/0.
@@ -39,6 +40,7 @@ occupied cells only; numpy releases the GIL in its sorts and numeric ufunc loops
 worker threads may overlap a cloud's work (bench/lidar/README.md: not conclusive on a shared
 2-core host).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -53,11 +55,10 @@ from .serialized_image import _SerializedReader
 
 POINTCLOUD2_TYPE = "sensor_msgs/msg/PointCloud2"
 # sensor_msgs/PointField datatypes -> numpy type codes (byte order added per cloud)
-DATATYPES: dict[int, str] = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4",
-                             8: "f8"}
+DATATYPES: dict[int, str] = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
 BEV_CHANNELS = ("occupancy", "max_height", "min_height", "mean_intensity", "density")
 FORMS = ("auto", "bev", "points")
-DENSITY_NORM = np.log(64.0)             # MV3D's density: min(1, log(n + 1) / log(64))
+DENSITY_NORM = np.log(64.0)  # MV3D's density: min(1, log(n + 1) / log(64))
 
 
 @dataclass(frozen=True)
@@ -65,59 +66,97 @@ class PointCloudConfig:
     """A point cloud input's settings (parameters ``cloud_*``)."""
 
     form: str = setting(
-        "auto", "Point cloud inputs: the model input's form: bev (a [C, H, W] bird's-eye-view "
-                "grid), points (an [N, C] points tensor) or auto (by the input's dims: 3 bev, "
-                "2 points).", name="cloud_form", choices=FORMS)
+        "auto",
+        "Point cloud inputs: the model input's form: bev (a [C, H, W] bird's-eye-view "
+        "grid), points (an [N, C] points tensor) or auto (by the input's dims: 3 bev, "
+        "2 points).",
+        name="cloud_form",
+        choices=FORMS,
+    )
     x_range: tuple[float, ...] = setting(
-        [-51.2, 51.2], "Point cloud inputs: [min, max] x of the points used, metres in the "
-                       "cloud's frame (the BEV grid's width).", name="cloud_x_range")
+        [-51.2, 51.2],
+        "Point cloud inputs: [min, max] x of the points used, metres in the "
+        "cloud's frame (the BEV grid's width).",
+        name="cloud_x_range",
+    )
     y_range: tuple[float, ...] = setting(
-        [-51.2, 51.2], "Point cloud inputs: [min, max] y of the points used, metres (the BEV "
-                       "grid's height).", name="cloud_y_range")
+        [-51.2, 51.2],
+        "Point cloud inputs: [min, max] y of the points used, metres (the BEV grid's height).",
+        name="cloud_y_range",
+    )
     z_range: tuple[float, ...] = setting(
-        [-3.0, 3.0], "Point cloud inputs: [min, max] z of the points used, metres; BEV heights "
-                     "are metres above min.", name="cloud_z_range")
+        [-3.0, 3.0],
+        "Point cloud inputs: [min, max] z of the points used, metres; BEV heights "
+        "are metres above min.",
+        name="cloud_z_range",
+    )
     resolution: float = setting(
-        0.2, "Point cloud inputs, bev: metres per grid cell.", name="cloud_resolution",
-        low=0, above=True)
+        0.2,
+        "Point cloud inputs, bev: metres per grid cell.",
+        name="cloud_resolution",
+        low=0,
+        above=True,
+    )
     channels: tuple[str, ...] = setting(
         ["occupancy", "max_height", "mean_intensity", "density"],
         "Point cloud inputs, bev: the grid's channels in order, from occupancy, max_height, "
-        "min_height, mean_intensity, density.", name="cloud_bev_channels")
+        "min_height, mean_intensity, density.",
+        name="cloud_bev_channels",
+    )
     point_fields: tuple[str, ...] = setting(
-        ["x", "y", "z", "intensity"], "Point cloud inputs, points: the tensor's columns, "
-                                      "PointCloud2 field names (a field the cloud lacks is 0).",
-        name="cloud_point_fields")
+        ["x", "y", "z", "intensity"],
+        "Point cloud inputs, points: the tensor's columns, "
+        "PointCloud2 field names (a field the cloud lacks is 0).",
+        name="cloud_point_fields",
+    )
     max_points: int = setting(
-        0, "Point cloud inputs, points: rows of the points tensor (0: the model input's N).",
-        name="cloud_max_points", low=0)
+        0,
+        "Point cloud inputs, points: rows of the points tensor (0: the model input's N).",
+        name="cloud_max_points",
+        low=0,
+    )
     subsample: str = setting(
-        "voxel", "Point cloud inputs, points: how a cloud of more points is reduced: voxel "
-                 "(one point per voxel, then random) or random.", name="cloud_subsample",
-        choices=("voxel", "random"))
+        "voxel",
+        "Point cloud inputs, points: how a cloud of more points is reduced: voxel "
+        "(one point per voxel, then random) or random.",
+        name="cloud_subsample",
+        choices=("voxel", "random"),
+    )
     voxel_size: float = setting(
-        0.1, "Point cloud inputs, points: the voxel edge of voxel subsampling, metres.",
-        name="cloud_voxel_size", low=0, above=True)
+        0.1,
+        "Point cloud inputs, points: the voxel edge of voxel subsampling, metres.",
+        name="cloud_voxel_size",
+        low=0,
+        above=True,
+    )
     count_input: str = setting(
-        "", "Point cloud inputs, points: a model input that gets the number of real points "
-            "([1]); empty: none.", name="cloud_count_input")
+        "",
+        "Point cloud inputs, points: a model input that gets the number of real points "
+        "([1]); empty: none.",
+        name="cloud_count_input",
+    )
     mask_input: str = setting(
-        "", "Point cloud inputs, points: a model input that gets [N] 1 for real points, 0 for "
-            "padding; empty: none.", name="cloud_mask_input")
+        "",
+        "Point cloud inputs, points: a model input that gets [N] 1 for real points, 0 for "
+        "padding; empty: none.",
+        name="cloud_mask_input",
+    )
     intensity_scale: float = setting(
-        1.0, "Point cloud inputs: intensity is multiplied by this (1/255 for 0-255 sensors).",
-        name="cloud_intensity_scale")
+        1.0,
+        "Point cloud inputs: intensity is multiplied by this (1/255 for 0-255 sensors).",
+        name="cloud_intensity_scale",
+    )
 
     def validate(self, name: Namer) -> "PointCloudConfig":
         for key in ("x_range", "y_range", "z_range"):
             r = getattr(self, key)
             if len(r) != 2 or not r[0] < r[1]:
-                raise invalid_arg(f"{name(key)} must be [min, max] with min < max, got "
-                                  f"{list(r)}")
+                raise invalid_arg(f"{name(key)} must be [min, max] with min < max, got {list(r)}")
         unknown = [c for c in self.channels if c not in BEV_CHANNELS]
         if unknown or not self.channels:
-            raise invalid_arg(f"{name('channels')}: {unknown or 'none'} (channels: "
-                              f"{', '.join(BEV_CHANNELS)})")
+            raise invalid_arg(
+                f"{name('channels')}: {unknown or 'none'} (channels: {', '.join(BEV_CHANNELS)})"
+            )
         if not self.point_fields:
             raise invalid_arg(f"{name('point_fields')} names no field")
         return self
@@ -131,13 +170,18 @@ class BevGrid:
     y_min: float
     z_min: float
     resolution: float
-    height: int                         # rows (y)
-    width: int                          # columns (x)
+    height: int  # rows (y)
+    width: int  # columns (x)
 
     def cell_centres(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """[M, 2] x, y of cells (rows, cols)."""
-        return np.stack([self.x_min + (cols + 0.5) * self.resolution,
-                         self.y_min + (rows + 0.5) * self.resolution], axis=1)
+        return np.stack(
+            [
+                self.x_min + (cols + 0.5) * self.resolution,
+                self.y_min + (rows + 0.5) * self.resolution,
+            ],
+            axis=1,
+        )
 
 
 @dataclass(frozen=True)
@@ -152,12 +196,12 @@ class CloudPlacement:
 
 @dataclass(frozen=True)
 class PointCloudPlan:
-    form: str                           # "bev" or "points"
+    form: str  # "bev" or "points"
     shape: tuple[int, ...]
     dtype: np.dtype
     config: PointCloudConfig
     grid: BevGrid | None = None
-    companions: tuple[str, ...] = ()    # model inputs filled beside this one
+    companions: tuple[str, ...] = ()  # model inputs filled beside this one
 
     @property
     def geometry(self) -> ImageGeometry | None:
@@ -167,12 +211,16 @@ class PointCloudPlan:
     def summary(self) -> str:
         c = self.config
         if self.form == "bev":
-            return (f"point cloud -> BEV {list(self.shape)} {self.dtype} ({', '.join(c.channels)}"
-                    f"), x {list(c.x_range)} y {list(c.y_range)} z {list(c.z_range)} at "
-                    f"{c.resolution:g} m")
+            return (
+                f"point cloud -> BEV {list(self.shape)} {self.dtype} ({', '.join(c.channels)}"
+                f"), x {list(c.x_range)} y {list(c.y_range)} z {list(c.z_range)} at "
+                f"{c.resolution:g} m"
+            )
         extra = f", {' and '.join(self.companions)}" if self.companions else ""
-        return (f"point cloud -> points {list(self.shape)} {self.dtype} "
-                f"({', '.join(c.point_fields)}), {c.subsample} subsampling{extra}")
+        return (
+            f"point cloud -> points {list(self.shape)} {self.dtype} "
+            f"({', '.join(c.point_fields)}), {c.subsample} subsampling{extra}"
+        )
 
 
 def plan_cloud(config: PointCloudConfig, tensor, *, model: str) -> PointCloudPlan:
@@ -182,8 +230,10 @@ def plan_cloud(config: PointCloudConfig, tensor, *, model: str) -> PointCloudPla
     if form == "auto":
         form = {3: "bev", 2: "points"}.get(len(dims), "")
         if not form:
-            raise invalid_arg(f"{where} has dims {list(dims)}: a point cloud input is a BEV "
-                              f"grid [C, H, W] or a points tensor [N, C]")
+            raise invalid_arg(
+                f"{where} has dims {list(dims)}: a point cloud input is a BEV "
+                f"grid [C, H, W] or a points tensor [N, C]"
+            )
     dtype = _input_dtype(tensor, where)
     if form == "bev":
         if len(dims) != 3:
@@ -192,32 +242,40 @@ def plan_cloud(config: PointCloudConfig, tensor, *, model: str) -> PointCloudPla
         w = int(round((config.x_range[1] - config.x_range[0]) / res))
         h = int(round((config.y_range[1] - config.y_range[0]) / res))
         c = len(config.channels)
-        for got, want, what in ((dims[0], c, "channels (cloud_bev_channels)"),
-                                (dims[1], h, "rows (cloud_y_range / cloud_resolution)"),
-                                (dims[2], w, "columns (cloud_x_range / cloud_resolution)")):
+        for got, want, what in (
+            (dims[0], c, "channels (cloud_bev_channels)"),
+            (dims[1], h, "rows (cloud_y_range / cloud_resolution)"),
+            (dims[2], w, "columns (cloud_x_range / cloud_resolution)"),
+        ):
             if got not in (-1, want):
-                raise invalid_arg(f"{where} has dims {list(dims)}: the binding's settings give "
-                                  f"{want} {what}, the model {got}")
+                raise invalid_arg(
+                    f"{where} has dims {list(dims)}: the binding's settings give "
+                    f"{want} {what}, the model {got}"
+                )
         grid = BevGrid(config.x_range[0], config.y_range[0], config.z_range[0], res, h, w)
         return PointCloudPlan("bev", (c, h, w), dtype, config, grid)
     if len(dims) != 2:
         raise invalid_arg(f"{where} has dims {list(dims)}; cloud_form points needs [N, C]")
     n, c = dims
     if c not in (-1, len(config.point_fields)):
-        raise invalid_arg(f"{where} has {c} columns; cloud_point_fields gives "
-                          f"{len(config.point_fields)} ({', '.join(config.point_fields)})")
+        raise invalid_arg(
+            f"{where} has {c} columns; cloud_point_fields gives "
+            f"{len(config.point_fields)} ({', '.join(config.point_fields)})"
+        )
     if config.max_points and n not in (-1, config.max_points):
         raise invalid_arg(f"{where} has {n} rows; cloud_max_points is {config.max_points}")
     n = config.max_points or n
     if n <= 0:
         raise invalid_arg(f"{where} has a variable number of rows; set cloud_max_points")
     companions = tuple(x for x in (config.count_input, config.mask_input) if x)
-    return PointCloudPlan("points", (n, len(config.point_fields)), dtype, config,
-                          companions=companions)
+    return PointCloudPlan(
+        "points", (n, len(config.point_fields)), dtype, config, companions=companions
+    )
 
 
 def _input_dtype(tensor, where: str) -> np.dtype:
     from .preprocess import float_input_dtype
+
     return float_input_dtype(tensor, where, "point coordinates in metres")
 
 
@@ -225,8 +283,10 @@ def _input_dtype(tensor, where: str) -> np.dtype:
 # Reading the cloud
 # --------------------------------------------------------------------------------------------
 
-def check_cloud(fields, width: int, height: int, point_step: int, row_step: int,
-                data_len: int) -> None:
+
+def check_cloud(
+    fields, width: int, height: int, point_step: int, row_step: int, data_len: int
+) -> None:
     """Raise MalformedInput where the cloud cannot be read as its header claims."""
     if width < 0 or height < 0:
         raise MalformedInput(f"negative size ({width}x{height})")
@@ -235,28 +295,35 @@ def check_cloud(fields, width: int, height: int, point_step: int, row_step: int,
         names.setdefault(f.name, f)
     missing = [n for n in ("x", "y", "z") if n not in names]
     if missing:
-        raise MalformedInput(f"no field {', '.join(missing)} (fields: "
-                             f"{', '.join(f.name for f in fields) or 'none'})")
+        raise MalformedInput(
+            f"no field {', '.join(missing)} (fields: {', '.join(f.name for f in fields) or 'none'})"
+        )
     for f in names.values():
         code = DATATYPES.get(f.datatype)
         if code is None:
             if f.name in ("x", "y", "z"):
-                raise MalformedInput(f"field '{f.name}' has datatype {f.datatype}, not a "
-                                     f"PointField datatype (1-8)")
+                raise MalformedInput(
+                    f"field '{f.name}' has datatype {f.datatype}, not a PointField datatype (1-8)"
+                )
             continue
         end = f.offset + int(code[1]) * max(int(f.count), 1)
         if f.offset < 0 or end > point_step:
-            raise MalformedInput(f"field '{f.name}' ends at byte {end}, past point_step "
-                                 f"{point_step}")
+            raise MalformedInput(
+                f"field '{f.name}' ends at byte {end}, past point_step {point_step}"
+            )
     if width * height == 0:
         return
     if row_step < width * point_step:
-        raise MalformedInput(f"row_step {row_step} is smaller than width x point_step = "
-                             f"{width} x {point_step} = {width * point_step}")
+        raise MalformedInput(
+            f"row_step {row_step} is smaller than width x point_step = "
+            f"{width} x {point_step} = {width * point_step}"
+        )
     need = row_step * (height - 1) + width * point_step
     if data_len < need:
-        raise MalformedInput(f"data has {data_len} bytes, fewer than its {height} row(s) of "
-                             f"{width} x {point_step} bytes (row_step {row_step}) = {need}")
+        raise MalformedInput(
+            f"data has {data_len} bytes, fewer than its {height} row(s) of "
+            f"{width} x {point_step} bytes (row_step {row_step}) = {need}"
+        )
 
 
 def cloud_dtype(fields, point_step: int, is_bigendian: bool) -> np.dtype:
@@ -272,8 +339,9 @@ def cloud_dtype(fields, point_step: int, is_bigendian: bool) -> np.dtype:
         count = max(int(f.count), 1)
         formats.append(np.dtype(order + code) if count == 1 else (order + code, (count,)))
         offsets.append(int(f.offset))
-    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                     "itemsize": int(point_step)})
+    return np.dtype(
+        {"names": names, "formats": formats, "offsets": offsets, "itemsize": int(point_step)}
+    )
 
 
 def cloud_view(msg) -> np.ndarray:
@@ -289,14 +357,14 @@ def cloud_view(msg) -> np.ndarray:
         return np.frombuffer(msg.data, dtype, count=n)
     raw = np.frombuffer(msg.data, np.uint8, count=row * (height - 1) + width * step)
     rows = np.lib.stride_tricks.as_strided(raw, (height, width * step), (row, 1))
-    return np.ascontiguousarray(rows).view(dtype).reshape(n)    # padded rows: one copy
+    return np.ascontiguousarray(rows).view(dtype).reshape(n)  # padded rows: one copy
 
 
 def _column(points: np.ndarray, name: str) -> np.ndarray | None:
     if name not in (points.dtype.names or ()):
         return None
     col = points[name]
-    if col.ndim > 1:                    # a field of count > 1: its first element
+    if col.ndim > 1:  # a field of count > 1: its first element
         col = col[:, 0]
     return col.astype(np.float32)
 
@@ -319,7 +387,7 @@ def read_cloud(msg, config: PointCloudConfig, fields: tuple[str, ...] = ()) -> C
     x, y, z = (_column(points, n) for n in ("x", "y", "z"))
     (x0, x1), (y0, y1), (z0, z1) = config.x_range, config.y_range, config.z_range
     with np.errstate(invalid="ignore"):
-        keep = (x >= x0) & (x < x1) & (y >= y0) & (y < y1) & (z >= z0) & (z < z1)   # NaN: out
+        keep = (x >= x0) & (x < x1) & (y >= y0) & (y < y1) & (z >= z0) & (z < z1)  # NaN: out
     xyz = np.stack([x[keep], y[keep], z[keep]], axis=1)
     inten = _column(points, "intensity")
     if inten is not None:
@@ -328,14 +396,16 @@ def read_cloud(msg, config: PointCloudConfig, fields: tuple[str, ...] = ()) -> C
     for name in fields:
         if name not in ("x", "y", "z", "intensity"):
             col = _column(points, name)
-            extra[name] = np.nan_to_num(col[keep]) if col is not None \
-                else np.zeros(len(xyz), np.float32)
+            extra[name] = (
+                np.nan_to_num(col[keep]) if col is not None else np.zeros(len(xyz), np.float32)
+            )
     return Cloud(xyz, inten, extra)
 
 
 # --------------------------------------------------------------------------------------------
 # Encoders
 # --------------------------------------------------------------------------------------------
+
 
 def bev_grid(cloud: Cloud, plan: PointCloudPlan) -> np.ndarray:
     """The [C, H, W] grid of one cloud's points."""
@@ -347,7 +417,7 @@ def bev_grid(cloud: Cloud, plan: PointCloudPlan) -> np.ndarray:
     xyz = cloud.xyz
     col = ((xyz[:, 0] - np.float32(grid.x_min)) / res).astype(np.int64)
     row = ((xyz[:, 1] - np.float32(grid.y_min)) / res).astype(np.int64)
-    ok = (col >= 0) & (col < w) & (row >= 0) & (row < h)     # float rounding at the edge
+    ok = (col >= 0) & (col < w) & (row >= 0) & (row < h)  # float rounding at the edge
     cell = (row * w + col)[ok]
     height = xyz[ok, 2] - np.float32(grid.z_min)
     # One sort of the points by cell, then height: every channel is a reduction over each
@@ -372,7 +442,7 @@ def bev_grid(cloud: Cloud, plan: PointCloudPlan) -> np.ndarray:
         elif name == "mean_intensity":
             if cloud.intensity is not None:
                 flat[cells] = np.add.reduceat(cloud.intensity[ok][order], first) / count
-        else:                                               # density
+        else:  # density
             flat[cells] = np.minimum(1.0, np.log1p(count) / DENSITY_NORM)
     return out
 
@@ -386,7 +456,7 @@ def subsample(cloud_xyz: np.ndarray, n: int, how: str, voxel: float, seed: int) 
     index = np.arange(count)
     if how == "voxel":
         cells = np.floor(cloud_xyz / np.float32(voxel)).astype(np.int64) + (1 << 20)
-        keys = (cells[:, 0] << 42) | (cells[:, 1] << 21) | cells[:, 2]    # 21 bits an axis
+        keys = (cells[:, 0] << 42) | (cells[:, 1] << 21) | cells[:, 2]  # 21 bits an axis
         # one point of each voxel, picked at random within its run of sorted keys (the first in
         # the cloud's order would be a voxel's corner on a scan pattern, biasing the centroid)
         order = np.argsort(keys)
@@ -412,7 +482,7 @@ def points_tensor(cloud: Cloud, plan: PointCloudPlan, seed: int) -> tuple[np.nda
         else:
             col = cloud.extra.get(name)
         if col is not None:
-            out[:len(keep), j] = col[keep]
+            out[: len(keep), j] = col[keep]
     return out, len(keep)
 
 
@@ -430,8 +500,9 @@ class PointCloudEncoder:
         if plan.form == "bev":
             return bev_grid(cloud, plan), CloudPlacement(len(cloud), plan.grid)
         stamp = msg.header.stamp
-        tensor, n = points_tensor(cloud, plan, seed=int(stamp.sec) * 1_000_000_000
-                                  + int(stamp.nanosec))
+        tensor, n = points_tensor(
+            cloud, plan, seed=int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec)
+        )
         companions = {}
         if plan.config.count_input:
             companions[plan.config.count_input] = np.array([n], np.int64)
@@ -453,7 +524,7 @@ class ReceivedCloud:
     is_bigendian: bool
     point_step: int
     row_step: int
-    data: np.ndarray                    # uint8, a read-only view of the serialized bytes
+    data: np.ndarray  # uint8, a read-only view of the serialized bytes
     is_dense: bool
 
 
@@ -464,10 +535,17 @@ class PointCloudReader(_SerializedReader):
 
     def __call__(self, raw: bytes) -> ReceivedCloud:
         msg, header = self._read(raw)
-        return ReceivedCloud(header=header, height=msg.height, width=msg.width,
-                             fields=msg.fields, is_bigendian=msg.is_bigendian,
-                             point_step=msg.point_step, row_step=msg.row_step, data=msg.data,
-                             is_dense=msg.is_dense)
+        return ReceivedCloud(
+            header=header,
+            height=msg.height,
+            width=msg.width,
+            fields=msg.fields,
+            is_bigendian=msg.is_bigendian,
+            point_step=msg.point_step,
+            row_step=msg.row_step,
+            data=msg.data,
+            is_dense=msg.is_dense,
+        )
 
 
 class PointCloudInput(InputKind):
@@ -482,20 +560,28 @@ class PointCloudInput(InputKind):
 
     def message_class(self) -> type:
         from sensor_msgs.msg import PointCloud2
+
         return PointCloud2
 
     def reader(self) -> PointCloudReader:
         return PointCloudReader()
 
     def check(self, msg: Any) -> None:
-        check_cloud(msg.fields, int(msg.width), int(msg.height), int(msg.point_step),
-                    int(msg.row_step), len(msg.data))
+        check_cloud(
+            msg.fields,
+            int(msg.width),
+            int(msg.height),
+            int(msg.point_step),
+            int(msg.row_step),
+            len(msg.data),
+        )
 
     def decoded_size(self, msg: Any) -> tuple[int, int]:
-        return int(msg.width), int(msg.height)          # points: held to the pixel limit
+        return int(msg.width), int(msg.height)  # points: held to the pixel limit
 
-    def plan(self, settings: PointCloudConfig, tensor, *, model: str,
-             image: ImageGeometry | None = None) -> PointCloudPlan:
+    def plan(
+        self, settings: PointCloudConfig, tensor, *, model: str, image: ImageGeometry | None = None
+    ) -> PointCloudPlan:
         return plan_cloud(settings, tensor, model=model)
 
     def encoder(self, plan: PointCloudPlan) -> Callable[[Any], tuple[np.ndarray, CloudPlacement]]:

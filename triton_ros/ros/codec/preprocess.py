@@ -20,6 +20,7 @@ machines without OpenCV.
 With OpenCV, a resized 8-bit pixel is rounded to an integer before normalization (as cv_bridge
 pipelines do), so float inputs may differ from exact bilinear values by half a grey level.
 """
+
 from __future__ import annotations
 
 import threading
@@ -30,7 +31,7 @@ import numpy as np
 
 try:
     import cv2
-except ImportError:                     # pragma: no cover - a requirement; numpy path then
+except ImportError:  # pragma: no cover - a requirement; numpy path then
     cv2 = None
 
 from ...core.datatypes import to_numpy_dtype
@@ -52,7 +53,7 @@ RESIZE_MODES = ("letterbox", "stretch")
 INTERPOLATIONS = ("bilinear", "nearest")
 LAYOUTS = ("auto", "NCHW", "NHWC")
 COLORS = ("rgb", "bgr")
-_LUMA = np.array([0.299, 0.587, 0.114], np.float32)   # ITU-R BT.601, as cv2.COLOR_RGB2GRAY
+_LUMA = np.array([0.299, 0.587, 0.114], np.float32)  # ITU-R BT.601, as cv2.COLOR_RGB2GRAY
 
 
 class MalformedImage(MalformedInput):
@@ -65,23 +66,32 @@ class PreprocessConfig:
     from the model). Each field is a setting, the binding's parameter of its name."""
 
     resize: str = setting(
-        "letterbox", "letterbox: keep the aspect ratio and pad (boxes are mapped back to the "
-                     "source image); stretch: resize to the input size. Done with OpenCV "
-                     "straight from the message's bytes (numpy where OpenCV is missing).",
-        choices=RESIZE_MODES)
+        "letterbox",
+        "letterbox: keep the aspect ratio and pad (boxes are mapped back to the "
+        "source image); stretch: resize to the input size. Done with OpenCV "
+        "straight from the message's bytes (numpy where OpenCV is missing).",
+        choices=RESIZE_MODES,
+    )
     interpolation: str = setting("bilinear", "Resize interpolation.", choices=INTERPOLATIONS)
-    pad_value: int = setting(114, "Letterbox padding, as a pixel value (0-255).", low=0,
-                             high=255)
-    color: str = setting("rgb", "Channel order of a 3-channel model input (images are "
-                                "converted from their encoding; a 1-channel input gets mono).",
-                         choices=COLORS)
-    layout: str = setting("auto", "Model input layout; auto: from the input's format in "
-                                  "config.pbtxt, else from its dims.", choices=LAYOUTS)
+    pad_value: int = setting(114, "Letterbox padding, as a pixel value (0-255).", low=0, high=255)
+    color: str = setting(
+        "rgb",
+        "Channel order of a 3-channel model input (images are "
+        "converted from their encoding; a 1-channel input gets mono).",
+        choices=COLORS,
+    )
+    layout: str = setting(
+        "auto",
+        "Model input layout; auto: from the input's format in config.pbtxt, else from its dims.",
+        choices=LAYOUTS,
+    )
     width: int = setting(0, "Model input width; 0: from the model's dims.", low=0)
     height: int = setting(0, "Model input height; 0: from the model's dims.", low=0)
     scale: float = setting(
-        0.0, "Input value = (pixel * scale - mean) / std, per channel, in the model input's "
-             "data type. 0: 1/255 for floating-point inputs, 1 for integer inputs (raw pixels).")
+        0.0,
+        "Input value = (pixel * scale - mean) / std, per channel, in the model input's "
+        "data type. 0: 1/255 for floating-point inputs, 1 for integer inputs (raw pixels).",
+    )
     mean: tuple[float, ...] = setting([0.0], "Per-channel mean (one value: all channels).")
     std: tuple[float, ...] = setting([1.0], "Per-channel standard deviation (one value: all).")
 
@@ -90,16 +100,16 @@ class PreprocessConfig:
 class InputPlan:
     """Preprocessing resolved against one model input."""
 
-    layout: str                         # "NCHW" or "NHWC"
+    layout: str  # "NCHW" or "NHWC"
     height: int
     width: int
-    channels: int                       # 1 or 3
-    color: str                          # "rgb", "bgr" or "mono"
+    channels: int  # 1 or 3
+    color: str  # "rgb", "bgr" or "mono"
     dtype: np.dtype
     resize: str
     interpolation: str
     pad_value: int
-    gain: np.ndarray | None             # per channel: x * gain + offset; None: raw pixel values
+    gain: np.ndarray | None  # per channel: x * gain + offset; None: raw pixel values
     offset: np.ndarray | None
 
     @property
@@ -110,8 +120,9 @@ class InputPlan:
 
     @property
     def summary(self) -> str:
-        return (f"{self.layout} {self.dtype} {self.width}x{self.height}x{self.channels}, "
-                f"{self.resize}")
+        return (
+            f"{self.layout} {self.dtype} {self.width}x{self.height}x{self.channels}, {self.resize}"
+        )
 
     @property
     def geometry(self) -> InputPlan:
@@ -145,12 +156,15 @@ class Letterbox:
 # Resolving a binding's settings against the model input
 # --------------------------------------------------------------------------------------------
 
+
 def plan_input(config: PreprocessConfig, tensor: TensorConfig, *, model: str) -> InputPlan:
     """Resolve layout, size, channels, dtype and normalization; INVALID_ARG if they cannot fit."""
     where = f"model '{model}' input '{tensor.name}'"
     if len(tensor.dims) != 3:
-        raise invalid_arg(f"{where} has dims {list(tensor.dims)}: an image input needs 3 dims "
-                          f"(CHW or HWC, without the batch dimension)")
+        raise invalid_arg(
+            f"{where} has dims {list(tensor.dims)}: an image input needs 3 dims "
+            f"(CHW or HWC, without the batch dimension)"
+        )
     layout = config.layout
     if layout == "auto":
         if tensor.format == "FORMAT_NCHW":
@@ -162,8 +176,10 @@ def plan_input(config: PreprocessConfig, tensor: TensorConfig, *, model: str) ->
         elif tensor.dims[2] in (1, 3) and tensor.dims[0] not in (1, 3):
             layout = "NHWC"
         else:
-            raise invalid_arg(f"{where}: cannot tell NCHW from NHWC from dims "
-                              f"{list(tensor.dims)}; set the binding's 'layout' parameter")
+            raise invalid_arg(
+                f"{where}: cannot tell NCHW from NHWC from dims "
+                f"{list(tensor.dims)}; set the binding's 'layout' parameter"
+            )
     if layout == "NCHW":
         c, h, w = tensor.dims
     else:
@@ -189,17 +205,28 @@ def plan_input(config: PreprocessConfig, tensor: TensorConfig, *, model: str) ->
         raise invalid_arg(f"{where}: std must not contain 0")
     gain, offset = scale / std, -mean / std
     if not floating and np.all(gain == 1.0) and np.all(offset == 0.0):
-        gain = offset = None              # raw pixel values into an integer tensor
-    return InputPlan(layout=layout, height=h, width=w, channels=c,
-                     color="mono" if c == 1 else config.color, dtype=dtype,
-                     resize=config.resize, interpolation=config.interpolation,
-                     pad_value=int(config.pad_value), gain=gain, offset=offset)
+        gain = offset = None  # raw pixel values into an integer tensor
+    return InputPlan(
+        layout=layout,
+        height=h,
+        width=w,
+        channels=c,
+        color="mono" if c == 1 else config.color,
+        dtype=dtype,
+        resize=config.resize,
+        interpolation=config.interpolation,
+        pad_value=int(config.pad_value),
+        gain=gain,
+        offset=offset,
+    )
 
 
 def _size(model_dim: int, param: int, what: str, where: str) -> int:
     if model_dim == WILDCARD_DIM:
         if param <= 0:
-            raise invalid_arg(f"{where} has a variable {what}; set the binding's '{what}' parameter")
+            raise invalid_arg(
+                f"{where} has a variable {what}; set the binding's '{what}' parameter"
+            )
         return param
     if param > 0 and param != model_dim:
         raise invalid_arg(f"{where} has {what} {model_dim} but the binding's '{what}' is {param}")
@@ -219,28 +246,35 @@ def _per_channel(values: tuple[float, ...], channels: int, what: str, where: str
 # Per frame
 # --------------------------------------------------------------------------------------------
 
+
 def check_image(encoding: str, height: int, width: int, step: int, data_len: int) -> int:
     """Check an image header against its data; return its channel count or raise MalformedImage."""
     spec = ENCODINGS.get(encoding)
     if spec is None:
-        raise MalformedImage(f"unsupported encoding '{encoding}' (supported: "
-                             f"{', '.join(ENCODINGS)})")
+        raise MalformedImage(
+            f"unsupported encoding '{encoding}' (supported: {', '.join(ENCODINGS)})"
+        )
     channels = spec[0]
     if height <= 0 or width <= 0:
         raise MalformedImage(f"empty image ({width}x{height})")
     if step < width * channels:
         raise MalformedImage(f"step {step} is smaller than width x channels = {width * channels}")
     if data_len < step * height:
-        raise MalformedImage(f"data has {data_len} bytes, fewer than step x height = "
-                             f"{step} x {height} = {step * height}")
+        raise MalformedImage(
+            f"data has {data_len} bytes, fewer than step x height = "
+            f"{step} x {height} = {step * height}"
+        )
     return channels
 
 
 def letterbox_for(src_w: int, src_h: int, plan: InputPlan) -> tuple[Letterbox, int, int]:
     """Where the resized image goes: the Letterbox and the resized (width, height)."""
     if plan.resize == "stretch":
-        return Letterbox(src_w, src_h, plan.width / src_w, plan.height / src_h, 0.0, 0.0), \
-            plan.width, plan.height
+        return (
+            Letterbox(src_w, src_h, plan.width / src_w, plan.height / src_h, 0.0, 0.0),
+            plan.width,
+            plan.height,
+        )
     r = min(plan.width / src_w, plan.height / src_h)
     nw = max(1, min(plan.width, int(round(src_w * r))))
     nh = max(1, min(plan.height, int(round(src_h * r))))
@@ -265,13 +299,14 @@ class Preprocessor:
         self._samplers: dict[tuple, _Sampler | _CvPipeline] = {}
         self.uses_opencv = use_opencv and cv2 is not None
 
-    def __call__(self, data, encoding: str, height: int, width: int,
-                 step: int) -> tuple[np.ndarray, Letterbox]:
+    def __call__(
+        self, data, encoding: str, height: int, width: int, step: int
+    ) -> tuple[np.ndarray, Letterbox]:
         """Checked image data -> (tensor without batch dimension, Letterbox)."""
         key = (height, width, step, encoding)
         sampler = self._samplers.get(key)
         if sampler is None:
-            if len(self._samplers) >= self._cache_size:     # cameras changed: start over
+            if len(self._samplers) >= self._cache_size:  # cameras changed: start over
                 self._samplers.clear()
             cls = _CvPipeline if self.uses_opencv else _Sampler
             sampler = self._samplers[key] = cls(self.plan, height, width, step, encoding)
@@ -279,23 +314,31 @@ class Preprocessor:
         return sampler.run(flat), sampler.letterbox
 
 
-def preprocess(image: np.ndarray, encoding: str, plan: InputPlan, *,
-               use_opencv: bool = True) -> tuple[np.ndarray, Letterbox]:
+def preprocess(
+    image: np.ndarray, encoding: str, plan: InputPlan, *, use_opencv: bool = True
+) -> tuple[np.ndarray, Letterbox]:
     """One contiguous (H, W, C) uint8 image -> (tensor, Letterbox); for tools and tests."""
     h, w = image.shape[:2]
     data = np.ascontiguousarray(image)
-    return Preprocessor(plan, use_opencv=use_opencv)(data.reshape(-1), encoding, h, w,
-                                                     data.strides[0])
+    return Preprocessor(plan, use_opencv=use_opencv)(
+        data.reshape(-1), encoding, h, w, data.strides[0]
+    )
 
 
 # OpenCV colour conversion from a source channel order to the model's
 _CV_COLOR = {
-    ("rgb", "bgr"): "COLOR_RGB2BGR", ("bgr", "rgb"): "COLOR_BGR2RGB",
-    ("rgba", "rgb"): "COLOR_RGBA2RGB", ("rgba", "bgr"): "COLOR_RGBA2BGR",
-    ("bgra", "rgb"): "COLOR_BGRA2RGB", ("bgra", "bgr"): "COLOR_BGRA2BGR",
-    ("mono", "rgb"): "COLOR_GRAY2RGB", ("mono", "bgr"): "COLOR_GRAY2BGR",
-    ("rgb", "mono"): "COLOR_RGB2GRAY", ("bgr", "mono"): "COLOR_BGR2GRAY",
-    ("rgba", "mono"): "COLOR_RGBA2GRAY", ("bgra", "mono"): "COLOR_BGRA2GRAY",
+    ("rgb", "bgr"): "COLOR_RGB2BGR",
+    ("bgr", "rgb"): "COLOR_BGR2RGB",
+    ("rgba", "rgb"): "COLOR_RGBA2RGB",
+    ("rgba", "bgr"): "COLOR_RGBA2BGR",
+    ("bgra", "rgb"): "COLOR_BGRA2RGB",
+    ("bgra", "bgr"): "COLOR_BGRA2BGR",
+    ("mono", "rgb"): "COLOR_GRAY2RGB",
+    ("mono", "bgr"): "COLOR_GRAY2BGR",
+    ("rgb", "mono"): "COLOR_RGB2GRAY",
+    ("bgr", "mono"): "COLOR_BGR2GRAY",
+    ("rgba", "mono"): "COLOR_RGBA2GRAY",
+    ("bgra", "mono"): "COLOR_BGRA2GRAY",
 }
 
 
@@ -319,8 +362,9 @@ class _CvPipeline:
         code = _CV_COLOR.get((order, plan.color))
         self.color = getattr(cv2, code) if code else None
         self.same_size = (self.nw, self.nh) == (w, h)
-        self.interpolation = cv2.INTER_LINEAR if plan.interpolation == "bilinear" \
-            else cv2.INTER_NEAREST_EXACT
+        self.interpolation = (
+            cv2.INTER_LINEAR if plan.interpolation == "bilinear" else cv2.INTER_NEAREST_EXACT
+        )
         px, py = int(self.letterbox.pad_x), int(self.letterbox.pad_y)
         self.inside = (slice(py, py + self.nh), slice(px, px + self.nw))
         self.padded = (self.nw, self.nh) != (plan.width, plan.height)
@@ -351,19 +395,26 @@ class _CvPipeline:
 
     def _canvas(self) -> np.ndarray:
         """This thread's letterbox canvas."""
-        return self._kept("canvas", lambda: np.full(
-            (self.plan.height, self.plan.width, self.plan.channels), self.plan.pad_value,
-            np.uint8))
+        return self._kept(
+            "canvas",
+            lambda: np.full(
+                (self.plan.height, self.plan.width, self.plan.channels),
+                self.plan.pad_value,
+                np.uint8,
+            ),
+        )
 
     def _planes(self) -> list[np.ndarray]:
         """This thread's three 8-bit planes that cv2.split writes into (a fresh allocation per
         frame costs about 10 us of its 220)."""
-        return self._kept("planes", lambda: [
-            np.empty((self.plan.height, self.plan.width), np.uint8) for _ in range(3)])
+        return self._kept(
+            "planes",
+            lambda: [np.empty((self.plan.height, self.plan.width), np.uint8) for _ in range(3)],
+        )
 
     def run(self, flat: np.ndarray) -> np.ndarray:
         plan = self.plan
-        rows = flat.reshape(self.h, self.step)[:, :self.w * self.src_channels]
+        rows = flat.reshape(self.h, self.step)[:, : self.w * self.src_channels]
         image = rows.reshape(self.h, self.w, self.src_channels)
         if self.padded:
             canvas = self._canvas()
@@ -371,13 +422,15 @@ class _CvPipeline:
             if plan.channels == 1:
                 inside = inside[:, :, 0]
             if self.color is None:
-                cv2.resize(image, (self.nw, self.nh), dst=inside,
-                           interpolation=self.interpolation)
+                cv2.resize(image, (self.nw, self.nh), dst=inside, interpolation=self.interpolation)
             elif self.same_size:
                 cv2.cvtColor(image, self.color, dst=inside)
             else:
-                cv2.cvtColor(cv2.resize(image, (self.nw, self.nh),
-                                        interpolation=self.interpolation), self.color, dst=inside)
+                cv2.cvtColor(
+                    cv2.resize(image, (self.nw, self.nh), interpolation=self.interpolation),
+                    self.color,
+                    dst=inside,
+                )
             image = canvas
         else:
             if not self.same_size:
@@ -394,8 +447,15 @@ class _CvPipeline:
             else:
                 sources = [image[:, :, 0]]
             for c, src in enumerate(sources):
-                cv2.addWeighted(src, self.plane_gain[c], src, 0.0, self.plane_offset[c],
-                                dst=out[c], dtype=cv2.CV_32F)
+                cv2.addWeighted(
+                    src,
+                    self.plane_gain[c],
+                    src,
+                    0.0,
+                    self.plane_offset[c],
+                    dst=out[c],
+                    dtype=cv2.CV_32F,
+                )
             return out
         if plan.layout == "NCHW":
             image = image.transpose(2, 0, 1)
@@ -405,8 +465,11 @@ class _CvPipeline:
             np.multiply(image, self.gain, out=out)
             out += self.offset
         else:
-            out[...] = image * self.gain + self.offset if plan.dtype.kind == "f" \
+            out[...] = (
+                image * self.gain + self.offset
+                if plan.dtype.kind == "f"
                 else np.rint(image * self.gain + self.offset)
+            )
         return out
 
 
@@ -428,8 +491,12 @@ class _Sampler:
         else:
             y0, y1, wy = _bilinear_axis(h, nh)
             x0, x1, wx = _bilinear_axis(w, nw)
-            taps = [(y0, x0, np.outer(1 - wy, 1 - wx)), (y0, x1, np.outer(1 - wy, wx)),
-                    (y1, x0, np.outer(wy, 1 - wx)), (y1, x1, np.outer(wy, wx))]
+            taps = [
+                (y0, x0, np.outer(1 - wy, 1 - wx)),
+                (y0, x1, np.outer(1 - wy, wx)),
+                (y1, x0, np.outer(wy, 1 - wx)),
+                (y1, x1, np.outer(wy, wx)),
+            ]
 
         # Channels: each output channel is a sum of (source channel, coefficient).
         sources = _channel_sources(order, plan.color)
@@ -440,10 +507,14 @@ class _Sampler:
             if per_channel:
                 offsets = np.array([s[0][0] for s in sources], np.int32)
                 groups = [(offsets, weight)]
-            else:                       # luma: one output channel from three source channels
-                groups = [(np.array([c], np.int32),
-                           coef * (weight if weight is not None else np.ones((nh, nw))))
-                          for c, coef in sources[0]]
+            else:  # luma: one output channel from three source channels
+                groups = [
+                    (
+                        np.array([c], np.int32),
+                        coef * (weight if weight is not None else np.ones((nh, nw))),
+                    )
+                    for c, coef in sources[0]
+                ]
             for offsets, wgt in groups:
                 if nchw:
                     index = base[None, :, :] + offsets[:, None, None]
@@ -458,8 +529,11 @@ class _Sampler:
         pad = np.full(plan.channels, plan.pad_value, np.float32)
         if plan.gain is not None:
             pad = pad * plan.gain + plan.offset
-        self.pad = pad.reshape(shape).astype(plan.dtype) if plan.dtype.kind == "f" \
+        self.pad = (
+            pad.reshape(shape).astype(plan.dtype)
+            if plan.dtype.kind == "f"
             else np.rint(pad).reshape(shape).astype(plan.dtype)
+        )
         self.full = (nw, nh) == (plan.width, plan.height)
 
     def run(self, flat: np.ndarray) -> np.ndarray:
@@ -467,7 +541,7 @@ class _Sampler:
         for index, weight in self.gathers:
             values = np.take(flat, index)
             if weight is None and len(self.gathers) == 1:
-                region = values          # nearest or same size: raw bytes, no arithmetic
+                region = values  # nearest or same size: raw bytes, no arithmetic
             elif region is None:
                 region = values * weight if weight is not None else values.astype(np.float32)
             else:
@@ -484,9 +558,9 @@ class _Sampler:
         out[...] = self.pad
         px, py = int(self.letterbox.pad_x), int(self.letterbox.pad_y)
         if plan.layout == "NCHW":
-            out[:, py:py + self.nh, px:px + self.nw] = region
+            out[:, py : py + self.nh, px : px + self.nw] = region
         else:
-            out[py:py + self.nh, px:px + self.nw, :] = region
+            out[py : py + self.nh, px : px + self.nw, :] = region
         return out
 
 
@@ -524,6 +598,8 @@ def float_input_dtype(tensor: TensorConfig, where: str, what: str) -> np.dtype:
     except Exception:
         dtype = None
     if dtype is None or dtype.kind != "f":
-        raise invalid_arg(f"{where} has data type {tensor.datatype}; {what} needs a "
-                          f"floating-point input (FP32, FP16 or FP64)")
+        raise invalid_arg(
+            f"{where} has data type {tensor.datatype}; {what} needs a "
+            f"floating-point input (FP32, FP16 or FP64)"
+        )
     return dtype

@@ -10,6 +10,7 @@ type, :func:`input_kind_for_topic`). To add a kind or a format, write its module
 and add it to the tuple below: its settings (its config class) become the binding's parameters,
 and its config is built for every binding and held by its name.
 """
+
 from __future__ import annotations
 
 from ...core.errors import invalid_arg
@@ -28,10 +29,13 @@ from .tensors import TENSORS
 
 # In this order: an ``auto`` topic's type picks the first kind registered for it (images before
 # depth images, compressed images before compressedDepth).
-INPUT_KINDS: dict[str, InputKind] = {kind.name: kind for kind in (
-    IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO, POINTCLOUD)}
-OUTPUT_FORMATS: dict[str, OutputFormat] = {fmt.name: fmt for fmt in (
-    DETECTIONS, TENSORS, CLASSIFICATION, SEGMENTATION, DETECTIONS3D)}
+INPUT_KINDS: dict[str, InputKind] = {
+    kind.name: kind
+    for kind in (IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO, POINTCLOUD)
+}
+OUTPUT_FORMATS: dict[str, OutputFormat] = {
+    fmt.name: fmt for fmt in (DETECTIONS, TENSORS, CLASSIFICATION, SEGMENTATION, DETECTIONS3D)
+}
 # Every kind and format, each declaring its settings (a binding holds them by name)
 PARTS: tuple[InputKind | OutputFormat, ...] = (*INPUT_KINDS.values(), *OUTPUT_FORMATS.values())
 
@@ -40,8 +44,9 @@ def input_kind(name: str) -> InputKind:
     try:
         return INPUT_KINDS[name]
     except KeyError:
-        raise invalid_arg(f"unknown input kind '{name}' (known: "
-                          f"{', '.join(INPUT_KINDS)})") from None
+        raise invalid_arg(
+            f"unknown input kind '{name}' (known: {', '.join(INPUT_KINDS)})"
+        ) from None
 
 
 def kind_for_type(ros_type: str) -> InputKind | None:
@@ -97,8 +102,11 @@ def input_kind_for_topic(configured: str, ros_type: str) -> InputKind | None:
         family = family_of(kind)
         if wanted is not None and family == wanted:
             return kind
-        if wanted in (None, "image") and family not in ("depth", "camera_info") \
-                and (family == "image" or ros_type != "sensor_msgs/msg/Image"):
+        if (
+            wanted in (None, "image")
+            and family not in ("depth", "camera_info")
+            and (family == "image" or ros_type != "sensor_msgs/msg/Image")
+        ):
             return kind
         if wanted is None and family == "camera_info":
             return kind

@@ -20,6 +20,7 @@ to the full image), scaled to the output grid. Only the part of the grid that th
 argmaxed; the two index vectors are kept per image geometry. The mask has the source's size,
 stamp and frame_id, whatever the model's input size.
 """
+
 from __future__ import annotations
 
 import threading
@@ -35,7 +36,7 @@ from .base import FrameOutputs, OutputFormat
 from .messages import uint8_array
 from .preprocess import InputPlan, Letterbox
 
-_GEOMETRY_CACHE = 32                    # index vectors kept per plan (image sizes, letterboxes)
+_GEOMETRY_CACHE = 32  # index vectors kept per plan (image sizes, letterboxes)
 
 
 @dataclass(frozen=True)
@@ -43,20 +44,24 @@ class SegmentationConfig:
     """The segmentation format's settings; ``class_names`` is the binding's."""
 
     output: str = setting(
-        "", "Format segmentation: the output holding per-pixel class scores [C,H,W] (argmax in "
-            "the node) or class ids [H,W] or [1,H,W]; empty: the model's first output.",
-        name="segmentation_output")
+        "",
+        "Format segmentation: the output holding per-pixel class scores [C,H,W] (argmax in "
+        "the node) or class ids [H,W] or [1,H,W]; empty: the model's first output.",
+        name="segmentation_output",
+    )
     overlay: bool = setting(
-        False, "Format segmentation: also publish the mask alone, coloured by class (rgb8, for "
-               "rviz; not drawn over the camera image), on <output topic>/overlay.",
-        name="segmentation_overlay")
+        False,
+        "Format segmentation: also publish the mask alone, coloured by class (rgb8, for "
+        "rviz; not drawn over the camera image), on <output topic>/overlay.",
+        name="segmentation_overlay",
+    )
     class_names: tuple[str, ...] = shared(())
 
 
 @dataclass(frozen=True)
 class SegmentationPlan:
     output: str
-    input_width: int                    # the model input's size, which the output covers
+    input_width: int  # the model input's size, which the output covers
     input_height: int
     overlay: bool
     labels: tuple[str, ...]
@@ -92,19 +97,23 @@ class SegmentationFormat(OutputFormat):
 
     def message_class(self) -> type:
         from sensor_msgs.msg import Image
+
         return Image
 
     def extra_outputs(self, settings: SegmentationConfig) -> tuple[tuple[str, type], ...]:
         """Further topics of each source, by suffix of its output topic, and their type."""
         return (("overlay", self.message_class()),) if settings.overlay else ()
 
-    def plan(self, settings: SegmentationConfig, spec: ModelSpec,
-             input_plan: InputPlan) -> SegmentationPlan:
+    def plan(
+        self, settings: SegmentationConfig, spec: ModelSpec, input_plan: InputPlan
+    ) -> SegmentationPlan:
         if settings.output:
             tensor = spec.output(settings.output)
             if tensor is None:
-                raise invalid_arg(f"model '{spec.name}' has no output '{settings.output}' "
-                                  f"(outputs: {', '.join(t.name for t in spec.outputs)})")
+                raise invalid_arg(
+                    f"model '{spec.name}' has no output '{settings.output}' "
+                    f"(outputs: {', '.join(t.name for t in spec.outputs)})"
+                )
         elif spec.outputs:
             tensor = spec.outputs[0]
         else:
@@ -113,13 +122,19 @@ class SegmentationFormat(OutputFormat):
         if spec.max_batch_size == 0 and len(dims) == 4 and dims[0] in (1, -1):
             dims = dims[1:]
         if len(dims) not in (2, 3):
-            raise invalid_arg(f"model '{spec.name}' output '{tensor.name}' has dims {dims}: "
-                              f"format segmentation takes [C,H,W] class scores or [H,W] "
-                              f"([1,H,W]) class ids")
+            raise invalid_arg(
+                f"model '{spec.name}' output '{tensor.name}' has dims {dims}: "
+                f"format segmentation takes [C,H,W] class scores or [H,W] "
+                f"([1,H,W]) class ids"
+            )
         labels = settings.class_names or spec.labels_of(tensor.name)
-        return SegmentationPlan(output=tensor.name, input_width=input_plan.width,
-                                input_height=input_plan.height, overlay=settings.overlay,
-                                labels=tuple(labels))
+        return SegmentationPlan(
+            output=tensor.name,
+            input_width=input_plan.width,
+            input_height=input_plan.height,
+            overlay=settings.overlay,
+            labels=tuple(labels),
+        )
 
     def decode(self, plan: SegmentationPlan, frame: FrameOutputs) -> Any:
         out = np.asarray(frame.outputs[plan.output])
@@ -128,12 +143,14 @@ class SegmentationFormat(OutputFormat):
         if out.ndim == 3 and out.shape[0] == 1:
             out = out[0]
         if out.ndim not in (2, 3) or 0 in out.shape:
-            raise ValueError(f"output '{plan.output}' has shape {list(out.shape)}: expected "
-                             f"[C,H,W] class scores or [H,W] class ids")
+            raise ValueError(
+                f"output '{plan.output}' has shape {list(out.shape)}: expected "
+                f"[C,H,W] class scores or [H,W] class ids"
+            )
         letterbox = frame.placement
         rows, cols = self._indices(plan, letterbox, out.shape[-2], out.shape[-1])
         y0, y1, x0, x1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
-        if out.ndim == 3:              # scores: argmax of the covered part only
+        if out.ndim == 3:  # scores: argmax of the covered part only
             ids = np.argmax(out[:, y0:y1, x0:x1], axis=0)
         else:
             ids = out[y0:y1, x0:x1]
@@ -152,16 +169,17 @@ class SegmentationFormat(OutputFormat):
         mask = np.frombuffer(msg.data, np.uint8).reshape(msg.height, msg.width)
         return {"overlay": rgb8_image(msg.header, PALETTE[mask])}
 
-    def _indices(self, plan: SegmentationPlan, box: Letterbox, out_h: int,
-                 out_w: int) -> tuple[np.ndarray, np.ndarray]:
+    def _indices(
+        self, plan: SegmentationPlan, box: Letterbox, out_h: int, out_w: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """For each source row and column, the output row and column at its centre."""
         key = (box, out_h, out_w, plan.input_width, plan.input_height)
         found = self._geometry.get(key)
         if found is None:
-            rows = _nearest(box.src_height, box.scale_y, box.pad_y, out_h / plan.input_height,
-                            out_h)
-            cols = _nearest(box.src_width, box.scale_x, box.pad_x, out_w / plan.input_width,
-                            out_w)
+            rows = _nearest(
+                box.src_height, box.scale_y, box.pad_y, out_h / plan.input_height, out_h
+            )
+            cols = _nearest(box.src_width, box.scale_x, box.pad_x, out_w / plan.input_width, out_w)
             found = (rows, cols)
             with self._lock:
                 if len(self._geometry) >= _GEOMETRY_CACHE:
@@ -180,16 +198,30 @@ def mono8_image(header: Any, mask: np.ndarray) -> Any:
     from sensor_msgs.msg import Image
 
     h, w = mask.shape
-    return Image(header=header, height=h, width=w, encoding="mono8", is_bigendian=0, step=w,
-                 data=uint8_array(np.ascontiguousarray(mask).data))
+    return Image(
+        header=header,
+        height=h,
+        width=w,
+        encoding="mono8",
+        is_bigendian=0,
+        step=w,
+        data=uint8_array(np.ascontiguousarray(mask).data),
+    )
 
 
 def rgb8_image(header: Any, pixels: np.ndarray) -> Any:
     from sensor_msgs.msg import Image
 
     h, w = pixels.shape[:2]
-    return Image(header=header, height=h, width=w, encoding="rgb8", is_bigendian=0, step=w * 3,
-                 data=uint8_array(np.ascontiguousarray(pixels).data))
+    return Image(
+        header=header,
+        height=h,
+        width=w,
+        encoding="rgb8",
+        is_bigendian=0,
+        step=w * 3,
+        data=uint8_array(np.ascontiguousarray(pixels).data),
+    )
 
 
 SEGMENTATION = SegmentationFormat()

@@ -14,6 +14,7 @@ Bytes that are not a serialized Image raise
 :class:`~triton_ros.ros.codec.preprocess.MalformedImage`, which the binding counts as
 ``dropped_malformed`` like any other malformed frame.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -31,22 +32,22 @@ COMPRESSED_IMAGE_TYPE = "sensor_msgs/msg/CompressedImage"
 class ReceivedImage:
     """The fields of a sensor_msgs/Image the node reads, as a typed message has them."""
 
-    header: Any                    # std_msgs.msg.Header
+    header: Any  # std_msgs.msg.Header
     height: int
     width: int
     encoding: str
     is_bigendian: int
     step: int
-    data: np.ndarray               # uint8, a read-only view of the serialized bytes
+    data: np.ndarray  # uint8, a read-only view of the serialized bytes
 
 
 @dataclass(frozen=True)
 class ReceivedCompressedImage:
     """The fields of a sensor_msgs/CompressedImage, as a typed message has them."""
 
-    header: Any                    # std_msgs.msg.Header
+    header: Any  # std_msgs.msg.Header
     format: str
-    data: np.ndarray               # uint8, a read-only view of the serialized bytes
+    data: np.ndarray  # uint8, a read-only view of the serialized bytes
 
 
 class _SerializedReader:
@@ -74,12 +75,11 @@ class _SerializedReader:
             msg = self._store.deserialize_cdr(memoryview(raw), self.ros_type)
         except self._errors as exc:
             name = self.ros_type.replace("/msg/", "/")
-            raise MalformedImage(f"not a serialized {name} ({len(raw)} bytes): "
-                                 f"{exc}") from exc
+            raise MalformedImage(f"not a serialized {name} ({len(raw)} bytes): {exc}") from exc
         head = msg.header
-        return msg, self._header(stamp=self._time(sec=head.stamp.sec,
-                                                  nanosec=head.stamp.nanosec),
-                                 frame_id=head.frame_id)
+        return msg, self._header(
+            stamp=self._time(sec=head.stamp.sec, nanosec=head.stamp.nanosec), frame_id=head.frame_id
+        )
 
 
 class ImageReader(_SerializedReader):
@@ -89,9 +89,15 @@ class ImageReader(_SerializedReader):
 
     def __call__(self, raw: bytes) -> ReceivedImage:
         msg, header = self._read(raw)
-        return ReceivedImage(header=header, height=msg.height, width=msg.width,
-                             encoding=msg.encoding, is_bigendian=msg.is_bigendian, step=msg.step,
-                             data=msg.data)
+        return ReceivedImage(
+            header=header,
+            height=msg.height,
+            width=msg.width,
+            encoding=msg.encoding,
+            is_bigendian=msg.is_bigendian,
+            step=msg.step,
+            data=msg.data,
+        )
 
 
 class CompressedImageReader(_SerializedReader):

@@ -9,6 +9,7 @@ The kind then reads the fields it needs from rosbags' message (same field names 
 Bytes that are not a serialized message of that type raise
 :class:`~triton_ros.ros.codec.base.MalformedInput` (counted as ``dropped_malformed``).
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -37,9 +38,11 @@ class SerializedReader:
         try:
             msg = self._store.deserialize_cdr(memoryview(raw), self._type)
         except self._errors as exc:
-            raise MalformedInput(f"not a serialized {self._type} ({len(raw)} bytes): "
-                                 f"{exc}") from exc
+            raise MalformedInput(
+                f"not a serialized {self._type} ({len(raw)} bytes): {exc}"
+            ) from exc
         head = msg.header
-        header = self._header(stamp=self._time(sec=head.stamp.sec, nanosec=head.stamp.nanosec),
-                              frame_id=head.frame_id)
+        header = self._header(
+            stamp=self._time(sec=head.stamp.sec, nanosec=head.stamp.nanosec), frame_id=head.frame_id
+        )
         return self._convert(msg, header)

@@ -2,6 +2,7 @@
 ``triton_ros_interfaces/TensorList`` (name, KServe data type, shape with the batch dimension when
 the model batches, little-endian bytes; BYTES tensors serialized as Triton does).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +24,8 @@ class TensorsConfig:
     """The tensors format's settings."""
 
     outputs: tuple[str, ...] = setting(
-        [], "Format tensors: the model outputs to publish; empty: all.")
+        [], "Format tensors: the model outputs to publish; empty: all."
+    )
 
 
 @dataclass(frozen=True)
@@ -31,18 +33,28 @@ class TensorsPlan:
     requested: tuple[str, ...] | None
 
 
-def tensor_list(header, model_name: str, model_version: int,
-                outputs: Iterable[tuple[str, np.ndarray]]) -> TensorList:
+def tensor_list(
+    header, model_name: str, model_version: int, outputs: Iterable[tuple[str, np.ndarray]]
+) -> TensorList:
     msg = TensorList(header=header, model_name=model_name, model_version=int(model_version))
     for name, value in outputs:
         datatype = from_numpy_dtype(value.dtype)
         if datatype == "BYTES":
             data = serialize_bytes_tensor(value)
         else:
-            data = np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"),
-                                                      copy=False).tobytes()
-        msg.tensors.append(Tensor(name=name, datatype=datatype,
-                                  shape=[int(d) for d in value.shape], data=uint8_array(data)))
+            data = (
+                np.ascontiguousarray(value)
+                .astype(value.dtype.newbyteorder("<"), copy=False)
+                .tobytes()
+            )
+        msg.tensors.append(
+            Tensor(
+                name=name,
+                datatype=datatype,
+                shape=[int(d) for d in value.shape],
+                data=uint8_array(data),
+            )
+        )
     return msg
 
 
@@ -58,13 +70,16 @@ class TensorsFormat(OutputFormat):
     def plan(self, settings: TensorsConfig, spec: ModelSpec, input_plan: InputPlan) -> TensorsPlan:
         for name in settings.outputs:
             if spec.output(name) is None:
-                raise invalid_arg(f"model '{spec.name}' has no output '{name}' (outputs: "
-                                  f"{', '.join(t.name for t in spec.outputs)})")
+                raise invalid_arg(
+                    f"model '{spec.name}' has no output '{name}' (outputs: "
+                    f"{', '.join(t.name for t in spec.outputs)})"
+                )
         return TensorsPlan(tuple(settings.outputs) or None)
 
     def decode(self, plan: TensorsPlan, frame: FrameOutputs) -> TensorList:
-        shaped = ((name, value[None] if frame.batched else value)
-                  for name, value in frame.outputs.items())
+        shaped = (
+            (name, value[None] if frame.batched else value) for name, value in frame.outputs.items()
+        )
         return tensor_list(frame.header, frame.model_name, frame.model_version, shaped)
 
 

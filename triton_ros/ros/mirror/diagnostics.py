@@ -6,6 +6,7 @@ in the last period), results waiting, the Kafka client's errors. Level: OK; WARN
 were dropped or the Kafka client reported errors (brokers away) in the last period; ERROR when
 the mirror's thread is not running. :func:`mirror_statuses` renders them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -54,17 +55,22 @@ class MirrorReporter:
             elif dropped:
                 reasons = ", ".join(f"{r} {n}" for r, n in drops.items() if n)
                 level = WARN
-                message = (f"{dropped} results not mirrored in the last period ({reasons})"
-                           + (f"; last: {f.last_error}" if f.last_error else "") + kafka)
+                message = (
+                    f"{dropped} results not mirrored in the last period ({reasons})"
+                    + (f"; last: {f.last_error}" if f.last_error else "")
+                    + kafka
+                )
             elif client_errors:
                 level = WARN
-                message = (f"Kafka client errors in the last period, {f.pending} results "
-                           f"waiting{kafka}")
+                message = (
+                    f"Kafka client errors in the last period, {f.pending} results waiting{kafka}"
+                )
             else:
                 level, message = OK, f"mirroring to {f.topic}"
             rate = (lambda n: n / period_s) if period_s > 0 else (lambda n: 0.0)
-            out.append(MirrorReport(f, level, message, rate(offered), rate(delivered),
-                                    rate(dropped)))
+            out.append(
+                MirrorReport(f, level, message, rate(offered), rate(delivered), rate(dropped))
+            )
         return out
 
 
@@ -73,19 +79,28 @@ def mirror_statuses(node_name: str, reports: list[MirrorReport]) -> list[Diagnos
     out = []
     for r in reports:
         f = r.figures
-        status = DiagnosticStatus(level=bytes([r.level]),
-                                  name=f"{node_name}: kafka mirror {f.binding}",
-                                  message=r.message, hardware_id=f.brokers)
+        status = DiagnosticStatus(
+            level=bytes([r.level]),
+            name=f"{node_name}: kafka mirror {f.binding}",
+            message=r.message,
+            hardware_id=f.brokers,
+        )
         status.values = [
-            key_value("binding", f.binding), key_value("topic", f.topic),
-            key_value("key", f.key_template), key_value("brokers", f.brokers),
-            key_value("offered", f.offered), key_value("delivered", f.delivered),
-            key_value("pending", f.pending), key_value("offered_rate", r.offered_rate),
-            key_value("delivered_rate", r.delivered_rate), key_value("drop_rate", r.drop_rate),
+            key_value("binding", f.binding),
+            key_value("topic", f.topic),
+            key_value("key", f.key_template),
+            key_value("brokers", f.brokers),
+            key_value("offered", f.offered),
+            key_value("delivered", f.delivered),
+            key_value("pending", f.pending),
+            key_value("offered_rate", r.offered_rate),
+            key_value("delivered_rate", r.delivered_rate),
+            key_value("drop_rate", r.drop_rate),
             key_value("dropped", sum(f.drops.values())),
             *(key_value(reason, f.drops[reason]) for reason in DROP_REASONS),
             key_value("client_errors", f.client_errors),
-            key_value("last_error", f.last_error), key_value("kafka_error", f.kafka_error),
+            key_value("last_error", f.last_error),
+            key_value("kafka_error", f.kafka_error),
         ]
         out.append(status)
     return out

@@ -11,6 +11,7 @@ Python dependencies come from. The conversion follows the message's own type des
   JSON mapping writes bytes: a list of numbers would be four times the size;
 - a float that is not finite (NaN, infinity) is ``null``: JSON has no such numbers.
 """
+
 from __future__ import annotations
 
 import array
@@ -33,10 +34,16 @@ def message_to_dict(msg: Any) -> dict[str, Any]:
     if fields is None:
         fields = _FIELDS[type(msg)] = tuple(
             (name, bool(_BYTES_TYPE.match(kind)))
-            for name, kind in msg.get_fields_and_field_types().items())
-    return {name: (base64.b64encode(_as_bytes(getattr(msg, name))).decode("ascii") if raw
-                   else _value(getattr(msg, name)))
-            for name, raw in fields}
+            for name, kind in msg.get_fields_and_field_types().items()
+        )
+    return {
+        name: (
+            base64.b64encode(_as_bytes(getattr(msg, name))).decode("ascii")
+            if raw
+            else _value(getattr(msg, name))
+        )
+        for name, raw in fields
+    }
 
 
 def type_name(msg: Any) -> str:
@@ -66,6 +73,6 @@ def _value(value: Any) -> Any:
         return [_value(v) for v in value.tolist()]
     if isinstance(value, np.generic):
         return _value(value.item())
-    if isinstance(value, bytes):                  # a single octet
+    if isinstance(value, bytes):  # a single octet
         return value[0] if len(value) == 1 else list(value)
     raise TypeError(f"a {type(value).__name__} field has no JSON form")

@@ -9,6 +9,7 @@
 - ``nv_kafka_mirror_client_errors{binding, topic}`` (counter): errors the mirror's Kafka client
   reported (a broker down, all brokers down...).
 """
+
 from __future__ import annotations
 
 from ...core.metric_family import COUNTER, GAUGE, Family
@@ -16,13 +17,19 @@ from .kafka_mirror import DROP_REASONS, MirrorFigures
 
 
 def mirror_families(mirrors: list[MirrorFigures]) -> list[Family]:
-    results = Family("nv_kafka_mirror_results", COUNTER,
-                     "Number of a binding's results mirrored to Kafka, by outcome: delivered, "
-                     "or why not")
-    pending = Family("nv_kafka_mirror_pending", GAUGE,
-                     "Results of a binding waiting to be delivered to Kafka")
-    errors = Family("nv_kafka_mirror_client_errors", COUNTER,
-                    "Number of errors the Kafka mirror's client reported (brokers down...)")
+    results = Family(
+        "nv_kafka_mirror_results",
+        COUNTER,
+        "Number of a binding's results mirrored to Kafka, by outcome: delivered, or why not",
+    )
+    pending = Family(
+        "nv_kafka_mirror_pending", GAUGE, "Results of a binding waiting to be delivered to Kafka"
+    )
+    errors = Family(
+        "nv_kafka_mirror_client_errors",
+        COUNTER,
+        "Number of errors the Kafka mirror's client reported (brokers down...)",
+    )
     for f in mirrors:
         labels = {"binding": f.binding, "topic": f.topic}
         results.add({**labels, "outcome": "delivered"}, f.delivered)

@@ -15,6 +15,7 @@ its frames; the messages of its inputs that found no set are counted apart, by r
 (:data:`UNMATCHED_REASONS`, the synchronizer's), and are not frames: they never reached flow
 control.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -23,12 +24,12 @@ from dataclasses import dataclass, fields
 DROP_REASONS = ("dropped_stale", "dropped_superseded", "dropped_malformed", "dropped_unavailable")
 # Frames that failed on their way (ERROR), by stage:
 FAIL_REASONS = (
-    "failed_plan",         # the binding's settings do not fit the model (INVALID_ARG ...)
-    "failed_preprocess",   # the input could not be turned into the model's input
-    "failed_inference",    # the model answered with an error (TritonError, exception, timeout)
-    "failed_decode",       # the model's outputs could not be decoded into the message
-    "failed_publish",      # the message could not be published
-    "failed_internal",     # an unexpected exception in the node's own code
+    "failed_plan",  # the binding's settings do not fit the model (INVALID_ARG ...)
+    "failed_preprocess",  # the input could not be turned into the model's input
+    "failed_inference",  # the model answered with an error (TritonError, exception, timeout)
+    "failed_decode",  # the model's outputs could not be decoded into the message
+    "failed_publish",  # the message could not be published
+    "failed_internal",  # an unexpected exception in the node's own code
 )
 
 # Messages of a synchronized binding's inputs that found no set (binding/synchronizer.py): WARN.
@@ -89,12 +90,20 @@ class SourceCounters:
 
     @property
     def dropped(self) -> int:
-        return (self.dropped_stale + self.dropped_superseded + self.dropped_malformed
-                + self.dropped_unavailable + self.failed)
+        return (
+            self.dropped_stale
+            + self.dropped_superseded
+            + self.dropped_malformed
+            + self.dropped_unavailable
+            + self.failed
+        )
 
 
 #: Every counter as /diagnostics and ~/status show it, in order: the table's fields, with the
 #: failures' total (``failed``) before the failures by stage.
 COUNTERS = tuple(f.name for f in fields(SourceCounters))
-REPORTED = tuple(name for counter in COUNTERS
-                 for name in (("failed", counter) if counter == FAIL_REASONS[0] else (counter,)))
+REPORTED = tuple(
+    name
+    for counter in COUNTERS
+    for name in (("failed", counter) if counter == FAIL_REASONS[0] else (counter,))
+)

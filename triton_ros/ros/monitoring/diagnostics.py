@@ -25,6 +25,7 @@ the period; the values carry the drops and failures by reason, the last error an
 last error of each topic (``last_error <topic>``), so that every broken topic is named in every
 status, not only the latest one.
 """
+
 from __future__ import annotations
 
 import collections
@@ -38,8 +39,8 @@ from .latency import LatencyWindow, percentiles_ms
 
 OK, WARN, ERROR = 0, 1, 2
 LEVEL_NAMES = {OK: "OK", WARN: "WARN", ERROR: "ERROR"}
-DROP_WARN_FRACTION = 0.1             # a binding dropping more than this is WARN (overloaded)
-STALLED_WARN_S = 10.0                # frames in the model this long without a result: WARN
+DROP_WARN_FRACTION = 0.1  # a binding dropping more than this is WARN (overloaded)
+STALLED_WARN_S = 10.0  # frames in the model this long without a result: WARN
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,11 @@ class SourceFigures:
 
     topic: str
     output_topic: str
-    counters: SourceCounters           # totals since the topic was bound
+    counters: SourceCounters  # totals since the topic was bound
     in_flight: int
-    stalled_ns: int                    # frames in the model this long without one leaving (0: none)
-    e2e_ns: list[int]                  # header stamp -> publication, since the last period
-    inference_ns: list[int]            # request -> response, since the last period
+    stalled_ns: int  # frames in the model this long without one leaving (0: none)
+    e2e_ns: list[int]  # header stamp -> publication, since the last period
+    inference_ns: list[int]  # request -> response, since the last period
     # Synchronized bindings: (input, reason, count) of the messages that found no set
     unmatched_by_input: tuple[tuple[str, str, int], ...] = ()
 
@@ -63,14 +64,14 @@ class BindingFigures:
 
     name: str
     model: str
-    location: str                      # where its model runs: "local" for the embedded core's
+    location: str  # where its model runs: "local" for the embedded core's
     max_age_ms: int
-    inputs: tuple[str, ...]            # its topics and topic patterns
+    inputs: tuple[str, ...]  # its topics and topic patterns
     sources: tuple[SourceFigures, ...]
-    retired: SourceCounters            # totals of topics unbound earlier
+    retired: SourceCounters  # totals of topics unbound earlier
     last_error: LastError | None
     last_stale: LastError | None
-    model_ready: bool                  # its model target's state, for diagnostics
+    model_ready: bool  # its model target's state, for diagnostics
     model_state: str
     model_reason: str
     sync_slop_ms: float | None = None  # synchronized bindings: their slop
@@ -106,8 +107,8 @@ class SourceHealth:
     input_rate: float
     output_rate: float
     dropped: int
-    unmatched: int = 0                 # synchronized bindings: messages without a set
-    unmatched_by_input: str = ""       # "DEPTH no_partner 3, K too_old 1"
+    unmatched: int = 0  # synchronized bindings: messages without a set
+    unmatched_by_input: str = ""  # "DEPTH no_partner 3, K too_old 1"
 
 
 @dataclass(kw_only=True)
@@ -132,9 +133,9 @@ class BindingHealth(SourceCounters):
     # executor_lag.py): the node's own backlog, which every binding's frames wait through
     executor_lag_p50_ms: float = 0.0
     executor_lag_p99_ms: float = 0.0
-    state: str = ""                  # the model's state as the binding's target reports it
+    state: str = ""  # the model's state as the binding's target reports it
     last_error: str = ""
-    last_error_age_s: float = -1.0   # -1: no error yet
+    last_error_age_s: float = -1.0  # -1: no error yet
     sources: list[SourceHealth] = field(default_factory=list)
     # (topic, its last error, age in seconds) of every topic that had one
     topic_errors: list[tuple[str, str, float]] = field(default_factory=list)
@@ -143,15 +144,20 @@ class BindingHealth(SourceCounters):
 def missing_steps_text(missing: list[str]) -> str:
     """Why an ensemble that is READY cannot serve: its steps' models that are not ready."""
     plural = len(missing) > 1
-    return (f"its step model{'s' if plural else ''} {', '.join(missing)} "
-            f"{'have' if plural else 'has'} no ready version: every request fails at that step "
-            f"until it is loaded again")
+    return (
+        f"its step model{'s' if plural else ''} {', '.join(missing)} "
+        f"{'have' if plural else 'has'} no ready version: every request fails at that step "
+        f"until it is loaded again"
+    )
 
 
 def _bindings_text(bindings: list[str]) -> str:
     names = ", ".join(f"'{b}'" for b in bindings)
-    return (f"binding {names} drops its frames" if len(bindings) == 1
-            else f"bindings {names} drop their frames")
+    return (
+        f"binding {names} drops its frames"
+        if len(bindings) == 1
+        else f"bindings {names} drop their frames"
+    )
 
 
 class DiagnosticsReporter:
@@ -163,14 +169,14 @@ class DiagnosticsReporter:
         self._prev_models: dict[tuple[str, int], tuple] = {}
         self._prev_sources: dict[tuple[str, str], SourceCounters] = {}
         self._prev_ns = 0
-        self._prev_mono_ns = 0               # the last report, on the errors' clock
+        self._prev_mono_ns = 0  # the last report, on the errors' clock
 
     def model_latency(self, model: str) -> LatencyWindow:
         return self._model_latency[model]
 
-    def report(self, bindings: list[BindingFigures], now_ns: int,
-               executor_lag_ns: list[int] | None = None) -> tuple[list[ModelHealth],
-                                                                  list[BindingHealth]]:
+    def report(
+        self, bindings: list[BindingFigures], now_ns: int, executor_lag_ns: list[int] | None = None
+    ) -> tuple[list[ModelHealth], list[BindingHealth]]:
         """The period's records; ``executor_lag_ns``: the executor's lateness samples of the
         period, shown on every binding (their frames share the executor)."""
         period_s = (now_ns - self._prev_ns) / 1e9 if self._prev_ns else 0.0
@@ -195,21 +201,44 @@ class DiagnosticsReporter:
         listed = set()
         for entry in entries:
             if not entry.state and entry.name not in used:
-                continue                         # in the repository, never loaded, unused
+                continue  # in the repository, never loaded, unused
             if entry.state == "UNAVAILABLE" and any(
-                    e.name == entry.name and e.state == "READY" for e in entries):
-                continue                         # an older version; the ready one reports
+                e.name == entry.name and e.state == "READY" for e in entries
+            ):
+                continue  # an older version; the ready one reports
             listed.add(entry.name)
-            out.append(self._model(entry.name, entry.version, entry.state, entry.reason,
-                                   used.get(entry.name), period_s))
+            out.append(
+                self._model(
+                    entry.name,
+                    entry.version,
+                    entry.state,
+                    entry.reason,
+                    used.get(entry.name),
+                    period_s,
+                )
+            )
         for name, names in used.items():
             if name not in listed:
-                out.append(ModelHealth(name, "", "", ERROR,
-                                       f"not in the model repository ({_bindings_text(names)})"))
+                out.append(
+                    ModelHealth(
+                        name,
+                        "",
+                        "",
+                        ERROR,
+                        f"not in the model repository ({_bindings_text(names)})",
+                    )
+                )
         return out
 
-    def _model(self, name: str, version: str, state: str, reason: str,
-               bindings: list[str] | None, period_s: float) -> ModelHealth:
+    def _model(
+        self,
+        name: str,
+        version: str,
+        state: str,
+        reason: str,
+        bindings: list[str] | None,
+        period_s: float,
+    ) -> ModelHealth:
         p50, p99 = percentiles_ms(self._model_latency[name].drain())
         if state != "READY":
             if state in ("LOADING", "UNLOADING"):
@@ -228,24 +257,40 @@ class DiagnosticsReporter:
             queue_depth = model.pending_request_count()
             missing_steps = getattr(model, "missing_steps", None)
             missing = missing_steps() if missing_steps is not None else []
-        except Exception as exc:                 # unloaded between the index and now
+        except Exception as exc:  # unloaded between the index and now
             return ModelHealth(name, version, "UNAVAILABLE", WARN, str(exc))
         key = (name, stats.version)
-        now = (stats.success.count, stats.fail.count, stats.inference_count, stats.execution_count,
-               stats.queue.ns, stats.compute_input.ns + stats.compute_infer.ns
-               + stats.compute_output.ns)
+        now = (
+            stats.success.count,
+            stats.fail.count,
+            stats.inference_count,
+            stats.execution_count,
+            stats.queue.ns,
+            stats.compute_input.ns + stats.compute_infer.ns + stats.compute_output.ns,
+        )
         prev = self._prev_models.get(key, (0,) * len(now))
         self._prev_models[key] = now
-        d_success, d_fail, d_inf, d_exec, d_queue_ns, d_compute_ns = (a - b for a, b in zip(now, prev))
+        d_success, d_fail, d_inf, d_exec, d_queue_ns, d_compute_ns = (
+            a - b for a, b in zip(now, prev)
+        )
         health = ModelHealth(
-            name, version, state, OK, "ready", queue_depth=queue_depth,
-            failures=d_fail, failures_total=stats.fail.count,
+            name,
+            version,
+            state,
+            OK,
+            "ready",
+            queue_depth=queue_depth,
+            failures=d_fail,
+            failures_total=stats.fail.count,
             mean_batch_size=d_inf / d_exec if d_exec else 0.0,
-            mean_batch_size_total=(stats.inference_count / stats.execution_count
-                                   if stats.execution_count else 0.0),
+            mean_batch_size_total=(
+                stats.inference_count / stats.execution_count if stats.execution_count else 0.0
+            ),
             queue_ms=d_queue_ns / d_success / 1e6 if d_success else 0.0,
             compute_ms=d_compute_ns / d_success / 1e6 if d_success else 0.0,
-            latency_p50_ms=p50, latency_p99_ms=p99)
+            latency_p50_ms=p50,
+            latency_p99_ms=p99,
+        )
         if period_s > 0:
             health.input_rate = (d_success + d_fail) / period_s
             health.output_rate = d_success / period_s
@@ -257,13 +302,14 @@ class DiagnosticsReporter:
         return health
 
     # ---------------------------------------------------------------- bindings
-    def _binding(self, binding: BindingFigures, period_s: float,
-                 since_mono_ns: int = 0) -> BindingHealth:
+    def _binding(
+        self, binding: BindingFigures, period_s: float, since_mono_ns: int = 0
+    ) -> BindingHealth:
         health = BindingHealth(name=binding.name, model=binding.model, level=OK, message="ok")
         e2e: list[int] = []
         inference: list[int] = []
-        period = SourceCounters()              # what happened in the last period, by reason
-        totals = binding.retired.copy()        # sources unbound earlier still count
+        period = SourceCounters()  # what happened in the last period, by reason
+        totals = binding.retired.copy()  # sources unbound earlier still count
         stalled_ns = 0
         mono_now = time.monotonic_ns()
         for source in binding.sources:
@@ -273,19 +319,27 @@ class DiagnosticsReporter:
             key = (binding.name, source.topic)
             prev = self._prev_sources.get(key) or SourceCounters()
             self._prev_sources[key] = counters
-            delta = SourceCounters(**{name: getattr(counters, name) - getattr(prev, name)
-                                      for name in COUNTERS})
+            delta = SourceCounters(
+                **{name: getattr(counters, name) - getattr(prev, name) for name in COUNTERS}
+            )
             period.add(delta)
             stalled_ns = max(stalled_ns, source.stalled_ns)
             health.source_count += 1
             health.in_flight += source.in_flight
             totals.add(counters)
-            health.sources.append(SourceHealth(
-                source.topic, source.output_topic,
-                delta.received / period_s if period_s > 0 else 0.0,
-                delta.published / period_s if period_s > 0 else 0.0, counters.dropped,
-                counters.unmatched, ", ".join(f"{name} {reason} {n}" for name, reason, n
-                                              in source.unmatched_by_input)))
+            health.sources.append(
+                SourceHealth(
+                    source.topic,
+                    source.output_topic,
+                    delta.received / period_s if period_s > 0 else 0.0,
+                    delta.published / period_s if period_s > 0 else 0.0,
+                    counters.dropped,
+                    counters.unmatched,
+                    ", ".join(
+                        f"{name} {reason} {n}" for name, reason, n in source.unmatched_by_input
+                    ),
+                )
+            )
         for name in COUNTERS:
             setattr(health, name, getattr(totals, name))
         health.latency_p50_ms, health.latency_p99_ms = percentiles_ms(e2e)
@@ -297,11 +351,13 @@ class DiagnosticsReporter:
         last = binding.last_error
         if last is not None:
             health.last_error, health.last_error_age_s = last.text, last.age_s(mono_now)
-        health.topic_errors = [(topic, error.text, error.age_s(mono_now))
-                               for topic, error in binding.topic_errors]
+        health.topic_errors = [
+            (topic, error.text, error.age_s(mono_now)) for topic, error in binding.topic_errors
+        ]
         # every topic with an error in this period, not only the latest one's
-        recent = [topic for topic, error in binding.topic_errors
-                  if error.monotonic_ns > since_mono_ns]
+        recent = [
+            topic for topic, error in binding.topic_errors if error.monotonic_ns > since_mono_ns
+        ]
         topics_text = f" (on {', '.join(recent)})" if recent else ""
         last_text = topics_text + (f"; last error: {last.text}" if last is not None else "")
 
@@ -309,69 +365,105 @@ class DiagnosticsReporter:
         failed = {name: getattr(period, name) for name in FAIL_REASONS if getattr(period, name)}
         if not binding.model_ready:
             health.level = ERROR
-            if binding.model_state == "READY":     # listed ready, but it cannot serve
-                health.message = (f"model '{binding.model}' cannot serve: {binding.model_reason}"
-                                  f"; frames are dropped as unavailable")
+            if binding.model_state == "READY":  # listed ready, but it cannot serve
+                health.message = (
+                    f"model '{binding.model}' cannot serve: {binding.model_reason}"
+                    f"; frames are dropped as unavailable"
+                )
             else:
                 if binding.model_state:
-                    detail = (f"{binding.model_state}: {binding.model_reason}"
-                              if binding.model_reason else binding.model_state)
+                    detail = (
+                        f"{binding.model_state}: {binding.model_reason}"
+                        if binding.model_reason
+                        else binding.model_state
+                    )
                 else:
                     detail = binding.model_reason or "not loaded"
-                health.message = (f"model '{binding.model}' is not ready ({detail}); frames are "
-                                  f"dropped as unavailable")
+                health.message = (
+                    f"model '{binding.model}' is not ready ({detail}); frames are "
+                    f"dropped as unavailable"
+                )
         elif failed:
             health.level = ERROR if period.published == 0 else WARN
             reasons = ", ".join(f"{n} {name}" for name, n in failed.items())
-            health.message = (f"{period.failed} of {period.received} frames failed in the last "
-                              f"period ({reasons}){last_text}")
+            health.message = (
+                f"{period.failed} of {period.received} frames failed in the last "
+                f"period ({reasons}){last_text}"
+            )
         elif stalled_ns > STALLED_WARN_S * 1e9:
             health.level = WARN
-            health.message = (f"{health.in_flight} frame(s) in the model without a result for "
-                              f"{stalled_ns / 1e9:.0f} s")
+            health.message = (
+                f"{health.in_flight} frame(s) in the model without a result for "
+                f"{stalled_ns / 1e9:.0f} s"
+            )
         elif period.dropped_malformed:
             health.level = WARN
-            health.message = (f"{period.dropped_malformed} malformed frames in the last period"
-                              f"{last_text}")
+            health.message = (
+                f"{period.dropped_malformed} malformed frames in the last period{last_text}"
+            )
         elif period.dropped_stale:
             stale = binding.last_stale
             health.level = WARN
-            health.message = (f"{period.dropped_stale} of {period.received} frames dropped as "
-                              f"stale (older than max_age_ms {binding.max_age_ms})"
-                              f"{topics_text}"
-                              + (f"; last: {stale.summary}" if stale is not None
-                                 else f". Likely cause: {STALE_CAUSES}"))
+            health.message = (
+                f"{period.dropped_stale} of {period.received} frames dropped as "
+                f"stale (older than max_age_ms {binding.max_age_ms})"
+                f"{topics_text}"
+                + (
+                    f"; last: {stale.summary}"
+                    if stale is not None
+                    else f". Likely cause: {STALE_CAUSES}"
+                )
+            )
         elif period.stamped_ahead:
             stale = binding.last_stale
             health.level = WARN
-            health.message = (f"{period.stamped_ahead} of {period.received} frames stamped more "
-                              f"than max_age_ms {binding.max_age_ms} ahead of this node's clock "
-                              f"(processed){topics_text}"
-                              + (f"; last: {stale.summary}" if stale is not None
-                                 else f". Likely cause: {STALE_CAUSES}"))
+            health.message = (
+                f"{period.stamped_ahead} of {period.received} frames stamped more "
+                f"than max_age_ms {binding.max_age_ms} ahead of this node's clock "
+                f"(processed){topics_text}"
+                + (
+                    f"; last: {stale.summary}"
+                    if stale is not None
+                    else f". Likely cause: {STALE_CAUSES}"
+                )
+            )
         elif period.unstamped:
             health.level = WARN
-            health.message = (f"{period.unstamped} of {period.received} frames stamped 0 "
-                              f"(header.stamp unset: max_age_ms cannot apply; processed)"
-                              f"{last_text}")
+            health.message = (
+                f"{period.unstamped} of {period.received} frames stamped 0 "
+                f"(header.stamp unset: max_age_ms cannot apply; processed)"
+                f"{last_text}"
+            )
         elif period.dropped_unavailable:
             health.level = WARN
-            health.message = (f"{period.dropped_unavailable} frames dropped while the model "
-                              f"was not serving{last_text}")
+            health.message = (
+                f"{period.dropped_unavailable} frames dropped while the model "
+                f"was not serving{last_text}"
+            )
         elif period.unmatched:
             health.level = WARN
-            reasons = ", ".join(f"{name[len('unmatched_'):]} {getattr(period, name)}"
-                                for name in UNMATCHED_REASONS if getattr(period, name))
-            health.message = (f"{period.unmatched} input messages found no partner within "
-                              f"sync_slop_ms {binding.sync_slop_ms:g} in the last period "
-                              f"({reasons}){last_text}")
+            reasons = ", ".join(
+                f"{name[len('unmatched_') :]} {getattr(period, name)}"
+                for name in UNMATCHED_REASONS
+                if getattr(period, name)
+            )
+            health.message = (
+                f"{period.unmatched} input messages found no partner within "
+                f"sync_slop_ms {binding.sync_slop_ms:g} in the last period "
+                f"({reasons}){last_text}"
+            )
         elif not health.source_count:
             health.level = WARN
-            what = ("no source namespace with every input topic yet"
-                    if binding.sync_slop_ms is not None else "no input topic yet")
+            what = (
+                "no source namespace with every input topic yet"
+                if binding.sync_slop_ms is not None
+                else "no input topic yet"
+            )
             health.message = f"{what} (waiting for " + ", ".join(binding.inputs) + ")"
         elif period.received and period.dropped > DROP_WARN_FRACTION * period.received:
             health.level = WARN
-            health.message = (f"dropping {period.dropped} of {period.received} frames "
-                              f"(overloaded: lower the frame rate or raise max_in_flight)")
+            health.message = (
+                f"dropping {period.dropped} of {period.received} frames "
+                f"(overloaded: lower the frame rate or raise max_in_flight)"
+            )
         return health

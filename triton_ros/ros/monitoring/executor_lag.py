@@ -17,6 +17,7 @@ has no message info, and the events executor of rclpy 9 fails every callback tha
 
 This module is plain Python: the node passes steady-clock times in nanoseconds.
 """
+
 from __future__ import annotations
 
 import collections
@@ -24,8 +25,8 @@ import threading
 
 from .latency import LatencyWindow
 
-PERIOD_S = 0.1                       # the measuring timer's period
-WINDOW_NS = 2_000_000_000            # "now": the largest lateness over this long
+PERIOD_S = 0.1  # the measuring timer's period
+WINDOW_NS = 2_000_000_000  # "now": the largest lateness over this long
 
 
 class ExecutorLag:
@@ -34,9 +35,9 @@ class ExecutorLag:
     def __init__(self, window_ns: int = WINDOW_NS) -> None:
         self._window_ns = window_ns
         self._lock = threading.Lock()
-        self._due_ns: int | None = None           # when the next tick is due
+        self._due_ns: int | None = None  # when the next tick is due
         self._recent: collections.deque[tuple[int, int]] = collections.deque()
-        self.samples = LatencyWindow()            # lateness of each tick, for /diagnostics
+        self.samples = LatencyWindow()  # lateness of each tick, for /diagnostics
 
     def tick(self, now_ns: int, next_due_ns: int) -> None:
         """A tick ran at ``now_ns``; the next one is due at ``next_due_ns``."""
@@ -54,6 +55,7 @@ class ExecutorLag:
         with self._lock:
             if self._due_ns is None:
                 return -1
-            recent = max((late for t, late in self._recent if now_ns - t <= self._window_ns),
-                         default=0)
+            recent = max(
+                (late for t, late in self._recent if now_ns - t <= self._window_ns), default=0
+            )
             return max(recent, now_ns - self._due_ns, 0)

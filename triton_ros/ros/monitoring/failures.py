@@ -12,6 +12,7 @@ frames.
 
 This module is plain Python (no rclpy): the node passes its logger.
 """
+
 from __future__ import annotations
 
 import sys
@@ -20,20 +21,28 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-LOG_EVERY_NS = 5_000_000_000           # one log line per kind every 5 s at most
-TOPICS_KEPT = 64                       # topics whose last error is kept (the oldest goes first)
+LOG_EVERY_NS = 5_000_000_000  # one log line per kind every 5 s at most
+TOPICS_KEPT = 64  # topics whose last error is kept (the oldest goes first)
 
-STALE_CAUSES = ("the publisher's clock is not synchronised with this host's (use chrony/NTP, or "
-                "set max_age_ms: 0), or a bag is replayed without --clock and use_sim_time:=true")
-BACKLOG_CAUSE = ("it was young enough when it reached this node but waited in the node's own "
-                 "queue until its callback ran: the node is behind (its executor thread is busy or the host's "
-                 "CPUs are; lower the frame rate or the number of cameras, raise max_age_ms, or "
-                 "preprocess on the worker threads: preprocess_in_callback false)")
-NO_BACKLOG = ("; or the node itself is behind (its executor's lag is not measured yet, "
-                   "so its own queue time is unknown)")
-WAITED_CAUSE = ("it arrived in time but waited behind frames still in the model: inference is "
-                "slower than this topic's frame rate (raise max_in_flight or max_age_ms, lower "
-                "the rate, or check the model's latency in /diagnostics)")
+STALE_CAUSES = (
+    "the publisher's clock is not synchronised with this host's (use chrony/NTP, or "
+    "set max_age_ms: 0), or a bag is replayed without --clock and use_sim_time:=true"
+)
+BACKLOG_CAUSE = (
+    "it was young enough when it reached this node but waited in the node's own "
+    "queue until its callback ran: the node is behind (its executor thread is busy or the host's "
+    "CPUs are; lower the frame rate or the number of cameras, raise max_age_ms, or "
+    "preprocess on the worker threads: preprocess_in_callback false)"
+)
+NO_BACKLOG = (
+    "; or the node itself is behind (its executor's lag is not measured yet, "
+    "so its own queue time is unknown)"
+)
+WAITED_CAUSE = (
+    "it arrived in time but waited behind frames still in the model: inference is "
+    "slower than this topic's frame rate (raise max_in_flight or max_age_ms, lower "
+    "the rate, or check the model's latency in /diagnostics)"
+)
 
 
 @dataclass
@@ -48,9 +57,9 @@ class LastError:
 
     text: str
     reason: str
-    level: str                          # "warn" or "error"
+    level: str  # "warn" or "error"
     monotonic_ns: int
-    summary: str = ""                   # a shorter text for a diagnostics message
+    summary: str = ""  # a shorter text for a diagnostics message
 
     def age_s(self, now_ns: int | None = None) -> float:
         return ((now_ns or time.monotonic_ns()) - self.monotonic_ns) / 1e9
@@ -66,10 +75,19 @@ class FailureLog:
         self._throttles: dict[str, _Throttle] = {}
         self.last: LastError | None = None
         self.last_stale: LastError | None = None
-        self._topics: dict[str, LastError] = {}   # the last error of each topic, newest last
+        self._topics: dict[str, LastError] = {}  # the last error of each topic, newest last
 
-    def report(self, key: str, reason: str, text: str, *, level: str = "error",
-               summary: str = "", record: bool = True, topic: str = "") -> bool:
+    def report(
+        self,
+        key: str,
+        reason: str,
+        text: str,
+        *,
+        level: str = "error",
+        summary: str = "",
+        record: bool = True,
+        topic: str = "",
+    ) -> bool:
         """Record a failure; log it unless one of the same ``key`` was logged within the period.
         Returns whether it was logged. ``record`` False: a note (e.g. frames hedged), logged
         the same way but not kept as the last error. ``topic``: the topic it concerns, whose
@@ -85,7 +103,7 @@ class FailureLog:
             if not record:
                 pass
             elif reason in ("dropped_stale", "stamped_ahead"):
-                self.last_stale = last         # clock trouble, kept apart from failures
+                self.last_stale = last  # clock trouble, kept apart from failures
             else:
                 self.last = last
             throttle = self._throttles.get(key)
@@ -118,6 +136,9 @@ class FailureLog:
                 self._logger.warning(text)
             else:
                 self._logger.error(text)
-        except Exception as exc:               # the log line must not be lost with it
-            print(f"[{level.upper()}] {text} (logger failed: {type(exc).__name__}: {exc})",
-                  file=sys.stderr, flush=True)
+        except Exception as exc:  # the log line must not be lost with it
+            print(
+                f"[{level.upper()}] {text} (logger failed: {type(exc).__name__}: {exc})",
+                file=sys.stderr,
+                flush=True,
+            )

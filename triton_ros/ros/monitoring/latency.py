@@ -1,5 +1,6 @@
 """Latency samples of one kind (a topic's end-to-end latency, a model's, an endpoint's round
 trips), kept since the diagnostics reporter last read them, and their percentiles."""
+
 from __future__ import annotations
 
 import collections

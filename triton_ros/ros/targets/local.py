@@ -5,6 +5,7 @@ node's :class:`~triton_ros.core.server.InferenceServer`: the spec of the version
 (its configuration and the core's labels, read once when the version loaded), its state from
 the repository index, and ``infer`` straight into the core's scheduler.
 """
+
 from __future__ import annotations
 
 import threading
@@ -33,8 +34,9 @@ class LocalModelTarget:
         self._core = core
         # (spec, its stateful ensemble's step versions) per loaded version object; weak, so
         # that an unloaded version is not kept alive.
-        self._specs: "weakref.WeakKeyDictionary[object, tuple[ModelSpec, tuple]]" = \
+        self._specs: "weakref.WeakKeyDictionary[object, tuple[ModelSpec, tuple]]" = (
             weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
         self._requested: dict[tuple[str, ...], tuple] = {}
         self._not_ready_state: tuple[int, TargetState] | None = None
@@ -49,13 +51,17 @@ class LocalModelTarget:
             with self._lock:
                 cached = self._specs.get(model)
                 if cached is None:
-                    spec = spec_from_config(model.config, model.version, model.labels,
-                                            self._steps(model.config))
+                    spec = spec_from_config(
+                        model.config, model.version, model.labels, self._steps(model.config)
+                    )
                     # A stateful ensemble's spec is new whenever a step's loaded version is:
                     # the binding then starts its sequences again (a reloaded tracker knows
                     # none of them), as it does for the ensemble's own reload.
-                    steps = self._step_versions(model) if spec.stateful and \
-                        model.config.ensemble_steps else ()
+                    steps = (
+                        self._step_versions(model)
+                        if spec.stateful and model.config.ensemble_steps
+                        else ()
+                    )
                     cached = (spec, steps)
                 elif cached[1] and not self._same_steps(model, cached[1]):
                     cached = (replace(cached[0]), self._step_versions(model))
@@ -95,7 +101,7 @@ class LocalModelTarget:
             seen.add(step.model_name)
             try:
                 step_config = self._core.get_model(step.model_name, step.model_version).config
-            except TritonRosError:             # not ready: its requests will say so
+            except TritonRosError:  # not ready: its requests will say so
                 continue
             out.append(step_config)
             todo.extend(step_config.ensemble_steps)
@@ -111,11 +117,12 @@ class LocalModelTarget:
         else:
             state = self.state()
             self._not_ready_state = (now, state)
-        if state.ready:                        # it became ready meanwhile: try the next frame
+        if state.ready:  # it became ready meanwhile: try the next frame
             return unavailable(f"model '{self.name}' was changing versions")
         if not state.state and state.reason.startswith("not in"):
-            return TritonRosError(StatusCode.NOT_FOUND,
-                                  f"model '{self.name}' is not in the model repository")
+            return TritonRosError(
+                StatusCode.NOT_FOUND, f"model '{self.name}' is not in the model repository"
+            )
         what = f"version {self.version}" if self.version != -1 else "no version"
         detail = state.state or "not loaded"
         if state.reason:
@@ -123,19 +130,21 @@ class LocalModelTarget:
         return unavailable(f"model '{self.name}' has {what} ready ({detail})")
 
     def state(self) -> TargetState:
-        entries = [e for e in self._core.repository_index() if e.name == self.name and
-                   (self.version == -1 or e.version in ("", str(self.version)))]
+        entries = [
+            e
+            for e in self._core.repository_index()
+            if e.name == self.name and (self.version == -1 or e.version in ("", str(self.version)))
+        ]
         if not entries:
             return TargetState(False, "", "not in the model repository")
         for wanted in (READY, "LOADING", "UNLOADING", "UNAVAILABLE"):
             found = [e for e in entries if e.state == wanted]
             if found:
-                entry = found[-1]              # the highest version in that state
+                entry = found[-1]  # the highest version in that state
                 if wanted == READY:
                     missing = self._missing_steps()
-                    if missing:                # READY in the index, but its requests fail
-                        return TargetState(False, READY, missing_steps_text(missing),
-                                           entry.version)
+                    if missing:  # READY in the index, but its requests fail
+                        return TargetState(False, READY, missing_steps_text(missing), entry.version)
                 return TargetState(wanted == READY, wanted, entry.reason, entry.version)
         return TargetState(False, "", "not loaded")
 
@@ -149,10 +158,16 @@ class LocalModelTarget:
         missing_steps = getattr(model, "missing_steps", None)
         return missing_steps() if missing_steps is not None else []
 
-    def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
-              priority: int = 0, timeout_us: int = 0,
-              sequence: tuple[int | str, bool, bool] | None = None,
-              on_response=None) -> InferFuture:
+    def infer(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: Sequence[str] | None = None,
+        priority: int = 0,
+        timeout_us: int = 0,
+        sequence: tuple[int | str, bool, bool] | None = None,
+        on_response=None,
+    ) -> InferFuture:
         requested = None
         if outputs is not None:
             key = tuple(outputs)
@@ -161,9 +176,14 @@ class LocalModelTarget:
                 requested = self._requested[key] = tuple(RequestedOutput(n) for n in key)
         future = InferFuture()
         request = InferRequest(
-            model_name=self.name, inputs=dict(inputs), model_version=self.version,
-            requested_outputs=requested, priority=priority, timeout_us=timeout_us,
-            future=future)
+            model_name=self.name,
+            inputs=dict(inputs),
+            model_version=self.version,
+            requested_outputs=requested,
+            priority=priority,
+            timeout_us=timeout_us,
+            future=future,
+        )
         if sequence is not None:
             request.sequence_id, request.sequence_start, request.sequence_end = sequence
         if on_response is not None:
@@ -171,7 +191,7 @@ class LocalModelTarget:
         # Tracing (core/tracer.py): the binding adds the frame's own timestamps (received,
         # published) to a sampled request's trace and releases it (future.trace).
         request.caller_releases_trace = self._core.tracer.active
-        self._core.infer(request)              # its future is ``future``
+        self._core.infer(request)  # its future is ``future``
         future.trace = request.trace
         return future
 

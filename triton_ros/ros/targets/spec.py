@@ -24,7 +24,8 @@ running (one asynchronous request per frame) need exactly this:
 ``target.state() -> TargetState``
     Readiness with the state's name and reason, for ``/diagnostics`` (called about once per
     diagnostics period; may be slower than ``describe``).
-``target.infer(inputs, outputs=..., priority=..., timeout_us=..., sequence=..., on_response=...) -> InferFuture``
+``target.infer(inputs, outputs=..., priority=..., timeout_us=..., sequence=..., on_response=...) ->
+InferFuture``
     Queue one request (numpy arrays by input name, with the batch dimension when
     ``max_batch_size > 0``; ``outputs``: names to return, ``None`` for all). Never raises: the
     returned :class:`InferFuture` (a :class:`concurrent.futures.Future`, with the request's
@@ -57,6 +58,7 @@ empty unless it knows them; the binding's ``class_names`` then name the classes.
 RemoteModel` over remote KServe v2 endpoints; the node picks one per binding
 (:func:`triton_ros.ros.inference_node.model_target_for`). This module imports neither.
 """
+
 from __future__ import annotations
 
 from concurrent.futures import Future
@@ -75,10 +77,10 @@ class TensorSpec:
     """One input or output of a model as a client sees it."""
 
     name: str
-    datatype: str                      # KServe name: "FP32", "UINT8", "BYTES", ...
-    dims: tuple[int, ...]              # without the batch dimension when max_batch_size > 0; -1: any
-    format: str = "FORMAT_NONE"        # inputs: FORMAT_NCHW, FORMAT_NHWC or FORMAT_NONE
-    optional: bool = False             # inputs: may be left out of a request
+    datatype: str  # KServe name: "FP32", "UINT8", "BYTES", ...
+    dims: tuple[int, ...]  # without the batch dimension when max_batch_size > 0; -1: any
+    format: str = "FORMAT_NONE"  # inputs: FORMAT_NCHW, FORMAT_NHWC or FORMAT_NONE
+    optional: bool = False  # inputs: may be left out of a request
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,8 +92,8 @@ class ModelSpec:
 
     name: str
     version: int
-    platform: str                      # "onnxruntime_onnx", "ensemble", "python", ...
-    max_batch_size: int                # 0: no batch dimension in requests
+    platform: str  # "onnxruntime_onnx", "ensemble", "python", ...
+    max_batch_size: int  # 0: no batch dimension in requests
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     # Labels by output name (label_filename); outputs without labels are absent.
@@ -101,7 +103,7 @@ class ModelSpec:
     stateful: bool = False
     sequence_idle_us: int = 0
     string_sequence_ids: bool = False  # a CORRID control of TYPE_STRING: IDs go as strings
-    decoupled: bool = False            # model_transaction_policy.decoupled
+    decoupled: bool = False  # model_transaction_policy.decoupled
 
     def input(self, name: str) -> TensorSpec | None:
         return next((t for t in self.inputs if t.name == name), None)
@@ -119,9 +121,9 @@ class TargetState:
     """Readiness of a target, for diagnostics."""
 
     ready: bool
-    state: str                         # READY, LOADING, UNLOADING, UNAVAILABLE; "": not loaded
-    reason: str = ""                   # why it is not ready ("unloaded", a load error, ...)
-    version: str = ""                  # the version this state is about, if any
+    state: str  # READY, LOADING, UNLOADING, UNAVAILABLE; "": not loaded
+    reason: str = ""  # why it is not ready ("unloaded", a load error, ...)
+    version: str = ""  # the version this state is about, if any
 
 
 class InferFuture(Future):
@@ -152,39 +154,66 @@ class ModelTarget(Protocol):
 
     def state(self) -> TargetState: ...
 
-    def infer(self, inputs: Mapping[str, np.ndarray], *, outputs: Sequence[str] | None = None,
-              priority: int = 0, timeout_us: int = 0,
-              sequence: tuple[int | str, bool, bool] | None = None,
-              on_response: Any = None) -> InferFuture: ...
+    def infer(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: Sequence[str] | None = None,
+        priority: int = 0,
+        timeout_us: int = 0,
+        sequence: tuple[int | str, bool, bool] | None = None,
+        on_response: Any = None,
+    ) -> InferFuture: ...
 
     def can_hedge(self) -> bool: ...
 
     def close(self) -> None: ...
 
 
-def spec_from_config(config: ModelConfig, version: int,
-                     labels: Mapping[str, Sequence[str]] | None = None,
-                     steps: Sequence[ModelConfig] = ()) -> ModelSpec:
+def spec_from_config(
+    config: ModelConfig,
+    version: int,
+    labels: Mapping[str, Sequence[str]] | None = None,
+    steps: Sequence[ModelConfig] = (),
+) -> ModelSpec:
     """A :class:`ModelSpec` from a core (or remotely fetched and parsed) ``ModelConfig``;
     ``steps``: an ensemble's composing models' (whether it is stateful)."""
     batchers = [c.sequence_batching for c in (config, *steps) if c.sequence_batching is not None]
     idles = [b.max_sequence_idle_us for b in batchers]
     corrids = [b.control(CONTROL_CORRID) for b in batchers]
+
     def tensors(items, inputs: bool) -> tuple[TensorSpec, ...]:
-        return tuple(TensorSpec(name=t.name, datatype=t.datatype, dims=tuple(int(d) for d in t.dims),
-                                format=t.format if inputs else "FORMAT_NONE",
-                                optional=bool(t.optional) if inputs else False) for t in items)
+        return tuple(
+            TensorSpec(
+                name=t.name,
+                datatype=t.datatype,
+                dims=tuple(int(d) for d in t.dims),
+                format=t.format if inputs else "FORMAT_NONE",
+                optional=bool(t.optional) if inputs else False,
+            )
+            for t in items
+        )
 
-    return ModelSpec(name=config.name, version=int(version),
-                     platform=config.platform or config.backend,
-                     max_batch_size=int(config.max_batch_size),
-                     inputs=tensors(config.inputs, True), outputs=tensors(config.outputs, False),
-                     labels={k: tuple(v) for k, v in (labels or {}).items()},
-                     stateful=bool(idles), sequence_idle_us=min(idles, default=0),
-                     string_sequence_ids=any(c is not None and c.datatype == "BYTES"
-                                             for c in corrids),
-                     decoupled=bool(config.decoupled))
+    return ModelSpec(
+        name=config.name,
+        version=int(version),
+        platform=config.platform or config.backend,
+        max_batch_size=int(config.max_batch_size),
+        inputs=tensors(config.inputs, True),
+        outputs=tensors(config.outputs, False),
+        labels={k: tuple(v) for k, v in (labels or {}).items()},
+        stateful=bool(idles),
+        sequence_idle_us=min(idles, default=0),
+        string_sequence_ids=any(c is not None and c.datatype == "BYTES" for c in corrids),
+        decoupled=bool(config.decoupled),
+    )
 
 
-__all__ = ["ModelTarget", "ModelSpec", "TensorSpec", "TargetState", "TargetResult",
-           "spec_from_config"]
+__all__ = [
+    "ModelTarget",
+    "ModelSpec",
+    "TensorSpec",
+    "TargetState",
+    "TargetResult",
+    "spec_from_config",
+]

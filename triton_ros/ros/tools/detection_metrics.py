@@ -13,6 +13,7 @@ ground-truth object counts as found when a detection of its class lies within ``
 (2 %) of its distance from it, greedily, nearest first; the relative errors of the found ones
 are summed up too (mean and worst).
 """
+
 from __future__ import annotations
 
 import threading
@@ -28,8 +29,14 @@ def message_boxes(msg) -> tuple[np.ndarray, list[str], np.ndarray]:
     boxes, classes, scores = [], [], []
     for d in msg.detections:
         cx, cy = d.bbox.center.position.x, d.bbox.center.position.y
-        boxes.append((cx - d.bbox.size_x / 2, cy - d.bbox.size_y / 2,
-                      cx + d.bbox.size_x / 2, cy + d.bbox.size_y / 2))
+        boxes.append(
+            (
+                cx - d.bbox.size_x / 2,
+                cy - d.bbox.size_y / 2,
+                cx + d.bbox.size_x / 2,
+                cy + d.bbox.size_y / 2,
+            )
+        )
         best = max(d.results, key=lambda r: r.hypothesis.score) if d.results else None
         classes.append(best.hypothesis.class_id if best is not None else "")
         scores.append(best.hypothesis.score if best is not None else 0.0)
@@ -44,12 +51,24 @@ def iou(a: np.ndarray, b: np.ndarray) -> float:
     return float(inter / union) if union > 0 else 0.0
 
 
-def match(truth_boxes: np.ndarray, truth_classes: list[str], boxes: np.ndarray,
-          classes: list[str], *, min_iou: float = 0.5) -> list[tuple[int, int, float]]:
+def match(
+    truth_boxes: np.ndarray,
+    truth_classes: list[str],
+    boxes: np.ndarray,
+    classes: list[str],
+    *,
+    min_iou: float = 0.5,
+) -> list[tuple[int, int, float]]:
     """(truth index, detection index, IoU) of the matched pairs, greedy by IoU."""
-    pairs = sorted(((iou(tb, db), i, j) for i, (tb, tc) in enumerate(zip(truth_boxes, truth_classes))
-                    for j, (db, dc) in enumerate(zip(boxes, classes)) if tc == dc),
-                   reverse=True)
+    pairs = sorted(
+        (
+            (iou(tb, db), i, j)
+            for i, (tb, tc) in enumerate(zip(truth_boxes, truth_classes))
+            for j, (db, dc) in enumerate(zip(boxes, classes))
+            if tc == dc
+        ),
+        reverse=True,
+    )
     used_t, used_d, out = set(), set(), []
     for value, i, j in pairs:
         if value < min_iou or i in used_t or j in used_d:
@@ -101,12 +120,11 @@ class FrameMatcher:
     ``unanswered``, never as a miss.
     """
 
-    def __init__(self, *, keep: int = 300, min_iou: float = 0.5, on_pair=None,
-                 score=None) -> None:
-        self.score = score if score is not None else Score()     # or a Score3D
-        self._on_pair = on_pair          # called with (truth, detections) of each matched frame
-        self.unanswered = 0          # ground truth frames with no detections (dropped by the node)
-        self.unknown = 0             # detections with no ground truth (should stay 0)
+    def __init__(self, *, keep: int = 300, min_iou: float = 0.5, on_pair=None, score=None) -> None:
+        self.score = score if score is not None else Score()  # or a Score3D
+        self._on_pair = on_pair  # called with (truth, detections) of each matched frame
+        self.unanswered = 0  # ground truth frames with no detections (dropped by the node)
+        self.unknown = 0  # detections with no ground truth (should stay 0)
         self._truths: OrderedDict = OrderedDict()
         self._detections: OrderedDict = OrderedDict()
         self._keep = keep
@@ -160,8 +178,10 @@ class FrameMatcher:
 # Segmentation masks
 # ------------------------------------------------------------------------------------------
 
-def mask_overlap(pred: np.ndarray, truth: np.ndarray, classes: int) -> tuple[np.ndarray,
-                                                                             np.ndarray]:
+
+def mask_overlap(
+    pred: np.ndarray, truth: np.ndarray, classes: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Per class ``0 .. classes-1``: pixels where both masks have it (intersection) and where
     either has it (union). Masks are class ids of one shape; ``truth`` below ``classes``."""
     pred = np.asarray(pred, np.int64).reshape(-1)
@@ -210,6 +230,7 @@ class MaskScore:
 # 3D detections
 # --------------------------------------------------------------------------------------------
 
+
 def message_positions(msg) -> tuple[np.ndarray, list[str], np.ndarray]:
     """A Detection3DArray (or triton_ros_interfaces/Detections3D): positions [M, 3], class ids,
     scores [M]."""
@@ -220,18 +241,25 @@ def message_positions(msg) -> tuple[np.ndarray, list[str], np.ndarray]:
         best = max(d.results, key=lambda r: r.hypothesis.score) if d.results else None
         classes.append(best.hypothesis.class_id if best is not None else "")
         scores.append(best.hypothesis.score if best is not None else 0.0)
-    return (np.array(positions, np.float64).reshape(-1, 3), classes,
-            np.array(scores, np.float64))
+    return (np.array(positions, np.float64).reshape(-1, 3), classes, np.array(scores, np.float64))
 
 
-def match_positions(truth: np.ndarray, truth_classes: list[str], found: np.ndarray,
-                    classes: list[str], *, max_error: float = 0.02) -> list[tuple[int, int, float]]:
+def match_positions(
+    truth: np.ndarray,
+    truth_classes: list[str],
+    found: np.ndarray,
+    classes: list[str],
+    *,
+    max_error: float = 0.02,
+) -> list[tuple[int, int, float]]:
     """(truth index, detection index, error / distance) of the pairs of one class whose error is
     at most ``max_error`` of the ground truth's distance from the camera, nearest first."""
-    pairs = sorted((float(np.linalg.norm(found[j] - truth[i]) / max(np.linalg.norm(truth[i]),
-                                                                     1e-9)), i, j)
-                   for i, tc in enumerate(truth_classes) for j, dc in enumerate(classes)
-                   if tc == dc)
+    pairs = sorted(
+        (float(np.linalg.norm(found[j] - truth[i]) / max(np.linalg.norm(truth[i]), 1e-9)), i, j)
+        for i, tc in enumerate(truth_classes)
+        for j, dc in enumerate(classes)
+        if tc == dc
+    )
     used_t, used_d, out = set(), set(), []
     for error, i, j in pairs:
         if error > max_error or i in used_t or j in used_d:
@@ -246,7 +274,7 @@ def match_positions(truth: np.ndarray, truth_classes: list[str], found: np.ndarr
 class Score3D(Score):
     """Running totals of one RGB-D camera (``iou_sum`` unused)."""
 
-    error_sum: float = 0.0              # relative errors of the matched objects
+    error_sum: float = 0.0  # relative errors of the matched objects
     error_max: float = 0.0
     max_error: float = 0.02
 
@@ -270,12 +298,14 @@ class Score3D(Score):
 # 3D boxes of a LiDAR: BEV IoU
 # --------------------------------------------------------------------------------------------
 
+
 def bev_iou(a, b) -> float:
     """IoU of two rotated footprints (x, y, size_x, size_y, yaw radians), by OpenCV's rotated
     rectangle intersection."""
     import math
 
     import cv2
+
     ra = ((float(a[0]), float(a[1])), (float(a[2]), float(a[3])), math.degrees(float(a[4])))
     rb = ((float(b[0]), float(b[1])), (float(b[2]), float(b[3])), math.degrees(float(b[4])))
     _, inter = cv2.rotatedRectangleIntersection(ra, rb)
@@ -287,6 +317,7 @@ def bev_iou(a, b) -> float:
 def message_boxes3d(msg) -> tuple[np.ndarray, list[str]]:
     """A Detection3DArray (or the fallback): [M, 6] x, y, z, size_x, size_y, yaw; class ids."""
     import math
+
     rows, classes = [], []
     for d in msg.detections:
         c, q, s = d.bbox.center.position, d.bbox.center.orientation, d.bbox.size
@@ -309,8 +340,14 @@ class ScoreBEV(Score):
     def add(self, truth_msg, detection_msg, *, min_iou: float = 0.5) -> None:
         truth, _ = message_boxes3d(truth_msg)
         found, _ = message_boxes3d(detection_msg)
-        pairs = sorted(((bev_iou(truth[i, [0, 1, 3, 4, 5]], found[j, [0, 1, 3, 4, 5]]), i, j)
-                        for i in range(len(truth)) for j in range(len(found))), reverse=True)
+        pairs = sorted(
+            (
+                (bev_iou(truth[i, [0, 1, 3, 4, 5]], found[j, [0, 1, 3, 4, 5]]), i, j)
+                for i in range(len(truth))
+                for j in range(len(found))
+            ),
+            reverse=True,
+        )
         used_t, used_d = set(), set()
         self.frames += 1
         self.truths += len(truth)

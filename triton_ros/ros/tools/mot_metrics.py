@@ -21,6 +21,7 @@ because that one needs pandas and scipy, some 100 MB, for these fifty lines of c
 tests check this implementation against hand-counted sequences (test/test_mot_metrics.py).
 Plain numpy; no ROS.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -90,13 +91,13 @@ class ClearMot:
 
     iou_threshold: float = 0.5
     frames: int = 0
-    objects: int = 0                   # ground-truth objects over all frames
+    objects: int = 0  # ground-truth objects over all frames
     matches: int = 0
     misses: int = 0
     false_positives: int = 0
     id_switches: int = 0
     iou_sum: float = 0.0
-    _last: dict = field(default_factory=dict, repr=False)   # ground-truth id -> track id
+    _last: dict = field(default_factory=dict, repr=False)  # ground-truth id -> track id
 
     def update(self, truth_boxes, truth_ids, track_boxes, track_ids) -> None:
         """One frame: ground-truth boxes [N, 4] and identities [N]; tracker boxes [M, 4] and
@@ -105,8 +106,8 @@ class ClearMot:
         track_ids = list(track_ids)
         ious = iou_matrix(truth_boxes, track_boxes)
         valid = ious >= self.iou_threshold
-        matched: dict[int, int] = {}           # truth row -> track row
-        for i, gt in enumerate(truth_ids):     # 1. correspondences kept
+        matched: dict[int, int] = {}  # truth row -> track row
+        for i, gt in enumerate(truth_ids):  # 1. correspondences kept
             last = self._last.get(gt)
             if last is not None and last in track_ids:
                 j = track_ids.index(last)
@@ -115,9 +116,9 @@ class ClearMot:
         free_r = [i for i in range(len(truth_ids)) if i not in matched]
         free_c = [j for j in range(len(track_ids)) if j not in matched.values()]
         sub = np.where(valid[np.ix_(free_r, free_c)], ious[np.ix_(free_r, free_c)], 0.0)
-        for a, b in _assign(sub):              # 2. the rest, by the best assignment
+        for a, b in _assign(sub):  # 2. the rest, by the best assignment
             matched[free_r[a]] = free_c[b]
-        for i, j in matched.items():           # 3. switches
+        for i, j in matched.items():  # 3. switches
             gt, tr = truth_ids[i], track_ids[j]
             if gt in self._last and self._last[gt] != tr:
                 self.id_switches += 1
@@ -146,10 +147,12 @@ class ClearMot:
         return 100.0 * self.id_switches / self.objects if self.objects else 0.0
 
     def summary(self) -> str:
-        return (f"MOTA {self.mota:.3f}, ID switches {self.id_switches} "
-                f"({self.switches_per_100:.2f} per 100 object-frames), misses {self.misses}, "
-                f"false positives {self.false_positives}, MOTP {self.motp:.3f} over "
-                f"{self.frames} frames, {self.objects} objects")
+        return (
+            f"MOTA {self.mota:.3f}, ID switches {self.id_switches} "
+            f"({self.switches_per_100:.2f} per 100 object-frames), misses {self.misses}, "
+            f"false positives {self.false_positives}, MOTP {self.motp:.3f} over "
+            f"{self.frames} frames, {self.objects} objects"
+        )
 
 
 def message_ids(msg) -> list[str]:
@@ -164,8 +167,10 @@ def score_pairs(pairs, iou_threshold: float = 0.5) -> ClearMot:
     from .detection_metrics import message_boxes
 
     mot = ClearMot(iou_threshold=iou_threshold)
-    for truth, det in sorted(pairs, key=lambda p: (p[0].header.stamp.sec,
-                                                   p[0].header.stamp.nanosec)):
-        mot.update(message_boxes(truth)[0], message_ids(truth), message_boxes(det)[0],
-                   message_ids(det))
+    for truth, det in sorted(
+        pairs, key=lambda p: (p[0].header.stamp.sec, p[0].header.stamp.nanosec)
+    ):
+        mot.update(
+            message_boxes(truth)[0], message_ids(truth), message_boxes(det)[0], message_ids(det)
+        )
     return mot

@@ -13,6 +13,7 @@ declared and regenerate.
 Written by hand: no library renders a Markdown table from these specs, and rclpy is not needed
 (nothing is declared on a node; the specs are read as they are).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -23,20 +24,43 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable
 
-from ...settings import (BOOL, FLOAT, FLOAT_LIST, INT, KEY_VALUES, STR, STR_LIST, Setting, check,
-                         parameters_of, settings_of, shared_fields)
+from ...settings import (
+    BOOL,
+    FLOAT,
+    FLOAT_LIST,
+    INT,
+    KEY_VALUES,
+    STR,
+    STR_LIST,
+    Setting,
+    check,
+    parameters_of,
+    settings_of,
+    shared_fields,
+)
 from ..codec.registry import INPUT_KINDS, PARTS
 from ..parameters import BINDING_PARAMS, BINDING_PARTS, NODE_PARAMS
 
 COMMAND = "python -m triton_ros.ros.tools.param_reference > docs/parameters.md"
 
 BINDING_NAMES = {s.name for s in BINDING_PARAMS}
-ROS_TYPES = {BOOL: "bool", INT: "integer", FLOAT: "double", STR: "string",
-             STR_LIST: "string array", FLOAT_LIST: "double array", KEY_VALUES: "string array"}
+ROS_TYPES = {
+    BOOL: "bool",
+    INT: "integer",
+    FLOAT: "double",
+    STR: "string",
+    STR_LIST: "string array",
+    FLOAT_LIST: "double array",
+    KEY_VALUES: "string array",
+}
 
 # Node parameters with a dotted prefix are grouped under it; the others come first.
-GROUPS = {"": "Server and node", "grpc": "gRPC endpoint (`grpc.*`)",
-          "http": "HTTP/REST endpoint (`http.*`)", "metrics": "Metrics endpoint (`metrics.*`)"}
+GROUPS = {
+    "": "Server and node",
+    "grpc": "gRPC endpoint (`grpc.*`)",
+    "http": "HTTP/REST endpoint (`http.*`)",
+    "metrics": "Metrics endpoint (`metrics.*`)",
+}
 
 INTRO = f"""\
 # Parameters of `inference_node`
@@ -72,9 +96,12 @@ binding itself, its remote target, its Kafka mirror, the matching of synchronize
 each input kind and output format (`input_kind`, `input_kinds`, `format`); *read by* names the
 kinds and formats that read a parameter.
 """
-TITLES = {"binding": "The binding", "remote target": "Remote target (`server_urls`)",
-          "Kafka mirror": "Kafka mirror (`kafka_mirror_topic`)",
-          "synchronized inputs": "Synchronized inputs (`inputs`)"}
+TITLES = {
+    "binding": "The binding",
+    "remote target": "Remote target (`server_urls`)",
+    "Kafka mirror": "Kafka mirror (`kafka_mirror_topic`)",
+    "synchronized inputs": "Synchronized inputs (`inputs`)",
+}
 
 
 def markdown_text(text: str) -> str:
@@ -96,8 +123,7 @@ def _value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     if isinstance(value, str):
-        return json.dumps(value) if value == "" or not re.fullmatch(r"[\w./-]+", value) \
-            else value
+        return json.dumps(value) if value == "" or not re.fullmatch(r"[\w./-]+", value) else value
     return repr(value)
 
 
@@ -119,24 +145,34 @@ def type_text(spec: Setting) -> str:
 def table(specs: Iterable[Setting], prefix: str = "") -> list[str]:
     lines = ["| parameter | type | default | description |", "|---|---|---|---|"]
     for spec in specs:
-        lines.append(f"| `{prefix}{spec.name}` | {type_text(spec)} | {default_text(spec)} | "
-                     f"{markdown_text(spec.help)} |")
+        lines.append(
+            f"| `{prefix}{spec.name}` | {type_text(spec)} | {default_text(spec)} | "
+            f"{markdown_text(spec.help)} |"
+        )
     return lines
 
 
 def readers(name: str) -> str:
     """The input kinds and output formats that read binding parameter ``name``."""
-    found = [part.name for part in PARTS if part.settings is not None and (
-        name in {s.name for s in settings_of(part.settings)}
-        or name in shared_fields(part.settings))]
+    found = [
+        part.name
+        for part in PARTS
+        if part.settings is not None
+        and (
+            name in {s.name for s in settings_of(part.settings)}
+            or name in shared_fields(part.settings)
+        )
+    ]
     return ", ".join(f"`{n}`" for n in found)
 
 
 def binding_table(specs: Iterable[Setting]) -> list[str]:
     lines = ["| parameter | type | default | read by | description |", "|---|---|---|---|---|"]
     for spec in specs:
-        lines.append(f"| `<binding>.{spec.name}` | {type_text(spec)} | {default_text(spec)} | "
-                     f"{readers(spec.name)} | {markdown_text(spec.help)} |")
+        lines.append(
+            f"| `<binding>.{spec.name}` | {type_text(spec)} | {default_text(spec)} | "
+            f"{readers(spec.name)} | {markdown_text(spec.help)} |"
+        )
     return lines
 
 
@@ -149,8 +185,9 @@ def binding_sections() -> list[str]:
         if not specs:
             continue
         listed.update(s.name for s in specs)
-        title = TITLES.get(part) or (f"Input kind `{part}`" if part in INPUT_KINDS
-                                     else f"Output format `{part}`")
+        title = TITLES.get(part) or (
+            f"Input kind `{part}`" if part in INPUT_KINDS else f"Output format `{part}`"
+        )
         out += [f"### {title}", "", *binding_table(specs), ""]
     return out
 
@@ -172,10 +209,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m triton_ros.ros.tools.param_reference",
         description="Print the parameter reference (docs/parameters.md) generated from the "
-                    "inference node's parameter declarations.")
-    parser.add_argument("--check", metavar="FILE", type=Path,
-                        help="compare FILE with the declarations instead of printing; exit 1 "
-                             "with a diff when they differ")
+        "inference node's parameter declarations.",
+    )
+    parser.add_argument(
+        "--check",
+        metavar="FILE",
+        type=Path,
+        help="compare FILE with the declarations instead of printing; exit 1 "
+        "with a diff when they differ",
+    )
     args = parser.parse_args(argv)
     text = render()
     if args.check is None:
@@ -184,11 +226,19 @@ def main(argv: list[str] | None = None) -> int:
     current = args.check.read_text() if args.check.is_file() else ""
     if current == text:
         return 0
-    sys.stdout.writelines(difflib.unified_diff(
-        current.splitlines(keepends=True), text.splitlines(keepends=True),
-        str(args.check), "from the declarations"))
-    print(f"\n{args.check} differs from the node's parameter declarations; regenerate it:\n"
-          f"  {COMMAND}", file=sys.stderr)
+    sys.stdout.writelines(
+        difflib.unified_diff(
+            current.splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            str(args.check),
+            "from the declarations",
+        )
+    )
+    print(
+        f"\n{args.check} differs from the node's parameter declarations; regenerate it:\n"
+        f"  {COMMAND}",
+        file=sys.stderr,
+    )
     return 1
 
 

@@ -54,6 +54,7 @@ stereo cameras have. ``--sync-jitter-ms J`` stamps the depth image and the Camer
 off the colour image's stamp; ``--unpaired P`` leaves out the depth image or the CameraInfo of a
 fraction P of the frames, so that their other messages find no partner.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,15 +71,15 @@ from ..codec.messages import DETECTIONS_TYPE, uint8_array
 from ..codec.preprocess import ENCODINGS
 from ..ros_process import ExitWatchdog, init_ros, strip_ros_args
 
-TRANSPORTS = ("raw", "jpeg", "png")    # a camera's: raw Image, or CompressedImage of a codec
+TRANSPORTS = ("raw", "jpeg", "png")  # a camera's: raw Image, or CompressedImage of a codec
 DEFAULT_CAMERAS = (
     "robot1/camera_front:640x480:rgb8",
     "robot1/camera_rear:320x240:bgr8",
     "robot2/camera_front:848x480:rgb8",
     "robot2/camera_rear:424x240:mono8",
 )
-STOP_S = 3.0          # SIGINT/SIGTERM -> the process gone, at most (with the exit's second)
-STALL_S = 10.0        # one round of frames taking longer: a publish is stuck in the middleware
+STOP_S = 3.0  # SIGINT/SIGTERM -> the process gone, at most (with the exit's second)
+STALL_S = 10.0  # one round of frames taking longer: a publish is stuck in the middleware
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class CameraSpec:
     width: int
     height: int
     encoding: str = "rgb8"
-    transport: str = ""                # raw, jpeg or png; "": --transport decides
+    transport: str = ""  # raw, jpeg or png; "": --transport decides
 
     def topic(self, prefix: str = "") -> str:
         return f"{prefix.rstrip('/')}/{self.robot}/{self.camera}/image_raw"
@@ -114,13 +115,16 @@ def parse_camera(text: str) -> CameraSpec:
             raise ValueError(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"camera '{text}' is not ROBOT/CAMERA:WIDTHxHEIGHT[:ENCODING[:TRANSPORT]]") from None
+            f"camera '{text}' is not ROBOT/CAMERA:WIDTHxHEIGHT[:ENCODING[:TRANSPORT]]"
+        ) from None
     if encoding not in ENCODINGS:
-        raise argparse.ArgumentTypeError(f"encoding '{encoding}' is not one of "
-                                         f"{', '.join(ENCODINGS)}")
+        raise argparse.ArgumentTypeError(
+            f"encoding '{encoding}' is not one of {', '.join(ENCODINGS)}"
+        )
     if transport not in ("",) + TRANSPORTS:
-        raise argparse.ArgumentTypeError(f"transport '{transport}' is not one of "
-                                         f"{', '.join(TRANSPORTS)}")
+        raise argparse.ArgumentTypeError(
+            f"transport '{transport}' is not one of {', '.join(TRANSPORTS)}"
+        )
     if width <= 0 or height <= 0:
         raise argparse.ArgumentTypeError(f"camera '{text}' has an empty size")
     return CameraSpec(robot, camera, width, height, encoding, transport)
@@ -130,12 +134,16 @@ def parse_camera(text: str) -> CameraSpec:
 # (model_repository/color_detector/labels.txt), one per class at most, in RGB. Colour cameras
 # draw all six; mono8 cameras only the two told apart by brightness (hues vanish in grey).
 CLASS_COLOURS = {
-    "red": (220, 30, 30), "green": (30, 190, 40), "blue": (30, 60, 220),
-    "yellow": (230, 210, 20), "black": (15, 15, 15), "white": (245, 245, 245),
+    "red": (220, 30, 30),
+    "green": (30, 190, 40),
+    "blue": (30, 60, 220),
+    "yellow": (230, 210, 20),
+    "black": (15, 15, 15),
+    "white": (245, 245, 245),
 }
 CLASS_NAMES = tuple(CLASS_COLOURS)
 MONO_CLASSES = ("black", "white")
-_LUMA = np.array([0.299, 0.587, 0.114], np.float32)   # ITU-R BT.601, as the node's preprocess
+_LUMA = np.array([0.299, 0.587, 0.114], np.float32)  # ITU-R BT.601, as the node's preprocess
 
 
 @dataclass(frozen=True)
@@ -173,8 +181,9 @@ def to_encoding(rgb: np.ndarray, encoding: str) -> np.ndarray:
     # 2 ms per 640x480 frame, the cameras' largest cost at 8 cameras x 30 Hz.
     import cv2
 
-    code = {"bgr8": cv2.COLOR_RGB2BGR, "rgba8": cv2.COLOR_RGB2RGBA,
-            "bgra8": cv2.COLOR_RGB2BGRA}[encoding]
+    code = {"bgr8": cv2.COLOR_RGB2BGR, "rgba8": cv2.COLOR_RGB2RGBA, "bgra8": cv2.COLOR_RGB2BGRA}[
+        encoding
+    ]
     return cv2.cvtColor(np.ascontiguousarray(rgb), code)
 
 
@@ -204,9 +213,18 @@ class SyntheticScene:
             bh = max(4, int(rng.uniform(0.35, 0.65) * cell_h))
             speed = rng.uniform(-0.25, 0.25, size=2) * np.array([cell_w, cell_h])
             start = rng.uniform(0, 1, size=2) * np.array([cell_w - bw, cell_h - bh])
-            self.objects.append((CLASS_NAMES.index(names[i]), np.array([cx, cy]), bw, bh,
-                                 np.array(CLASS_COLOURS[names[i]], np.uint8), speed, start,
-                                 np.array([cell_w - bw, cell_h - bh], np.float64)))
+            self.objects.append(
+                (
+                    CLASS_NAMES.index(names[i]),
+                    np.array([cx, cy]),
+                    bw,
+                    bh,
+                    np.array(CLASS_COLOURS[names[i]], np.uint8),
+                    speed,
+                    start,
+                    np.array([cell_w - bw, cell_h - bh], np.float64),
+                )
+            )
         self.width, self.height = w, h
 
     def render(self, t: float) -> tuple[np.ndarray, GroundTruth]:
@@ -216,12 +234,14 @@ class SyntheticScene:
         for class_id, origin, bw, bh, colour, speed, start, span in self.objects:
             pos = np.abs(((start + speed * t) % (2 * span)) - span) if span.all() else start
             x, y = int(origin[0] + pos[0]), int(origin[1] + pos[1])
-            img[y:y + bh, x:x + bw] = colour
+            img[y : y + bh, x : x + bw] = colour
             boxes.append((x, y, x + bw, y + bh))
             classes.append(class_id)
         return to_encoding(img, self.encoding), GroundTruth(
-            np.array(boxes, np.float32), np.array(classes, np.int64),
-            np.arange(1, len(classes) + 1, dtype=np.int64))
+            np.array(boxes, np.float32),
+            np.array(classes, np.int64),
+            np.arange(1, len(classes) + 1, dtype=np.int64),
+        )
 
     def frame(self, t: float) -> np.ndarray:
         return self.render(t)[0]
@@ -247,7 +267,7 @@ class MovingScene:
         h, w = spec.height, spec.width
         self.width, self.height = w, h
         names = MONO_CLASSES if spec.encoding in ("mono8", "8UC1") else CLASS_NAMES
-        self.pillar = (int(0.46 * w), int(0.56 * w))             # x range, full height
+        self.pillar = (int(0.46 * w), int(0.56 * w))  # x range, full height
         self.objects = []
         for i in rng.permutation(len(names)):
             bw = max(4, int(rng.uniform(0.06, 0.09) * w))
@@ -255,20 +275,28 @@ class MovingScene:
             span = np.array([w - bw, h - bh], np.float64)
             speed = rng.uniform(0.10, 0.20, size=2) * np.array([w, h]) * rng.choice([-1, 1], 2)
             start = rng.uniform(0, 1, size=2) * span
-            self.objects.append((CLASS_NAMES.index(names[i]), bw, bh,
-                                 np.array(CLASS_COLOURS[names[i]], np.uint8), speed, start,
-                                 span))
+            self.objects.append(
+                (
+                    CLASS_NAMES.index(names[i]),
+                    bw,
+                    bh,
+                    np.array(CLASS_COLOURS[names[i]], np.uint8),
+                    speed,
+                    start,
+                    span,
+                )
+            )
 
     def render(self, t: float) -> tuple[np.ndarray, GroundTruth]:
         img = self.background.copy()
         drawn = np.zeros((self.height, self.width), np.uint8)
-        owner = np.zeros((self.height, self.width), np.int16)    # 1 + object index
+        owner = np.zeros((self.height, self.width), np.int16)  # 1 + object index
         for index, (class_id, bw, bh, colour, speed, start, span) in enumerate(self.objects):
             pos = np.abs(((start + speed * t) % (2 * span)) - span)
             x, y = int(pos[0]), int(pos[1])
-            img[y:y + bh, x:x + bw] = colour
-            drawn[y:y + bh, x:x + bw] = class_id + 1
-            owner[y:y + bh, x:x + bw] = index + 1
+            img[y : y + bh, x : x + bw] = colour
+            drawn[y : y + bh, x : x + bw] = class_id + 1
+            owner[y : y + bh, x : x + bw] = index + 1
         x1, x2 = self.pillar
         img[:, x1:x2] = self.PILLAR
         drawn[:, x1:x2] = 0
@@ -282,8 +310,11 @@ class MovingScene:
             classes.append(class_id)
             ids.append(index + 1)
         return to_encoding(img, self.encoding), GroundTruth(
-            np.array(boxes, np.float32).reshape(-1, 4), np.array(classes, np.int64),
-            np.array(ids, np.int64), drawn)
+            np.array(boxes, np.float32).reshape(-1, 4),
+            np.array(classes, np.int64),
+            np.array(ids, np.int64),
+            drawn,
+        )
 
     def frame(self, t: float) -> np.ndarray:
         return self.render(t)[0]
@@ -300,8 +331,9 @@ def ground_truth_mask_topic(image_topic: str) -> str:
     return image_topic.rsplit("/", 1)[0] + "/ground_truth_mask"
 
 
-def compress(pixels: np.ndarray, encoding: str, codec: str, *, jpeg_quality: int = 75,
-             png_level: int = 3) -> tuple[str, bytes]:
+def compress(
+    pixels: np.ndarray, encoding: str, codec: str, *, jpeg_quality: int = 75, png_level: int = 3
+) -> tuple[str, bytes]:
     """An image as image_transport's compressed publisher sends it: (format, data). Colour is
     converted to BGR for OpenCV's encoder (so the file holds true colours), mono stays mono."""
     import cv2
@@ -310,8 +342,11 @@ def compress(pixels: np.ndarray, encoding: str, codec: str, *, jpeg_quality: int
     if mono:
         image, target = pixels, "mono8"
     else:
-        code = {"rgb8": cv2.COLOR_RGB2BGR, "rgba8": cv2.COLOR_RGBA2BGR,
-                "bgra8": cv2.COLOR_BGRA2BGR}.get(encoding)
+        code = {
+            "rgb8": cv2.COLOR_RGB2BGR,
+            "rgba8": cv2.COLOR_RGBA2BGR,
+            "bgra8": cv2.COLOR_BGRA2BGR,
+        }.get(encoding)
         image, target = (pixels if code is None else cv2.cvtColor(pixels, code)), "bgr8"
     if codec == "jpeg":
         ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, jpeg_quality])
@@ -330,24 +365,43 @@ def mask_message(header, mask: np.ndarray):
     from sensor_msgs.msg import Image
 
     h, w = mask.shape
-    return Image(header=header, height=h, width=w, encoding="mono8", step=w,
-                 data=uint8_array(memoryview(np.ascontiguousarray(mask)).cast("B")))
+    return Image(
+        header=header,
+        height=h,
+        width=w,
+        encoding="mono8",
+        step=w,
+        data=uint8_array(memoryview(np.ascontiguousarray(mask)).cast("B")),
+    )
 
 
 def ground_truth_message(header, truth: GroundTruth):
     """The ground truth as the message type the node publishes detections with (score 1, each
     object's identity as its ``id``)."""
-    return detections_message(header, DetectionResult(
-        truth.boxes, np.ones(len(truth.classes), np.float32), truth.classes, truth.ids),
-        list(CLASS_NAMES))
+    return detections_message(
+        header,
+        DetectionResult(
+            truth.boxes, np.ones(len(truth.classes), np.float32), truth.classes, truth.ids
+        ),
+        list(CLASS_NAMES),
+    )
 
 
 class SyntheticCameras:
     """Publishes every camera of ``specs`` from ``node`` once per :meth:`tick`."""
 
-    def __init__(self, node, specs: list[CameraSpec], *, prefix: str = "",
-                 transport: str = "raw", jpeg_quality: int = 75, png_level: int = 3,
-                 masks: bool = False, moving: bool = False) -> None:
+    def __init__(
+        self,
+        node,
+        specs: list[CameraSpec],
+        *,
+        prefix: str = "",
+        transport: str = "raw",
+        jpeg_quality: int = 75,
+        png_level: int = 3,
+        masks: bool = False,
+        moving: bool = False,
+    ) -> None:
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import CompressedImage, Image
 
@@ -363,15 +417,26 @@ class SyntheticCameras:
         self._jpeg_quality, self._png_level = jpeg_quality, png_level
         self.publishers = [
             node.create_publisher(Image, s.topic(prefix), qos_profile_sensor_data)
-            if t == "raw" else node.create_publisher(CompressedImage, s.compressed_topic(prefix),
-                                                     qos_profile_sensor_data)
-            for s, t in zip(specs, self.transports)]
-        self.mask_publishers = [node.create_publisher(
-            Image, ground_truth_mask_topic(s.topic(prefix)), 100) for s in specs] if masks else []
+            if t == "raw"
+            else node.create_publisher(
+                CompressedImage, s.compressed_topic(prefix), qos_profile_sensor_data
+            )
+            for s, t in zip(specs, self.transports)
+        ]
+        self.mask_publishers = (
+            [
+                node.create_publisher(Image, ground_truth_mask_topic(s.topic(prefix)), 100)
+                for s in specs
+            ]
+            if masks
+            else []
+        )
         # Ground truth is small and each message matters to whoever scores the detector:
         # reliable, with a history deep enough (a few seconds) for a subscriber that lags.
-        self.truth_publishers = [node.create_publisher(
-            DETECTIONS_TYPE, ground_truth_topic(s.topic(prefix)), 100) for s in specs]
+        self.truth_publishers = [
+            node.create_publisher(DETECTIONS_TYPE, ground_truth_topic(s.topic(prefix)), 100)
+            for s in specs
+        ]
         self.sent = [0] * len(specs)
         self._t0 = time.monotonic()
 
@@ -385,12 +450,16 @@ class SyntheticCameras:
                 msg.height, msg.width = spec.height, spec.width
                 msg.encoding = spec.encoding
                 msg.step = spec.width * ENCODINGS[spec.encoding][0]
-                msg.data = uint8_array(memoryview(pixels).cast("B"))    # one copy, not two
+                msg.data = uint8_array(memoryview(pixels).cast("B"))  # one copy, not two
             else:
                 msg = self._compressed_type()
-                msg.format, data = compress(pixels, spec.encoding, self.transports[i],
-                                            jpeg_quality=self._jpeg_quality,
-                                            png_level=self._png_level)
+                msg.format, data = compress(
+                    pixels,
+                    spec.encoding,
+                    self.transports[i],
+                    jpeg_quality=self._jpeg_quality,
+                    png_level=self._png_level,
+                )
                 msg.data = uint8_array(data)
             msg.header.stamp = stamp
             msg.header.frame_id = spec.frame_id
@@ -398,7 +467,8 @@ class SyntheticCameras:
             self.truth_publishers[i].publish(ground_truth_message(msg.header, truth))
             if self.mask_publishers:
                 self.mask_publishers[i].publish(
-                    mask_message(msg.header, truth.mask(spec.width, spec.height)))
+                    mask_message(msg.header, truth.mask(spec.width, spec.height))
+                )
             pub.publish(msg)
             self.sent[i] += 1
 
@@ -456,12 +526,13 @@ def parse_rgbd(text: str) -> RgbdSpec:
         transport = rest[1] if len(rest) > 1 else "raw"
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"RGB-D camera '{text}' is not ROBOT/CAMERA:WIDTHxHEIGHT[:DEPTH_ENCODING"
-            f"[:TRANSPORT]]") from None
+            f"RGB-D camera '{text}' is not ROBOT/CAMERA:WIDTHxHEIGHT[:DEPTH_ENCODING[:TRANSPORT]]"
+        ) from None
     if encoding not in DEPTH_ENCODINGS or transport not in DEPTH_TRANSPORTS or len(rest) > 2:
         raise argparse.ArgumentTypeError(
             f"RGB-D camera '{text}': depth encoding one of {', '.join(DEPTH_ENCODINGS)}, "
-            f"transport one of {', '.join(DEPTH_TRANSPORTS)}")
+            f"transport one of {', '.join(DEPTH_TRANSPORTS)}"
+        )
     if width <= 0 or height <= 0:
         raise argparse.ArgumentTypeError(f"RGB-D camera '{text}' has an empty size")
     return RgbdSpec(robot, camera, width, height, encoding, transport)
@@ -482,9 +553,13 @@ def camera_matrix(width: int, height: int) -> np.ndarray:
     """The synthetic cameras' K: square pixels, focal length 0.9 x width, a principal point a
     little off the centre (so that a K ignored or misplaced shows)."""
     f = 0.9 * width
-    return np.array([[f, 0.0, (width - 1) / 2 + 0.03 * width],
-                     [0.0, f, (height - 1) / 2 - 0.02 * height],
-                     [0.0, 0.0, 1.0]])
+    return np.array(
+        [
+            [f, 0.0, (width - 1) / 2 + 0.03 * width],
+            [0.0, f, (height - 1) / 2 - 0.02 * height],
+            [0.0, 0.0, 1.0],
+        ]
+    )
 
 
 class RgbdScene:
@@ -494,13 +569,14 @@ class RgbdScene:
     def __init__(self, spec: RgbdSpec, seed: int) -> None:
         self.spec = spec
         self.seed = seed
-        self.colour = SyntheticScene(CameraSpec(spec.robot, spec.camera, spec.width, spec.height,
-                                                "rgb8"), seed)
+        self.colour = SyntheticScene(
+            CameraSpec(spec.robot, spec.camera, spec.width, spec.height, "rgb8"), seed
+        )
         self.k = camera_matrix(spec.width, spec.height)
         h, w = spec.height, spec.width
         near, far = BACKGROUND_DEPTH_M
         self.background = np.repeat(np.linspace(far, near, h, dtype=np.float32)[:, None], w, 1)
-        self.background[:, :max(1, w // 25)] = np.nan      # the invalid band of a stereo camera
+        self.background[:, : max(1, w // 25)] = np.nan  # the invalid band of a stereo camera
 
     def render(self, t: float) -> tuple[np.ndarray, np.ndarray, GroundTruth3D]:
         """(rgb8 pixels, depth in metres [H, W] float32 with NaN where invalid, ground truth)."""
@@ -509,19 +585,26 @@ class RgbdScene:
         depth = self.background.copy()
         k = self.k
         positions, sizes = [], []
-        for (x1, y1, x2, y2) in truth.boxes.astype(np.int64):
+        for x1, y1, x2, y2 in truth.boxes.astype(np.int64):
             z = float(rng.uniform(*OBJECT_DEPTH_M))
             patch = z * (1.0 + rng.normal(0.0, 0.002, size=(y2 - y1, x2 - x1)))
             holes = rng.random(patch.shape) < 0.02
             patch[holes] = np.nan
             depth[y1:y2, x1:x2] = patch
-            u, v = (x1 + x2 - 1) / 2.0, (y1 + y2 - 1) / 2.0   # the centre pixel of the object
+            u, v = (x1 + x2 - 1) / 2.0, (y1 + y2 - 1) / 2.0  # the centre pixel of the object
             positions.append(((u - k[0, 2]) * z / k[0, 0], (v - k[1, 2]) * z / k[1, 1], z))
             sizes.append(((x2 - x1) * z / k[0, 0], (y2 - y1) * z / k[1, 1], 0.0))
         depth[rng.random(depth.shape) < 0.01] = np.nan
-        return rgb, depth, GroundTruth3D(np.array(positions, np.float64).reshape(-1, 3),
-                                         np.array(sizes, np.float64).reshape(-1, 3),
-                                         truth.classes, truth.boxes)
+        return (
+            rgb,
+            depth,
+            GroundTruth3D(
+                np.array(positions, np.float64).reshape(-1, 3),
+                np.array(sizes, np.float64).reshape(-1, 3),
+                truth.classes,
+                truth.boxes,
+            ),
+        )
 
 
 def depth_bytes(depth_m: np.ndarray, encoding: str) -> np.ndarray:
@@ -542,7 +625,7 @@ def compressed_depth(depth_m: np.ndarray, encoding: str) -> tuple[str, bytes]:
         a = np.float32(z0 * (z0 + 1.0))
         b = np.float32(1.0 - a / dmax)
         with np.errstate(invalid="ignore", divide="ignore"):
-            keep = depth_m < dmax                          # NaN compares false: 0, as there
+            keep = depth_m < dmax  # NaN compares false: 0, as there
             q = np.where(keep, a / depth_m.astype(np.float32) + b, 0.0)
         image = np.trunc(np.nan_to_num(q)).clip(0, 65535).astype(np.uint16)
         params = (float(a), float(b))
@@ -572,16 +655,26 @@ def ground_truth_3d_message(header, truth: GroundTruth3D):
     """The 3D ground truth as the message type the node publishes 3D detections with."""
     from ..codec.detection3d import Detection3DResult, detections3d_message
 
-    return detections3d_message(header, Detection3DResult(
-        truth.positions, truth.sizes, np.ones(len(truth.classes)), truth.classes),
-        list(CLASS_NAMES))
+    return detections3d_message(
+        header,
+        Detection3DResult(truth.positions, truth.sizes, np.ones(len(truth.classes)), truth.classes),
+        list(CLASS_NAMES),
+    )
 
 
 class SyntheticRgbdCameras:
     """Publishes every RGB-D camera of ``specs`` from ``node`` once per :meth:`tick`."""
 
-    def __init__(self, node, specs: list[RgbdSpec], *, prefix: str = "", jitter_ms: float = 0.0,
-                 unpaired: float = 0.0, seed: int = 100) -> None:
+    def __init__(
+        self,
+        node,
+        specs: list[RgbdSpec],
+        *,
+        prefix: str = "",
+        jitter_ms: float = 0.0,
+        unpaired: float = 0.0,
+        seed: int = 100,
+    ) -> None:
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 
@@ -594,23 +687,30 @@ class SyntheticRgbdCameras:
         qos = qos_profile_sensor_data
         self.colour = [node.create_publisher(Image, s.color_topic(prefix), qos) for s in specs]
         self.info = [node.create_publisher(CameraInfo, s.info_topic(prefix), qos) for s in specs]
-        self.depth = [node.create_publisher(
-            CompressedImage if s.depth_transport == "compressedDepth" else Image,
-            s.depth_topic(prefix), qos) for s in specs]
-        self.truth = [node.create_publisher(DETECTIONS3D_TYPE, s.truth_topic(prefix), 100)
-                      for s in specs]
+        self.depth = [
+            node.create_publisher(
+                CompressedImage if s.depth_transport == "compressedDepth" else Image,
+                s.depth_topic(prefix),
+                qos,
+            )
+            for s in specs
+        ]
+        self.truth = [
+            node.create_publisher(DETECTIONS3D_TYPE, s.truth_topic(prefix), 100) for s in specs
+        ]
         self.jitter_ns = int(jitter_ms * 1e6)
         self.unpaired = unpaired
         self._rng = np.random.default_rng(seed)
         self.sent = [0] * len(specs)
-        self.left_out = [0] * len(specs)         # depth images and CameraInfos not sent
+        self.left_out = [0] * len(specs)  # depth images and CameraInfos not sent
         self._t0 = time.monotonic()
 
     def _stamp(self, base_ns: int):
         from builtin_interfaces.msg import Time
 
-        ns = base_ns + (int(self._rng.integers(-self.jitter_ns, self.jitter_ns + 1))
-                        if self.jitter_ns else 0)
+        ns = base_ns + (
+            int(self._rng.integers(-self.jitter_ns, self.jitter_ns + 1)) if self.jitter_ns else 0
+        )
         return Time(sec=ns // 1_000_000_000, nanosec=ns % 1_000_000_000)
 
     def tick(self) -> None:
@@ -620,21 +720,31 @@ class SyntheticRgbdCameras:
         t = time.monotonic() - self._t0
         for i, (spec, scene) in enumerate(zip(self.specs, self.scenes)):
             rgb, depth_m, truth = scene.render(t)
-            header = Header(frame_id=spec.frame_id)           # the capture time
+            header = Header(frame_id=spec.frame_id)  # the capture time
             header.stamp.sec, header.stamp.nanosec = divmod(now_ns, 1_000_000_000)
             leave_out = None
             if self.unpaired and self._rng.random() < self.unpaired:
                 leave_out = "depth" if self._rng.random() < 0.5 else "info"
                 self.left_out[i] += 1
             self.truth[i].publish(ground_truth_3d_message(header, truth))
-            colour = self._image(header=header, height=spec.height, width=spec.width,
-                                 encoding="rgb8", step=spec.width * 3)
+            colour = self._image(
+                header=header,
+                height=spec.height,
+                width=spec.width,
+                encoding="rgb8",
+                step=spec.width * 3,
+            )
             colour.data = uint8_array(memoryview(rgb).cast("B"))
             self.colour[i].publish(colour)
             if leave_out != "info":
-                self.info[i].publish(camera_info_message(
-                    Header(stamp=self._stamp(now_ns), frame_id=spec.frame_id), scene.k,
-                    spec.width, spec.height))
+                self.info[i].publish(
+                    camera_info_message(
+                        Header(stamp=self._stamp(now_ns), frame_id=spec.frame_id),
+                        scene.k,
+                        spec.width,
+                        spec.height,
+                    )
+                )
             if leave_out != "depth":
                 depth_header = Header(stamp=self._stamp(now_ns), frame_id=spec.frame_id)
                 if spec.depth_transport == "compressedDepth":
@@ -643,9 +753,13 @@ class SyntheticRgbdCameras:
                     msg.data = uint8_array(data)
                 else:
                     pixels = depth_bytes(depth_m, spec.depth_encoding)
-                    msg = self._image(header=depth_header, height=spec.height, width=spec.width,
-                                      encoding=spec.depth_encoding,
-                                      step=spec.width * pixels.itemsize)
+                    msg = self._image(
+                        header=depth_header,
+                        height=spec.height,
+                        width=spec.width,
+                        encoding=spec.depth_encoding,
+                        step=spec.width * pixels.itemsize,
+                    )
                     msg.data = uint8_array(memoryview(pixels).cast("B"))
                 self.depth[i].publish(msg)
             self.sent[i] += 1
@@ -657,57 +771,106 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
     argv = sys.argv if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--camera", action="append", type=parse_camera, default=None,
-                        help="ROBOT/CAMERA:WIDTHxHEIGHT[:ENCODING[:TRANSPORT]] (repeatable; "
-                        "TRANSPORT raw, jpeg or png)")
-    parser.add_argument("--transport", choices=("raw", "compressed"), default="raw",
-                        help="cameras without a TRANSPORT: raw sensor_msgs/Image on .../image_raw, "
-                        "or CompressedImage on .../image_raw/compressed (--compressed-format)")
-    parser.add_argument("--compressed-format", choices=("jpeg", "png"), default="jpeg",
-                        help="the codec of --transport compressed")
+    parser.add_argument(
+        "--camera",
+        action="append",
+        type=parse_camera,
+        default=None,
+        help="ROBOT/CAMERA:WIDTHxHEIGHT[:ENCODING[:TRANSPORT]] (repeatable; "
+        "TRANSPORT raw, jpeg or png)",
+    )
+    parser.add_argument(
+        "--transport",
+        choices=("raw", "compressed"),
+        default="raw",
+        help="cameras without a TRANSPORT: raw sensor_msgs/Image on .../image_raw, "
+        "or CompressedImage on .../image_raw/compressed (--compressed-format)",
+    )
+    parser.add_argument(
+        "--compressed-format",
+        choices=("jpeg", "png"),
+        default="jpeg",
+        help="the codec of --transport compressed",
+    )
     parser.add_argument("--jpeg-quality", type=int, default=75, help="JPEG quality, 1-100")
     parser.add_argument("--png-level", type=int, default=3, help="PNG compression level, 0-9")
-    parser.add_argument("--ground-truth-masks", action="store_true",
-                        help="also publish each frame's class mask on .../ground_truth_mask")
-    parser.add_argument("--moving", action="store_true",
-                        help="objects move over the whole image, crossing each other and "
-                             "passing behind a pillar (short occlusions): for trackers")
+    parser.add_argument(
+        "--ground-truth-masks",
+        action="store_true",
+        help="also publish each frame's class mask on .../ground_truth_mask",
+    )
+    parser.add_argument(
+        "--moving",
+        action="store_true",
+        help="objects move over the whole image, crossing each other and "
+        "passing behind a pillar (short occlusions): for trackers",
+    )
     parser.add_argument("--rate", type=float, default=30.0, help="frames per second per camera")
-    parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: run "
-                        "until SIGINT or SIGTERM)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=0.0,
+        help="stop after this long (0: run until SIGINT or SIGTERM)",
+    )
     parser.add_argument("--prefix", default="", help="namespace in front of every robot")
     parser.add_argument("--quiet", action="store_true", help="print nothing")
-    parser.add_argument("--rgbd", action="append", type=parse_rgbd, default=None,
-                        help="ROBOT/CAMERA:WIDTHxHEIGHT[:16UC1|32FC1[:raw|compressedDepth]] "
-                             "(repeatable): an RGB-D camera")
-    parser.add_argument("--sync-jitter-ms", type=float, default=0.0,
-                        help="RGB-D: stamp depth and CameraInfo up to this far off the colour's")
-    parser.add_argument("--unpaired", type=float, default=0.0,
-                        help="RGB-D: the fraction of frames sent without their depth image or "
-                             "CameraInfo")
+    parser.add_argument(
+        "--rgbd",
+        action="append",
+        type=parse_rgbd,
+        default=None,
+        help="ROBOT/CAMERA:WIDTHxHEIGHT[:16UC1|32FC1[:raw|compressedDepth]] "
+        "(repeatable): an RGB-D camera",
+    )
+    parser.add_argument(
+        "--sync-jitter-ms",
+        type=float,
+        default=0.0,
+        help="RGB-D: stamp depth and CameraInfo up to this far off the colour's",
+    )
+    parser.add_argument(
+        "--unpaired",
+        type=float,
+        default=0.0,
+        help="RGB-D: the fraction of frames sent without their depth image or CameraInfo",
+    )
     args = parser.parse_args(strip_ros_args(argv)[1:])
     rgbd_specs = args.rgbd or []
     specs = args.camera or ([] if rgbd_specs else [parse_camera(c) for c in DEFAULT_CAMERAS])
 
     stop = init_ros(argv)
     watchdog = ExitWatchdog("synthetic_cameras")
-    stop.on_repeat = watchdog.fire            # a second signal: out at once
+    stop.on_repeat = watchdog.fire  # a second signal: out at once
     node = Node("synthetic_cameras")
     transport = args.compressed_format if args.transport == "compressed" else "raw"
-    cameras = SyntheticCameras(node, specs, prefix=args.prefix, transport=transport,
-                               jpeg_quality=args.jpeg_quality, png_level=args.png_level,
-                               masks=args.ground_truth_masks, moving=args.moving)
+    cameras = SyntheticCameras(
+        node,
+        specs,
+        prefix=args.prefix,
+        transport=transport,
+        jpeg_quality=args.jpeg_quality,
+        png_level=args.png_level,
+        masks=args.ground_truth_masks,
+        moving=args.moving,
+    )
     if not args.quiet:
         for spec, pub, how in zip(specs, cameras.publishers, cameras.transports):
-            print(f"synthetic_cameras: {pub.topic_name} {spec.width}x{spec.height} "
-                  f"{spec.encoding} {how} at {args.rate:g} Hz", flush=True)
-    rgbd = SyntheticRgbdCameras(node, rgbd_specs, prefix=args.prefix,
-                                jitter_ms=args.sync_jitter_ms, unpaired=args.unpaired)
+            print(
+                f"synthetic_cameras: {pub.topic_name} {spec.width}x{spec.height} "
+                f"{spec.encoding} {how} at {args.rate:g} Hz",
+                flush=True,
+            )
+    rgbd = SyntheticRgbdCameras(
+        node, rgbd_specs, prefix=args.prefix, jitter_ms=args.sync_jitter_ms, unpaired=args.unpaired
+    )
     if not args.quiet:
         for spec in rgbd_specs:
-            print(f"synthetic_cameras: RGB-D {spec.namespace(args.prefix)} {spec.width}x"
-                  f"{spec.height}, depth {spec.depth_encoding} {spec.depth_transport} at "
-                  f"{args.rate:g} Hz", flush=True)
+            print(
+                f"synthetic_cameras: RGB-D {spec.namespace(args.prefix)} {spec.width}x"
+                f"{spec.height}, depth {spec.depth_encoding} {spec.depth_transport} at "
+                f"{args.rate:g} Hz",
+                flush=True,
+            )
     period = 1.0 / args.rate
     start = next_tick = time.monotonic()
     try:
@@ -719,21 +882,24 @@ def main(argv: list[str] | None = None) -> NoReturn:
             rgbd.tick()
             next_tick += period
             delay = next_tick - time.monotonic()
-            if delay < -period:               # fell behind by more than a frame: do not burst
+            if delay < -period:  # fell behind by more than a frame: do not burst
                 next_tick = time.monotonic()
             elif delay > 0:
                 stop.wait(delay)
     finally:
         watchdog.arm(STOP_S - 1.0)
         if not args.quiet:
-            sent = ", ".join([f"{s.robot}/{s.camera} {n}" for s, n in zip(specs, cameras.sent)]
-                             + [f"{s.robot}/{s.camera} {n} (RGB-D, {left} without depth or "
-                                f"CameraInfo)" for s, n, left in
-                                zip(rgbd_specs, rgbd.sent, rgbd.left_out)])
+            sent = ", ".join(
+                [f"{s.robot}/{s.camera} {n}" for s, n in zip(specs, cameras.sent)]
+                + [
+                    f"{s.robot}/{s.camera} {n} (RGB-D, {left} without depth or CameraInfo)"
+                    for s, n, left in zip(rgbd_specs, rgbd.sent, rgbd.left_out)
+                ]
+            )
             print(f"synthetic_cameras: sent {sent}", flush=True)
         node.destroy_node()
         rclpy.try_shutdown()
-    watchdog.leave(0)                         # the process ends here (ros_process.py)
+    watchdog.leave(0)  # the process ends here (ros_process.py)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,11 @@ endian); ``organised`` (height = beams, width = azimuths, x, y, z FLOAT32 and in
 row_step padded by 16 bytes, dropped returns NaN, is_dense false).
 
 Every robot's cloud of a round is made first, then all are sent together, stamped with the same
-capture time. SIGINT or SIGTERM (or ``--seconds``) stops it; it prints how many clouds each robot sent and
+capture time. SIGINT or SIGTERM (or ``--seconds``) stops it; it prints how many clouds each robot
+sent and
 exits 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,8 +73,9 @@ def parse_lidar(text: str) -> LidarSpec:
     robot, _, layout = text.partition(":")
     layout = layout or "velodyne"
     if not robot or layout not in LAYOUTS:
-        raise argparse.ArgumentTypeError(f"'{text}': ROBOT[:LAYOUT], LAYOUT one of "
-                                         f"{', '.join(LAYOUTS)}")
+        raise argparse.ArgumentTypeError(
+            f"'{text}': ROBOT[:LAYOUT], LAYOUT one of {', '.join(LAYOUTS)}"
+        )
     return LidarSpec(robot, layout)
 
 
@@ -80,7 +83,7 @@ def parse_lidar(text: str) -> LidarSpec:
 class Box:
     x: float
     y: float
-    z: float                             # centre, sensor frame
+    z: float  # centre, sensor frame
     length: float
     width: float
     height: float
@@ -100,15 +103,31 @@ class Scene:
             # turned 45 +- 20 degrees to the line of sight: two faces in view (one face alone
             # leaves the box's depth unobservable to any detector without a learned prior)
             yaw = bearing + math.radians(45 + rng.uniform(-20, 20) + 90 * rng.integers(4))
-            self._boxes.append((dist * math.cos(bearing), dist * math.sin(bearing), size, yaw,
-                                rng.uniform(0, 2 * math.pi)))
+            self._boxes.append(
+                (
+                    dist * math.cos(bearing),
+                    dist * math.sin(bearing),
+                    size,
+                    yaw,
+                    rng.uniform(0, 2 * math.pi),
+                )
+            )
 
     def boxes(self, t: float) -> list[Box]:
         out = []
         for x, y, (length, width, height), yaw, phase in self._boxes:
-            shift = 0.8 * math.sin(0.5 * t + phase)         # along the heading, +-0.8 m
-            out.append(Box(x + shift * math.cos(yaw), y + shift * math.sin(yaw),
-                           -MOUNT_M + height / 2, length, width, height, yaw))
+            shift = 0.8 * math.sin(0.5 * t + phase)  # along the heading, +-0.8 m
+            out.append(
+                Box(
+                    x + shift * math.cos(yaw),
+                    y + shift * math.sin(yaw),
+                    -MOUNT_M + height / 2,
+                    length,
+                    width,
+                    height,
+                    yaw,
+                )
+            )
         return out
 
 
@@ -116,8 +135,12 @@ def ray_directions(beams: int, azimuths: int) -> np.ndarray:
     """[beams, azimuths, 3] unit vectors."""
     elev = np.radians(np.linspace(-25.0, 10.0, beams))[:, None]
     az = np.linspace(0, 2 * np.pi, azimuths, endpoint=False)[None, :]
-    return np.stack(np.broadcast_arrays(np.cos(elev) * np.cos(az), np.cos(elev) * np.sin(az),
-                                        np.sin(elev) + 0 * az), axis=-1)
+    return np.stack(
+        np.broadcast_arrays(
+            np.cos(elev) * np.cos(az), np.cos(elev) * np.sin(az), np.sin(elev) + 0 * az
+        ),
+        axis=-1,
+    )
 
 
 def cast(dirs: np.ndarray, boxes: list[Box]) -> tuple[np.ndarray, np.ndarray]:
@@ -153,28 +176,64 @@ def cast(dirs: np.ndarray, boxes: list[Box]) -> tuple[np.ndarray, np.ndarray]:
 def layout_fields(layout: str):
     """(name, offset, datatype) of each field, point_step, big endian."""
     if layout == "velodyne":
-        return ([("x", 0, FLOAT32), ("y", 4, FLOAT32), ("z", 8, FLOAT32),
-                 ("intensity", 12, FLOAT32), ("ring", 16, UINT16), ("time", 18, FLOAT32)], 22,
-                False)
+        return (
+            [
+                ("x", 0, FLOAT32),
+                ("y", 4, FLOAT32),
+                ("z", 8, FLOAT32),
+                ("intensity", 12, FLOAT32),
+                ("ring", 16, UINT16),
+                ("time", 18, FLOAT32),
+            ],
+            22,
+            False,
+        )
     if layout == "f64pad":
-        return ([("x", 0, FLOAT64), ("y", 12, FLOAT64), ("z", 24, FLOAT64),
-                 ("intensity", 36, FLOAT64)], 64, True)
-    return ([("x", 0, FLOAT32), ("y", 4, FLOAT32), ("z", 8, FLOAT32),
-             ("intensity", 12, UINT8)], 16, False)
+        return (
+            [("x", 0, FLOAT64), ("y", 12, FLOAT64), ("z", 24, FLOAT64), ("intensity", 36, FLOAT64)],
+            64,
+            True,
+        )
+    return (
+        [("x", 0, FLOAT32), ("y", 4, FLOAT32), ("z", 8, FLOAT32), ("intensity", 12, UINT8)],
+        16,
+        False,
+    )
 
 
-NUMPY = {INT8: "i1", UINT8: "u1", INT16: "i2", UINT16: "u2", INT32: "i4", UINT32: "u4",
-         FLOAT32: "f4", FLOAT64: "f8"}
+NUMPY = {
+    INT8: "i1",
+    UINT8: "u1",
+    INT16: "i2",
+    UINT16: "u2",
+    INT32: "i4",
+    UINT32: "u4",
+    FLOAT32: "f4",
+    FLOAT64: "f8",
+}
 
 
-def cloud_bytes(layout: str, xyz: np.ndarray, intensity: np.ndarray, ring: np.ndarray,
-                tm: np.ndarray, width: int, height: int, row_pad: int = 0):
+def cloud_bytes(
+    layout: str,
+    xyz: np.ndarray,
+    intensity: np.ndarray,
+    ring: np.ndarray,
+    tm: np.ndarray,
+    width: int,
+    height: int,
+    row_pad: int = 0,
+):
     """(fields, point_step, row_step, is_bigendian, data) of a cloud."""
     fields, step, big = layout_fields(layout)
     order = ">" if big else "<"
-    dtype = np.dtype({"names": [f[0] for f in fields],
-                      "formats": [order + NUMPY[f[2]] for f in fields],
-                      "offsets": [f[1] for f in fields], "itemsize": step})
+    dtype = np.dtype(
+        {
+            "names": [f[0] for f in fields],
+            "formats": [order + NUMPY[f[2]] for f in fields],
+            "offsets": [f[1] for f in fields],
+            "itemsize": step,
+        }
+    )
     pts = np.zeros(len(xyz), dtype)
     pts["x"], pts["y"], pts["z"] = xyz[:, 0], xyz[:, 1], xyz[:, 2]
     pts["intensity"] = intensity
@@ -189,9 +248,20 @@ def cloud_bytes(layout: str, xyz: np.ndarray, intensity: np.ndarray, ring: np.nd
 
 
 class SyntheticLidars:
-    def __init__(self, node, specs: list[LidarSpec], *, prefix: str = "", beams: int = 32,
-                 azimuths: int = 1024, noise_m: float = 0.02, dropout: float = 0.05,
-                 seed: int = 7, cycle: int = 0, rate: float = 10.0) -> None:
+    def __init__(
+        self,
+        node,
+        specs: list[LidarSpec],
+        *,
+        prefix: str = "",
+        beams: int = 32,
+        azimuths: int = 1024,
+        noise_m: float = 0.02,
+        dropout: float = 0.05,
+        seed: int = 7,
+        cycle: int = 0,
+        rate: float = 10.0,
+    ) -> None:
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import PointCloud2
 
@@ -204,14 +274,17 @@ class SyntheticLidars:
         self.noise_m, self.dropout = noise_m, dropout
         self.scenes = [Scene(seed + 31 * i) for i in range(len(specs))]
         self.rng = np.random.default_rng(seed)
-        self.clouds = [node.create_publisher(PointCloud2, s.topic(prefix),
-                                             qos_profile_sensor_data) for s in specs]
-        self.truths = [node.create_publisher(DETECTIONS3D_TYPE, s.truth_topic(prefix), 50)
-                       for s in specs]
+        self.clouds = [
+            node.create_publisher(PointCloud2, s.topic(prefix), qos_profile_sensor_data)
+            for s in specs
+        ]
+        self.truths = [
+            node.create_publisher(DETECTIONS3D_TYPE, s.truth_topic(prefix), 50) for s in specs
+        ]
         self.sent = [0] * len(specs)
         self.start = time.monotonic()
         self.cycle, self.rate = cycle, rate
-        self._cached: dict = {}             # (robot, frame of the cycle) -> (cloud, boxes)
+        self._cached: dict = {}  # (robot, frame of the cycle) -> (cloud, boxes)
 
     def tick(self) -> None:
         from std_msgs.msg import Header
@@ -221,7 +294,7 @@ class SyntheticLidars:
         ready = []
         for i, spec in enumerate(self.specs):
             header = Header(stamp=stamp, frame_id=spec.frame_id)
-            if self.cycle:                  # the cycle's clouds made once, then sent again
+            if self.cycle:  # the cycle's clouds made once, then sent again
                 key = (i, self.sent[i] % self.cycle)
                 if key not in self._cached:
                     boxes = self.scenes[i].boxes(key[1] / self.rate)
@@ -252,8 +325,7 @@ class SyntheticLidars:
             xyz = (self.dirs * noisy[..., None]).astype(np.float32)
         intensity = np.where(hit > 0, 0.8, 0.2) * 255
         ring = np.broadcast_to(np.arange(self.beams)[:, None], rng.shape)
-        tm = np.broadcast_to(np.linspace(0, 0.1, self.azimuths, endpoint=False)[None, :],
-                             rng.shape)
+        tm = np.broadcast_to(np.linspace(0, 0.1, self.azimuths, endpoint=False)[None, :], rng.shape)
         if layout == "organised":
             xyz[~valid] = np.nan
             height, width, pad, dense = self.beams, self.azimuths, 16, False
@@ -262,9 +334,17 @@ class SyntheticLidars:
             sel = valid
             height, width, pad, dense = 1, int(valid.sum()), 0, True
         fields, step, row_step, big, raw = cloud_bytes(
-            layout, xyz[sel], intensity[sel], ring[sel], tm[sel], width, height, pad)
-        msg = PointCloud2(header=header, height=height, width=width, is_bigendian=big,
-                          point_step=step, row_step=row_step, is_dense=dense)
+            layout, xyz[sel], intensity[sel], ring[sel], tm[sel], width, height, pad
+        )
+        msg = PointCloud2(
+            header=header,
+            height=height,
+            width=width,
+            is_bigendian=big,
+            point_step=step,
+            row_step=row_step,
+            is_dense=dense,
+        )
         msg.fields = [PointField(name=n, offset=o, datatype=d, count=1) for n, o, d in fields]
         msg.data = uint8_array(raw)
         return msg
@@ -295,19 +375,33 @@ def main(argv: list[str] | None = None) -> NoReturn:
 
     argv = sys.argv if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lidar", action="append", type=parse_lidar, default=None,
-                        help="ROBOT[:LAYOUT] (repeatable; LAYOUT velodyne, f64pad, organised)")
+    parser.add_argument(
+        "--lidar",
+        action="append",
+        type=parse_lidar,
+        default=None,
+        help="ROBOT[:LAYOUT] (repeatable; LAYOUT velodyne, f64pad, organised)",
+    )
     parser.add_argument("--rate", type=float, default=10.0, help="clouds per second per LiDAR")
     parser.add_argument("--beams", type=int, default=32)
     parser.add_argument("--azimuths", type=int, default=1024)
     parser.add_argument("--noise-m", type=float, default=0.02, help="range noise (sigma), m")
     parser.add_argument("--dropout", type=float, default=0.05, help="fraction of returns lost")
-    parser.add_argument("--seconds", type=float, default=0.0, help="stop after this long (0: run "
-                        "until SIGINT or SIGTERM)")
-    parser.add_argument("--cycle", type=int, default=0, help="ray-cast this many scenes per "
-                        "robot once, then send them again in turn, freshly stamped (0: every "
-                        "cloud cast anew; for benchmarks, where casting would cost more than "
-                        "the node under test)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=0.0,
+        help="stop after this long (0: run until SIGINT or SIGTERM)",
+    )
+    parser.add_argument(
+        "--cycle",
+        type=int,
+        default=0,
+        help="ray-cast this many scenes per "
+        "robot once, then send them again in turn, freshly stamped (0: every "
+        "cloud cast anew; for benchmarks, where casting would cost more than "
+        "the node under test)",
+    )
     parser.add_argument("--prefix", default="", help="namespace in front of every robot")
     parser.add_argument("--quiet", action="store_true", help="print nothing")
     args = parser.parse_args(strip_ros_args(argv)[1:])
@@ -317,13 +411,24 @@ def main(argv: list[str] | None = None) -> NoReturn:
     watchdog = ExitWatchdog("synthetic_lidar")
     stop.on_repeat = watchdog.fire
     node = Node("synthetic_lidar")
-    lidars = SyntheticLidars(node, specs, prefix=args.prefix, beams=args.beams,
-                             azimuths=args.azimuths, noise_m=args.noise_m, dropout=args.dropout,
-                             cycle=args.cycle, rate=args.rate)
+    lidars = SyntheticLidars(
+        node,
+        specs,
+        prefix=args.prefix,
+        beams=args.beams,
+        azimuths=args.azimuths,
+        noise_m=args.noise_m,
+        dropout=args.dropout,
+        cycle=args.cycle,
+        rate=args.rate,
+    )
     if not args.quiet:
         for spec in specs:
-            print(f"synthetic_lidar: {spec.topic(args.prefix)} {args.beams}x{args.azimuths} "
-                  f"{spec.layout} at {args.rate:g} Hz", flush=True)
+            print(
+                f"synthetic_lidar: {spec.topic(args.prefix)} {args.beams}x{args.azimuths} "
+                f"{spec.layout} at {args.rate:g} Hz",
+                flush=True,
+            )
     period = 1.0 / args.rate
     start = next_tick = time.monotonic()
     try:

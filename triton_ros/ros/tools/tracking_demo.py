@@ -20,6 +20,7 @@ Exits 0 when every camera scored at least ``--min-frames`` frames with MOTA >= `
 (0.9) and at most ``--max-switches`` (1) ID switch per 100 object-frames, and every process
 exited cleanly; 1 otherwise, saying which.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,11 +63,25 @@ def camera_specs(count: int) -> list[str]:
 
 def params_file(directory: Path) -> Path:
     path = directory / "tracking.yaml"
-    path.write_text(yaml.safe_dump({"/**": {"ros__parameters": {
-        "startup_models": ["color_tracker"], "diagnostics_period_s": 1.0,
-        "discovery_period_s": 0.5, "bindings": ["tracks"],
-        "tracks": {"model": "color_tracker", "topic_patterns": ["/track*/camera*/image_raw"],
-                   "score_threshold": 0.5}}}}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "/**": {
+                    "ros__parameters": {
+                        "startup_models": ["color_tracker"],
+                        "diagnostics_period_s": 1.0,
+                        "discovery_period_s": 0.5,
+                        "bindings": ["tracks"],
+                        "tracks": {
+                            "model": "color_tracker",
+                            "topic_patterns": ["/track*/camera*/image_raw"],
+                            "score_threshold": 0.5,
+                        },
+                    }
+                }
+            }
+        )
+    )
     return path
 
 
@@ -80,11 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=30.0, help="camera frame rate, Hz")
     parser.add_argument("--cameras", type=int, default=8, help="how many cameras")
     parser.add_argument("--interval", type=float, default=5.0, help="seconds between reports")
-    parser.add_argument("--min-frames", type=int, default=30,
-                        help="frames each camera must have scored")
+    parser.add_argument(
+        "--min-frames", type=int, default=30, help="frames each camera must have scored"
+    )
     parser.add_argument("--min-mota", type=float, default=0.9)
-    parser.add_argument("--max-switches", type=float, default=1.0,
-                        help="ID switches per 100 object-frames, at most")
+    parser.add_argument(
+        "--max-switches", type=float, default=1.0, help="ID switches per 100 object-frames, at most"
+    )
     args = parser.parse_args(strip_ros_args(argv)[1:])
 
     if not os.environ.get("ROS_DOMAIN_ID"):
@@ -92,23 +109,45 @@ def main(argv: list[str] | None = None) -> int:
     logs = Path(tempfile.mkdtemp(prefix="triton_ros_tracking_"))
     cams = camera_specs(args.cameras)
     specs = [parse_camera(c) for c in cams]
-    print(f"triton_ros tracking demo: {args.seconds:g} s, {len(cams)} cameras at {args.rate:g} Hz "
-          f"-> inference_node (color_tracker, one sequence per camera); ROS_DOMAIN_ID="
-          f"{os.environ['ROS_DOMAIN_ID']}; logs in {logs}", flush=True)
-    node_proc = _start([sys.executable, "-m", "triton_ros.ros.inference_node", "--ros-args",
-                        "--params-file", str(params_file(logs)), "-p",
-                        f"grpc.port:={free_port()}", "-p", "http.port:=0", "-p",
-                        "metrics.port:=0", "-r", f"__node:={NODE[1:]}"],
-                       logs / "inference_node.log")
+    print(
+        f"triton_ros tracking demo: {args.seconds:g} s, {len(cams)} cameras at {args.rate:g} Hz "
+        f"-> inference_node (color_tracker, one sequence per camera); ROS_DOMAIN_ID="
+        f"{os.environ['ROS_DOMAIN_ID']}; logs in {logs}",
+        flush=True,
+    )
+    node_proc = _start(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.inference_node",
+            "--ros-args",
+            "--params-file",
+            str(params_file(logs)),
+            "-p",
+            f"grpc.port:={free_port()}",
+            "-p",
+            "http.port:=0",
+            "-p",
+            "metrics.port:=0",
+            "-r",
+            f"__node:={NODE[1:]}",
+        ],
+        logs / "inference_node.log",
+    )
     stop = init_ros(argv)
     node = Node("triton_ros_tracking_demo")
     pairs = {}
     for spec in specs:
         matcher = pairs[spec.topic()] = Pairs()
-        node.create_subscription(DETECTIONS_TYPE, spec.topic().rsplit("/", 1)[0] + "/detections",
-                                 matcher.on_detections, 200)
-        node.create_subscription(DETECTIONS_TYPE, ground_truth_topic(spec.topic()),
-                                 matcher.on_truth, 200)
+        node.create_subscription(
+            DETECTIONS_TYPE,
+            spec.topic().rsplit("/", 1)[0] + "/detections",
+            matcher.on_detections,
+            200,
+        )
+        node.create_subscription(
+            DETECTIONS_TYPE, ground_truth_topic(spec.topic()), matcher.on_truth, 200
+        )
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     spinner = threading.Thread(target=executor.spin, name="tracking_demo_executor")
@@ -121,9 +160,18 @@ def main(argv: list[str] | None = None) -> int:
             if time.monotonic() > deadline or node_proc.poll() is not None:
                 raise RuntimeError("the node did not come up (see its log)")
             time.sleep(0.2)
-        cameras = _start([sys.executable, "-m", "triton_ros.ros.tools.synthetic_cameras",
-                          "--moving", "--rate", str(args.rate)]
-                         + [a for c in cams for a in ("--camera", c)], logs / "cameras.log")
+        cameras = _start(
+            [
+                sys.executable,
+                "-m",
+                "triton_ros.ros.tools.synthetic_cameras",
+                "--moving",
+                "--rate",
+                str(args.rate),
+            ]
+            + [a for c in cams for a in ("--camera", c)],
+            logs / "cameras.log",
+        )
         start = time.monotonic()
         next_report = start + args.interval
         while not stop.is_set() and time.monotonic() - start < args.seconds:
@@ -150,9 +198,17 @@ def main(argv: list[str] | None = None) -> int:
         node.destroy_node()
     for problem in problems:
         print(f"FAILED: {problem}", flush=True)
-    print("tracking demo " + ("failed" if problems else "passed: every camera tracked with "
-                              f"MOTA >= {args.min_mota:g} and <= {args.max_switches:g} ID "
-                              f"switches per 100 object-frames"), flush=True)
+    print(
+        "tracking demo "
+        + (
+            "failed"
+            if problems
+            else "passed: every camera tracked with "
+            f"MOTA >= {args.min_mota:g} and <= {args.max_switches:g} ID "
+            f"switches per 100 object-frames"
+        ),
+        flush=True,
+    )
     return 1 if problems else 0
 
 

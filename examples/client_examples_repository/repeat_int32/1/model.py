@@ -1,5 +1,6 @@
 """A decoupled model: each request's responses are sent from a thread of its own, after execute
 has returned; a cancelled request stops early and ends with a CANCELLED error."""
+
 import threading
 import time
 
@@ -18,9 +19,13 @@ class TritonPythonModel:
             if values.shape != delays.shape:
                 raise pb_utils.TritonModelException(
                     f"expected IN and DELAY shape to match, got {list(values.shape)} and "
-                    f"{list(delays.shape)}.")
-            thread = threading.Thread(target=self.respond, daemon=True,
-                                      args=(request, request.get_response_sender(), values, delays))
+                    f"{list(delays.shape)}."
+                )
+            thread = threading.Thread(
+                target=self.respond,
+                daemon=True,
+                args=(request, request.get_response_sender(), values, delays),
+            )
             thread.start()
             self.threads = [t for t in self.threads if t.is_alive()] + [thread]
             wait = pb_utils.get_input_tensor_by_name(request, "WAIT").as_numpy()
@@ -31,13 +36,23 @@ class TritonPythonModel:
         for index, (value, delay) in enumerate(zip(values, delays)):
             time.sleep(int(delay) / 1000)
             if request.is_cancelled():
-                sender.send(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                    "request cancelled", pb_utils.TritonError.CANCELLED)),
-                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+                sender.send(
+                    pb_utils.InferenceResponse(
+                        error=pb_utils.TritonError(
+                            "request cancelled", pb_utils.TritonError.CANCELLED
+                        )
+                    ),
+                    flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                )
                 return
-            sender.send(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("OUT", np.array([value], np.int32)),
-                pb_utils.Tensor("IDX", np.array([index], np.uint32))]))
+            sender.send(
+                pb_utils.InferenceResponse(
+                    output_tensors=[
+                        pb_utils.Tensor("OUT", np.array([value], np.int32)),
+                        pb_utils.Tensor("IDX", np.array([index], np.uint32)),
+                    ]
+                )
+            )
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def finalize(self):

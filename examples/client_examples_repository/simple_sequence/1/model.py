@@ -1,4 +1,5 @@
 """OUTPUT = READY * (INPUT + START): the arithmetic of Triton's simple_sequence example."""
+
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
@@ -12,7 +13,11 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             value = _tensor(request, "READY") * (
-                _tensor(request, "INPUT") + _tensor(request, "START"))
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor("OUTPUT", value.astype(np.int32))]))
+                _tensor(request, "INPUT") + _tensor(request, "START")
+            )
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[pb_utils.Tensor("OUTPUT", value.astype(np.int32))]
+                )
+            )
         return responses

@@ -14,6 +14,7 @@ It shows the whole backend contract of docs/backends.md in a few lines:
 
 Registered by this package's entry point (pyproject.toml), group ``triton_ros.backends``.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,7 @@ MODEL_FILE = "affine.json"
 
 class AffineModel(BackendModel):
     def __init__(self, config, *, version, model_path, version_path) -> None:
-        super().__init__(config, version=version, model_path=model_path,
-                         version_path=version_path)
+        super().__init__(config, version=version, model_path=model_path, version_path=version_path)
         path = Path(version_path) / (config.default_model_filename or MODEL_FILE)
         if not path.is_file():
             raise unavailable(f"unable to find '{path}' for model '{config.name}'")
@@ -42,11 +42,12 @@ class AffineModel(BackendModel):
 
     @classmethod
     def can_use_gpu(cls) -> bool:
-        return False            # KIND_AUTO instances run on the CPU
+        return False  # KIND_AUTO instances run on the CPU
 
     @classmethod
     def auto_complete_config(cls, proto, model_path) -> list[str]:
         from triton_ros.core.protos import model_config_pb2 as mc
+
         if len(proto.input) == 0:
             proto.input.add(name="INPUT0", data_type=mc.TYPE_FP32, dims=[-1])
         if len(proto.output) == 0:
@@ -65,10 +66,13 @@ class AffineModel(BackendModel):
 class AffineInstance(BatchedTensorInstance):
     def __init__(self, model, *, name, kind, device_id) -> None:
         super().__init__(model, name=name, kind=kind, device_id=device_id)
-        self.may_run_on_caller = True      # pure numpy: may run on the request's thread
+        self.may_run_on_caller = True  # pure numpy: may run on the request's thread
 
     def run(self, inputs, output_names):
         model = self.model
         x = inputs["INPUT0"]
-        return {"OUTPUT0": (x * np.float32(model.scale) + np.float32(model.offset))
-                .astype(x.dtype, copy=False)}
+        return {
+            "OUTPUT0": (x * np.float32(model.scale) + np.float32(model.offset)).astype(
+                x.dtype, copy=False
+            )
+        }

@@ -10,8 +10,10 @@ class TritonPythonModel:
         for request in requests:
             mode = json.loads(request.parameters()).get("mode", "sync")
             bls = pb_utils.InferenceRequest(
-                model_name="square_int32", requested_output_names=["OUT"],
-                inputs=[pb_utils.get_input_tensor_by_name(request, "IN")])
+                model_name="square_int32",
+                requested_output_names=["OUT"],
+                inputs=[pb_utils.get_input_tensor_by_name(request, "IN")],
+            )
             if mode == "coupled":
                 answer = bls.exec()
                 responses.append(pb_utils.InferenceResponse(error=answer.error()))
@@ -27,15 +29,20 @@ class TritonPythonModel:
                     error = answer.error()
                     break
                 if not answer.output_tensors():
-                    empty += 1          # the final flag came alone
+                    empty += 1  # the final flag came alone
                     continue
                 count += 1
                 total += int(pb_utils.get_output_tensor_by_name(answer, "OUT").as_numpy()[0])
             if error is not None:
                 responses.append(pb_utils.InferenceResponse(error=error))
                 continue
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("COUNT", np.array([count], np.int32)),
-                pb_utils.Tensor("SUM", np.array([total], np.int32)),
-                pb_utils.Tensor("EMPTY", np.array([empty], np.int32))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[
+                        pb_utils.Tensor("COUNT", np.array([count], np.int32)),
+                        pb_utils.Tensor("SUM", np.array([total], np.int32)),
+                        pb_utils.Tensor("EMPTY", np.array([empty], np.int32)),
+                    ]
+                )
+            )
         return responses

@@ -8,9 +8,17 @@ class TritonPythonModel:
         for request in requests:
             data = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
             if (data < 0).any():
-                responses.append(pb_utils.InferenceResponse(error=pb_utils.TritonError(
-                    "checked_double got a negative value", pb_utils.TritonError.INVALID_ARG)))
+                responses.append(
+                    pb_utils.InferenceResponse(
+                        error=pb_utils.TritonError(
+                            "checked_double got a negative value", pb_utils.TritonError.INVALID_ARG
+                        )
+                    )
+                )
             else:
-                responses.append(pb_utils.InferenceResponse(
-                    output_tensors=[pb_utils.Tensor("OUTPUT", (data * 2).astype(np.int32))]))
+                responses.append(
+                    pb_utils.InferenceResponse(
+                        output_tensors=[pb_utils.Tensor("OUTPUT", (data * 2).astype(np.int32))]
+                    )
+                )
         return responses

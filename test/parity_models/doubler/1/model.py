@@ -8,11 +8,18 @@ class TritonPythonModel:
         for request in requests:
             data = pb_utils.get_input_tensor_by_name(request, "INPUT").as_numpy()
             if (data < 0).any():
-                responses.append(pb_utils.InferenceResponse(
-                    output_tensors=[],
-                    error=pb_utils.TritonError("negative values are not allowed",
-                                               pb_utils.TritonError.INVALID_ARG)))
+                responses.append(
+                    pb_utils.InferenceResponse(
+                        output_tensors=[],
+                        error=pb_utils.TritonError(
+                            "negative values are not allowed", pb_utils.TritonError.INVALID_ARG
+                        ),
+                    )
+                )
                 continue
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("OUTPUT", (data * 2).astype(np.int32))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[pb_utils.Tensor("OUTPUT", (data * 2).astype(np.int32))]
+                )
+            )
         return responses

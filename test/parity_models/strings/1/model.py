@@ -7,8 +7,10 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             text = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy()
-            upper = np.array([t.upper() for t in text.reshape(-1)],
-                             dtype=np.object_).reshape(text.shape)
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor("UPPER", upper)]))
+            upper = np.array([t.upper() for t in text.reshape(-1)], dtype=np.object_).reshape(
+                text.shape
+            )
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("UPPER", upper)])
+            )
         return responses

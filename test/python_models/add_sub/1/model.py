@@ -38,8 +38,10 @@ class TritonPythonModel:
 
             inference_response = pb_utils.InferenceResponse(
                 output_tensors=[out_tensor_0, out_tensor_1],
-                parameters={"instance": self.args["model_instance_name"],
-                            "kind": self.args["model_instance_kind"]},
+                parameters={
+                    "instance": self.args["model_instance_name"],
+                    "kind": self.args["model_instance_kind"],
+                },
             )
             responses.append(inference_response)
         return responses

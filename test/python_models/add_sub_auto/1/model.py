@@ -40,8 +40,12 @@ class TritonPythonModel:
         for request in requests:
             in_0 = pb_utils.get_input_tensor_by_name(request, "INPUT0").as_numpy()
             in_1 = pb_utils.get_input_tensor_by_name(request, "INPUT1").as_numpy()
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("OUTPUT0", (in_0 + in_1).astype(np.float32)),
-                pb_utils.Tensor("OUTPUT1", (in_0 - in_1).astype(np.float32)),
-            ]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[
+                        pb_utils.Tensor("OUTPUT0", (in_0 + in_1).astype(np.float32)),
+                        pb_utils.Tensor("OUTPUT1", (in_0 - in_1).astype(np.float32)),
+                    ]
+                )
+            )
         return responses

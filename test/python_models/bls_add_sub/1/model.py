@@ -13,11 +13,13 @@ class TritonPythonModel:
             infer_request = pb_utils.InferenceRequest(
                 model_name=model_name_string,
                 requested_output_names=["OUTPUT0", "OUTPUT1"],
-                inputs=[in_0, in_1])
+                inputs=[in_0, in_1],
+            )
             infer_response = infer_request.exec()
             if infer_response.has_error():
                 raise pb_utils.TritonModelException(infer_response.error().message())
 
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=infer_response.output_tensors()))
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=infer_response.output_tensors())
+            )
         return responses

@@ -10,6 +10,7 @@ class TritonPythonModel:
             if not pb_utils.is_model_ready(name):
                 pb_utils.load_model(model_name=name)
             ready = np.array([pb_utils.is_model_ready(name)], dtype=bool)
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor("READY", ready)]))
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("READY", ready)])
+            )
         return responses

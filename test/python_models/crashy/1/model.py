@@ -14,6 +14,9 @@ class TritonPythonModel:
                 os._exit(3)
             if mode == 2:
                 ctypes.string_at(0)
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]
+                )
+            )
         return responses

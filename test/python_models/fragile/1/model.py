@@ -16,6 +16,7 @@ class TritonPythonModel:
             if int(mode[0]) == 1:
                 open(self.marker, "w").close()
                 os._exit(1)
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor("OUT", mode)]))
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("OUT", mode)])
+            )
         return responses

@@ -10,6 +10,9 @@ class TritonPythonModel:
         responses = []
         for request in requests:
             time.sleep(float(pb_utils.get_input_tensor_by_name(request, "SECONDS").as_numpy()[0]))
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]
+                )
+            )
         return responses

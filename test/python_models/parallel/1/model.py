@@ -16,6 +16,9 @@ class TritonPythonModel:
                 if time.monotonic() > deadline:
                     raise pb_utils.TritonModelException("the other instance never ran alongside")
                 time.sleep(0.01)
-            responses.append(pb_utils.InferenceResponse(output_tensors=[
-                pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]))
+            responses.append(
+                pb_utils.InferenceResponse(
+                    output_tensors=[pb_utils.Tensor("PID", np.array([os.getpid()], dtype=np.int64))]
+                )
+            )
         return responses

@@ -10,8 +10,10 @@ class TritonPythonModel:
         for request in requests:
             suffix = json.loads(request.parameters()).get("suffix", "").encode()
             text = pb_utils.get_input_tensor_by_name(request, "TEXT").as_numpy()
-            upper = np.array([t.upper() + suffix for t in text.reshape(-1)],
-                             dtype=np.object_).reshape(text.shape)
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor("UPPER", upper)]))
+            upper = np.array(
+                [t.upper() + suffix for t in text.reshape(-1)], dtype=np.object_
+            ).reshape(text.shape)
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("UPPER", upper)])
+            )
         return responses

@@ -8,6 +8,7 @@ adds to ``sys.path``, so that models ``import triton_python_backend_utils as pb_
 This package must stay light: the stub imports it before every model, so nothing here imports
 the inference server.
 """
+
 from pathlib import Path
 
 LIB_DIR = Path(__file__).resolve().parent / "lib"

@@ -18,6 +18,7 @@ model has released what it holds, and the interpreter's own teardown (its garbag
 numpy and the model's modules, about 0.1 s of CPU) would only delay the server's stop, which
 waits for every stub; on a loaded host that is seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,12 +43,16 @@ from . import LIB_DIR, ipc
 def describe_exception(exc: BaseException) -> str:
     """``Type: message`` and the frames, most recent first (as Triton's stub reports them)."""
     # The stub's own frames say nothing about the model: show the model's.
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if os.path.abspath(f.filename) != os.path.abspath(__file__)]
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if os.path.abspath(f.filename) != os.path.abspath(__file__)
+    ]
     text = f"{type(exc).__name__}: {exc}"
     if frames:
-        text += "\n\nAt:\n" + "\n".join(f"  {f.filename}({f.lineno}): {f.name}"
-                                        for f in reversed(frames))
+        text += "\n\nAt:\n" + "\n".join(
+            f"  {f.filename}({f.lineno}): {f.name}" for f in reversed(frames)
+        )
     return text
 
 
@@ -72,7 +77,7 @@ class StubRuntime:
         self.model_name = ""
         self.decoupled = False
         self._cancelled: set[int] = set()
-        self._open: set[int] = set()         # decoupled requests without their final flag yet
+        self._open: set[int] = set()  # decoupled requests without their final flag yet
         self._streams: dict[int, queue.Queue] = {}
         threading.Thread(target=self._read, name="stub-reader", daemon=True).start()
 
@@ -93,8 +98,11 @@ class StubRuntime:
             elif cmd == "bls_response" and message.get("stream"):
                 call_id = int(message.get("id", -1))
                 with self._pending_lock:
-                    stream = (self._streams.pop(call_id, None) if message.get("final")
-                              else self._streams.get(call_id))
+                    stream = (
+                        self._streams.pop(call_id, None)
+                        if message.get("final")
+                        else self._streams.get(call_id)
+                    )
                 if stream is not None:
                     stream.put(message)
                 else:
@@ -137,20 +145,30 @@ class StubRuntime:
             raise
         except Exception as exc:
             ipc.unlink(segment)
-            return pb.InferenceResponse(error=pb.TritonError(
-                f"failed to send the BLS request: {exc}", pb.TritonError.INTERNAL))
+            return pb.InferenceResponse(
+                error=pb.TritonError(
+                    f"failed to send the BLS request: {exc}", pb.TritonError.INTERNAL
+                )
+            )
         return self._response_of(reply)
 
     def _bls_message(self, request, decoupled: bool) -> tuple[dict, str | None]:
         segment, (descs,) = ipc.pack_tensors(
-            self.prefix, [[(t.name(), t.as_numpy()) for t in request.inputs()]])
+            self.prefix, [[(t.name(), t.as_numpy()) for t in request.inputs()]]
+        )
         return {
-            "cmd": "bls", "model_name": request.model_name(),
-            "model_version": request.model_version(), "request_id": request.request_id(),
+            "cmd": "bls",
+            "model_name": request.model_name(),
+            "model_version": request.model_version(),
+            "request_id": request.request_id(),
             "requested_outputs": request.requested_output_names(),
-            "timeout": request.timeout(), "parameters": request.parameters(),
-            "correlation_id": request.correlation_id(), "flags": request.flags(),
-            "decoupled": decoupled, "segment": segment, "inputs": descs,
+            "timeout": request.timeout(),
+            "parameters": request.parameters(),
+            "correlation_id": request.correlation_id(),
+            "flags": request.flags(),
+            "decoupled": decoupled,
+            "segment": segment,
+            "inputs": descs,
         }, segment
 
     def _response_of(self, reply: dict):
@@ -160,13 +178,17 @@ class StubRuntime:
         if reply.get("error"):
             error = reply["error"]
             ipc.unlink(reply.get("segment"))
-            return pb.InferenceResponse(error=pb.TritonError(
-                error["message"], pb.TritonError.__dict__.get(error["code"],
-                                                              pb.TritonError.INTERNAL)))
+            return pb.InferenceResponse(
+                error=pb.TritonError(
+                    error["message"],
+                    pb.TritonError.__dict__.get(error["code"], pb.TritonError.INTERNAL),
+                )
+            )
         (arrays,) = ipc.unpack_tensors(reply.get("segment"), [reply.get("outputs", [])])
         tensors = [pb.Tensor(name, array) for name, array in arrays.items()]
-        return pb.InferenceResponse(output_tensors=tensors,
-                                    parameters=reply.get("parameters") or None)
+        return pb.InferenceResponse(
+            output_tensors=tensors, parameters=reply.get("parameters") or None
+        )
 
     def bls_stream(self, request):
         """A decoupled BLS request (``exec(decoupled=True)``): an iterator of its responses."""
@@ -185,8 +207,16 @@ class StubRuntime:
             ipc.unlink(segment)
             with self._pending_lock:
                 self._streams.pop(call_id, None)
-            stream.put({"cmd": "bls_response", "final": True, "error": {
-                "code": "INTERNAL", "message": f"failed to send the BLS request: {exc}"}})
+            stream.put(
+                {
+                    "cmd": "bls_response",
+                    "final": True,
+                    "error": {
+                        "code": "INTERNAL",
+                        "message": f"failed to send the BLS request: {exc}",
+                    },
+                }
+            )
 
         def pull():
             reply = stream.get()
@@ -211,11 +241,18 @@ class StubRuntime:
                 error = response.error()
                 message["error"] = {"code": error.code().name, "message": error.message()}
             else:
-                outputs = [(t.name(), t.as_numpy()) for t in response.output_tensors()
-                           if requested is None or t.name() in requested]
+                outputs = [
+                    (t.name(), t.as_numpy())
+                    for t in response.output_tensors()
+                    if requested is None or t.name() in requested
+                ]
                 segment, (descs,) = ipc.pack_tensors(self.prefix, [outputs])
-                message.update(segment=segment, outputs=descs,
-                               parameters=response.parameters(), has_response=True)
+                message.update(
+                    segment=segment,
+                    outputs=descs,
+                    parameters=response.parameters(),
+                    has_response=True,
+                )
         if final:
             self._open.discard(token)
         try:
@@ -228,10 +265,18 @@ class StubRuntime:
         """A decoupled request's sender was released without the final flag: end the request
         with an error rather than leave its client waiting."""
         try:
-            self.send({"cmd": "response", "token": token, "final": True, "error": {
-                "code": "INTERNAL",
-                "message": f"Python model '{self.model_name}' released the request without "
-                           f"sending a response with TRITONSERVER_RESPONSE_COMPLETE_FINAL"}})
+            self.send(
+                {
+                    "cmd": "response",
+                    "token": token,
+                    "final": True,
+                    "error": {
+                        "code": "INTERNAL",
+                        "message": f"Python model '{self.model_name}' released the request without "
+                        f"sending a response with TRITONSERVER_RESPONSE_COMPLETE_FINAL",
+                    },
+                }
+            )
         except Exception:
             pass
 
@@ -248,8 +293,9 @@ class StubRuntime:
     def _event_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-            threading.Thread(target=self._loop.run_forever, name="stub-asyncio",
-                             daemon=True).start()
+            threading.Thread(
+                target=self._loop.run_forever, name="stub-asyncio", daemon=True
+            ).start()
         return self._loop
 
     def run_coroutine(self, coroutine):
@@ -277,7 +323,8 @@ class StubRuntime:
             spec.loader.exec_module(module)
         if not hasattr(module, "TritonPythonModel"):
             raise self.pb.TritonModelException(
-                f"{model_file} must define a class named 'TritonPythonModel'")
+                f"{model_file} must define a class named 'TritonPythonModel'"
+            )
         self.module = module
         return module.TritonPythonModel
 
@@ -291,7 +338,8 @@ class StubRuntime:
             if not isinstance(config, self.pb.ModelConfig):
                 raise self.pb.TritonModelException(
                     "auto_complete_config function in model must return a valid "
-                    "pb.ModelConfig object.")
+                    "pb.ModelConfig object."
+                )
             return {"config": config.as_dict()}
         if cmd == "initialize":
             self.instance_name = message["args"].get("model_instance_name", "python")
@@ -310,17 +358,22 @@ class StubRuntime:
 
     def execute(self, message: dict) -> dict:
         pb = self.pb
-        groups = ipc.unpack_tensors(message.get("segment"),
-                                    [r["inputs"] for r in message["requests"]])
+        groups = ipc.unpack_tensors(
+            message.get("segment"), [r["inputs"] for r in message["requests"]]
+        )
         requests = []
         for spec, arrays in zip(message["requests"], groups):
             request = pb.InferenceRequest(
-                request_id=spec.get("id", ""), correlation_id=spec.get("correlation_id", 0),
+                request_id=spec.get("id", ""),
+                correlation_id=spec.get("correlation_id", 0),
                 inputs=[pb.Tensor(name, array) for name, array in arrays.items()],
                 requested_output_names=spec["requested_outputs"],
-                model_name=message.get("model_name", ""), model_version=-1,
-                flags=int(spec.get("flags", 0)), timeout=int(spec.get("timeout", 0)),
-                parameters=spec.get("parameters"))
+                model_name=message.get("model_name", ""),
+                model_version=-1,
+                flags=int(spec.get("flags", 0)),
+                timeout=int(spec.get("timeout", 0)),
+                parameters=spec.get("parameters"),
+            )
             request._token = token = int(spec.get("token", 0))
             if spec.get("cancelled"):
                 self._cancelled.add(token)
@@ -344,7 +397,7 @@ class StubRuntime:
 
         outputs, errors, parameters = [], [], []
         for request, response in zip(requests, responses):
-            if isinstance(response, str):           # a per-request protocol error
+            if isinstance(response, str):  # a per-request protocol error
                 errors.append({"code": "INTERNAL", "message": response})
                 outputs.append([])
                 parameters.append("{}")
@@ -355,14 +408,23 @@ class StubRuntime:
                 parameters.append("{}")
             else:
                 wanted = set(request.requested_output_names())
-                outputs.append([(t.name(), t.as_numpy()) for t in response.output_tensors()
-                                if t.name() in wanted])
+                outputs.append(
+                    [
+                        (t.name(), t.as_numpy())
+                        for t in response.output_tensors()
+                        if t.name() in wanted
+                    ]
+                )
                 errors.append(None)
                 parameters.append(response.parameters())
         segment, descs = ipc.pack_tensors(self.prefix, outputs)
-        return {"segment": segment, "responses": [
-            {"outputs": d, "error": e, "parameters": p}
-            for d, e, p in zip(descs, errors, parameters)]}
+        return {
+            "segment": segment,
+            "responses": [
+                {"outputs": d, "error": e, "parameters": p}
+                for d, e, p in zip(descs, errors, parameters)
+            ],
+        }
 
     def execute_decoupled(self, requests: list) -> dict:
         """A decoupled model's execute: it must return None (an ``async def`` runs on in the
@@ -378,7 +440,8 @@ class StubRuntime:
             elif returned is not None:
                 raise pb.TritonModelException(
                     f"Python model '{self.model_name}' is using the decoupled mode and the "
-                    f"execute function must return None.")
+                    f"execute function must return None."
+                )
         except BaseException:
             for request in requests:
                 request.get_response_sender().close()
@@ -392,8 +455,9 @@ class StubRuntime:
         if exc is None:
             return
         text = describe_exception(exc)
-        self.pb.Logger.log_error(f"Failed to process the request(s) for model "
-                                 f"'{self.model_name}', message: {text}")
+        self.pb.Logger.log_error(
+            f"Failed to process the request(s) for model '{self.model_name}', message: {text}"
+        )
         for sender in senders:
             if not sender.is_closed():
                 sender.close()
@@ -401,8 +465,14 @@ class StubRuntime:
 
     def send_error_final(self, token: int, text: str) -> None:
         try:
-            self.send({"cmd": "response", "token": token, "final": True,
-                       "error": {"code": "INTERNAL", "message": text}})
+            self.send(
+                {
+                    "cmd": "response",
+                    "token": token,
+                    "final": True,
+                    "error": {"code": "INTERNAL", "message": text},
+                }
+            )
         except Exception:
             pass
 
@@ -424,12 +494,14 @@ class StubRuntime:
             returned = [None] * len(requests)
         if not isinstance(returned, list):
             raise pb.TritonModelException(
-                f"Expected a list in the execute return, found type '{type(returned)}'.")
+                f"Expected a list in the execute return, found type '{type(returned)}'."
+            )
         if len(returned) != len(requests):
             raise pb.TritonModelException(
                 f"Number of InferenceResponse objects do not match the number of "
                 f"InferenceRequest objects. InferenceRequest(s) size is:{len(requests)}, and "
-                f"InferenceResponse(s) size is:{len(returned)}")
+                f"InferenceResponse(s) size is:{len(returned)}"
+            )
         out = []
         for request, response in zip(requests, returned):
             sender = request._sender
@@ -437,16 +509,21 @@ class StubRuntime:
                 if sender is not None and sender._response is not None:
                     out.append(sender._response)
                 else:
-                    out.append("the model returned no response for this request (execute "
-                               "returned None and nothing was sent with the response sender)")
+                    out.append(
+                        "the model returned no response for this request (execute "
+                        "returned None and nothing was sent with the response sender)"
+                    )
                 continue
             if not isinstance(response, pb.InferenceResponse):
                 raise pb.TritonModelException(
                     f"Expected an 'InferenceResponse' object in the execute function return "
-                    f"list, found type '{type(response)}'.")
+                    f"list, found type '{type(response)}'."
+                )
             if sender is not None and sender._response is not None:
-                out.append("the model both returned a response and sent one with the response "
-                           "sender for this request")
+                out.append(
+                    "the model both returned a response and sent one with the response "
+                    "sender for this request"
+                )
                 continue
             out.append(response)
         return out

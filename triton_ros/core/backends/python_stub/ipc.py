@@ -11,6 +11,7 @@ Segment names carry the instance's prefix, so that whatever a crash leaves behin
 :func:`sweep` when the instance restarts or closes. The receiver of a segment unlinks it as soon
 as it is mapped; the creator unlinks it if the message was never received.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -28,15 +29,19 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from triton_ros.core.datatypes import (deserialize_bytes_tensor, from_numpy_dtype,
-                                       serialize_bytes_tensor, to_numpy_dtype)
+from triton_ros.core.datatypes import (
+    deserialize_bytes_tensor,
+    from_numpy_dtype,
+    serialize_bytes_tensor,
+    to_numpy_dtype,
+)
 
 SHM_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 SEGMENT_PREFIX = "triton_ros_py_"
 _NAME_RE = re.compile(r"^triton_ros_py_[A-Za-z0-9_]+$")
 _ALIGN = 64
 _HEADER = struct.Struct("<I")
-MAX_FRAME = 64 * 1024 * 1024     # control frames are small; anything larger is a broken peer
+MAX_FRAME = 64 * 1024 * 1024  # control frames are small; anything larger is a broken peer
 _counter = itertools.count()
 
 
@@ -57,6 +62,7 @@ def new_prefix(tag: str) -> str:
 # --------------------------------------------------------------------------------------------
 # Framing
 # --------------------------------------------------------------------------------------------
+
 
 def encode_frame(message: Mapping[str, Any]) -> bytes:
     body = json.dumps(message, separators=(",", ":"), default=str).encode("utf-8")
@@ -104,6 +110,7 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
 # Shared memory segments
 # --------------------------------------------------------------------------------------------
 
+
 def _path(name: str) -> str:
     if not _NAME_RE.match(name):
         raise ValueError(f"invalid shared memory segment name {name!r}")
@@ -121,8 +128,10 @@ def create_segment(prefix: str, size: int) -> tuple[str, mmap.mmap]:
             os.posix_fallocate(fd, 0, size)
         except OSError as exc:
             if exc.errno == 28:  # ENOSPC
-                raise MemoryError(f"not enough shared memory in {SHM_DIR} for {size} bytes of "
-                                  f"tensors (enlarge /dev/shm, e.g. docker --shm-size)") from None
+                raise MemoryError(
+                    f"not enough shared memory in {SHM_DIR} for {size} bytes of "
+                    f"tensors (enlarge /dev/shm, e.g. docker --shm-size)"
+                ) from None
             os.ftruncate(fd, size)  # a file system without fallocate
         mapping = mmap.mmap(fd, size)
     except BaseException:
@@ -165,8 +174,10 @@ def sweep(prefix: str) -> None:
 # Tensors
 # --------------------------------------------------------------------------------------------
 
-def pack_tensors(prefix: str, groups: Iterable[Iterable[tuple[str, np.ndarray]]]
-                 ) -> tuple[str | None, list[list[dict]]]:
+
+def pack_tensors(
+    prefix: str, groups: Iterable[Iterable[tuple[str, np.ndarray]]]
+) -> tuple[str | None, list[list[dict]]]:
     """Write groups of (name, array) (one group per request or response) into one new segment.
     Returns the segment name (None when there is no data) and per group the tensor descriptors."""
     layout: list[list[tuple[dict, np.ndarray | bytes]]] = []
@@ -183,8 +194,18 @@ def pack_tensors(prefix: str, groups: Iterable[Iterable[tuple[str, np.ndarray]]]
                 data = array
                 nbytes = array.nbytes
             size = (size + _ALIGN - 1) // _ALIGN * _ALIGN
-            entries.append(({"name": name, "datatype": datatype, "shape": list(array.shape),
-                             "offset": size, "nbytes": nbytes}, data))
+            entries.append(
+                (
+                    {
+                        "name": name,
+                        "datatype": datatype,
+                        "shape": list(array.shape),
+                        "offset": size,
+                        "nbytes": nbytes,
+                    },
+                    data,
+                )
+            )
             size += nbytes
         layout.append(entries)
     descriptors = [[desc for desc, _ in entries] for entries in layout]
@@ -197,11 +218,12 @@ def pack_tensors(prefix: str, groups: Iterable[Iterable[tuple[str, np.ndarray]]]
                 if not desc["nbytes"]:
                     continue
                 if isinstance(data, np.ndarray):
-                    dst = np.ndarray(data.shape, dtype=data.dtype, buffer=mapping,
-                                     offset=desc["offset"])
+                    dst = np.ndarray(
+                        data.shape, dtype=data.dtype, buffer=mapping, offset=desc["offset"]
+                    )
                     np.copyto(dst, data, casting="no")
                 else:
-                    mapping[desc["offset"]:desc["offset"] + desc["nbytes"]] = data
+                    mapping[desc["offset"] : desc["offset"] + desc["nbytes"]] = data
     except BaseException:
         unlink(name)
         raise
@@ -225,14 +247,15 @@ def unpack_tensors(segment: str | None, groups: list[list[dict]]) -> list[dict[s
             offset, nbytes = int(desc["offset"]), int(desc["nbytes"])
             if datatype == "BYTES":
                 count = int(np.prod(shape, dtype=np.int64))
-                raw = mapping[offset:offset + nbytes] if (mapping is not None and nbytes) else b""
+                raw = mapping[offset : offset + nbytes] if (mapping is not None and nbytes) else b""
                 arrays[desc["name"]] = deserialize_bytes_tensor(raw, count).reshape(shape)
             else:
                 dtype = to_numpy_dtype(datatype)
                 if nbytes == 0 or mapping is None:
                     arrays[desc["name"]] = np.zeros(shape, dtype=dtype)
                 else:
-                    arrays[desc["name"]] = np.ndarray(shape, dtype=dtype, buffer=mapping,
-                                                      offset=offset)
+                    arrays[desc["name"]] = np.ndarray(
+                        shape, dtype=dtype, buffer=mapping, offset=offset
+                    )
         out.append(arrays)
     return out

@@ -14,6 +14,7 @@ TLS uses the CA, client certificate and key files given; the restricted-protocol
 with every call. A protocol's client library is imported when an endpoint of that protocol is
 first used, so a node without remote bindings starts without them.
 """
+
 from __future__ import annotations
 
 import abc
@@ -26,8 +27,13 @@ import numpy as np
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from ....core.errors import StatusCode
-from .config import (PROBE_BACKOFF_MAX_S, PROBE_BACKOFF_MIN_S, PROBE_TIMEOUT_S, EndpointAddress,
-                     RemoteConfig)
+from .config import (
+    PROBE_BACKOFF_MAX_S,
+    PROBE_BACKOFF_MIN_S,
+    PROBE_TIMEOUT_S,
+    EndpointAddress,
+    RemoteConfig,
+)
 from .errors import CLIENT_ERROR, MODEL_ERROR, REJECTED, TIMEOUT, UNREACHABLE, RemoteError
 
 
@@ -97,19 +103,32 @@ class ProtocolClient(abc.ABC):
         return await self._client.is_model_ready(model, version, headers=self._headers)
 
     async def metadata(self, model: str, version: str) -> dict[str, Any]:
-        return await self._client.get_model_metadata(model, version, headers=self._headers,
-                                                     **self._json())
+        return await self._client.get_model_metadata(
+            model, version, headers=self._headers, **self._json()
+        )
 
     async def config(self, model: str, version: str) -> dict[str, Any]:
         """The model's configuration (Triton's extension) as a ModelConfig dictionary."""
-        return self._unwrap_config(await self._client.get_model_config(
-            model, version, headers=self._headers, **self._json()))
+        return self._unwrap_config(
+            await self._client.get_model_config(
+                model, version, headers=self._headers, **self._json()
+            )
+        )
 
-    async def infer(self, model: str, inputs: Mapping[str, np.ndarray], *,
-                    outputs: Sequence[str] | None = None, class_count: int = 0,
-                    version: str = "", priority: int = 0, timeout_us: int = 0, slot: Any = None,
-                    remaining: float | None = None,
-                    sequence: tuple[int | str, bool, bool] | None = None) -> Answer:
+    async def infer(
+        self,
+        model: str,
+        inputs: Mapping[str, np.ndarray],
+        *,
+        outputs: Sequence[str] | None = None,
+        class_count: int = 0,
+        version: str = "",
+        priority: int = 0,
+        timeout_us: int = 0,
+        slot: Any = None,
+        remaining: float | None = None,
+        sequence: tuple[int | str, bool, bool] | None = None,
+    ) -> Answer:
         """One inference; inputs by value, or in ``slot`` (registered with this endpoint, the
         inputs written into it one after the other). ``class_count``: the outputs classified
         (Triton's classification extension). ``remaining``: the client-side deadline, s."""
@@ -119,20 +138,27 @@ class ProtocolClient(abc.ABC):
             wire.append(self._input(name, array, slot, offset))
             offset += array.nbytes
         wanted = [self._requested(n, class_count) for n in outputs] if outputs else None
-        kwargs: dict[str, Any] = dict(model_version=version, outputs=wanted, priority=priority,
-                                      headers=self._headers, **self._deadline(remaining))
+        kwargs: dict[str, Any] = dict(
+            model_version=version,
+            outputs=wanted,
+            priority=priority,
+            headers=self._headers,
+            **self._deadline(remaining),
+        )
         if timeout_us:
             kwargs["timeout"] = timeout_us
-        if sequence is not None:               # a stateful model's (ID, START, END)
-            kwargs.update(sequence_id=sequence[0], sequence_start=sequence[1],
-                          sequence_end=sequence[2])
+        if sequence is not None:  # a stateful model's (ID, START, END)
+            kwargs.update(
+                sequence_id=sequence[0], sequence_start=sequence[1], sequence_end=sequence[2]
+            )
         result = await self._client.infer(model, wire, **kwargs)
         names, model_version = self._answered(result.get_response())
         return Answer({n: result.as_numpy(n) for n in names}, model_version)
 
     async def register_shared_memory(self, name: str, key: str, byte_size: int) -> None:
-        await self._client.register_system_shared_memory(name, key, byte_size,
-                                                         headers=self._headers)
+        await self._client.register_system_shared_memory(
+            name, key, byte_size, headers=self._headers
+        )
 
     async def unregister_shared_memory(self, name: str) -> None:
         await self._client.unregister_system_shared_memory(name, headers=self._headers)
@@ -146,28 +172,36 @@ class ProtocolClient(abc.ABC):
         if isinstance(exc, RemoteError):
             return exc
         if isinstance(exc, asyncio.TimeoutError):
-            limit = (f"{PROBE_TIMEOUT_S:g} s (health probe)" if probe else
-                     f"{self._settings.timeout_ms} ms (server_timeout_ms)")
-            return RemoteError(StatusCode.UNAVAILABLE, f"{where}: no answer within {limit}",
-                               TIMEOUT)
+            limit = (
+                f"{PROBE_TIMEOUT_S:g} s (health probe)"
+                if probe
+                else f"{self._settings.timeout_ms} ms (server_timeout_ms)"
+            )
+            return RemoteError(
+                StatusCode.UNAVAILABLE, f"{where}: no answer within {limit}", TIMEOUT
+            )
         if isinstance(exc, InferenceServerException):
             return self._classify_status(exc, where)
         if self._unreachable(exc):
-            return RemoteError(StatusCode.UNAVAILABLE, f"{where}: {type(exc).__name__}: {exc}",
-                               UNREACHABLE)
-        return RemoteError(StatusCode.INTERNAL, f"{where}: {type(exc).__name__}: {exc}",
-                           CLIENT_ERROR)
+            return RemoteError(
+                StatusCode.UNAVAILABLE, f"{where}: {type(exc).__name__}: {exc}", UNREACHABLE
+            )
+        return RemoteError(
+            StatusCode.INTERNAL, f"{where}: {type(exc).__name__}: {exc}", CLIENT_ERROR
+        )
 
 
 class GrpcClient(ProtocolClient):
     """``grpc://`` and ``grpcs://`` endpoints (inference.GRPCInferenceService)."""
 
     # gRPC status -> Triton status of a failure the model (not the endpoint) caused
-    _MODEL_STATUS = {"INVALID_ARGUMENT": StatusCode.INVALID_ARG,
-                     "NOT_FOUND": StatusCode.NOT_FOUND,
-                     "UNIMPLEMENTED": StatusCode.UNSUPPORTED,
-                     "ALREADY_EXISTS": StatusCode.ALREADY_EXISTS,
-                     "CANCELLED": StatusCode.CANCELLED}
+    _MODEL_STATUS = {
+        "INVALID_ARGUMENT": StatusCode.INVALID_ARG,
+        "NOT_FOUND": StatusCode.NOT_FOUND,
+        "UNIMPLEMENTED": StatusCode.UNSUPPORTED,
+        "ALREADY_EXISTS": StatusCode.ALREADY_EXISTS,
+        "CANCELLED": StatusCode.CANCELLED,
+    }
 
     def _connect(self) -> Any:
         import tritonclient.grpc.aio as grpc_aio
@@ -190,9 +224,13 @@ class GrpcClient(ProtocolClient):
             ("grpc.max_reconnect_backoff_ms", int(PROBE_BACKOFF_MAX_S * 1000)),
         ]
         return grpc_aio.InferenceServerClient(
-            self.address.target, ssl=self.address.tls, root_certificates=s.tls_ca_file or None,
-            private_key=s.tls_key_file or None, certificate_chain=s.tls_cert_file or None,
-            channel_args=options)
+            self.address.target,
+            ssl=self.address.tls,
+            root_certificates=s.tls_ca_file or None,
+            private_key=s.tls_key_file or None,
+            certificate_chain=s.tls_cert_file or None,
+            channel_args=options,
+        )
 
     def _deadline(self, remaining: float | None) -> dict[str, Any]:
         return {} if remaining is None else {"client_timeout": max(0.001, remaining)}
@@ -210,8 +248,11 @@ class GrpcClient(ProtocolClient):
         code = str(exc.status() or "").replace("StatusCode.", "")
         text = f"{where}: {exc.message()}"
         if code == "DEADLINE_EXCEEDED":
-            return RemoteError(StatusCode.UNAVAILABLE, f"{where}: no answer within "
-                               f"{self._settings.timeout_ms} ms (server_timeout_ms)", TIMEOUT)
+            return RemoteError(
+                StatusCode.UNAVAILABLE,
+                f"{where}: no answer within {self._settings.timeout_ms} ms (server_timeout_ms)",
+                TIMEOUT,
+            )
         if code == "UNAVAILABLE":
             return RemoteError(StatusCode.UNAVAILABLE, text, UNREACHABLE)
         if code in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
@@ -224,8 +265,12 @@ class HttpClient(ProtocolClient):
 
     _wire = {"binary_data": True}
     # HTTP status -> Triton status of a failure the model (not the endpoint) caused
-    _MODEL_STATUS = {"400": StatusCode.INVALID_ARG, "404": StatusCode.NOT_FOUND,
-                     "501": StatusCode.UNSUPPORTED, "503": StatusCode.UNAVAILABLE}
+    _MODEL_STATUS = {
+        "400": StatusCode.INVALID_ARG,
+        "404": StatusCode.NOT_FOUND,
+        "501": StatusCode.UNSUPPORTED,
+        "503": StatusCode.UNAVAILABLE,
+    }
 
     def _connect(self) -> Any:
         import aiohttp
@@ -239,15 +284,18 @@ class HttpClient(ProtocolClient):
             context = ssl.create_default_context(cafile=s.tls_ca_file or None)
             if s.tls_cert_file:
                 context.load_cert_chain(s.tls_cert_file, s.tls_key_file)
-        return http_aio.InferenceServerClient(self.address.target, ssl=self.address.tls,
-                                              ssl_context=context, conn_timeout=PROBE_TIMEOUT_S)
+        return http_aio.InferenceServerClient(
+            self.address.target,
+            ssl=self.address.tls,
+            ssl_context=context,
+            conn_timeout=PROBE_TIMEOUT_S,
+        )
 
     def _deadline(self, remaining: float | None) -> dict[str, Any]:
-        return {}                      # the request's asyncio deadline bounds it
+        return {}  # the request's asyncio deadline bounds it
 
     def _answered(self, response: Any) -> tuple[list[str], Any]:
-        return ([o["name"] for o in response.get("outputs", [])],
-                response.get("model_version", ""))
+        return ([o["name"] for o in response.get("outputs", [])], response.get("model_version", ""))
 
     def _json(self) -> dict[str, Any]:
         return {}
@@ -263,7 +311,7 @@ class HttpClient(ProtocolClient):
         text = f"{where}: {exc.message()}"
         if status in ("401", "403"):
             return RemoteError(StatusCode.UNAVAILABLE, text, REJECTED)
-        if not status or status == "None":     # no HTTP answer at all
+        if not status or status == "None":  # no HTTP answer at all
             return RemoteError(StatusCode.UNAVAILABLE, text, UNREACHABLE)
         return RemoteError(self._MODEL_STATUS.get(status, StatusCode.INTERNAL), text, MODEL_ERROR)
 

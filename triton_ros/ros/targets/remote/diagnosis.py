@@ -24,6 +24,7 @@ bounded by ``timeout``; it runs on the remote model's event loop, only for an en
 down (its probes are backed off), never on a frame's path. Hand-written because no library
 diagnoses a protocol mismatch; the protocols themselves stay the libraries' (ssl, asyncio).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,7 +33,7 @@ import ssl
 
 from .config import EndpointAddress, RemoteConfig
 
-HTTP2_FRAME_TYPES = range(0x0, 0xA)       # DATA .. CONTINUATION (RFC 9113, section 6)
+HTTP2_FRAME_TYPES = range(0x0, 0xA)  # DATA .. CONTINUATION (RFC 9113, section 6)
 
 
 async def explain(address: EndpointAddress, settings: RemoteConfig, timeout: float) -> str:
@@ -41,7 +42,8 @@ async def explain(address: EndpointAddress, settings: RemoteConfig, timeout: flo
     scheme = address.url.split("://", 1)[0]
     try:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(address.host, address.port), timeout)
+            asyncio.open_connection(address.host, address.port), timeout
+        )
     except ConnectionRefusedError:
         return f"connection refused: nothing listens on {where}"
     except socket.gaierror:
@@ -56,36 +58,49 @@ async def explain(address: EndpointAddress, settings: RemoteConfig, timeout: flo
     return await _explain_plain(address, scheme, timeout)
 
 
-async def _explain_tls(address: EndpointAddress, settings: RemoteConfig, scheme: str,
-                       timeout: float) -> str:
+async def _explain_tls(
+    address: EndpointAddress, settings: RemoteConfig, scheme: str, timeout: float
+) -> str:
     where = address.target
     context = ssl.create_default_context(cafile=settings.tls_ca_file or None)
     if settings.tls_cert_file:
         context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
     context.set_alpn_protocols(["h2", "http/1.1"])
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(
-            address.host, address.port, ssl=context, server_hostname=address.host), timeout)
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                address.host, address.port, ssl=context, server_hostname=address.host
+            ),
+            timeout,
+        )
     except ssl.SSLCertVerificationError as exc:
         ca = f"tls_ca_file {settings.tls_ca_file}" if settings.tls_ca_file else "the system's CAs"
-        return (f"the TLS certificate of {where} is not trusted: {exc.verify_message} (is it "
-                f"signed by {ca}, for the name '{address.host}'?)")
+        return (
+            f"the TLS certificate of {where} is not trusted: {exc.verify_message} (is it "
+            f"signed by {ca}, for the name '{address.host}'?)"
+        )
     except ssl.SSLError as exc:
         if exc.reason == "WRONG_VERSION_NUMBER":
             plain = "grpc://" if address.protocol == "grpc" else "http://"
-            return (f"TLS handshake with {where} failed: the server does not speak TLS "
-                    f"(a plaintext port: use {plain})")
+            return (
+                f"TLS handshake with {where} failed: the server does not speak TLS "
+                f"(a plaintext port: use {plain})"
+            )
         if exc.reason and "ALERT" in exc.reason:
-            hint = ("; it may require a client certificate (tls_cert_file, tls_key_file)"
-                    if not settings.tls_cert_file else
-                    "; it may not accept tls_cert_file (signed by another CA?)")
+            hint = (
+                "; it may require a client certificate (tls_cert_file, tls_key_file)"
+                if not settings.tls_cert_file
+                else "; it may not accept tls_cert_file (signed by another CA?)"
+            )
             return f"the server at {where} refused the TLS handshake ({exc.reason}){hint}"
         return f"TLS handshake with {where} failed ({exc.reason or type(exc).__name__})"
     except (asyncio.TimeoutError, TimeoutError):
         return f"no TLS handshake with {where} within {timeout:g} s"
     except (ConnectionError, OSError) as exc:
-        return (f"the server at {where} closed the connection during the TLS handshake "
-                f"({type(exc).__name__}): it may not speak TLS")
+        return (
+            f"the server at {where} closed the connection during the TLS handshake "
+            f"({type(exc).__name__}): it may not speak TLS"
+        )
     protocol = writer.get_extra_info("ssl_object").selected_alpn_protocol()
     _close(writer)
     if address.protocol == "http" and protocol == "h2":
@@ -101,21 +116,28 @@ async def _explain_plain(address: EndpointAddress, scheme: str, timeout: float) 
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
-    speaks_tls = (f"the server at {where} speaks TLS (gRPC says 'Socket closed' for this) but "
-                  f"the URL is {scheme}://: use {secure}")
+    speaks_tls = (
+        f"the server at {where} speaks TLS (gRPC says 'Socket closed' for this) but "
+        f"the URL is {scheme}://: use {secure}"
+    )
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(
-            address.host, address.port, ssl=context, server_hostname=address.host), timeout)
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(
+                address.host, address.port, ssl=context, server_hostname=address.host
+            ),
+            timeout,
+        )
         _close(writer)
         return speaks_tls
     except ssl.SSLError as exc:
-        if exc.reason and "ALERT" in exc.reason:   # it answered in TLS, refusing us
+        if exc.reason and "ALERT" in exc.reason:  # it answered in TLS, refusing us
             return speaks_tls
     except (ConnectionError, OSError, asyncio.TimeoutError, TimeoutError):
-        pass                                   # not TLS: what does it answer?
+        pass  # not TLS: what does it answer?
     try:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(address.host, address.port), timeout)
+            asyncio.open_connection(address.host, address.port), timeout
+        )
     except (OSError, asyncio.TimeoutError, TimeoutError):
         return ""
     try:
@@ -127,8 +149,12 @@ async def _explain_plain(address: EndpointAddress, scheme: str, timeout: float) 
         _close(writer)
     if head.startswith(b"HTTP/1.") and address.protocol == "grpc":
         return f"the server at {where} speaks HTTP/1.1 (an HTTP port?), not gRPC: use http://"
-    if len(head) >= 9 and head[3] in HTTP2_FRAME_TYPES and not head.startswith(b"HTTP") \
-            and address.protocol == "http":
+    if (
+        len(head) >= 9
+        and head[3] in HTTP2_FRAME_TYPES
+        and not head.startswith(b"HTTP")
+        and address.protocol == "http"
+    ):
         return f"the server at {where} speaks HTTP/2 only (a gRPC port?), not HTTP/1.1: use grpc://"
     return ""
 
@@ -136,5 +162,5 @@ async def _explain_plain(address: EndpointAddress, scheme: str, timeout: float) 
 def _close(writer: asyncio.StreamWriter) -> None:
     try:
         writer.close()
-    except Exception:                          # already closed by the peer
+    except Exception:  # already closed by the peer
         pass

@@ -12,6 +12,7 @@ level (OK when up; ERROR when mismatched or when no endpoint of the model is up;
 while another serves), requests per second and in total, round-trip percentiles, errors by kind,
 and whether inputs go through shared memory. :func:`endpoint_statuses` renders them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,13 +37,13 @@ class EndpointReport:
     url: str
     state: str
     reason: str
-    level: int                         # 0 OK, 1 WARN, 2 ERROR (diagnostic_msgs levels)
+    level: int  # 0 OK, 1 WARN, 2 ERROR (diagnostic_msgs levels)
     outstanding: int
     requests_per_s: float
     requests_total: int
     rtt_p50_ms: float
     rtt_p99_ms: float
-    errors: dict[str, int]             # totals by kind
+    errors: dict[str, int]  # totals by kind
     shared_memory: bool
 
 
@@ -71,10 +72,24 @@ class EndpointReporter:
                     level = ERROR
                 else:
                     level = WARN
-                out.append(EndpointReport(
-                    model.binding, model.name, model.version, h.url, h.state, h.reason, level, h.outstanding,
-                    delta / period_s if period_s > 0 else 0.0, h.requests, p50, p99,
-                    {kind: h.errors.get(kind, 0) for kind in ERROR_KINDS}, h.shared_memory))
+                out.append(
+                    EndpointReport(
+                        model.binding,
+                        model.name,
+                        model.version,
+                        h.url,
+                        h.state,
+                        h.reason,
+                        level,
+                        h.outstanding,
+                        delta / period_s if period_s > 0 else 0.0,
+                        h.requests,
+                        p50,
+                        p99,
+                        {kind: h.errors.get(kind, 0) for kind in ERROR_KINDS},
+                        h.shared_memory,
+                    )
+                )
         return out
 
 
@@ -88,16 +103,23 @@ def endpoint_statuses(node_name: str, reports: list[EndpointReport]) -> list[Dia
     out = []
     for r in reports:
         message = r.state if r.state == UP else f"{r.state}: {r.reason}"
-        status = DiagnosticStatus(level=bytes([r.level]),
-                                  name=endpoint_status_name(node_name, r.binding, r.model, r.url),
-                                  message=message, hardware_id=r.url)
+        status = DiagnosticStatus(
+            level=bytes([r.level]),
+            name=endpoint_status_name(node_name, r.binding, r.model, r.url),
+            message=message,
+            hardware_id=r.url,
+        )
         status.values = [
-            key_value("binding", r.binding), key_value("model", r.model), key_value("version", r.version),
-            key_value("endpoint", r.url), key_value("state", r.state),
+            key_value("binding", r.binding),
+            key_value("model", r.model),
+            key_value("version", r.version),
+            key_value("endpoint", r.url),
+            key_value("state", r.state),
             key_value("outstanding", r.outstanding),
             key_value("requests_per_s", r.requests_per_s),
             key_value("requests_total", r.requests_total),
-            key_value("rtt_p50_ms", r.rtt_p50_ms), key_value("rtt_p99_ms", r.rtt_p99_ms),
+            key_value("rtt_p50_ms", r.rtt_p50_ms),
+            key_value("rtt_p99_ms", r.rtt_p99_ms),
             key_value("shared_memory", r.shared_memory),
         ] + [key_value(f"errors_{kind}", n) for kind, n in r.errors.items()]
         out.append(status)

@@ -6,13 +6,20 @@ endpoint, and :data:`~triton_ros.ros.targets.remote.config.FAILING_AFTER` of the
 it down too. Each protocol's client classifies its own failures by status code or exception
 type, never by message text (``ProtocolClient.classify``).
 """
+
 from __future__ import annotations
 
 from ....core.errors import StatusCode, TritonRosError
 
 # Error kinds, counted per endpoint. Those in ENDPOINT_FAILURES mark the endpoint down.
 TIMEOUT, UNREACHABLE, REJECTED, MODEL_ERROR, NO_ENDPOINT, CLIENT_ERROR = (
-    "timeout", "unreachable", "rejected", "model_error", "no_endpoint", "client_error")
+    "timeout",
+    "unreachable",
+    "rejected",
+    "model_error",
+    "no_endpoint",
+    "client_error",
+)
 ENDPOINT_FAILURES = (TIMEOUT, UNREACHABLE)
 # The kinds an endpoint's figures count (NO_ENDPOINT is no endpoint's).
 ERROR_KINDS = (TIMEOUT, UNREACHABLE, REJECTED, MODEL_ERROR, CLIENT_ERROR)

@@ -29,6 +29,7 @@ refuses registration (triton-ros-server without ``--allow-client-shm true``, or 
 container that does not share this host's /dev/shm) is used over the wire, with one log line
 saying so.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -54,7 +55,7 @@ from .pool import DOWN, MISMATCH, UP, Endpoint, EndpointHealth, EndpointPool
 from .shared_memory import ShmSlot, SlotPool
 
 _LOGGER = logging.getLogger("triton_ros.remote")
-EXPLAIN_EVERY_S = 10.0       # an unreachable endpoint is looked at again at most this often
+EXPLAIN_EVERY_S = 10.0  # an unreachable endpoint is looked at again at most this often
 _LEVELS = {"info": logging.INFO, "warn": logging.WARNING, "error": logging.ERROR}
 
 
@@ -73,18 +74,29 @@ class RemoteResponse:
 class RemoteModel:
     """One model (name, version) on a pool of KServe v2 endpoints."""
 
-    def __init__(self, name: str, version: int, config: RemoteConfig, *,
-                 log: Callable[[str, str], None] | None = None, binding: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        version: int,
+        config: RemoteConfig,
+        *,
+        log: Callable[[str, str], None] | None = None,
+        binding: str = "",
+    ) -> None:
         check_remote_config(config)
         self.name = name
-        self.binding = binding                 # the binding it serves ("": none, e.g. a tool)
+        self.binding = binding  # the binding it serves ("": none, e.g. a tool)
         # how log lines name this model: "binding 'fleet', model 'detector'"
         self._who = f"binding '{binding}', model '{name}'" if binding else f"model '{name}'"
         self.requested_version = version
         self.settings = config
         self._log = log or _python_log
-        self._pool = EndpointPool([parse_url(u) for u in config.urls],
-                                  timeout_ms=config.timeout_ms, log=self._log, who=self._who)
+        self._pool = EndpointPool(
+            [parse_url(u) for u in config.urls],
+            timeout_ms=config.timeout_ms,
+            log=self._log,
+            who=self._who,
+        )
         self._reference = Reference(name, version, log=self._log, who=self._who)
         self._slots = SlotPool()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -113,7 +125,7 @@ class RemoteModel:
 
     async def _start(self) -> None:
         for ep in self._pool:
-            ep.wake = asyncio.Event()          # bound to this loop
+            ep.wake = asyncio.Event()  # bound to this loop
             ep.client = client_for(ep.address, self.settings)
         # A first round of probes, together: the reference configuration is then that of the
         # first listed endpoint that answers, not of whichever answered first.
@@ -143,7 +155,7 @@ class RemoteModel:
             time.sleep(0.01)
         try:
             asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(timeout=timeout)
-        except Exception as exc:               # closing must not stop the node's shutdown
+        except Exception as exc:  # closing must not stop the node's shutdown
             self._log("warn", f"{self._who}: closing the remote clients: {exc}")
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=timeout)
@@ -157,18 +169,21 @@ class RemoteModel:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        unregister = [ep.client.unregister_shared_memory(name)
-                      for ep in self._pool if ep.shm and ep.state == UP
-                      for name in ep.registered]
-        if unregister:                         # together, one second at most: a hung server
-            try:                               # must not hold the node's shutdown
+        unregister = [
+            ep.client.unregister_shared_memory(name)
+            for ep in self._pool
+            if ep.shm and ep.state == UP
+            for name in ep.registered
+        ]
+        if unregister:  # together, one second at most: a hung server
+            try:  # must not hold the node's shutdown
                 await asyncio.wait_for(asyncio.gather(*unregister, return_exceptions=True), 1.0)
-            except asyncio.TimeoutError:       # the server may be gone: its regions with it
+            except asyncio.TimeoutError:  # the server may be gone: its regions with it
                 pass
         for ep in self._pool:
             try:
                 await asyncio.wait_for(ep.client.close(), 1.0)
-            except Exception:                  # a broken channel: nothing left to release
+            except Exception:  # a broken channel: nothing left to release
                 pass
 
     # ---------------------------------------------------------------- the model target
@@ -233,26 +248,42 @@ class RemoteModel:
         """(url, state, reason) per endpoint, without draining any figure."""
         return [(ep.address.url, ep.state, ep.reason) for ep in self._pool]
 
-    def infer(self, inputs: Mapping[str, np.ndarray], outputs=None, *, priority: int = 0,
-              timeout_us: int = 0, sequence: tuple[int | str, bool, bool] | None = None,
-              on_response=None) -> InferFuture:
+    def infer(
+        self,
+        inputs: Mapping[str, np.ndarray],
+        outputs=None,
+        *,
+        priority: int = 0,
+        timeout_us: int = 0,
+        sequence: tuple[int | str, bool, bool] | None = None,
+        on_response=None,
+    ) -> InferFuture:
         """Send one request; the future ends with a RemoteResponse or a RemoteError."""
         future = InferFuture()
-        if on_response is not None:            # planning refuses decoupled remote models
-            future.set_exception(RemoteError(StatusCode.UNSUPPORTED,
-                                             f"{self._who}: a decoupled model is served "
-                                             f"through ModelStreamInfer, which remote targets "
-                                             f"do not use", NO_ENDPOINT))
+        if on_response is not None:  # planning refuses decoupled remote models
+            future.set_exception(
+                RemoteError(
+                    StatusCode.UNSUPPORTED,
+                    f"{self._who}: a decoupled model is served "
+                    f"through ModelStreamInfer, which remote targets "
+                    f"do not use",
+                    NO_ENDPOINT,
+                )
+            )
             return future
         if self._loop is None or self._stopped:
-            future.set_exception(RemoteError(StatusCode.UNAVAILABLE,
-                                             f"{self._who}: remote client stopped",
-                                             NO_ENDPOINT))
+            future.set_exception(
+                RemoteError(
+                    StatusCode.UNAVAILABLE, f"{self._who}: remote client stopped", NO_ENDPOINT
+                )
+            )
             return future
         sent = asyncio.run_coroutine_threadsafe(
-            self._infer(dict(inputs), tuple(outputs) if outputs else None, priority, timeout_us,
-                        sequence),
-            self._loop)
+            self._infer(
+                dict(inputs), tuple(outputs) if outputs else None, priority, timeout_us, sequence
+            ),
+            self._loop,
+        )
         sent.add_done_callback(partial(_settle, future))
         future.add_done_callback(lambda f: sent.cancel() if f.cancelled() else None)
         return future
@@ -264,9 +295,14 @@ class RemoteModel:
     def _wanted_version(self) -> str:
         return "" if self.requested_version < 0 else str(self.requested_version)
 
-    async def _infer(self, inputs: dict[str, np.ndarray], outputs: tuple[str, ...] | None,
-                     priority: int, timeout_us: int,
-                     sequence: tuple[int | str, bool, bool] | None = None) -> RemoteResponse:
+    async def _infer(
+        self,
+        inputs: dict[str, np.ndarray],
+        outputs: tuple[str, ...] | None,
+        priority: int,
+        timeout_us: int,
+        sequence: tuple[int | str, bool, bool] | None = None,
+    ) -> RemoteResponse:
         deadline = time.monotonic() + self.settings.timeout_ms / 1000.0
         tried: set[int] = set()
         while True:
@@ -283,24 +319,35 @@ class RemoteModel:
                 # the slot's registration (an RPC) counts against the request's deadline too
                 slot = await self._shm_slot(ep, inputs)
                 answer = await ep.client.infer(
-                    self.name, inputs, outputs=outputs, version=self._wanted_version(),
-                    priority=priority, timeout_us=timeout_us, slot=slot, remaining=remaining,
-                    sequence=sequence)
+                    self.name,
+                    inputs,
+                    outputs=outputs,
+                    version=self._wanted_version(),
+                    priority=priority,
+                    timeout_us=timeout_us,
+                    slot=slot,
+                    remaining=remaining,
+                    sequence=sequence,
+                )
                 try:
                     version = int(answer.model_version)
                 except (TypeError, ValueError):
                     version = self.version
                 return RemoteResponse(self.name, version, answer.outputs)
+
             try:
                 result = await asyncio.wait_for(attempt(), remaining)
             except Exception as exc:
                 error = ep.client.classify(exc)
                 if slot is not None and error.kind not in ENDPOINT_FAILURES:
-                    ep.registered.discard(slot.name)   # e.g. the server lost the region
+                    ep.registered.discard(slot.name)  # e.g. the server lost the region
                 self._pool.failed(ep, error)
-                if error.kind in ENDPOINT_FAILURES and deadline - time.monotonic() > 0.05 \
-                        and self._pool.pick(tried) is not None:
-                    continue                   # one frame, another endpoint
+                if (
+                    error.kind in ENDPOINT_FAILURES
+                    and deadline - time.monotonic() > 0.05
+                    and self._pool.pick(tried) is not None
+                ):
+                    continue  # one frame, another endpoint
                 raise error from None
             finally:
                 self._pool.settled(ep, request_id)
@@ -316,7 +363,7 @@ class RemoteModel:
             return None
         slot = self._slots.acquire(sum(a.nbytes for a in inputs.values()))
         if slot is None:
-            return None                        # all slots busy: this one goes over the wire
+            return None  # all slots busy: this one goes over the wire
         try:
             if slot.name not in ep.registered:
                 await self._register(ep, slot)
@@ -330,16 +377,19 @@ class RemoteModel:
     async def _register(self, ep: Endpoint, slot: ShmSlot) -> None:
         """Register a slot with an endpoint. A server that outlived our giving up on it (a
         timeout) still holds the slot's earlier registration: it is replaced."""
+
         async def register():
-            await asyncio.wait_for(ep.client.register_shared_memory(
-                slot.name, slot.key, slot.byte_size), PROBE_TIMEOUT_S)
+            await asyncio.wait_for(
+                ep.client.register_shared_memory(slot.name, slot.key, slot.byte_size),
+                PROBE_TIMEOUT_S,
+            )
+
         try:
             await register()
         except Exception as exc:
             if ep.client.classify(exc).kind != MODEL_ERROR:
                 raise
-            await asyncio.wait_for(ep.client.unregister_shared_memory(slot.name),
-                                   PROBE_TIMEOUT_S)
+            await asyncio.wait_for(ep.client.unregister_shared_memory(slot.name), PROBE_TIMEOUT_S)
             await register()
 
     async def _try_shared_memory(self, ep: Endpoint) -> None:
@@ -350,24 +400,34 @@ class RemoteModel:
             return
         try:
             probe = ShmSlot(64)
-        except Exception as exc:               # no /dev/shm here: use the wire
+        except Exception as exc:  # no /dev/shm here: use the wire
             ep.shm_refused = True
-            self._log("info", f"{self._who}: shared memory unavailable in this process "
-                      f"({exc}); {ep.address.url} is used over the wire")
+            self._log(
+                "info",
+                f"{self._who}: shared memory unavailable in this process "
+                f"({exc}); {ep.address.url} is used over the wire",
+            )
             return
         try:
-            await asyncio.wait_for(ep.client.register_shared_memory(
-                probe.name, probe.key, probe.byte_size), PROBE_TIMEOUT_S)
-            await asyncio.wait_for(ep.client.unregister_shared_memory(probe.name),
-                                   PROBE_TIMEOUT_S)
+            await asyncio.wait_for(
+                ep.client.register_shared_memory(probe.name, probe.key, probe.byte_size),
+                PROBE_TIMEOUT_S,
+            )
+            await asyncio.wait_for(ep.client.unregister_shared_memory(probe.name), PROBE_TIMEOUT_S)
             ep.shm = True
-            self._log("info", f"{self._who}: {ep.address.url} is on this host; inputs "
-                      f"go through system shared memory")
+            self._log(
+                "info",
+                f"{self._who}: {ep.address.url} is on this host; inputs "
+                f"go through system shared memory",
+            )
         except Exception as exc:
             ep.shm_refused = True
             error = ep.client.classify(exc)
-            self._log("info", f"{self._who}: {ep.address.url} refused shared memory "
-                      f"({error.message}); inputs go over the wire (shared_memory: auto)")
+            self._log(
+                "info",
+                f"{self._who}: {ep.address.url} refused shared memory "
+                f"({error.message}); inputs go over the wire (shared_memory: auto)",
+            )
         finally:
             probe.destroy()
 
@@ -378,7 +438,7 @@ class RemoteModel:
                 await self._probe(ep)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:           # a probe's own bug must not end probing
+            except Exception as exc:  # a probe's own bug must not end probing
                 reason = f"probe failed: {type(exc).__name__}: {exc}"
                 if ep.reason != reason:
                     self._log("error", f"{self._who}: probing {ep.address.url}: {reason}")
@@ -388,7 +448,7 @@ class RemoteModel:
             ep.wake.clear()
             try:
                 await asyncio.wait_for(ep.wake.wait(), wait)
-                if ep.state == DOWN:           # just marked down by a request: back off first
+                if ep.state == DOWN:  # just marked down by a request: back off first
                     await asyncio.sleep(ep.backoff_s())
             except asyncio.TimeoutError:
                 pass
@@ -402,14 +462,18 @@ class RemoteModel:
             old, ep.client = ep.client, client_for(ep.address, self.settings)
             try:
                 await old.close()
-            except Exception:                  # a broken channel: nothing to release
+            except Exception:  # a broken channel: nothing to release
                 pass
         try:
-            ready = await asyncio.wait_for(ep.client.is_model_ready(self.name, version),
-                                           PROBE_TIMEOUT_S)
+            ready = await asyncio.wait_for(
+                ep.client.is_model_ready(self.name, version), PROBE_TIMEOUT_S
+            )
             if not ready:
-                raise RemoteError(StatusCode.UNAVAILABLE, f"{ep.address.url}: model "
-                                  f"'{self.name}' is not ready there", MODEL_ERROR)
+                raise RemoteError(
+                    StatusCode.UNAVAILABLE,
+                    f"{ep.address.url}: model '{self.name}' is not ready there",
+                    MODEL_ERROR,
+                )
             if ep.state != UP:
                 fetched = await self._reference.fetch(ep, version)
                 if self._first_round:
@@ -420,7 +484,7 @@ class RemoteModel:
             raise
         except Exception as exc:
             error = ep.client.classify(exc, probe=True)
-            if ep.state == UP:                 # out of service at once; why, once explained
+            if ep.state == UP:  # out of service at once; why, once explained
                 self._pool.mark_down(ep, error, tell=False)
                 error = await self._explained(ep, error)
                 ep.reason = f"{error.kind}: {error.message}"
@@ -449,18 +513,21 @@ class RemoteModel:
                 hint = await explain(ep.address, self.settings, PROBE_TIMEOUT_S)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:           # a diagnosis must not end probing
+            except Exception as exc:  # a diagnosis must not end probing
                 hint = ""
-                self._log("warn", f"{self._who}: could not look at {ep.address.url}: "
-                          f"{type(exc).__name__}: {exc}")
+                self._log(
+                    "warn",
+                    f"{self._who}: could not look at {ep.address.url}: {type(exc).__name__}: {exc}",
+                )
             ep.hint = (now, hint)
         hint = ep.hint[1]
         if not hint:
             return error
         return RemoteError(error.code, f"{ep.address.url}: {hint} [{error.message}]", error.kind)
 
-    async def _adopt(self, ep: Endpoint, config: ModelConfig, versions: list[int],
-                     labels: dict[str, list[str]]) -> None:
+    async def _adopt(
+        self, ep: Endpoint, config: ModelConfig, versions: list[int], labels: dict[str, list[str]]
+    ) -> None:
         """After the first round: take an endpoint's fetched configuration and mark it up."""
         self._reference.adopt(ep, config, versions, labels)
         if ep.state != MISMATCH:
@@ -473,8 +540,11 @@ class RemoteModel:
         ep.hint = None
         ep.logged_reason, ep.unlogged = "", 0
         if was != UP:
-            self._log("info", f"{self._who} version {self.version}: endpoint "
-                      f"{ep.address.url} is up" + (" (shared memory)" if ep.shm else ""))
+            self._log(
+                "info",
+                f"{self._who} version {self.version}: endpoint "
+                f"{ep.address.url} is up" + (" (shared memory)" if ep.shm else ""),
+            )
 
 
 def _settle(future: InferFuture, sent: Future) -> None:

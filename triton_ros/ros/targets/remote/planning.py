@@ -17,6 +17,7 @@ Labels: KServe v2 has no label files, so an output's labels (``label_filename`` 
 configuration) are read once per check through Triton's classification extension
 (:meth:`Reference.fetch_labels`); the binding's ``class_names`` still win.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -37,22 +38,24 @@ from .pool import DOWN, MISMATCH, Endpoint
 class Reference:
     """The configuration, version and labels one remote model is planned from."""
 
-    def __init__(self, model: str, requested_version: int, *,
-                 log: Callable[[str, str], None], who: str) -> None:
+    def __init__(
+        self, model: str, requested_version: int, *, log: Callable[[str, str], None], who: str
+    ) -> None:
         self.model = model
         self.requested_version = requested_version
         self.config: ModelConfig | None = None
-        self.version = requested_version        # the version served (from the reference)
+        self.version = requested_version  # the version served (from the reference)
         self.labels: dict[str, list[str]] = {}
-        self._unknown_labels: frozenset[str] = frozenset()   # outputs whose labels were not read
-        self.source = ""                        # the URL of the endpoint it came from
-        self.generation = 0                     # grows when the reference changes
+        self._unknown_labels: frozenset[str] = frozenset()  # outputs whose labels were not read
+        self.source = ""  # the URL of the endpoint it came from
+        self.generation = 0  # grows when the reference changes
         self._signature: tuple | None = None
         self._log = log
         self._who = who
 
-    async def fetch(self, ep: Endpoint, version: str) -> tuple[ModelConfig, list[int],
-                                                              dict[str, list[str]]]:
+    async def fetch(
+        self, ep: Endpoint, version: str
+    ) -> tuple[ModelConfig, list[int], dict[str, list[str]]]:
         """An endpoint's configuration, versions and labels."""
         meta = await asyncio.wait_for(ep.client.metadata(self.model, version), PROBE_TIMEOUT_S)
         try:
@@ -69,14 +72,18 @@ class Reference:
             proto = config_from_metadata(self.model, meta)
             if not ep.metadata_only:
                 ep.metadata_only = True
-                self._log("info", f"{self._who}: {ep.address.url} has no model configuration "
-                          f"({error.message}); planning from its metadata")
+                self._log(
+                    "info",
+                    f"{self._who}: {ep.address.url} has no model configuration "
+                    f"({error.message}); planning from its metadata",
+                )
         config = to_typed(proto)
         versions = [int(v) for v in meta.get("versions", []) if str(v).isdigit()]
         return config, versions, await self.fetch_labels(ep, config, version)
 
-    async def fetch_labels(self, ep: Endpoint, config: ModelConfig,
-                           version: str) -> dict[str, list[str]]:
+    async def fetch_labels(
+        self, ep: Endpoint, config: ModelConfig, version: str
+    ) -> dict[str, list[str]]:
         """Labels of outputs with a label_filename, through Triton's classification extension.
 
         KServe v2 does not serve label files, but a request for an output with ``class_count``
@@ -100,26 +107,40 @@ class Reference:
             if not 0 < count <= 1_000_000:
                 continue
             try:
-                answer = await asyncio.wait_for(ep.client.infer(
-                    self.model, zeros, outputs=[t.name], class_count=count, version=version),
-                    PROBE_TIMEOUT_S)
+                answer = await asyncio.wait_for(
+                    ep.client.infer(
+                        self.model, zeros, outputs=[t.name], class_count=count, version=version
+                    ),
+                    PROBE_TIMEOUT_S,
+                )
                 found: dict[int, str] = {}
                 for item in np.asarray(answer.outputs.get(t.name)).reshape(-1):
                     parts = (item.decode() if isinstance(item, bytes) else str(item)).split(":", 2)
                     if len(parts) == 3:
                         found[int(parts[1])] = parts[2]
-                labels[t.name] = [found[i] for i in range(len(found))] if \
-                    set(found) == set(range(len(found))) else []
-            except Exception as exc:           # labels are a nicety: class indices then
-                labels[t.name] = None          # unknown here: not compared with other replicas
-                self._log("warn", f"{self._who}: could not read the labels of output "
-                          f"'{t.name}' from {ep.address.url} "
-                          f"({ep.client.classify(exc, probe=True).message}); class indices are "
-                          f"published unless the binding sets class_names")
+                labels[t.name] = (
+                    [found[i] for i in range(len(found))]
+                    if set(found) == set(range(len(found)))
+                    else []
+                )
+            except Exception as exc:  # labels are a nicety: class indices then
+                labels[t.name] = None  # unknown here: not compared with other replicas
+                self._log(
+                    "warn",
+                    f"{self._who}: could not read the labels of output "
+                    f"'{t.name}' from {ep.address.url} "
+                    f"({ep.client.classify(exc, probe=True).message}); class indices are "
+                    f"published unless the binding sets class_names",
+                )
         return {k: v for k, v in labels.items() if v is None or v}
 
-    def adopt(self, ep: Endpoint, config: ModelConfig, versions: list[int],
-              labels: dict[str, list[str] | None]) -> None:
+    def adopt(
+        self,
+        ep: Endpoint,
+        config: ModelConfig,
+        versions: list[int],
+        labels: dict[str, list[str] | None],
+    ) -> None:
         """Take an endpoint's configuration: as the reference (the first, or the reference's own
         endpoint again), or checked against it (the endpoint is *mismatch* if it differs).
         Labels that could not be read (None) are not compared."""
@@ -127,23 +148,36 @@ class Reference:
         labels = {k: v for k, v in labels.items() if v is not None}
         sig = signature(config, labels)
         if self._signature is None or self.source == ep.address.url:
-            changed = self._signature is not None and (sig != self._signature
-                                                       or labels != self.labels)
+            changed = self._signature is not None and (
+                sig != self._signature or labels != self.labels
+            )
             self.config, self._signature, self.labels = config, sig, labels
             self._unknown_labels = unknown
             self.source = ep.address.url
-            self.version = (self.requested_version if self.requested_version >= 0
-                            else max(versions, default=1))
+            self.version = (
+                self.requested_version if self.requested_version >= 0 else max(versions, default=1)
+            )
             if changed or self.generation == 0:
                 self.generation += 1
             return
-        diff = "; ".join(differences(self.config, self.labels, config, labels,
-                                     reference=self.source, here=ep.address.url,
-                                     unknown_labels=self._unknown_labels | unknown))
+        diff = "; ".join(
+            differences(
+                self.config,
+                self.labels,
+                config,
+                labels,
+                reference=self.source,
+                here=ep.address.url,
+                unknown_labels=self._unknown_labels | unknown,
+            )
+        )
         if not diff:
-            if ep.state == MISMATCH:           # fixed on the remote: may be used again
-                self._log("info", f"{self._who}: endpoint {ep.address.url} now serves "
-                          f"the same configuration as {self.source}")
+            if ep.state == MISMATCH:  # fixed on the remote: may be used again
+                self._log(
+                    "info",
+                    f"{self._who}: endpoint {ep.address.url} now serves "
+                    f"the same configuration as {self.source}",
+                )
                 ep.state = DOWN
             return
         ep.failures = max(ep.failures, 6)  # re-checked every PROBE_BACKOFF_MAX_S
@@ -151,13 +185,18 @@ class Reference:
             return
         ep.state = MISMATCH
         ep.reason = f"its model '{self.model}' differs from {self.source}'s ({diff}); not used"
-        self._log("error", f"{self._who}: endpoint {ep.address.url} serves a different "
-                  f"configuration than the reference {self.source}: {diff}; it is not used. "
-                  f"{self._which_is_right()}")
+        self._log(
+            "error",
+            f"{self._who}: endpoint {ep.address.url} serves a different "
+            f"configuration than the reference {self.source}: {diff}; it is not used. "
+            f"{self._which_is_right()}",
+        )
 
     def _which_is_right(self) -> str:
-        return (f"The reference is the first endpoint of server_urls that answered at start; if "
-                f"{self.source} is the misconfigured replica, fix it or list a right one first.")
+        return (
+            f"The reference is the first endpoint of server_urls that answered at start; if "
+            f"{self.source} is the misconfigured replica, fix it or list a right one first."
+        )
 
     def warn_disagreement(self, endpoints: list[Endpoint]) -> None:
         """After the first round: if replicas disagree, say which one is the reference and that
@@ -165,9 +204,12 @@ class Reference:
         odd = [ep.address.url for ep in endpoints if ep.state == MISMATCH]
         if not odd:
             return
-        self._log("warn", f"{self._who}: the replicas disagree about the model's configuration: "
-                  f"{self.source} (the reference) serves every frame, {', '.join(odd)} "
-                  f"{'is' if len(odd) == 1 else 'are'} not used. {self._which_is_right()}")
+        self._log(
+            "warn",
+            f"{self._who}: the replicas disagree about the model's configuration: "
+            f"{self.source} (the reference) serves every frame, {', '.join(odd)} "
+            f"{'is' if len(odd) == 1 else 'are'} not used. {self._which_is_right()}",
+        )
 
 
 def config_from_metadata(name: str, meta: Mapping[str, Any]) -> mc.ModelConfig:
@@ -177,6 +219,7 @@ def config_from_metadata(name: str, meta: Mapping[str, Any]) -> mc.ModelConfig:
     dimension (max_batch_size 1: the node sends one frame per request); the data formats
     (NCHW/NHWC) are then unknown, so the binding's ``layout`` decides, or the dims.
     """
+
     def tensors(key: str) -> list[dict]:
         return [dict(t) for t in meta.get(key, [])]
 
@@ -201,15 +244,24 @@ _OUTPUT_FIELDS = ("datatype", "dims")
 
 def signature(config: ModelConfig, labels: dict[str, list[str]] | None = None) -> tuple:
     """What two endpoints' configurations must share to serve one binding alike."""
-    return (config.max_batch_size,
-            tuple((t.name, *(_value(t, f) for f in _INPUT_FIELDS)) for t in config.inputs),
-            tuple((t.name, *(_value(t, f) for f in _OUTPUT_FIELDS)) for t in config.outputs),
-            tuple(sorted((k, tuple(v)) for k, v in (labels or {}).items())))
+    return (
+        config.max_batch_size,
+        tuple((t.name, *(_value(t, f) for f in _INPUT_FIELDS)) for t in config.inputs),
+        tuple((t.name, *(_value(t, f) for f in _OUTPUT_FIELDS)) for t in config.outputs),
+        tuple(sorted((k, tuple(v)) for k, v in (labels or {}).items())),
+    )
 
 
-def differences(config: ModelConfig, labels: dict[str, list[str]], other: ModelConfig,
-                other_labels: dict[str, list[str]], *, reference: str = "",
-                here: str = "", unknown_labels: frozenset[str] = frozenset()) -> list[str]:
+def differences(
+    config: ModelConfig,
+    labels: dict[str, list[str]],
+    other: ModelConfig,
+    other_labels: dict[str, list[str]],
+    *,
+    reference: str = "",
+    here: str = "",
+    unknown_labels: frozenset[str] = frozenset(),
+) -> list[str]:
     """Each field of :func:`signature` that differs between the reference's ``config`` and
     ``labels`` and another endpoint's, as 'field: X at <reference>, Y at <here>'; the labels of
     ``unknown_labels`` (not read from one of them) are not compared."""
@@ -222,8 +274,10 @@ def differences(config: ModelConfig, labels: dict[str, list[str]], other: ModelC
             out.append(f"{field}: {a}{ref_at}, {b}{here_at}")
 
     differ("max_batch_size", config.max_batch_size, other.max_batch_size)
-    for kind, fields, ours, theirs in (("input", _INPUT_FIELDS, config.inputs, other.inputs),
-                                       ("output", _OUTPUT_FIELDS, config.outputs, other.outputs)):
+    for kind, fields, ours, theirs in (
+        ("input", _INPUT_FIELDS, config.inputs, other.inputs),
+        ("output", _OUTPUT_FIELDS, config.outputs, other.outputs),
+    ):
         a = {t.name: t for t in ours}
         b = {t.name: t for t in theirs}
         for name in list(a) + [n for n in b if n not in a]:
@@ -233,14 +287,17 @@ def differences(config: ModelConfig, labels: dict[str, list[str]], other: ModelC
                 out.append(f"{kind} '{name}': only{here_at or ' here'}")
             else:
                 for field in fields:
-                    differ(f"{kind} '{name}' {field}", _value(a[name], field),
-                           _value(b[name], field))
+                    differ(
+                        f"{kind} '{name}' {field}", _value(a[name], field), _value(b[name], field)
+                    )
     for name in sorted((set(labels) | set(other_labels)) - unknown_labels):
         if labels.get(name) != other_labels.get(name):
             count = (len(labels.get(name, [])), len(other_labels.get(name, [])))
-            out.append(f"labels of output '{name}': {count[0]}{ref_at}, {count[1]}{here_at}"
-                       if count[0] != count[1] else
-                       f"labels of output '{name}': other names{here_at}")
+            out.append(
+                f"labels of output '{name}': {count[0]}{ref_at}, {count[1]}{here_at}"
+                if count[0] != count[1]
+                else f"labels of output '{name}': other names{here_at}"
+            )
     return out
 
 

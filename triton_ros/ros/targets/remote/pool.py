@@ -21,6 +21,7 @@
 Each endpoint keeps its figures (requests, errors by kind, round trips) for ``/diagnostics``:
 :meth:`Endpoint.health`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -31,13 +32,18 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ...monitoring.latency import LatencyWindow
-from .config import (FAILING_AFTER, HEALTH_PERIOD_S, PROBE_BACKOFF_MAX_S, PROBE_BACKOFF_MIN_S,
-                     EndpointAddress)
+from .config import (
+    FAILING_AFTER,
+    HEALTH_PERIOD_S,
+    PROBE_BACKOFF_MAX_S,
+    PROBE_BACKOFF_MIN_S,
+    EndpointAddress,
+)
 from .errors import ENDPOINT_FAILURES, RemoteError
 
 UP, DOWN, MISMATCH = "up", "down", "mismatch"
-REASON_MIN_S = 5.0           # one line about a down endpoint at most this often ...
-REASON_EVERY_S = 60.0        # ... and the same reason again at most this often
+REASON_MIN_S = 5.0  # one line about a down endpoint at most this often ...
+REASON_EVERY_S = 60.0  # ... and the same reason again at most this often
 
 
 @dataclass
@@ -48,9 +54,9 @@ class EndpointHealth:
     state: str
     reason: str
     outstanding: int
-    requests: int                      # answered requests, total
-    errors: dict[str, int]             # by kind, total
-    latency: list[int]                 # round trips (ns) since the last report
+    requests: int  # answered requests, total
+    errors: dict[str, int]  # by kind, total
+    latency: list[int]  # round trips (ns) since the last report
     shared_memory: bool
 
 
@@ -68,18 +74,18 @@ class Endpoint:
         self.requests = 0
         self.errors: collections.Counter[str] = collections.Counter()
         self.latency = LatencyWindow()
-        self.failures = 0                  # consecutive; sets the probe backoff
-        self.consecutive_errors = 0        # requests failed in a row (any kind)
+        self.failures = 0  # consecutive; sets the probe backoff
+        self.consecutive_errors = 0  # requests failed in a row (any kind)
         self.wake = asyncio.Event()
-        self.shm = False                   # inputs go through shared memory
+        self.shm = False  # inputs go through shared memory
         self.shm_refused = False
         self.registered: set[str] = set()  # shared-memory slots registered with this server
         self.fetched: tuple | None = None  # first probe round: (config, versions, labels)
-        self.metadata_only = False         # no ModelConfig there: planned from metadata
-        self.logged_reason = ""            # the reason last logged (tell_reason) ...
-        self.logged_at = float("-inf")     # ... when (monotonic s)
-        self.unlogged = 0                  # failed probes not logged since
-        self.hint: tuple[float, str] | None = None   # (when, diagnosis.explain's answer)
+        self.metadata_only = False  # no ModelConfig there: planned from metadata
+        self.logged_reason = ""  # the reason last logged (tell_reason) ...
+        self.logged_at = float("-inf")  # ... when (monotonic s)
+        self.unlogged = 0  # failed probes not logged since
+        self.hint: tuple[float, str] | None = None  # (when, diagnosis.explain's answer)
 
     def oldest_age(self, now_ns: int) -> int:
         """How long the oldest outstanding request has waited (ns); 0 without one."""
@@ -95,17 +101,31 @@ class Endpoint:
         return HEALTH_PERIOD_S if self.state == UP else self.backoff_s()
 
     def health(self) -> EndpointHealth:
-        return EndpointHealth(self.address.url, self.state, self.reason, self.outstanding,
-                              self.requests, dict(self.errors), self.latency.drain(), self.shm)
+        return EndpointHealth(
+            self.address.url,
+            self.state,
+            self.reason,
+            self.outstanding,
+            self.requests,
+            dict(self.errors),
+            self.latency.drain(),
+            self.shm,
+        )
 
 
 class EndpointPool:
     """The endpoints of one model, in the order given, and the accounting of their requests."""
 
-    def __init__(self, addresses: list[EndpointAddress], *, timeout_ms: int,
-                 log: Callable[[str, str], None], who: str) -> None:
+    def __init__(
+        self,
+        addresses: list[EndpointAddress],
+        *,
+        timeout_ms: int,
+        log: Callable[[str, str], None],
+        who: str,
+    ) -> None:
         self.endpoints = [Endpoint(address, i) for i, address in enumerate(addresses)]
-        self._stall_ns = timeout_ms * 250_000      # a quarter of the timeout
+        self._stall_ns = timeout_ms * 250_000  # a quarter of the timeout
         self._log = log
         self._who = who
         self._turn = itertools.count()
@@ -123,8 +143,11 @@ class EndpointPool:
         server is only marked down when that request times out): it gets new requests only
         when every up endpoint is stalled, and then the one whose oldest request is youngest."""
         now = time.monotonic_ns()
-        up = [(ep.outstanding, i, ep.oldest_age(now)) for i, ep in
-              enumerate(self.endpoints) if ep.state == UP and i not in tried]
+        up = [
+            (ep.outstanding, i, ep.oldest_age(now))
+            for i, ep in enumerate(self.endpoints)
+            if ep.state == UP and i not in tried
+        ]
         if not up:
             return None
         moving = [u for u in up if u[2] <= self._stall_ns]
@@ -146,7 +169,7 @@ class EndpointPool:
         for ep in self.endpoints:
             try:
                 age = ep.oldest_age(now)
-            except (RuntimeError, ValueError):    # its requests changed while read
+            except (RuntimeError, ValueError):  # its requests changed while read
                 continue
             if age >= after_ns:
                 stalled = True
@@ -186,8 +209,14 @@ class EndpointPool:
         if error.kind not in ENDPOINT_FAILURES and ep.consecutive_errors >= FAILING_AFTER:
             # an endpoint failing every request answers fast, so it would keep winning
             # "fewest outstanding": out until a probe finds it ready again
-            self.mark_down(ep, RemoteError(error.code, f"{FAILING_AFTER} requests in a row "
-                                           f"failed, the last: {error.message}", error.kind))
+            self.mark_down(
+                ep,
+                RemoteError(
+                    error.code,
+                    f"{FAILING_AFTER} requests in a row failed, the last: {error.message}",
+                    error.kind,
+                ),
+            )
         if error.kind in ENDPOINT_FAILURES:
             self.mark_down(ep, error)
 
@@ -195,13 +224,13 @@ class EndpointPool:
         """Mark an up endpoint down (False: it was not up). ``tell``: log why now (else the
         caller does, once it has explained it: tell_reason)."""
         if ep.state != UP:
-            return False                       # already down: the other requests in flight
+            return False  # already down: the other requests in flight
         ep.state = DOWN
         ep.reason = f"{error.kind}: {error.message}"
         if tell:
             self.tell_reason(ep, news=True)
-        ep.failures += 1                       # one event, however many requests it failed
-        ep.registered.clear()                  # a restarted server forgets its regions
+        ep.failures += 1  # one event, however many requests it failed
+        ep.registered.clear()  # a restarted server forgets its regions
         ep.wake.set()
         return True
 
@@ -211,16 +240,21 @@ class EndpointPool:
         start-up line already said it)."""
         now = time.monotonic()
         same = ep.reason == ep.logged_reason
-        if quiet or (not news and now - ep.logged_at < (REASON_EVERY_S if same else
-                                                         REASON_MIN_S)):
+        if quiet or (not news and now - ep.logged_at < (REASON_EVERY_S if same else REASON_MIN_S)):
             if quiet:
                 ep.logged_reason, ep.logged_at = ep.reason, now
             else:
                 ep.unlogged += 1
             return
-        since = (f" ({ep.unlogged} failed probe{'s' if ep.unlogged != 1 else ''} since the last "
-                 f"line)" if ep.unlogged and same else "")
-        self._log("warn", f"{self._who}: endpoint {ep.address.url} is "
-                  f"{'still ' if same and not news else ''}down: {ep.reason}{since}; probing it "
-                  f"again with backoff")
+        since = (
+            f" ({ep.unlogged} failed probe{'s' if ep.unlogged != 1 else ''} since the last line)"
+            if ep.unlogged and same
+            else ""
+        )
+        self._log(
+            "warn",
+            f"{self._who}: endpoint {ep.address.url} is "
+            f"{'still ' if same and not news else ''}down: {ep.reason}{since}; probing it "
+            f"again with backoff",
+        )
         ep.logged_reason, ep.logged_at, ep.unlogged = ep.reason, now, 0

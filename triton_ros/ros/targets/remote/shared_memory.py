@@ -7,6 +7,7 @@ flight; a request that finds every slot busy goes over the wire. Registering a s
 endpoint, and deciding whether an endpoint takes shared memory at all, are the remote model's
 (model.py): they are calls to that endpoint.
 """
+
 from __future__ import annotations
 
 import os
@@ -16,7 +17,7 @@ from typing import Mapping
 import numpy as np
 from tritonclient.utils import shared_memory as shm
 
-SHM_SLOTS_MAX = 64                     # shared-memory slots per model (one per request in flight)
+SHM_SLOTS_MAX = 64  # shared-memory slots per model (one per request in flight)
 
 
 class ShmSlot:
@@ -38,7 +39,7 @@ class ShmSlot:
     def destroy(self) -> None:
         try:
             shm.destroy_shared_memory_region(self.handle)
-        except Exception:                  # already gone: nothing to release
+        except Exception:  # already gone: nothing to release
             pass
 
 
@@ -56,7 +57,7 @@ class SlotPool:
             candidate = self._free.pop()
             if candidate.byte_size >= byte_size:
                 return candidate
-            candidate.destroy()                # the input grew (another model version)
+            candidate.destroy()  # the input grew (another model version)
             self._all.remove(candidate)
         if len(self._all) >= SHM_SLOTS_MAX:
             return None

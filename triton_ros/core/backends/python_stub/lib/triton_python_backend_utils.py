@@ -23,6 +23,7 @@ true; a GPU DLPack capsule is refused), metrics are kept in the stub and not exp
 decoupled request whose sender is garbage-collected before it sent the final flag ends with an
 error response (tritonserver leaves its client waiting).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -63,9 +64,19 @@ TRITON_STRING_TO_NUMPY = {
 
 # TRITONSERVER_DataType numbering, as triton_to_numpy_type / Tensor.triton_dtype() use it.
 _TRITON_DTYPES = (
-    (1, np.bool_), (2, np.uint8), (3, np.uint16), (4, np.uint32), (5, np.uint64),
-    (6, np.int8), (7, np.int16), (8, np.int32), (9, np.int64), (10, np.float16),
-    (11, np.float32), (12, np.float64), (13, np.object_),
+    (1, np.bool_),
+    (2, np.uint8),
+    (3, np.uint16),
+    (4, np.uint32),
+    (5, np.uint64),
+    (6, np.int8),
+    (7, np.int16),
+    (8, np.int32),
+    (9, np.int64),
+    (10, np.float16),
+    (11, np.float32),
+    (12, np.float64),
+    (13, np.object_),
 )
 
 # The stub installs its runtime here (the channel to the server); None outside a stub.
@@ -75,6 +86,7 @@ _runtime: Any = None
 # --------------------------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------------------------
+
 
 class _ErrorCode(enum.IntEnum):
     """TRITONSERVER_Error_Code."""
@@ -128,6 +140,7 @@ class TritonModelException(Exception):
 # Tensors
 # --------------------------------------------------------------------------------------------
 
+
 class _CapsuleHolder:
     """Lets numpy import a bare DLPack capsule (numpy only takes objects with ``__dlpack__``)."""
 
@@ -148,17 +161,19 @@ class Tensor:
         if not isinstance(name, str):
             raise TypeError(f"Tensor name must be a string, got {type(name).__name__}")
         if not isinstance(numpy_array, np.ndarray):
-            raise TypeError(f"Tensor '{name}' expects a numpy array, got "
-                            f"{type(numpy_array).__name__}")
+            raise TypeError(
+                f"Tensor '{name}' expects a numpy array, got {type(numpy_array).__name__}"
+            )
         array = numpy_array
-        if array.dtype.kind == "U":      # text: Triton BYTES hold UTF-8
+        if array.dtype.kind == "U":  # text: Triton BYTES hold UTF-8
             flat = [s.encode("utf-8") for s in array.reshape(-1).tolist()]
             array = _object_array(flat, array.shape)
-        elif array.dtype.kind == "S":    # np.bytes_ would lose trailing zero bytes
+        elif array.dtype.kind == "S":  # np.bytes_ would lose trailing zero bytes
             array = _object_array(array.reshape(-1).tolist(), array.shape)
         elif numpy_to_triton_type(array.dtype) is None:
-            raise TritonModelException(f"Tensor '{name}': numpy dtype {array.dtype} has no "
-                                       f"Triton data type")
+            raise TritonModelException(
+                f"Tensor '{name}': numpy dtype {array.dtype} has no Triton data type"
+            )
         if array.dtype != np.object_ and not array.flags.c_contiguous:
             array = np.ascontiguousarray(array)
         self._name = name
@@ -181,8 +196,9 @@ class Tensor:
 
     def to_dlpack(self):
         if self._array.dtype == np.object_:
-            raise TritonModelException(f"Tensor '{self._name}': BYTES tensors cannot be exported "
-                                       f"through DLPack")
+            raise TritonModelException(
+                f"Tensor '{self._name}': BYTES tensors cannot be exported through DLPack"
+            )
         return self._array.__dlpack__()
 
     def __dlpack__(self, stream=None):
@@ -194,18 +210,23 @@ class Tensor:
     @staticmethod
     def from_dlpack(name: str, dlpack_object) -> "Tensor":
         """A tensor from a DLPack capsule or an object with ``__dlpack__`` (CPU memory only)."""
-        source = dlpack_object if hasattr(dlpack_object, "__dlpack__") else _CapsuleHolder(dlpack_object)
+        source = (
+            dlpack_object if hasattr(dlpack_object, "__dlpack__") else _CapsuleHolder(dlpack_object)
+        )
         if hasattr(dlpack_object, "__dlpack_device__"):
             device = dlpack_object.__dlpack_device__()
             if int(device[0]) not in (1, 3):  # kDLCPU, kDLCUDAHost
                 raise TritonModelException(
                     f"Tensor '{name}': DLPack tensors on device {tuple(device)} are not supported "
-                    f"by triton_ros's Python backend; move the tensor to the CPU first")
+                    f"by triton_ros's Python backend; move the tensor to the CPU first"
+                )
         try:
             array = np.from_dlpack(source)
         except (BufferError, TypeError, RuntimeError, ValueError) as exc:
-            raise TritonModelException(f"Tensor '{name}': cannot import DLPack tensor ({exc}); "
-                                       f"only CPU tensors are supported") from None
+            raise TritonModelException(
+                f"Tensor '{name}': cannot import DLPack tensor ({exc}); "
+                f"only CPU tensors are supported"
+            ) from None
         return Tensor(name, array)
 
     def __repr__(self) -> str:
@@ -222,6 +243,7 @@ def _object_array(items: list, shape) -> np.ndarray:
 # Requests and responses
 # --------------------------------------------------------------------------------------------
 
+
 def _parameters_json(parameters) -> str:
     if parameters is None:
         return "{}"
@@ -232,24 +254,31 @@ def _parameters_json(parameters) -> str:
         raise TritonModelException("parameters must be a dict")
     for key, value in parameters.items():
         if not isinstance(key, str) or not isinstance(value, (bool, int, str, float)):
-            raise TritonModelException("Expect parameters keys to have type str and values to "
-                                       "have type bool, int, float or str")
+            raise TritonModelException(
+                "Expect parameters keys to have type str and values to "
+                "have type bool, int, float or str"
+            )
     return json.dumps(parameters)
 
 
 class InferenceResponse:
     """``InferenceResponse(output_tensors=[...], error=None, parameters=None)``."""
 
-    def __init__(self, output_tensors=None, error: TritonError | None = None,
-                 parameters=None) -> None:
+    def __init__(
+        self, output_tensors=None, error: TritonError | None = None, parameters=None
+    ) -> None:
         tensors = list(output_tensors) if output_tensors is not None else []
         for tensor in tensors:
             if not isinstance(tensor, Tensor):
-                raise TypeError(f"InferenceResponse output_tensors must be pb_utils.Tensor "
-                                f"objects, got {type(tensor).__name__}")
+                raise TypeError(
+                    f"InferenceResponse output_tensors must be pb_utils.Tensor "
+                    f"objects, got {type(tensor).__name__}"
+                )
         if error is not None and not isinstance(error, TritonError):
-            raise TypeError(f"InferenceResponse error must be a pb_utils.TritonError, got "
-                            f"{type(error).__name__}")
+            raise TypeError(
+                f"InferenceResponse error must be a pb_utils.TritonError, got "
+                f"{type(error).__name__}"
+            )
         self._tensors = tensors
         self._error = error
         self._parameters = _parameters_json(parameters)
@@ -285,23 +314,29 @@ class InferenceResponseSender:
         if flags not in (0, TRITONSERVER_RESPONSE_COMPLETE_FINAL):
             raise TritonModelException("Unable to send response. Unsupported flag provided.")
         if flags == 0 and response is None:
-            raise TritonModelException("Inference Response object must be provided when the "
-                                       "response flags is set to zero.")
+            raise TritonModelException(
+                "Inference Response object must be provided when the response flags is set to zero."
+            )
         if response is not None and not isinstance(response, InferenceResponse):
             raise TypeError("send() expects a pb_utils.InferenceResponse")
         final = flags == TRITONSERVER_RESPONSE_COMPLETE_FINAL
         with self._lock:
             if not self._decoupled:
                 if response is not None and self._sent:
-                    raise TritonModelException("Unable to send response. Non-decoupled model "
-                                               "cannot send more than one response.")
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model "
+                        "cannot send more than one response."
+                    )
                 if response is None and final and not self._sent:
-                    raise TritonModelException("Unable to send response. Non-decoupled model "
-                                               "cannot send complete final before sending a "
-                                               "response.")
+                    raise TritonModelException(
+                        "Unable to send response. Non-decoupled model "
+                        "cannot send complete final before sending a "
+                        "response."
+                    )
             if self._closed:
-                raise TritonModelException("Unable to send response. Response sender has been "
-                                           "closed.")
+                raise TritonModelException(
+                    "Unable to send response. Response sender has been closed."
+                )
             if final:
                 self._closed = True
             self._sent += 1
@@ -353,26 +388,40 @@ class InferenceRequest:
     _token = 0
     _decoupled = False
 
-    def __init__(self, request_id: str = "", correlation_id=0, inputs=None,
-                 requested_output_names=None, model_name: str = "", model_version: int = -1,
-                 flags: int = 0, timeout: int = 0, preferred_memory=None, trace=None,
-                 parameters=None) -> None:
+    def __init__(
+        self,
+        request_id: str = "",
+        correlation_id=0,
+        inputs=None,
+        requested_output_names=None,
+        model_name: str = "",
+        model_version: int = -1,
+        flags: int = 0,
+        timeout: int = 0,
+        preferred_memory=None,
+        trace=None,
+        parameters=None,
+    ) -> None:
         if inputs is None or requested_output_names is None or model_name is None:
-            raise TypeError("InferenceRequest requires inputs, requested_output_names and "
-                            "model_name")
+            raise TypeError(
+                "InferenceRequest requires inputs, requested_output_names and model_name"
+            )
         if not isinstance(correlation_id, (int, str)):
             raise TritonModelException("Correlation ID must be integer or string")
         for tensor in inputs:
             if not isinstance(tensor, Tensor):
-                raise TypeError(f"InferenceRequest inputs must be pb_utils.Tensor objects, got "
-                                f"{type(tensor).__name__}")
+                raise TypeError(
+                    f"InferenceRequest inputs must be pb_utils.Tensor objects, got "
+                    f"{type(tensor).__name__}"
+                )
         if isinstance(model_name, bytes):
             model_name = model_name.decode("utf-8")
         self._request_id = str(request_id)
         self._correlation_id = correlation_id
         self._inputs = list(inputs)
-        self._requested = [n.decode("utf-8") if isinstance(n, bytes) else str(n)
-                           for n in requested_output_names]
+        self._requested = [
+            n.decode("utf-8") if isinstance(n, bytes) else str(n) for n in requested_output_names
+        ]
         self._model_name = str(model_name)
         self._model_version = int(model_version)
         self._flags = int(flags)
@@ -417,8 +466,7 @@ class InferenceRequest:
 
     def get_response_sender(self) -> InferenceResponseSender:
         if self._sender is None:
-            self._sender = InferenceResponseSender(self._token, self._decoupled,
-                                                   self._requested)
+            self._sender = InferenceResponseSender(self._token, self._decoupled, self._requested)
         return self._sender
 
     def is_cancelled(self) -> bool:
@@ -427,8 +475,10 @@ class InferenceRequest:
 
     def set_release_flags(self, flags: int) -> None:
         if flags & TRITONSERVER_REQUEST_RELEASE_RESCHEDULE:
-            raise TritonModelException("request rescheduling is only for iterative sequences, "
-                                       "which triton_ros does not support")
+            raise TritonModelException(
+                "request rescheduling is only for iterative sequences, "
+                "which triton_ros does not support"
+            )
         self._release_flags = int(flags)
 
     def exec(self, decoupled: bool = False):
@@ -436,8 +486,10 @@ class InferenceRequest:
         with ``decoupled``, an iterator of the responses as they come. Failures come back as
         a response with an error, as in Triton."""
         if _runtime is None:
-            raise TritonModelException("InferenceRequest.exec() is only available inside a model "
-                                       "served by the Python backend")
+            raise TritonModelException(
+                "InferenceRequest.exec() is only available inside a model "
+                "served by the Python backend"
+            )
         if decoupled:
             return _runtime.bls_stream(self)
         return _runtime.bls(self)
@@ -477,11 +529,13 @@ class ResponseIterator:
 # Model control from a model (Triton 23.07+)
 # --------------------------------------------------------------------------------------------
 
+
 def load_model(model_name: str, config: str = "", files: dict | None = None) -> None:
     """Load or reload a model (explicit model control mode), like the repository load API:
     ``files`` maps "file:<version>/<name>" to the file's bytes and needs ``config``."""
-    encoded = {key: base64.b64encode(bytes(value)).decode("ascii")
-               for key, value in (files or {}).items()}
+    encoded = {
+        key: base64.b64encode(bytes(value)).decode("ascii") for key, value in (files or {}).items()
+    }
     _control("load", model_name=model_name, config=config, files=encoded)
 
 
@@ -495,21 +549,24 @@ def is_model_ready(model_name: str, model_version: str = "") -> bool:
 
 def _control(action: str, **kwargs):
     if _runtime is None:
-        raise TritonModelException("model control is only available inside a model served by "
-                                   "the Python backend")
+        raise TritonModelException(
+            "model control is only available inside a model served by the Python backend"
+        )
     return _runtime.control(action, **kwargs)
 
 
 def get_model_dir() -> str:
     if _runtime is None:
-        raise TritonModelException("get_model_dir() is only available inside a model served by "
-                                   "the Python backend")
+        raise TritonModelException(
+            "get_model_dir() is only available inside a model served by the Python backend"
+        )
     return _runtime.model_dir
 
 
 # --------------------------------------------------------------------------------------------
 # Logging and metrics
 # --------------------------------------------------------------------------------------------
+
 
 class Logger:
     """Writes to the server's log (the stub's stderr is the server's)."""
@@ -571,8 +628,9 @@ class Metric:
 
     def increment(self, value: float) -> None:
         if self._kind == MetricKind.COUNTER and value < 0:
-            raise TritonModelException("Failed to increment metric value: counters can only "
-                                       "increase")
+            raise TritonModelException(
+                "Failed to increment metric value: counters can only increase"
+            )
         with self._lock:
             self._value += value
 
@@ -608,6 +666,7 @@ class MetricFamily:
 # --------------------------------------------------------------------------------------------
 # Helpers (Triton's pure-Python part of the module)
 # --------------------------------------------------------------------------------------------
+
 
 def serialize_byte_tensor(input_tensor: np.ndarray):
     """Length-prefixed serialization of a BYTES tensor (C order); None for other dtypes."""
@@ -679,6 +738,7 @@ def triton_string_to_numpy(triton_type_string: str):
 # Auto-complete
 # --------------------------------------------------------------------------------------------
 
+
 class ModelConfig:
     """The configuration ``auto_complete_config`` receives and returns (Triton's API)."""
 
@@ -697,17 +757,21 @@ class ModelConfig:
     def set_max_batch_size(self, max_batch_size: int) -> None:
         current = self._model_config.get("max_batch_size", 0)
         if current > max_batch_size:
-            raise ValueError(f"configuration specified max_batch_size {current}, but in "
-                             f"auto-complete-config function {self._where()} specified "
-                             f"max_batch_size {max_batch_size}")
+            raise ValueError(
+                f"configuration specified max_batch_size {current}, but in "
+                f"auto-complete-config function {self._where()} specified "
+                f"max_batch_size {max_batch_size}"
+            )
         self._model_config["max_batch_size"] = max_batch_size
 
     def set_dynamic_batching(self) -> None:
         for other in ("sequence_batching", "ensemble_scheduling"):
             if other in self._model_config:
-                raise ValueError(f"Configuration specified scheduling_choice as '{other}', but "
-                                 f"auto-complete-config function {self._where()} tries to set "
-                                 f"scheduling_choice as 'dynamic_batching'")
+                raise ValueError(
+                    f"Configuration specified scheduling_choice as '{other}', but "
+                    f"auto-complete-config function {self._where()} tries to set "
+                    f"scheduling_choice as 'dynamic_batching'"
+                )
         self._model_config.setdefault("dynamic_batching", {})
 
     def add_input(self, input: dict) -> None:  # noqa: A002 (Triton's parameter name)
@@ -720,32 +784,48 @@ class ModelConfig:
         name = tensor.get("name", "")
         for key in tensor:
             if key not in allowed:
-                raise ValueError(f"{kind} '{name}' in auto-complete-config function "
-                                 f"{self._where()} contains property other than "
-                                 f"{', '.join(repr(a) for a in allowed)}.")
+                raise ValueError(
+                    f"{kind} '{name}' in auto-complete-config function "
+                    f"{self._where()} contains property other than "
+                    f"{', '.join(repr(a) for a in allowed)}."
+                )
         for key in ("name", "data_type", "dims"):
             if key not in tensor:
                 what = f"{kind} '{name}'" if key != "name" else kind
-                raise ValueError(f"{what} in auto-complete-config function {self._where()} is "
-                                 f"missing '{key}' property.")
+                raise ValueError(
+                    f"{what} in auto-complete-config function {self._where()} is "
+                    f"missing '{key}' property."
+                )
         for current in self._model_config[kind]:
             if current["name"] != name:
                 continue
-            if current.get("data_type", "TYPE_INVALID") not in ("TYPE_INVALID", tensor["data_type"]):
-                raise ValueError(f"unable to load model '{self._model_config.get('name', '')}', "
-                                 f"configuration expects datatype {current['data_type']} for "
-                                 f"{kind} '{name}', model provides {tensor['data_type']}")
+            if current.get("data_type", "TYPE_INVALID") not in (
+                "TYPE_INVALID",
+                tensor["data_type"],
+            ):
+                raise ValueError(
+                    f"unable to load model '{self._model_config.get('name', '')}', "
+                    f"configuration expects datatype {current['data_type']} for "
+                    f"{kind} '{name}', model provides {tensor['data_type']}"
+                )
             if current.get("dims") and list(current["dims"]) != list(tensor["dims"]):
-                raise ValueError(f"model '{self._model_config.get('name', '')}', tensor "
-                                 f"'{name}': the model expects dims {list(tensor['dims'])} but "
-                                 f"the model configuration specifies dims "
-                                 f"{list(current['dims'])}")
-            if "optional" in tensor and "optional" in current \
-                    and current["optional"] != tensor["optional"]:
-                raise ValueError(f"model '{self._model_config.get('name', '')}', tensor "
-                                 f"'{name}': the model expects optional {tensor['optional']} but "
-                                 f"the model configuration specifies optional "
-                                 f"{current['optional']}")
+                raise ValueError(
+                    f"model '{self._model_config.get('name', '')}', tensor "
+                    f"'{name}': the model expects dims {list(tensor['dims'])} but "
+                    f"the model configuration specifies dims "
+                    f"{list(current['dims'])}"
+                )
+            if (
+                "optional" in tensor
+                and "optional" in current
+                and current["optional"] != tensor["optional"]
+            ):
+                raise ValueError(
+                    f"model '{self._model_config.get('name', '')}', tensor "
+                    f"'{name}': the model expects optional {tensor['optional']} but "
+                    f"the model configuration specifies optional "
+                    f"{current['optional']}"
+                )
             current["data_type"] = tensor["data_type"]
             current["dims"] = list(tensor["dims"])
             if "optional" in tensor:
@@ -756,12 +836,19 @@ class ModelConfig:
     def set_model_transaction_policy(self, transaction_policy_dict: dict) -> None:
         for key in transaction_policy_dict:
             if key != "decoupled":
-                raise ValueError(f"model transaction property in auto-complete-config function "
-                                 f"{self._where()} contains property other than 'decoupled'.")
+                raise ValueError(
+                    f"model transaction property in auto-complete-config function "
+                    f"{self._where()} contains property other than 'decoupled'."
+                )
         policy = self._model_config.setdefault("model_transaction_policy", {})
         if "decoupled" in transaction_policy_dict:
-            if "decoupled" in policy and policy["decoupled"] != transaction_policy_dict["decoupled"]:
-                raise ValueError(f"trying to change decoupled property in auto-complete-config "
-                                 f"{self._where()}, which is already set to "
-                                 f"'{policy['decoupled']}'.")
+            if (
+                "decoupled" in policy
+                and policy["decoupled"] != transaction_policy_dict["decoupled"]
+            ):
+                raise ValueError(
+                    f"trying to change decoupled property in auto-complete-config "
+                    f"{self._where()}, which is already set to "
+                    f"'{policy['decoupled']}'."
+                )
             policy["decoupled"] = transaction_policy_dict["decoupled"]
