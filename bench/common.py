@@ -248,6 +248,32 @@ def emit_checked(lines: list[str], failures: list[str], out: str) -> int:
     return 1 if failures else 0
 
 
+def start_inference_node(params: dict, params_file: Path, log_path: Path, node_name: str):
+    """inference_node in a process of its own, started from the checkout, with ``params``
+    written to ``params_file`` as a ROS params file and its output in ``log_path``: the
+    process and the open log (the callers' stop_run closes both)."""
+    import yaml
+
+    params_file.write_text(yaml.safe_dump(params))
+    log = open(log_path, "w")
+    node = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "triton_ros.ros.inference_node",
+            "--ros-args",
+            "--params-file",
+            str(params_file),
+            "-r",
+            f"__node:={node_name}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=ROOT,
+    )
+    return node, log
+
+
 def stop_run(node, cameras, log, probe, subscriptions) -> None:
     """The end of a node benchmark's run: the cameras and the node stopped with SIGINT (waited
     for), the node's log closed, the probe's subscriptions destroyed."""

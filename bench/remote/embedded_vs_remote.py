@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from bench.common import (
+    start_inference_node,
     LOAD_AT_START,
     OUT,
     ROOT,
@@ -101,22 +101,11 @@ def run_config(name: str, args, tmp: Path, probe, server) -> Result:
         node_params["startup_models"] = []  # a robot's node: no model of its own
         binding["server_urls"] = [f"grpc://{server.url()}"]
         binding["shared_memory"] = "auto" if name == "remote shm" else "off"
-    params_file = tmp / f"{node_name}.yaml"
-    params_file.write_text(yaml.safe_dump({"/**": {"ros__parameters": node_params}}))
-    log = open(tmp / f"{node_name}.log", "w")
-    node = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "triton_ros.ros.inference_node",
-            "--ros-args",
-            "--params-file",
-            str(params_file),
-            "-r",
-            f"__node:={node_name}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    node, log = start_inference_node(
+        {"/**": {"ros__parameters": node_params}},
+        tmp / f"{node_name}.yaml",
+        tmp / f"{node_name}.log",
+        node_name,
     )
     latencies: list[float] = []
     measuring = threading.Event()

@@ -53,6 +53,7 @@ import numpy as np
 import yaml
 
 from bench.common import (
+    start_inference_node,
     LOAD_AT_START,
     ROOT,
     commit,
@@ -225,22 +226,8 @@ def run_config(name: str, repository: Path, args, rate: float, tmp: Path, probe)
     for name_value in args.node_param:  # e.g. serialized_images=false
         key, _, value = name_value.partition("=")
         params["/**"]["ros__parameters"][key] = yaml.safe_load(value)
-    params_file = tmp / f"{name}.yaml"
-    params_file.write_text(yaml.safe_dump(params))
-    log = open(tmp / f"{name}-node.log", "w")
-    node = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "triton_ros.ros.inference_node",
-            "--ros-args",
-            "--params-file",
-            str(params_file),
-            "-r",
-            f"__node:={node_name}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    node, log = start_inference_node(
+        params, tmp / f"{name}.yaml", tmp / f"{name}-node.log", node_name
     )
     latencies: list[float] = []
     measuring = threading.Event()

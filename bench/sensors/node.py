@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from bench.common import (
+    start_inference_node,
     LOAD_AT_START,
     ROOT,
     commit,
@@ -94,23 +94,8 @@ def run(name: str, args, tmp: Path, probe) -> Result:
             }
         }
     }
-    params_file = tmp / f"{name}.yaml"
-    params_file.write_text(yaml.safe_dump(params))
-    log = open(tmp / f"{name}-node.log", "w")
-    node = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "triton_ros.ros.inference_node",
-            "--ros-args",
-            "--params-file",
-            str(params_file),
-            "-r",
-            f"__node:={node_name}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=ROOT,
+    node, log = start_inference_node(
+        params, tmp / f"{name}.yaml", tmp / f"{name}-node.log", node_name
     )
     latencies: list[float] = []
     measuring = threading.Event()
