@@ -88,7 +88,7 @@ def test_a_new_kind_is_its_module_and_its_registry_line(tmp_path):
     (codec / "points.py").write_text(KIND)
     registry = codec / "registry.py"
     text = registry.read_text()
-    line = "    IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO, POINTCLOUD)}"
+    line = "for kind in (IMAGE, COMPRESSED, DEPTH, COMPRESSED_DEPTH, CAMERA_INFO, POINTCLOUD)\n"
     assert line in text
     text = text.replace(line, line.replace("POINTCLOUD)", "POINTCLOUD, POINTS)"))
     registry.write_text(

@@ -248,10 +248,18 @@ def test_hostile_sequence_requests_get_tritons_status_and_disturb_no_camera(rig)
 
     with ThreadPoolExecutor(80) as pool:
         statuses = list(pool.map(start, range(80)))
-    assert statuses.count("OK") <= 64 - 3 and "StatusCode.UNAVAILABLE" in statuses, statuses
+    # Some found no slot and were refused, none got another error. (How many got one depends
+    # on the host: on a slow one the first of them idle past the tracker's 10 s and free their
+    # slots while the flood still runs, as Triton's batcher releases idle sequences.)
+    assert "StatusCode.UNAVAILABLE" in statuses, statuses
+    assert set(statuses) <= {"OK", "StatusCode.UNAVAILABLE"}, statuses
     for i, status in enumerate(statuses):  # end those that got a slot
         if status == "OK":
-            infer(sequence_id=10_000 + i, sequence_end=True)
+            try:
+                infer(sequence_id=10_000 + i, sequence_end=True)
+            except InferenceServerException as exc:  # released after idling meanwhile
+                assert exc.status() == "StatusCode.INVALID_ARGUMENT", exc
+                assert "must specify the START flag" in exc.message(), exc
     client.close()
     for key, n in before.items():  # undisturbed, and still served
         pairs = wait_pairs(rig, key, 20, since=n)
